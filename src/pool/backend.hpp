@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: MIT
+// The pool's only window onto a device: get and give back segments, ask for memory info,
+// and fence freed memory. Two implementations: the real driver (src/core/driver_backend.*)
+// and a simulated device (src/pool/sim_backend.*) used by unit tests and `gpumemprof replay`.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace gpumemprof::pool {
+
+/// Result codes are CUresult values so that the hooks can hand them back unchanged.
+inline constexpr int kSuccess = 0;          // CUDA_SUCCESS
+inline constexpr int kInvalidValue = 1;     // CUDA_ERROR_INVALID_VALUE
+inline constexpr int kOutOfMemory = 2;      // CUDA_ERROR_OUT_OF_MEMORY
+
+/// A fence marks "every piece of device work queued so far, on every stream". 0 is no fence.
+using FenceId = std::uint64_t;
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+
+    /// Obtain `size` bytes of device memory (one segment). Returns kSuccess and sets *ptr, or the
+    /// driver's error code (kOutOfMemory when the device is full).
+    virtual int allocate(std::size_t size, std::uintptr_t* ptr) = 0;
+    /// Give a whole segment back. Returns the driver's code.
+    virtual int release(std::uintptr_t ptr, std::size_t size) = 0;
+    /// Device-wide free and total bytes as the driver reports them.
+    virtual int memory_info(std::size_t* free_bytes, std::size_t* total_bytes) = 0;
+
+    /// Record a fence covering all work queued so far. Returns 0 when no fence can be recorded
+    /// now (a stream capture is active, or the process is tearing down).
+    virtual FenceId fence_record() = 0;
+    /// True once all work before the fence has finished. Never blocks.
+    virtual bool fence_done(FenceId fence) = 0;
+    /// Block until the fence is done. Returns false if waiting is not allowed now (capture).
+    virtual bool fence_wait(FenceId fence) = 0;
+    /// The fence is no longer needed.
+    virtual void fence_release(FenceId fence) = 0;
+};
+
+} // namespace gpumemprof::pool

@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: MIT
+// One device's (one context's) caching pool with the policy of PyTorch's native CUDA caching
+// allocator (DeviceCachingAllocator): rounding, small/large pools, best fit per stream,
+// split/merge, oversize blocks, garbage collection, release-and-retry. Thread-safe: one mutex.
+//
+// Nouns: a *segment* is one piece of memory obtained from the Backend; a *block* is a
+// contiguous part of a segment, free or handed out; a *pending* block was freed by the program
+// but may still be touched by device work queued before the free, so it waits for a fence
+// (PyTorch's "active_pending_free" state) before it can be reused.
+#pragma once
+
+#include "pool/alloc_conf.hpp"
+#include "pool/backend.hpp"
+#include "stats/device_stats.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gpumemprof::pool {
+
+enum class Mode {
+    caching,     ///< PyTorch policy.
+    passthrough, ///< No cache: every malloc is one exact-size segment, every free releases it.
+                 ///< Stats still kept (allocation == segment). For GPUMEMPROF_POOL=0.
+};
+
+struct PoolOptions {
+    AllocConf conf;
+    Mode mode = Mode::caching;
+    /// true: a freed block waits for a fence before reuse (live driver, cudaFree semantics).
+    /// false: a freed block is reusable at once, exactly as PyTorch's same-stream reuse
+    /// (replay and unit tests).
+    bool defer_frees = true;
+    int device = 0;
+};
+
+/// What the pool knew at the moment an allocation failed (PyTorch's OOM message inputs).
+struct OomInfo {
+    std::size_t requested = 0;        ///< the caller's size
+    std::size_t rounded = 0;          ///< round_size(requested)
+    std::size_t allocation_size = 0;  ///< segment size the pool tried to get
+    std::size_t device_free = 0;      ///< Backend::memory_info at the failure
+    std::size_t device_total = 0;
+    std::int64_t allocated = 0;       ///< allocated_bytes.all.current
+    std::int64_t reserved = 0;        ///< reserved_bytes.all.current
+    std::size_t largest_free_block = 0; ///< largest cached free block in this pool
+    std::size_t allowed = 0;          ///< per-process limit in bytes, 0 when none
+    int status = kOutOfMemory;        ///< the code returned to the caller
+};
+
+/// Called under the pool's lock, in the order things happen. Must not call back into the pool.
+class PoolListener {
+public:
+    virtual ~PoolListener() = default;
+    virtual void on_alloc(std::uintptr_t ptr, std::size_t size, std::size_t requested, std::uintptr_t stream) {}
+    virtual void on_free_requested(std::uintptr_t ptr, std::size_t size, std::size_t requested) {}
+    virtual void on_free_completed(std::uintptr_t ptr, std::size_t size, std::size_t requested) {}
+    virtual void on_segment_alloc(std::uintptr_t ptr, std::size_t size) {}
+    virtual void on_segment_free(std::uintptr_t ptr, std::size_t size) {}
+    virtual void on_oom(const OomInfo& info) {}
+};
+
+enum class BlockState { active_allocated, active_pending_free, inactive };
+
+struct BlockInfo {
+    std::uintptr_t address = 0;
+    std::size_t size = 0;
+    std::size_t requested_size = 0;
+    BlockState state = BlockState::inactive;
+};
+
+struct SegmentInfo {
+    std::uintptr_t address = 0;
+    std::size_t total_size = 0;
+    std::size_t allocated_size = 0;
+    std::size_t active_size = 0;
+    std::size_t requested_size = 0;
+    std::uintptr_t stream = 0;
+    bool is_small = false;
+    std::vector<BlockInfo> blocks; ///< address order, sizes sum to total_size
+};
+
+/// Result of looking up a pointer that the program holds.
+struct Lookup {
+    bool in_pool = false;             ///< address lies inside one of this pool's segments
+    bool is_block_start = false;      ///< ... and is the start of an allocated block
+    std::uintptr_t segment_base = 0;
+    std::size_t segment_size = 0;
+    std::uintptr_t block_address = 0;
+    std::size_t block_size = 0;
+};
+
+/// Returned by DevicePool::free for an address that lies in no segment of this pool.
+inline constexpr int kNotOwned = -1;
+
+class DevicePool {
+public:
+    DevicePool(Backend& backend, PoolOptions options, PoolListener* listener = nullptr);
+    ~DevicePool(); ///< forgets everything; never calls the backend
+    DevicePool(const DevicePool&) = delete;
+    DevicePool& operator=(const DevicePool&) = delete;
+
+    /// Allocate `size` bytes (size 0 is served as one 512-byte block, as PyTorch does; the hooks
+    /// forward size 0 to the driver before reaching here). Returns kSuccess and *ptr, or the
+    /// backend's error code after PyTorch's release-and-retry sequence (num_ooms counted,
+    /// listener->on_oom called). Never throws.
+    int malloc(std::size_t size, std::uintptr_t stream, std::uintptr_t* ptr);
+
+    /// Free a pointer returned by malloc. kSuccess; kInvalidValue if the address is inside one of
+    /// this pool's segments but is not the start of an allocated block (double or interior
+    /// free: nothing changes and invalid_frees() grows); kNotOwned if it lies in no segment.
+    int free(std::uintptr_t ptr);
+
+    Lookup lookup(std::uintptr_t ptr) const;
+
+    /// Retire pending blocks whose fences are done (never blocks).
+    void process_fences();
+    /// torch.cuda.empty_cache(): wait for all fences, release every wholly-free segment.
+    void empty_cache();
+
+    stats::DeviceStats stats() const;
+    void reset_peak_stats();
+    void reset_accumulated_stats();
+    std::int64_t invalid_frees() const;
+
+    /// Bytes in wholly-free cached segments: what empty_cache() would give back.
+    std::size_t releasable_bytes() const;
+    std::vector<SegmentInfo> snapshot() const;
+    const PoolOptions& options() const;
+
+    /// The context is gone (reset/destroyed): forget every block and segment without calling
+    /// the backend. Stats keep their counters; current values drop to zero.
+    void drop_all();
+
+    /// Used by pthread_atfork: hold the pool's lock across fork.
+    void lock_for_fork();
+    void unlock_after_fork();
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+} // namespace gpumemprof::pool
