@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: MIT
+#include "util/options.hpp"
+
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <strings.h>
+#include <unistd.h>
+
+namespace gpumemprof::util {
+namespace {
+
+const OptionDoc kDocs[] = {
+    {"GPUMEMPROF_POOL", "1", "1: serve cuMemAlloc/cudaMalloc from the caching pool; 0: pass every call through, only observe"},
+    {"GPUMEMPROF_ALLOC_CONF", "(empty)", "pool settings in PYTORCH_CUDA_ALLOC_CONF syntax"},
+    {"GPUMEMPROF_OUTPUT", "gpumemprof-%p", "report path prefix (%p pid, %h host, %r rank); none = write nothing"},
+    {"GPUMEMPROF_STACK_DEPTH", "64", "frames captured per allocation; 0 turns stack capture off"},
+    {"GPUMEMPROF_TRACE", "(empty)", "write every allocator event to this file (for gpumemprof replay)"},
+    {"GPUMEMPROF_DUMP_SIGNAL", "SIGUSR2", "signal that writes the reports on demand; 0 = none"},
+    {"GPUMEMPROF_LOG", "warning", "debug, info, warning or error"},
+    {"GPUMEMPROF_MAX_WARNINGS", "100", "cap on warnings printed by one process"},
+    {"GPUMEMPROF_REPORT", "1", "0: write no report at exit"},
+};
+
+const char* env(const char* name) {
+    const char* v = std::getenv(name);
+    return (v && *v) ? v : nullptr;
+}
+
+void warn_bad(std::string* warnings, const char* name, const char* value, const char* expected,
+              const char* def) {
+    if (!warnings)
+        return;
+    *warnings += std::string(name) + "=\"" + value + "\" is not valid (" + expected + "); using the default " +
+                 def + "\n";
+}
+
+bool parse_bool(const char* s, bool* out) {
+    if (!strcasecmp(s, "1") || !strcasecmp(s, "true") || !strcasecmp(s, "yes") || !strcasecmp(s, "on")) {
+        *out = true;
+        return true;
+    }
+    if (!strcasecmp(s, "0") || !strcasecmp(s, "false") || !strcasecmp(s, "no") || !strcasecmp(s, "off")) {
+        *out = false;
+        return true;
+    }
+    return false;
+}
+
+bool parse_int(const char* s, long lo, long hi, int* out) {
+    errno = 0;
+    char* end = nullptr;
+    long v = std::strtol(s, &end, 10);
+    if (errno || end == s || *end != '\0' || v < lo || v > hi)
+        return false;
+    *out = static_cast<int>(v);
+    return true;
+}
+
+} // namespace
+
+const OptionDoc* option_docs(int* count) {
+    *count = static_cast<int>(sizeof kDocs / sizeof kDocs[0]);
+    return kDocs;
+}
+
+int parse_signal(const std::string& text) {
+    if (text.empty())
+        return -1;
+    int n = 0;
+    if (parse_int(text.c_str(), 0, 64, &n))
+        return n;
+    std::string name = text;
+    if (name.rfind("SIG", 0) == 0)
+        name = name.substr(3);
+    static const struct { const char* name; int sig; } kNames[] = {
+        {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"HUP", SIGHUP}, {"INT", SIGINT}, {"TERM", SIGTERM},
+        {"QUIT", SIGQUIT}, {"PROF", SIGPROF}, {"WINCH", SIGWINCH},
+    };
+    for (const auto& e : kNames)
+        if (strcasecmp(name.c_str(), e.name) == 0)
+            return e.sig;
+    return -1;
+}
+
+Options read_options(std::string* warnings) {
+    Options o;
+    if (const char* v = env("GPUMEMPROF_POOL"); v && !parse_bool(v, &o.pool))
+        warn_bad(warnings, "GPUMEMPROF_POOL", v, "expected 0 or 1", "1");
+    if (const char* v = env("GPUMEMPROF_ALLOC_CONF"))
+        o.alloc_conf = v;
+    if (const char* v = std::getenv("GPUMEMPROF_OUTPUT"))
+        o.output = (std::strcmp(v, "none") == 0) ? std::string() : std::string(v);
+    if (const char* v = env("GPUMEMPROF_STACK_DEPTH"); v && !parse_int(v, 0, 256, &o.stack_depth))
+        warn_bad(warnings, "GPUMEMPROF_STACK_DEPTH", v, "expected an integer 0..256", "64");
+    if (const char* v = env("GPUMEMPROF_TRACE"))
+        o.trace = v;
+    if (const char* v = env("GPUMEMPROF_DUMP_SIGNAL")) {
+        int s = parse_signal(v);
+        if (s < 0)
+            warn_bad(warnings, "GPUMEMPROF_DUMP_SIGNAL", v, "expected a signal number or name such as SIGUSR2", "SIGUSR2");
+        else
+            o.dump_signal = s;
+    }
+    if (const char* v = env("GPUMEMPROF_LOG")) {
+        static const char* kLevels[] = {"debug", "info", "warning", "error"};
+        bool ok = false;
+        for (int i = 0; i < 4; ++i)
+            if (strcasecmp(v, kLevels[i]) == 0) {
+                o.log_level = i;
+                ok = true;
+            }
+        if (!ok)
+            warn_bad(warnings, "GPUMEMPROF_LOG", v, "expected debug, info, warning or error", "warning");
+    }
+    if (const char* v = env("GPUMEMPROF_MAX_WARNINGS"); v && !parse_int(v, 0, 1000000, &o.max_warnings))
+        warn_bad(warnings, "GPUMEMPROF_MAX_WARNINGS", v, "expected a non-negative integer", "100");
+    if (const char* v = env("GPUMEMPROF_REPORT"); v && !parse_bool(v, &o.report_at_exit))
+        warn_bad(warnings, "GPUMEMPROF_REPORT", v, "expected 0 or 1", "1");
+    return o;
+}
+
+std::string expand_output_prefix(const std::string& pattern, int pid) {
+    std::string out;
+    for (std::size_t i = 0; i < pattern.size(); ++i) {
+        char c = pattern[i];
+        if (c != '%' || i + 1 == pattern.size()) {
+            out.push_back(c);
+            continue;
+        }
+        char k = pattern[++i];
+        if (k == 'p') {
+            out += std::to_string(pid);
+        } else if (k == 'h') {
+            char host[256] = {};
+            if (::gethostname(host, sizeof host - 1) != 0)
+                std::strcpy(host, "unknown");
+            out += host;
+        } else if (k == 'r') {
+            const char* r = env("RANK");
+            if (!r)
+                r = env("LOCAL_RANK");
+            out += r ? r : "0";
+        } else if (k == '%') {
+            out.push_back('%');
+        } else {
+            out.push_back('%');
+            out.push_back(k);
+        }
+    }
+    return out;
+}
+
+} // namespace gpumemprof::util

@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: MIT
+// GPUMEMPROF_* environment options: one table, read once, tolerant of bad input.
+#pragma once
+
+#include <string>
+
+namespace gpumemprof::util {
+
+struct Options {
+    bool pool = true;                         ///< GPUMEMPROF_POOL: 0 = observe only, no caching
+    std::string alloc_conf;                   ///< GPUMEMPROF_ALLOC_CONF (PYTORCH_CUDA_ALLOC_CONF syntax)
+    std::string output = "gpumemprof-%p";     ///< GPUMEMPROF_OUTPUT: report path prefix; "" or "none" = no files
+    int stack_depth = 64;                     ///< GPUMEMPROF_STACK_DEPTH: frames per stack, 0 = off
+    std::string trace;                        ///< GPUMEMPROF_TRACE: event log path, "" = off
+    int dump_signal = 12;                     ///< GPUMEMPROF_DUMP_SIGNAL: SIGUSR2 by default, 0 = off
+    int log_level = 2;                        ///< GPUMEMPROF_LOG: 0 debug, 1 info, 2 warning, 3 error
+    int max_warnings = 100;                   ///< GPUMEMPROF_MAX_WARNINGS
+    bool report_at_exit = true;               ///< GPUMEMPROF_REPORT: 0 = write nothing at exit
+};
+
+/// Parse the environment. Every malformed value produces one warning naming the variable and the
+/// value (appended to `warnings`) and the default is kept.
+Options read_options(std::string* warnings);
+
+/// One row per option for README/--help: name, default, meaning.
+struct OptionDoc {
+    const char* name;
+    const char* default_value;
+    const char* meaning;
+};
+const OptionDoc* option_docs(int* count);
+
+/// Expand %p (pid), %h (host name), %r (rank from RANK, else LOCAL_RANK, else 0) and %% in a
+/// GPUMEMPROF_OUTPUT prefix.
+std::string expand_output_prefix(const std::string& pattern, int pid);
+
+/// Parse a signal given as a number or a name ("SIGUSR2", "USR2"); -1 if invalid.
+int parse_signal(const std::string& text);
+
+} // namespace gpumemprof::util
