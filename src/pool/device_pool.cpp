@@ -1,0 +1,987 @@
+// SPDX-License-Identifier: MIT
+// DevicePool: PyTorch's DeviceCachingAllocator policy over a Backend (see device_pool.hpp).
+#include "pool/device_pool.hpp"
+
+#include "pool/rounding.hpp"
+#include "stats/stat_fields.hpp"
+
+#include <algorithm>
+#include <deque>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <set>
+
+namespace gpumemprof::pool {
+
+namespace {
+
+enum class BState : std::uint8_t {
+    free,      ///< cached: in its pool's free set
+    allocated, ///< handed out
+    pending,   ///< freed by the program, waiting for a fence (PyTorch: event_count > 0)
+};
+
+struct Segment;
+struct BlockPool;
+
+struct Block {
+    std::uintptr_t ptr = 0;
+    std::size_t size = 0;
+    std::size_t requested = 0;
+    std::uintptr_t stream = 0;
+    Block* prev = nullptr; ///< neighbours inside the segment (address order)
+    Block* next = nullptr;
+    Segment* seg = nullptr;
+    BlockPool* pool = nullptr;
+    std::uint64_t gc_count_base = 0;
+    Block* pending_next = nullptr; ///< link in the unfenced list or a fence group
+    BState state = BState::free;
+
+    bool is_split() const { return prev != nullptr || next != nullptr; }
+};
+
+// BlockComparatorSize: stream first, so lower_bound + "same stream?" is a per-stream best fit.
+struct BlockCmp {
+    bool operator()(const Block* a, const Block* b) const {
+        if (a->stream != b->stream)
+            return a->stream < b->stream;
+        if (a->size != b->size)
+            return a->size < b->size;
+        return a->ptr < b->ptr;
+    }
+};
+
+using BlockSet = std::set<Block*, BlockCmp>;
+
+struct BlockPool {
+    BlockSet blocks; ///< free blocks only
+    bool is_small = false;
+    std::uint64_t get_free_blocks_call_count = 0; ///< GC clock
+    int stat_type = stats::kLargePool;
+};
+
+struct Segment {
+    std::uintptr_t base = 0;
+    std::size_t size = 0;
+    std::uintptr_t stream = 0;
+    BlockPool* pool = nullptr;
+    Block* head = nullptr; ///< the block at `base`
+};
+
+struct FenceGroup {
+    FenceId id = 0;
+    Block* head = nullptr;
+};
+
+/// Address -> Block for handed-out and pending blocks (PyTorch's allocated_blocks / active_blocks).
+/// Open addressing with linear probing and backward-shift deletion: no heap allocation per insert,
+/// which keeps the malloc/free hot path free of allocator calls. Key 0 marks an empty slot.
+class PtrMap {
+public:
+    PtrMap() { rehash(64); }
+
+    Block* find(std::uintptr_t key) const {
+        std::size_t i = slot_of(key);
+        while (slots_[i].key != 0) {
+            if (slots_[i].key == key)
+                return slots_[i].value;
+            i = (i + 1) & mask_;
+        }
+        return nullptr;
+    }
+
+    /// Make room for one more entry (may allocate); insert() then never allocates.
+    void reserve_one() {
+        if ((count_ + 1) * 2 > slots_.size())
+            rehash(slots_.size() * 2);
+    }
+
+    void insert(std::uintptr_t key, Block* value) {
+        reserve_one();
+        std::size_t i = slot_of(key);
+        while (slots_[i].key != 0)
+            i = (i + 1) & mask_;
+        slots_[i] = {key, value};
+        ++count_;
+    }
+
+    void erase(std::uintptr_t key) {
+        std::size_t i = slot_of(key);
+        while (slots_[i].key != key) {
+            if (slots_[i].key == 0)
+                return;
+            i = (i + 1) & mask_;
+        }
+        // Backward shift: pull later entries of the probe run into the hole when their home slot
+        // does not lie cyclically between the hole and their current slot.
+        std::size_t j = i;
+        for (;;) {
+            j = (j + 1) & mask_;
+            if (slots_[j].key == 0)
+                break;
+            const std::size_t home = slot_of(slots_[j].key);
+            if (((j - home) & mask_) >= ((j - i) & mask_)) {
+                slots_[i] = slots_[j];
+                i = j;
+            }
+        }
+        slots_[i] = {0, nullptr};
+        --count_;
+    }
+
+    void clear() {
+        std::fill(slots_.begin(), slots_.end(), Slot{0, nullptr});
+        count_ = 0;
+    }
+
+private:
+    struct Slot {
+        std::uintptr_t key;
+        Block* value;
+    };
+
+    std::size_t slot_of(std::uintptr_t key) const {
+        return static_cast<std::size_t>((static_cast<std::uint64_t>(key) * 0x9E3779B97F4A7C15ull) >>
+                                        shift_);
+    }
+
+    void rehash(std::size_t n) {
+        std::vector<Slot> old(n, Slot{0, nullptr});
+        old.swap(slots_);
+        mask_ = n - 1;
+        shift_ = 64 - static_cast<unsigned>(__builtin_ctzll(n));
+        count_ = 0;
+        for (const Slot& s : old)
+            if (s.key != 0)
+                insert(s.key, s.value);
+    }
+
+    std::vector<Slot> slots_;
+    std::size_t mask_ = 0;
+    unsigned shift_ = 0;
+    std::size_t count_ = 0;
+};
+
+constexpr std::size_t kOneExaByte = std::size_t{1} << 60;
+constexpr std::size_t kBlockChunk = 256;
+
+} // namespace
+
+struct DevicePool::Impl {
+    Impl(Backend& b, PoolOptions o, PoolListener* l) : backend(b), options(std::move(o)), listener(l) {
+        small.is_small = true;
+        small.stat_type = stats::kSmallPool;
+        large.is_small = false;
+        large.stat_type = stats::kLargePool;
+        max_split_size = options.conf.max_split_size;
+        max_non_split_rounding = options.conf.max_non_split_rounding_size;
+        set_fraction = options.conf.per_process_memory_fraction > 0.0;
+        gc_enabled = set_fraction && options.conf.garbage_collection_threshold > 0.0;
+        // torch: static_cast<int64_t>(max_split_size); SIZE_MAX reads -1.
+        st.max_split_size = static_cast<std::int64_t>(max_split_size);
+        spare_blocks.reserve(kBlockChunk);
+        spare_nodes.reserve(64);
+    }
+
+    Backend& backend;
+    PoolOptions options;
+    PoolListener* listener;
+    mutable std::mutex mu;
+
+    BlockPool small;
+    BlockPool large;
+    PtrMap active; ///< allocated + pending blocks by address
+    std::map<std::uintptr_t, Segment> segments;
+    std::vector<std::unique_ptr<Block[]>> block_chunks;
+    std::vector<Block*> spare_blocks;
+    std::vector<BlockSet::node_type> spare_nodes; ///< recycled std::set nodes
+    Block* unfenced_head = nullptr;
+    Block* unfenced_tail = nullptr;
+    std::deque<FenceGroup> fenced; ///< oldest first
+
+    stats::DeviceStats st;
+    std::int64_t invalid_frees = 0;
+    std::size_t total_allocated_memory = 0; ///< bytes held from the backend (== reserved)
+
+    std::size_t max_split_size = 0;
+    std::size_t max_non_split_rounding = 0;
+    bool set_fraction = false;
+    bool gc_enabled = false;
+    bool allowed_known = false;
+    std::size_t allowed_memory_maximum = std::numeric_limits<std::size_t>::max();
+
+    // ---- small helpers ------------------------------------------------------------------------
+
+    template <typename F> static void for_types(const BlockPool& p, F&& f) {
+        f(stats::kAll);
+        f(p.stat_type);
+    }
+
+    BlockPool& pool_for(std::size_t rounded) { return rounded <= kSmallSize ? small : large; }
+
+    void grow_spare_blocks() {
+        auto chunk = std::make_unique<Block[]>(kBlockChunk);
+        // Room for every block that exists, so recycle_block() never reallocates.
+        spare_blocks.reserve((block_chunks.size() + 1) * kBlockChunk);
+        block_chunks.reserve(block_chunks.size() + 1);
+        for (std::size_t i = 0; i < kBlockChunk; ++i)
+            spare_blocks.push_back(&chunk[i]);
+        block_chunks.push_back(std::move(chunk));
+    }
+
+    /// Everything malloc/free may need, obtained before any state changes (may throw bad_alloc,
+    /// which the public entry points turn into an error with the pool unchanged).
+    void ensure_spares() {
+        if (spare_blocks.size() < 2)
+            grow_spare_blocks();
+        if (spare_nodes.size() + 4 > spare_nodes.capacity())
+            spare_nodes.reserve(spare_nodes.capacity() * 2 + 8);
+        active.reserve_one();
+    }
+
+    Block* new_block() {
+        if (spare_blocks.empty())
+            grow_spare_blocks();
+        Block* b = spare_blocks.back();
+        spare_blocks.pop_back();
+        *b = Block{};
+        return b;
+    }
+
+    void recycle_block(Block* b) { spare_blocks.push_back(b); } // capacity covers every chunk block
+
+    void set_insert(BlockPool& pool, Block* b) {
+        if (!spare_nodes.empty()) {
+            BlockSet::node_type node = std::move(spare_nodes.back());
+            spare_nodes.pop_back();
+            node.value() = b;
+            pool.blocks.insert(std::move(node));
+        } else {
+            pool.blocks.insert(b);
+        }
+    }
+
+    void set_erase(BlockPool& pool, BlockSet::iterator it) {
+        if (spare_nodes.size() < spare_nodes.capacity())
+            spare_nodes.push_back(pool.blocks.extract(it));
+        else
+            pool.blocks.erase(it);
+    }
+
+    // BlockPool::insert_into_blocks: also stamps the GC age base.
+    void insert_free(BlockPool& pool, Block* b) {
+        b->state = BState::free;
+        b->gc_count_base = pool.get_free_blocks_call_count;
+        set_insert(pool, b);
+    }
+
+    std::size_t allowed() {
+        if (!allowed_known) {
+            std::size_t free_b = 0, total_b = 0;
+            if (backend.memory_info(&free_b, &total_b) == kSuccess)
+                allowed_memory_maximum =
+                    static_cast<std::size_t>(options.conf.per_process_memory_fraction *
+                                             static_cast<double>(total_b));
+            allowed_known = true; // on failure stay unlimited rather than ask on every miss
+        }
+        return allowed_memory_maximum;
+    }
+
+    // ---- PyTorch policy -----------------------------------------------------------------------
+
+    // get_free_block: best fit on the same stream, with the two oversize rules.
+    Block* get_free_block(BlockPool& pool, std::uintptr_t stream, std::size_t size) {
+        if (gc_enabled)
+            ++pool.get_free_blocks_call_count; // block reuse interval is only tracked for GC
+        Block key;
+        key.stream = stream;
+        key.size = size;
+        key.ptr = 0;
+        auto it = pool.blocks.lower_bound(&key);
+        if (it == pool.blocks.end() || (*it)->stream != stream)
+            return nullptr;
+        Block* b = *it;
+        // A non-oversize request never takes an oversize block (it would be split or wasted).
+        if (size < max_split_size && b->size >= max_split_size)
+            return nullptr;
+        // An oversize request takes an unsplit block at most max_non_split_rounding larger.
+        if (size >= max_split_size && b->size >= size + max_non_split_rounding)
+            return nullptr;
+        set_erase(pool, it);
+        return b;
+    }
+
+    // should_split: small pool keeps any remainder of >= 512 B; large pool splits only non-oversize
+    // requests and only when more than kSmallSize would remain (smaller tails stay as waste).
+    bool should_split(const Block* b, std::size_t size) const {
+        const std::size_t remaining = b->size - size;
+        if (b->pool->is_small)
+            return remaining >= kMinBlockSize;
+        return size < max_split_size && remaining > kSmallSize;
+    }
+
+    // alloc_block: one new segment from the backend (not put in the free set: the caller hands it
+    // out at once). isRetry counts num_alloc_retries even if the attempt then fails.
+    Block* alloc_block(BlockPool& pool, std::uintptr_t stream, std::size_t alloc_size, bool is_retry,
+                       int* err) {
+        if (is_retry)
+            ++st.num_alloc_retries;
+        if (set_fraction && total_allocated_memory + alloc_size > allowed()) {
+            *err = kOutOfMemory; // the per-process limit fails without asking the device
+            return nullptr;
+        }
+        std::uintptr_t ptr = 0;
+        const int rc = backend.allocate(alloc_size, &ptr);
+        if (rc != kSuccess) {
+            *err = rc;
+            return nullptr;
+        }
+        Segment* seg = nullptr;
+        try {
+            seg = &segments.try_emplace(ptr).first->second;
+        } catch (...) {
+            backend.release(ptr, alloc_size);
+            *err = kOutOfMemory;
+            return nullptr;
+        }
+        Block* b = new_block();
+        b->ptr = ptr;
+        b->size = alloc_size;
+        b->stream = stream;
+        b->pool = &pool;
+        b->seg = seg;
+        *seg = Segment{ptr, alloc_size, stream, &pool, b};
+        total_allocated_memory += alloc_size;
+        for_types(pool, [&](int t) {
+            st.segment[t].increase(1);
+            st.reserved_bytes[t].increase(static_cast<std::int64_t>(alloc_size));
+        });
+        if (alloc_size >= max_split_size)
+            st.oversize_segments.increase(1);
+        ++st.num_device_alloc;
+        if (listener)
+            listener->on_segment_alloc(ptr, alloc_size);
+        return b;
+    }
+
+    // alloc_found_block: optional split (front part handed out, tail stays cached), stats.
+    Block* alloc_found_block(Block* b, std::size_t size, std::size_t orig_size, bool split) {
+        BlockPool& pool = *b->pool;
+        const bool already_split = b->is_split();
+        if (split) {
+            Block* remaining = b;
+            b = new_block();
+            b->ptr = remaining->ptr;
+            b->size = size;
+            b->stream = remaining->stream;
+            b->pool = &pool;
+            b->seg = remaining->seg;
+            b->prev = remaining->prev;
+            if (b->prev)
+                b->prev->next = b;
+            else
+                b->seg->head = b;
+            b->next = remaining;
+            remaining->prev = b;
+            remaining->ptr += size;
+            remaining->size -= size;
+            insert_free(pool, remaining);
+            if (already_split) {
+                // An already-split inactive block shrinks by `size`; the count is unchanged.
+                for_types(pool, [&](int t) {
+                    st.inactive_split_bytes[t].decrease(static_cast<std::int64_t>(size));
+                });
+            } else {
+                // A previously unsplit block now leaves one inactive split remainder.
+                for_types(pool, [&](int t) {
+                    st.inactive_split_bytes[t].increase(static_cast<std::int64_t>(remaining->size));
+                    st.inactive_split[t].increase(1);
+                });
+            }
+        } else if (already_split) {
+            // An inactive split block becomes active as a whole.
+            for_types(pool, [&](int t) {
+                st.inactive_split_bytes[t].decrease(static_cast<std::int64_t>(b->size));
+                st.inactive_split[t].decrease(1);
+            });
+        }
+        b->state = BState::allocated;
+        b->requested = orig_size;
+        active.insert(b->ptr, b);
+        const auto bsize = static_cast<std::int64_t>(b->size);
+        const auto req = static_cast<std::int64_t>(orig_size);
+        for_types(pool, [&](int t) {
+            st.allocation[t].increase(1);
+            st.allocated_bytes[t].increase(bsize);
+            st.active[t].increase(1);
+            st.active_bytes[t].increase(bsize);
+            st.requested_bytes[t].increase(req);
+        });
+        if (b->size >= max_split_size)
+            st.oversize_allocations.increase(1);
+        if (listener)
+            listener->on_alloc(b->ptr, b->size, orig_size, b->stream);
+        return b;
+    }
+
+    // try_merge_blocks: only with a cached (free) neighbour; returns the bytes absorbed.
+    std::size_t try_merge(Block* dst, Block* src, BlockPool& pool) {
+        if (src == nullptr || src->state != BState::free)
+            return 0;
+        auto it = pool.blocks.find(src);
+        if (it != pool.blocks.end())
+            set_erase(pool, it);
+        if (dst->prev == src) {
+            dst->ptr = src->ptr;
+            dst->prev = src->prev;
+            if (dst->prev)
+                dst->prev->next = dst;
+            else
+                dst->seg->head = dst;
+        } else {
+            dst->next = src->next;
+            if (dst->next)
+                dst->next->prev = dst;
+        }
+        const std::size_t subsumed = src->size;
+        dst->size += subsumed;
+        recycle_block(src);
+        return subsumed;
+    }
+
+    // free_block: the free completes: merge with free neighbours, back into the cache, stats.
+    void free_block(Block* b) {
+        if (listener)
+            listener->on_free_completed(b->ptr, b->size, b->requested);
+        const std::size_t original_size = b->size;
+        const std::size_t requested = b->requested;
+        BlockPool& pool = *b->pool;
+        active.erase(b->ptr); // before merging moves ptr
+        std::int64_t net_blocks = 0;
+        std::int64_t net_bytes = 0;
+        Block* const candidates[2] = {b->prev, b->next};
+        for (Block* c : candidates) {
+            const std::size_t subsumed = try_merge(b, c, pool);
+            if (subsumed > 0) {
+                net_blocks -= 1;
+                net_bytes -= static_cast<std::int64_t>(subsumed);
+            }
+        }
+        insert_free(pool, b);
+        if (b->is_split()) {
+            net_blocks += 1;
+            net_bytes += static_cast<std::int64_t>(b->size);
+        }
+        for_types(pool, [&](int t) {
+            if (net_blocks > 0)
+                st.inactive_split[t].increase(net_blocks);
+            else if (net_blocks < 0)
+                st.inactive_split[t].decrease(-net_blocks);
+            if (net_bytes > 0)
+                st.inactive_split_bytes[t].increase(net_bytes);
+            else if (net_bytes < 0)
+                st.inactive_split_bytes[t].decrease(-net_bytes);
+            st.active[t].decrease(1);
+            st.active_bytes[t].decrease(static_cast<std::int64_t>(original_size));
+            st.requested_bytes[t].decrease(static_cast<std::int64_t>(requested));
+        });
+    }
+
+    // release_block: give a whole cached segment back (cudaFree). `in_set`: the block is in its
+    // pool's free set (false only for passthrough blocks).
+    void release_block(Block* b, bool in_set = true) {
+        BlockPool& pool = *b->pool;
+        ++st.num_device_free;
+        if (listener)
+            listener->on_segment_free(b->ptr, b->size);
+        if (in_set) {
+            auto it = pool.blocks.find(b);
+            if (it != pool.blocks.end())
+                pool.blocks.erase(it);
+        }
+        backend.release(b->ptr, b->size); // an error leaves nothing we could do differently
+        total_allocated_memory -= b->size;
+        for_types(pool, [&](int t) {
+            st.segment[t].decrease(1);
+            st.reserved_bytes[t].decrease(static_cast<std::int64_t>(b->size));
+        });
+        if (b->size >= max_split_size)
+            st.oversize_segments.decrease(1);
+        segments.erase(b->seg->base);
+        recycle_block(b);
+    }
+
+    // release_available_cached_blocks: only with max_split_size set; free one oversize block big
+    // enough, else the largest oversize blocks of this stream until enough bytes went back.
+    bool release_available_cached_blocks(BlockPool& pool, std::uintptr_t stream, std::size_t size) {
+        if (max_split_size == std::numeric_limits<std::size_t>::max())
+            return false;
+        Block key;
+        key.stream = stream;
+        key.size = std::max(size, max_split_size);
+        key.ptr = 0;
+        auto it = pool.blocks.lower_bound(&key);
+        if (it == pool.blocks.end() || (*it)->stream != stream) {
+            if (it == pool.blocks.begin())
+                return false;
+            std::size_t released = 0;
+            --it; // the largest block of this stream, if it has any
+            while (released < key.size && (*it)->size >= max_split_size && (*it)->stream == stream) {
+                auto cur = it;
+                const bool is_first = cur == pool.blocks.begin();
+                if (!is_first)
+                    --it;
+                Block* b = *cur;
+                if (!b->is_split()) { // always true by construction; guards our segment bookkeeping
+                    released += b->size;
+                    release_block(b);
+                }
+                if (is_first)
+                    break;
+            }
+            return released >= key.size;
+        }
+        if ((*it)->is_split())
+            return false;
+        release_block(*it);
+        return true;
+    }
+
+    // release_blocks: every cached unsplit block of the pool goes back to the device.
+    void release_blocks(BlockPool& pool) {
+        auto it = pool.blocks.begin();
+        while (it != pool.blocks.end()) {
+            Block* b = *it;
+            ++it;
+            if (!b->is_split())
+                release_block(b);
+        }
+    }
+
+    // ---- deferred frees (replaces record_stream events) ---------------------------------------
+
+    void retire_group(Block* head) {
+        while (head != nullptr) {
+            Block* next = head->pending_next;
+            head->pending_next = nullptr;
+            free_block(head);
+            head = next;
+        }
+    }
+
+    /// One fence for every unfenced pending block. fence_record() == 0: they stay unfenced.
+    void fence_unfenced() {
+        if (unfenced_head == nullptr)
+            return;
+        const FenceId id = backend.fence_record();
+        if (id == 0)
+            return;
+        try {
+            fenced.push_back(FenceGroup{id, unfenced_head});
+        } catch (...) {
+            backend.fence_release(id);
+            return;
+        }
+        unfenced_head = unfenced_tail = nullptr;
+    }
+
+    /// process_events: oldest fence first, stop at the first that is not done. Returns whether
+    /// any block was retired.
+    bool process_fences_locked() {
+        bool any = false;
+        while (!fenced.empty()) {
+            const FenceGroup g = fenced.front();
+            if (!backend.fence_done(g.id))
+                break;
+            fenced.pop_front();
+            retire_group(g.head);
+            backend.fence_release(g.id);
+            any = true;
+        }
+        return any;
+    }
+
+    // synchronize_and_free_events: wait for every outstanding fence (fencing the unfenced first).
+    void synchronize_and_free_fences() {
+        ++st.num_sync_all_streams;
+        fence_unfenced();
+        while (!fenced.empty()) {
+            const FenceGroup g = fenced.front();
+            if (!backend.fence_wait(g.id))
+                break; // waiting is not allowed now: the rest stays pending
+            fenced.pop_front();
+            retire_group(g.head);
+            backend.fence_release(g.id);
+        }
+    }
+
+    // release_cached_blocks (empty cache): sync fences, then free large then small unsplit blocks.
+    void release_cached_blocks() {
+        synchronize_and_free_fences();
+        release_blocks(large);
+        release_blocks(small);
+    }
+
+    // garbage_collect_cached_blocks: free aged unsplit large-pool blocks until reserved drops below
+    // threshold * allowed; each pass frees every block at least as old as the average, without
+    // stopping at the target, so GC does not re-trigger at once.
+    void garbage_collect() {
+        const auto gc_threshold = static_cast<std::size_t>(options.conf.garbage_collection_threshold *
+                                                           static_cast<double>(allowed()));
+        if (total_allocated_memory <= gc_threshold)
+            return;
+        const std::size_t target = total_allocated_memory - gc_threshold;
+        std::size_t reclaimed = 0;
+        std::uint64_t total_age = 0;
+        std::int64_t freeable = 0;
+        const auto age = [&](const Block* b) { return large.get_free_blocks_call_count - b->gc_count_base; };
+        for (const Block* b : large.blocks) {
+            if (!b->is_split()) {
+                total_age += age(b);
+                ++freeable;
+            }
+        }
+        if (freeable == 0)
+            return;
+        bool freed = true;
+        while (reclaimed < target && freed && freeable > 0) {
+            const double age_threshold = static_cast<double>(total_age) / static_cast<double>(freeable);
+            freed = false;
+            auto it = large.blocks.begin();
+            while (it != large.blocks.end()) {
+                Block* b = *it;
+                ++it;
+                if (!b->is_split() && static_cast<double>(age(b)) >= age_threshold) {
+                    freed = true;
+                    reclaimed += b->size;
+                    total_age -= age(b);
+                    --freeable;
+                    release_block(b);
+                }
+            }
+        }
+    }
+
+    int out_of_memory(std::size_t size, std::size_t rounded, std::size_t alloc_size, int err) {
+        OomInfo info;
+        info.requested = size;
+        info.rounded = rounded;
+        info.allocation_size = alloc_size;
+        backend.memory_info(&info.device_free, &info.device_total);
+        info.allocated = st.allocated_bytes[stats::kAll].current;
+        info.reserved = st.reserved_bytes[stats::kAll].current;
+        for (const BlockPool* p : {&small, &large})
+            for (const Block* b : p->blocks)
+                info.largest_free_block = std::max(info.largest_free_block, b->size);
+        info.allowed = set_fraction ? allowed() : 0;
+        info.status = err;
+        ++st.num_ooms;
+        if (listener)
+            listener->on_oom(info);
+        return err;
+    }
+
+    // DeviceCachingAllocator::malloc.
+    int malloc_caching(std::size_t size, std::uintptr_t stream, std::uintptr_t* out) {
+        process_fences_locked(); // process_events
+        const std::size_t rounded = round_size(options.conf, size);
+        BlockPool& pool = pool_for(rounded);
+        const std::size_t alloc_size = allocation_size(rounded);
+        ensure_spares();
+
+        Block* b = get_free_block(pool, stream, rounded);
+        if (b == nullptr && unfenced_head != nullptr) {
+            // Our stand-in for the free-memory callbacks: fence what was freed since the last
+            // fence and look again if that fence is already passed.
+            fence_unfenced();
+            if (process_fences_locked())
+                b = get_free_block(pool, stream, rounded);
+        }
+        int err = kOutOfMemory;
+        if (b == nullptr) {
+            if (gc_enabled)
+                garbage_collect();
+            b = alloc_block(pool, stream, alloc_size, false, &err);
+            if (b == nullptr && err == kOutOfMemory && release_available_cached_blocks(pool, stream, rounded))
+                b = alloc_block(pool, stream, alloc_size, false, &err);
+            if (b == nullptr && err == kOutOfMemory) {
+                release_cached_blocks();
+                b = alloc_block(pool, stream, alloc_size, true, &err);
+            }
+        }
+        if (b == nullptr) {
+            // A code other than out-of-memory is a device error: PyTorch raises it from alloc_block
+            // (C10_CUDA_CHECK) without the OOM path, and so do we.
+            if (err != kOutOfMemory)
+                return err;
+            return out_of_memory(size, rounded, alloc_size, err);
+        }
+        const bool split = should_split(b, rounded);
+        b = alloc_found_block(b, rounded, size, split);
+        *out = b->ptr;
+        return kSuccess;
+    }
+
+    // Passthrough (PYTORCH_NO_CUDA_MEMORY_CACHING-like). Decision: block size = segment size =
+    // max(size, 1) rounded up to 512, so reserved == allocated == the 512-rounded sizes and
+    // requested_bytes keeps the exact sizes; the device is asked for that rounded size.
+    int malloc_passthrough(std::size_t size, std::uintptr_t stream, std::uintptr_t* out) {
+        const std::size_t bsize = round_size(AllocConf{}, std::max<std::size_t>(size, 1));
+        BlockPool& pool = pool_for(bsize);
+        ensure_spares();
+        int err = kOutOfMemory;
+        Block* b = alloc_block(pool, stream, bsize, false, &err);
+        if (b == nullptr) {
+            if (err != kOutOfMemory)
+                return err;
+            return out_of_memory(size, bsize, bsize, err);
+        }
+        b = alloc_found_block(b, bsize, size, false);
+        *out = b->ptr;
+        return kSuccess;
+    }
+
+    int free_locked(std::uintptr_t ptr) {
+        Block* b = ptr != 0 ? active.find(ptr) : nullptr;
+        if (b == nullptr || b->state != BState::allocated) {
+            if (b != nullptr || segment_of(ptr) != nullptr) {
+                ++invalid_frees; // double free (pending block) or an address inside a segment
+                return kInvalidValue;
+            }
+            return kNotOwned;
+        }
+        BlockPool& pool = *b->pool;
+        // free(): allocation/allocated_bytes drop at the free request, active/requested at completion.
+        for_types(pool, [&](int t) {
+            st.allocation[t].decrease(1);
+            st.allocated_bytes[t].decrease(static_cast<std::int64_t>(b->size));
+        });
+        if (listener)
+            listener->on_free_requested(b->ptr, b->size, b->requested);
+        if (b->size >= max_split_size)
+            st.oversize_allocations.decrease(1);
+        if (options.mode == Mode::passthrough) {
+            b->state = BState::free;
+            free_completed_passthrough(b);
+            return kSuccess;
+        }
+        if (options.defer_frees) {
+            b->state = BState::pending;
+            b->pending_next = nullptr;
+            if (unfenced_tail)
+                unfenced_tail->pending_next = b;
+            else
+                unfenced_head = b;
+            unfenced_tail = b;
+        } else {
+            free_block(b);
+        }
+        return kSuccess;
+    }
+
+    void free_completed_passthrough(Block* b) {
+        if (listener)
+            listener->on_free_completed(b->ptr, b->size, b->requested);
+        active.erase(b->ptr);
+        BlockPool& pool = *b->pool;
+        for_types(pool, [&](int t) {
+            st.active[t].decrease(1);
+            st.active_bytes[t].decrease(static_cast<std::int64_t>(b->size));
+            st.requested_bytes[t].decrease(static_cast<std::int64_t>(b->requested));
+        });
+        release_block(b, false);
+    }
+
+    const Segment* segment_of(std::uintptr_t ptr) const {
+        auto it = segments.upper_bound(ptr);
+        if (it == segments.begin())
+            return nullptr;
+        --it;
+        const Segment& s = it->second;
+        return ptr - s.base < s.size ? &s : nullptr;
+    }
+
+    static BlockState public_state(BState s) {
+        switch (s) {
+        case BState::allocated:
+            return BlockState::active_allocated;
+        case BState::pending:
+            return BlockState::active_pending_free;
+        default:
+            return BlockState::inactive;
+        }
+    }
+
+    void forget_all() {
+        small.blocks.clear();
+        large.blocks.clear();
+        spare_nodes.clear();
+        active.clear();
+        segments.clear();
+        fenced.clear();
+        unfenced_head = unfenced_tail = nullptr;
+        spare_blocks.clear();
+        for (auto& chunk : block_chunks)
+            for (std::size_t i = 0; i < kBlockChunk; ++i)
+                spare_blocks.push_back(&chunk[i]);
+        total_allocated_memory = 0;
+    }
+};
+
+DevicePool::DevicePool(Backend& backend, PoolOptions options, PoolListener* listener)
+    : impl_(std::make_unique<Impl>(backend, std::move(options), listener)) {}
+
+DevicePool::~DevicePool() = default; // Impl holds no backend resources it would give back
+
+int DevicePool::malloc(std::size_t size, std::uintptr_t stream, std::uintptr_t* ptr) {
+    if (ptr == nullptr)
+        return kInvalidValue;
+    // NativeCachingAllocator::allocate refuses >= 1 EiB before the allocator sees it (no stats);
+    // this also keeps every rounding below free of overflow.
+    if (size >= kOneExaByte)
+        return kOutOfMemory;
+    try {
+        std::lock_guard<std::mutex> lock(impl_->mu);
+        if (impl_->options.mode == Mode::passthrough)
+            return impl_->malloc_passthrough(size, stream, ptr);
+        return impl_->malloc_caching(size, stream, ptr);
+    } catch (...) {
+        return kOutOfMemory; // host memory exhausted for our own bookkeeping
+    }
+}
+
+int DevicePool::free(std::uintptr_t ptr) {
+    try {
+        std::lock_guard<std::mutex> lock(impl_->mu);
+        return impl_->free_locked(ptr);
+    } catch (...) {
+        return kInvalidValue;
+    }
+}
+
+Lookup DevicePool::lookup(std::uintptr_t ptr) const {
+    Lookup r;
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    const Segment* s = impl_->segment_of(ptr);
+    if (s == nullptr)
+        return r;
+    r.in_pool = true;
+    r.segment_base = s->base;
+    r.segment_size = s->size;
+    if (const Block* b = impl_->active.find(ptr); b != nullptr && b->state == BState::allocated) {
+        r.is_block_start = true;
+        r.block_address = b->ptr;
+        r.block_size = b->size;
+        return r;
+    }
+    for (const Block* b = s->head; b != nullptr; b = b->next) {
+        if (ptr - b->ptr < b->size) {
+            r.block_address = b->ptr;
+            r.block_size = b->size;
+            break;
+        }
+    }
+    return r;
+}
+
+void DevicePool::process_fences() {
+    try {
+        std::lock_guard<std::mutex> lock(impl_->mu);
+        // Public entry (unlike malloc's internal poll) also fences what was freed since the last
+        // fence, so that a caller who knows the device is idle retires everything at once.
+        impl_->fence_unfenced();
+        impl_->process_fences_locked();
+    } catch (...) {
+    }
+}
+
+void DevicePool::empty_cache() {
+    try {
+        std::lock_guard<std::mutex> lock(impl_->mu);
+        impl_->release_cached_blocks();
+    } catch (...) {
+    }
+}
+
+stats::DeviceStats DevicePool::stats() const {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    return impl_->st;
+}
+
+void DevicePool::reset_peak_stats() {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->st.reset_peak();
+}
+
+void DevicePool::reset_accumulated_stats() {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->st.reset_accumulated();
+}
+
+std::int64_t DevicePool::invalid_frees() const {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    return impl_->invalid_frees;
+}
+
+std::size_t DevicePool::releasable_bytes() const {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    std::size_t total = 0;
+    for (const BlockPool* p : {&impl_->small, &impl_->large})
+        for (const Block* b : p->blocks)
+            if (!b->is_split())
+                total += b->size;
+    return total;
+}
+
+std::vector<SegmentInfo> DevicePool::snapshot() const {
+    std::vector<SegmentInfo> out;
+    try {
+        std::lock_guard<std::mutex> lock(impl_->mu);
+        out.reserve(impl_->segments.size());
+        for (const auto& [base, s] : impl_->segments) {
+            SegmentInfo si;
+            si.address = s.base;
+            si.total_size = s.size;
+            si.stream = s.stream;
+            si.is_small = s.pool->is_small;
+            for (const Block* b = s.head; b != nullptr; b = b->next) {
+                BlockInfo bi{b->ptr, b->size, b->requested, Impl::public_state(b->state)};
+                if (b->state == BState::allocated)
+                    si.allocated_size += b->size;
+                if (b->state != BState::free) {
+                    si.active_size += b->size;
+                    si.requested_size += b->requested;
+                }
+                si.blocks.push_back(bi);
+            }
+            out.push_back(std::move(si));
+        }
+    } catch (...) {
+    }
+    return out;
+}
+
+const PoolOptions& DevicePool::options() const { return impl_->options; }
+
+void DevicePool::drop_all() {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->forget_all();
+    // Decision: the memory was not freed by the program, the context vanished; current values
+    // drop to zero without counting as "freed", peaks and counters stay.
+    auto& st = impl_->st;
+#define X(name)                                                                                      \
+    for (auto& s : st.name)                                                                          \
+        s.current = 0;
+    GPUMEMPROF_STAT_ARRAYS(X)
+#undef X
+#define X(name) st.name.current = 0;
+    GPUMEMPROF_STAT_SINGLES(X)
+#undef X
+}
+
+void DevicePool::lock_for_fork() { impl_->mu.lock(); }
+
+void DevicePool::unlock_after_fork() { impl_->mu.unlock(); }
+
+} // namespace gpumemprof::pool

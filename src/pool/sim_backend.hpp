@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: MIT
+// A simulated device for the pool: bookkeeping only (no memory is touched), deterministic addresses,
+// a capacity limit, call counters and test knobs for fences. Used by unit tests and `gpumemprof replay`.
+#pragma once
+
+#include "pool/backend.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+
+namespace gpumemprof::pool {
+
+class SimBackend final : public Backend {
+public:
+    /// First segment address; every segment starts on a 2 MiB boundary and addresses are never reused
+    /// (a stale pointer into a released segment is therefore never mistaken for a new one).
+    static constexpr std::uintptr_t kBaseAddress = 0x7f0000000000;
+    static constexpr std::size_t kAlignment = 2 * 1024 * 1024;
+
+    explicit SimBackend(std::size_t capacity_bytes = std::size_t{80} << 30);
+
+    int allocate(std::size_t size, std::uintptr_t* ptr) override;
+    int release(std::uintptr_t ptr, std::size_t size) override;
+    /// free = capacity - bytes held by live segments; total = capacity (or set_total()).
+    int memory_info(std::size_t* free_bytes, std::size_t* total_bytes) override;
+
+    FenceId fence_record() override;
+    bool fence_done(FenceId fence) override;
+    bool fence_wait(FenceId fence) override;
+    void fence_release(FenceId fence) override;
+
+    // ---- knobs (thread-safe) ------------------------------------------------------------------
+    /// true: fences recorded from now on stay busy until complete_fences() or a fence_wait().
+    void set_fences_busy(bool busy);
+    /// Finish every fence recorded so far.
+    void complete_fences();
+    /// false: fence_record() returns 0 ("cannot fence now", as during a stream capture).
+    void set_fence_record_allowed(bool allowed);
+    /// false: fence_wait() returns false without finishing the fence.
+    void set_fence_wait_allowed(bool allowed);
+    /// The next allocate() fails with `code` (once).
+    void fail_next_allocate(int code);
+    void set_capacity(std::size_t bytes);
+    /// Report this as the device's total in memory_info (default: the capacity).
+    void set_total(std::size_t bytes);
+
+    // ---- observations -------------------------------------------------------------------------
+    struct Counters {
+        std::uint64_t allocate_calls = 0;
+        std::uint64_t allocate_failures = 0;
+        std::uint64_t release_calls = 0;
+        std::uint64_t bad_releases = 0; ///< release of an unknown address or with a wrong size
+        std::uint64_t memory_info_calls = 0;
+        std::uint64_t fence_records = 0;
+        std::uint64_t fence_queries = 0;
+        std::uint64_t fence_waits = 0;
+        std::uint64_t fence_releases = 0;
+    };
+    Counters counters() const;
+    std::size_t used_bytes() const;
+    std::size_t live_segments() const;
+    std::size_t capacity() const;
+
+private:
+    mutable std::mutex mu_;
+    std::size_t capacity_;
+    std::size_t total_ = 0; ///< 0: same as capacity
+    std::size_t used_ = 0;
+    std::uintptr_t next_address_ = kBaseAddress;
+    std::unordered_map<std::uintptr_t, std::size_t> live_;
+    Counters counters_;
+    int fail_next_ = 0;
+    bool fences_busy_ = false;
+    bool record_allowed_ = true;
+    bool wait_allowed_ = true;
+    FenceId last_fence_ = 0;
+    FenceId done_upto_ = 0; ///< every fence <= this is finished
+};
+
+} // namespace gpumemprof::pool
