@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: MIT
+// libunwind-based stack capture: unw_backtrace with the per-thread unwind cache.
+#include "stacks/backtrace.hpp"
+
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
+#include <algorithm>
+#include <mutex>
+
+namespace gpumemprof::stacks {
+
+namespace {
+
+void enable_unwind_cache() noexcept {
+    // Caches the unwind info per IP per thread, so repeated stacks unwind without re-reading
+    // .eh_frame; heaptrack does the same.
+    static std::once_flag once;
+    std::call_once(once, [] { unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD); });
+}
+
+} // namespace
+
+__attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_frames, int skip) noexcept {
+    if (ips == nullptr || max_frames <= 0)
+        return 0;
+    enable_unwind_cache();
+    skip = std::clamp(skip, 0, 16);
+    max_frames = std::min(max_frames, kMaxFrames);
+    // One extra slot for this function's own frame, `skip` more for the caller's helpers.
+    void* raw[kMaxFrames + 17];
+    const int want = max_frames + skip + 1;
+    int n = unw_backtrace(raw, want);
+    // libunwind may end a stack with bogus zero frames; drop them.
+    while (n > 0 && raw[n - 1] == nullptr)
+        --n;
+    const int first = skip + 1;
+    int out = 0;
+    for (int i = first; i < n && out < max_frames; ++i)
+        ips[out++] = reinterpret_cast<std::uintptr_t>(raw[i]) - 1;
+    return out;
+}
+
+} // namespace gpumemprof::stacks

@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: MIT
+// A small open-addressing hash map from 64-bit keys to trivially copyable values, for the
+// per-event tables (pointer -> live block, stack id -> site): one probe sequence in one array,
+// no allocation per insert (std::unordered_map allocates a node per element).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace gpumemprof::stacks {
+
+/// Linear probing with backward-shift deletion (no tombstones). Key ~0 is reserved as "empty".
+/// Not thread-safe: the owner locks.
+template <typename Value>
+class FlatMap {
+public:
+    static constexpr std::uint64_t kEmpty = ~std::uint64_t{0};
+
+    FlatMap() { clear(); }
+
+    void clear() {
+        slots_.assign(kInitial, Slot{kEmpty, Value{}});
+        mask_ = kInitial - 1;
+        size_ = 0;
+    }
+    std::size_t size() const { return size_; }
+
+    Value* find(std::uint64_t key) { return const_cast<Value*>(std::as_const(*this).find(key)); }
+    const Value* find(std::uint64_t key) const {
+        std::size_t i = index(key);
+        for (;;) {
+            const Slot& s = slots_[i];
+            if (s.key == key)
+                return &s.value;
+            if (s.key == kEmpty)
+                return nullptr;
+            i = (i + 1) & mask_;
+        }
+    }
+
+    /// Inserts (or overwrites) and returns the stored value. May allocate when the table grows.
+    Value& put(std::uint64_t key, const Value& value) {
+        if ((size_ + 1) * 2 > slots_.size())
+            rehash(slots_.size() * 2);
+        std::size_t i = index(key);
+        for (;;) {
+            Slot& s = slots_[i];
+            if (s.key == key) {
+                s.value = value;
+                return s.value;
+            }
+            if (s.key == kEmpty) {
+                s.key = key;
+                s.value = value;
+                ++size_;
+                return s.value;
+            }
+            i = (i + 1) & mask_;
+        }
+    }
+
+    /// Removes `key`; copies its value to *out. Returns false when absent.
+    bool take(std::uint64_t key, Value* out) {
+        std::size_t i = index(key);
+        for (;;) {
+            Slot& s = slots_[i];
+            if (s.key == kEmpty)
+                return false;
+            if (s.key == key)
+                break;
+            i = (i + 1) & mask_;
+        }
+        if (out != nullptr)
+            *out = slots_[i].value;
+        // Backward shift: move later members of the probe run into the hole when their home
+        // slot does not lie cyclically in (hole, j].
+        std::size_t hole = i;
+        std::size_t j = i;
+        for (;;) {
+            j = (j + 1) & mask_;
+            if (slots_[j].key == kEmpty)
+                break;
+            const std::size_t home = index(slots_[j].key);
+            const bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
+            if (!stays) {
+                slots_[hole] = slots_[j];
+                hole = j;
+            }
+        }
+        slots_[hole].key = kEmpty;
+        --size_;
+        return true;
+    }
+
+    template <typename F>
+    void for_each(F&& f) const {
+        for (const Slot& s : slots_)
+            if (s.key != kEmpty)
+                f(s.key, s.value);
+    }
+
+private:
+    struct Slot {
+        std::uint64_t key;
+        Value value;
+    };
+    static constexpr std::size_t kInitial = 1024;
+
+    std::size_t index(std::uint64_t key) const {
+        std::uint64_t x = key * 0x9e3779b97f4a7c15ull;
+        return static_cast<std::size_t>(x ^ (x >> 29)) & mask_;
+    }
+    void rehash(std::size_t n) {
+        std::vector<Slot> old(n, Slot{kEmpty, Value{}});
+        old.swap(slots_);
+        mask_ = n - 1;
+        size_ = 0;
+        for (const Slot& s : old)
+            if (s.key != kEmpty)
+                put(s.key, s.value);
+    }
+
+    std::vector<Slot> slots_;
+    std::size_t mask_ = 0;
+    std::size_t size_ = 0;
+};
+
+} // namespace gpumemprof::stacks

@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: MIT
+// The process-wide stack recorder: captures and interns call stacks on the hot path and keeps
+// per-call-site accounting that the exit reports are written from.
+#pragma once
+
+#include "pool/device_pool.hpp"
+#include "stacks/backtrace.hpp"
+#include "stacks/report_data.hpp"
+#include "stacks/site_table.hpp"
+#include "stacks/trace_tree.hpp"
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+namespace gpumemprof::stacks {
+
+inline constexpr int kDefaultStackDepth = 64;
+
+/// One per process, thread-safe, never throws. Two locks, never nested with each other and
+/// never calling out: the trace tree's (capture) and the accounting's (on_* and collect).
+class Recorder {
+public:
+    static Recorder& instance();
+
+    Recorder() = default;
+    Recorder(const Recorder&) = delete;
+    Recorder& operator=(const Recorder&) = delete;
+
+    /// GPUMEMPROF_STACK_DEPTH: frames kept per stack (clamped to kMaxFrames); 0 turns capture off.
+    void configure(int max_depth) noexcept;
+    int max_depth() const noexcept { return max_depth_.load(std::memory_order_relaxed); }
+
+    /// Unwinds the calling thread and interns the stack. The first frame kept is the caller of
+    /// capture(). Call it outside any pool lock. Returns 0 when capture is off or fails.
+    StackId capture() noexcept;
+    /// Interns an already-captured stack (innermost first). For tests and for replay tools.
+    StackId intern(const std::uintptr_t* ips, int n) noexcept;
+
+    // Accounting: called by the core, possibly under a pool lock; never calls back.
+    /// A block handed to the program (pooled or passthrough); size = bytes it occupies.
+    void on_alloc(int device, std::uintptr_t ptr, std::size_t size, std::size_t requested, StackId id) noexcept;
+    /// The program freed the block at ptr (unknown pointers are counted and ignored).
+    void on_free(int device, std::uintptr_t ptr) noexcept;
+    /// The pool obtained a segment of `bytes` from the driver while serving a request under `id`.
+    void on_acquire(int device, std::size_t bytes, StackId id) noexcept;
+    /// An allocation failed; `suggestion` is the concrete advice printed with it.
+    void on_oom(int device, const pool::OomInfo& info, StackId id, std::string suggestion) noexcept;
+
+    /// pthread_atfork support: prepare takes both locks so that no update is half-done at fork;
+    /// the parent releases them; the child calls reset_after_fork.
+    void lock_for_fork() noexcept;
+    void unlock_after_fork() noexcept;
+    /// In a forked child: forget live blocks, OOMs and peak state; keep the trace tree and totals.
+    void reset_after_fork() noexcept;
+
+    /// A consistent copy for the report writers (frames filled in, unsymbolised).
+    ReportData collect() const;
+
+    /// Frames of one id, innermost first.
+    std::vector<std::uintptr_t> frames(StackId id) const { return tree_.frames(id); }
+    std::size_t tree_size() const { return tree_.size(); }
+
+private:
+    std::atomic<int> max_depth_{kDefaultStackDepth};
+    TraceTree tree_;
+    mutable std::mutex mutex_; ///< guards table_ and ooms_
+    SiteTable table_;
+    std::vector<OomRecord> ooms_;
+};
+
+} // namespace gpumemprof::stacks

@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: MIT
+// The recorder's state copied out for the report writers: plain values, constructible by hand
+// in tests (no symbol names: those are resolved at report time).
+#pragma once
+
+#include "pool/device_pool.hpp"
+#include "stacks/trace_tree.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gpumemprof::stacks {
+
+/// Counters of one call site (one StackId). Bytes are the bytes a block occupies in the pool
+/// (rounded size), except requested_bytes.
+struct SiteCounters {
+    std::int64_t live_bytes = 0;        ///< handed out and not yet freed
+    std::int64_t live_count = 0;
+    std::int64_t total_bytes = 0;       ///< every block ever handed out = CuPy's used_bytes
+    std::int64_t total_count = 0;
+    std::int64_t requested_bytes = 0;   ///< sum of the sizes the program asked for
+    std::int64_t acquired_bytes = 0;    ///< device memory obtained from the driver for these requests
+    std::int64_t acquire_count = 0;
+    std::int64_t peak_live_bytes = 0;   ///< live_bytes at the global peak (heaptrack's "peak")
+    std::int64_t peak_live_count = 0;
+    std::int64_t peak_acquired_bytes = 0; ///< acquired_bytes as of the global peak moment
+};
+
+struct SiteData {
+    StackId id = 0;
+    std::vector<std::uintptr_t> frames; ///< innermost first, raw (unsymbolised) code addresses
+    SiteCounters counters;
+};
+
+struct OomRecord {
+    int device = 0;
+    pool::OomInfo info;
+    StackId id = 0;
+    std::vector<std::uintptr_t> frames; ///< innermost first
+    std::string suggestion;
+};
+
+struct ReportData {
+    std::vector<SiteData> sites;        ///< every site that allocated or acquired, by id
+    std::vector<OomRecord> ooms;        ///< in the order they happened
+    std::int64_t live_bytes = 0;        ///< process-wide (all devices) now
+    std::int64_t live_count = 0;
+    std::int64_t peak_bytes = 0;        ///< process-wide maximum of live_bytes
+    std::vector<std::int64_t> device_live_at_peak; ///< index = device, at that same moment
+    std::int64_t unknown_frees = 0;     ///< on_free of an address the recorder never saw
+    std::uint64_t events = 0;           ///< on_alloc + on_free calls
+};
+
+} // namespace gpumemprof::stacks

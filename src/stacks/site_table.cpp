@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: MIT
+// Per-call-site accounting with lazy peak epochs (see site_table.hpp).
+#include "stacks/site_table.hpp"
+
+namespace gpumemprof::stacks {
+
+SiteTable::Site& SiteTable::site_for(StackId id) {
+    if (std::uint32_t* idx = site_index_.find(id))
+        return sites_[*idx];
+    const auto idx = static_cast<std::uint32_t>(sites_.size());
+    sites_.push_back(Site{});
+    sites_.back().id = id;
+    site_index_.put(id, idx);
+    return sites_.back();
+}
+
+void SiteTable::save_if_stale(Site& s) const {
+    if (s.epoch < peak_epoch_) {
+        // Unchanged since before the latest peak: its current values are its values at the peak.
+        s.c.peak_live_bytes = s.c.live_bytes;
+        s.c.peak_live_count = s.c.live_count;
+        s.c.peak_acquired_bytes = s.c.acquired_bytes;
+        s.epoch = peak_epoch_;
+    }
+}
+
+SiteCounters SiteTable::resolved(const Site& s) const {
+    SiteCounters c = s.c;
+    if (s.epoch < peak_epoch_) {
+        c.peak_live_bytes = c.live_bytes;
+        c.peak_live_count = c.live_count;
+        c.peak_acquired_bytes = c.acquired_bytes;
+    }
+    return c;
+}
+
+void SiteTable::add_device_live(int device, std::int64_t delta) {
+    if (device < 0 || device > 4096)
+        return;
+    if (static_cast<std::size_t>(device) >= device_live_.size())
+        device_live_.resize(static_cast<std::size_t>(device) + 1, 0);
+    device_live_[static_cast<std::size_t>(device)] += delta;
+}
+
+void SiteTable::on_alloc(int device, std::uintptr_t ptr, std::size_t size, std::size_t requested, StackId id) {
+    ++events_;
+    const auto bytes = static_cast<std::int64_t>(size);
+    if (Block* old = live_.find(ptr)) {
+        // The same address handed out twice without a free in between: the core missed a free.
+        // Retire the old block first so live totals stay true.
+        (void)old;
+        on_free(device, ptr);
+        --events_;
+    }
+    std::uint32_t idx;
+    {
+        Site& s = site_for(id);
+        idx = static_cast<std::uint32_t>(&s - sites_.data());
+        // Order matters: save the site's peak value (if stale), update it, and only then check
+        // for a new global maximum, so that a peak set by this very allocation counts it.
+        save_if_stale(s);
+        s.c.live_bytes += bytes;
+        s.c.live_count += 1;
+        s.c.total_bytes += bytes;
+        s.c.total_count += 1;
+        s.c.requested_bytes += static_cast<std::int64_t>(requested);
+    }
+    live_.put(ptr, Block{size, idx, device});
+    live_bytes_ += bytes;
+    live_count_ += 1;
+    add_device_live(device, bytes);
+    if (live_bytes_ > peak_bytes_) {
+        // Strictly greater: the peak is the first moment the maximum was reached.
+        peak_bytes_ = live_bytes_;
+        ++peak_epoch_;
+        device_live_at_peak_ = device_live_;
+    }
+}
+
+void SiteTable::on_free(int device, std::uintptr_t ptr) {
+    ++events_;
+    Block b;
+    if (!live_.take(ptr, &b)) {
+        ++unknown_frees_;
+        return;
+    }
+    Site& s = sites_[b.site];
+    save_if_stale(s);
+    const auto bytes = static_cast<std::int64_t>(b.size);
+    s.c.live_bytes -= bytes;
+    s.c.live_count -= 1;
+    live_bytes_ -= bytes;
+    live_count_ -= 1;
+    add_device_live(b.device, -bytes);
+}
+
+void SiteTable::on_acquire(int device, std::size_t bytes, StackId id) {
+    Site& s = site_for(id);
+    save_if_stale(s);
+    s.c.acquired_bytes += static_cast<std::int64_t>(bytes);
+    s.c.acquire_count += 1;
+}
+
+void SiteTable::reset_live() {
+    live_.clear();
+    for (Site& s : sites_) {
+        s.c.live_bytes = s.c.live_count = 0;
+        s.c.peak_live_bytes = s.c.peak_live_count = s.c.peak_acquired_bytes = 0;
+        s.epoch = 0;
+    }
+    live_bytes_ = live_count_ = 0;
+    peak_bytes_ = 0;
+    peak_epoch_ = 0;
+    device_live_.clear();
+    device_live_at_peak_.clear();
+}
+
+SiteCounters SiteTable::site(StackId id) const {
+    if (const std::uint32_t* idx = site_index_.find(id))
+        return resolved(sites_[*idx]);
+    return SiteCounters{};
+}
+
+void SiteTable::collect(ReportData* out) const {
+    out->sites.clear();
+    out->sites.reserve(sites_.size());
+    for (const Site& s : sites_) {
+        SiteData d;
+        d.id = s.id;
+        d.counters = resolved(s);
+        out->sites.push_back(std::move(d));
+    }
+    out->live_bytes = live_bytes_;
+    out->live_count = live_count_;
+    out->peak_bytes = peak_bytes_;
+    out->device_live_at_peak = device_live_at_peak_;
+    out->unknown_frees = unknown_frees_;
+    out->events = events_;
+}
+
+} // namespace gpumemprof::stacks

@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: MIT
+// Interning of whole call stacks into one integer: a parent-pointer prefix tree of code
+// addresses rooted at the outermost frame (heaptrack's TraceTree), so equal stacks get equal ids,
+// stacks sharing their outer frames share nodes, and every id's frames can be read back.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+namespace gpumemprof::stacks {
+
+/// One interned stack; 0 means "no stack" (capture off or failed).
+using StackId = std::uint32_t;
+
+class TraceTree {
+public:
+    TraceTree();
+
+    /// Interns `ips[0..n)` (innermost first, as capture_backtrace writes them) and returns the id
+    /// of its innermost node. The same sequence always yields the same id. n == 0 gives 0.
+    /// Thread-safe; allocates only when a table has to grow (amortised, never per frame).
+    StackId intern(const std::uintptr_t* ips, int n) noexcept;
+
+    /// The frames of `id`, innermost first (the inverse of intern). Empty for 0 or unknown ids.
+    std::vector<std::uintptr_t> frames(StackId id) const;
+
+    /// Number of nodes (distinct stack suffixes seen), excluding the root.
+    std::size_t size() const;
+
+    /// After fork the child's copy of the mutex may be held by a thread that no longer exists.
+    void reinit_lock_after_fork() noexcept;
+    std::mutex& mutex() { return mutex_; }
+
+private:
+    struct Node {
+        std::uintptr_t ip;
+        StackId parent;
+    };
+    // Open-addressing table (linear probing) from (parent, ip) to the child's id; slot value 0
+    // is empty because the root (id 0) is never anybody's child.
+    struct Slot {
+        std::uintptr_t ip;
+        StackId parent;
+        StackId child;
+    };
+
+    StackId find_or_add(StackId parent, std::uintptr_t ip);
+    void grow();
+
+    mutable std::mutex mutex_;
+    std::vector<Node> nodes_;  ///< index = id; nodes_[0] is the root
+    std::vector<Slot> slots_;  ///< power-of-two size, load factor <= 1/2
+    std::size_t mask_ = 0;
+};
+
+} // namespace gpumemprof::stacks

@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: MIT
+// Recorder: real stack capture from known call sites, depth control, accounting and collect().
+#include "stacks/recorder.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <thread>
+
+using gpumemprof::stacks::Recorder;
+using gpumemprof::stacks::StackId;
+
+namespace {
+
+__attribute__((noipa)) StackId capture_here(Recorder& r) {
+    StackId id = r.capture();
+    asm volatile("" ::: "memory"); // keep the call from becoming a tail call
+    return id;
+}
+
+__attribute__((noipa)) StackId capture_a(Recorder& r) {
+    StackId id = capture_here(r);
+    asm volatile("" ::: "memory");
+    return id;
+}
+
+__attribute__((noipa)) StackId capture_b(Recorder& r) {
+    StackId id = capture_here(r);
+    asm volatile("" ::: "memory");
+    return id;
+}
+
+} // namespace
+// noipa: identical bodies must not be folded into one function (-fipa-icf).
+
+TEST_CASE("recorder: the same call path gives the same id, another path another id", "[recorder]") {
+    Recorder r;
+    StackId ids[2] = {0, 0};
+    // An opaque trip count keeps the loop from being peeled into two call sites.
+    int n = 2;
+    asm volatile("" : "+r"(n));
+    for (int i = 0; i < n; ++i)
+        ids[i] = capture_a(r);
+    const StackId a1 = ids[0], a2 = ids[1];
+    const StackId b = capture_b(r);
+    REQUIRE(a1 != 0);
+    CHECK(a1 == a2);
+    CHECK(a1 != b);
+    const auto fa = r.frames(a1);
+    const auto fb = r.frames(b);
+    REQUIRE(fa.size() >= 3);
+    REQUIRE(fb.size() >= 3);
+    // The innermost frame is the call inside capture_here (same in both), the next differs.
+    CHECK(fa[0] == fb[0]);
+    CHECK(fa[1] != fb[1]);
+    const auto here = reinterpret_cast<std::uintptr_t>(&capture_here);
+    CHECK(fa[0] > here);
+    CHECK(fa[0] < here + 256);
+}
+
+TEST_CASE("recorder: depth limit and capture off", "[recorder]") {
+    Recorder r;
+    r.configure(2);
+    CHECK(r.frames(capture_a(r)).size() == 2);
+    r.configure(0);
+    CHECK(capture_a(r) == 0);
+    r.configure(100000); // clamped, not refused
+    CHECK(r.max_depth() == gpumemprof::stacks::kMaxFrames);
+}
+
+TEST_CASE("recorder: accounting through the public API and collect", "[recorder]") {
+    Recorder r;
+    const StackId a = capture_a(r);
+    const StackId b = capture_b(r);
+    r.on_acquire(0, 2097152, a);
+    r.on_alloc(0, 0x7000, 1024, 1000, a);
+    r.on_alloc(0, 0x8000, 512, 512, b);
+    r.on_free(0, 0x7000);
+    gpumemprof::pool::OomInfo info;
+    info.requested = 1 << 30;
+    r.on_oom(0, info, b, "try less");
+    const auto d = r.collect();
+    CHECK(d.peak_bytes == 1536);
+    CHECK(d.live_bytes == 512);
+    REQUIRE(d.sites.size() == 2);
+    for (const auto& s : d.sites) {
+        CHECK(s.frames == r.frames(s.id));
+        if (s.id == a) {
+            CHECK(s.counters.peak_live_bytes == 1024);
+            CHECK(s.counters.acquired_bytes == 2097152);
+            CHECK(s.counters.live_bytes == 0);
+        } else {
+            CHECK(s.counters.peak_live_bytes == 512);
+            CHECK(s.counters.live_bytes == 512);
+        }
+    }
+    REQUIRE(d.ooms.size() == 1);
+    CHECK(d.ooms[0].info.requested == (1u << 30));
+    CHECK(d.ooms[0].frames == r.frames(b));
+    CHECK(d.ooms[0].suggestion == "try less");
+
+    r.reset_after_fork();
+    const auto c = r.collect();
+    CHECK(c.live_bytes == 0);
+    CHECK(c.ooms.empty());
+    CHECK(r.frames(a).size() == d.sites[0].frames.size() + 0); // tree kept
+}
+
+TEST_CASE("recorder: concurrent threads allocate and free consistently", "[recorder]") {
+    Recorder r;
+    constexpr int kThreads = 4;
+    constexpr int kBlocks = 5000;
+    std::vector<std::thread> ts;
+    for (int t = 0; t < kThreads; ++t) {
+        ts.emplace_back([&r, t] {
+            const StackId id = capture_a(r);
+            for (int i = 0; i < kBlocks; ++i) {
+                const auto p = static_cast<std::uintptr_t>(0x10000000u * (t + 1) + i * 512u);
+                r.on_alloc(0, p, 512, 512, id);
+                if (i % 2 == 0)
+                    r.on_free(0, p);
+            }
+        });
+    }
+    for (auto& t : ts)
+        t.join();
+    // Each thread keeps its 2500 odd blocks: 4 * 2500 * 512 = 5120000 bytes live.
+    const auto d = r.collect();
+    CHECK(d.live_bytes == 5120000);
+    CHECK(d.live_count == 10000);
+    CHECK(d.events == 4u * (5000 + 2500));
+}

@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: MIT
+// Trace tree: equal stacks intern to equal ids, shared outer frames share nodes, frames come back.
+#include "stacks/trace_tree.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <thread>
+#include <vector>
+
+using gpumemprof::stacks::StackId;
+using gpumemprof::stacks::TraceTree;
+
+TEST_CASE("trace tree: ids are stable and frames recovered innermost first", "[trace_tree]") {
+    TraceTree t;
+    const std::uintptr_t a[] = {0x1010, 0x2020, 0x3030}; // leaf .. root
+    const std::uintptr_t b[] = {0x1111, 0x2020, 0x3030}; // same caller chain, other leaf
+    const std::uintptr_t c[] = {0x2020, 0x3030};         // the common suffix itself
+
+    const StackId ia = t.intern(a, 3);
+    const StackId ib = t.intern(b, 3);
+    REQUIRE(ia != 0);
+    REQUIRE(ib != 0);
+    CHECK(ia != ib);
+    CHECK(t.intern(a, 3) == ia);
+    CHECK(t.intern(b, 3) == ib);
+    // Nodes: 0x3030, 0x3030->0x2020, ->0x1010, ->0x1111 = 4.
+    CHECK(t.size() == 4);
+    const StackId ic = t.intern(c, 2);
+    CHECK(t.size() == 4); // the suffix already exists as an inner node
+    CHECK(ic != ia);
+    CHECK(t.frames(ia) == std::vector<std::uintptr_t>{0x1010, 0x2020, 0x3030});
+    CHECK(t.frames(ib) == std::vector<std::uintptr_t>{0x1111, 0x2020, 0x3030});
+    CHECK(t.frames(ic) == std::vector<std::uintptr_t>{0x2020, 0x3030});
+    // A different root with the same leaf is a different stack.
+    const std::uintptr_t d[] = {0x1010, 0x2020, 0x4040};
+    CHECK(t.intern(d, 3) != ia);
+    CHECK(t.size() == 7);
+}
+
+TEST_CASE("trace tree: empty stacks and unknown ids", "[trace_tree]") {
+    TraceTree t;
+    CHECK(t.intern(nullptr, 3) == 0);
+    const std::uintptr_t a[] = {1};
+    CHECK(t.intern(a, 0) == 0);
+    CHECK(t.frames(0).empty());
+    CHECK(t.frames(12345).empty());
+}
+
+TEST_CASE("trace tree: 100000 distinct stacks survive table growth", "[trace_tree]") {
+    TraceTree t;
+    std::vector<StackId> ids;
+    for (std::uintptr_t i = 0; i < 100000; ++i) {
+        const std::uintptr_t s[] = {0x500000 + i * 16, 0x400000 + (i % 7), 0x300000};
+        ids.push_back(t.intern(s, 3));
+    }
+    // Nodes: root frame 1 + middle frames 7 + leaves 100000.
+    CHECK(t.size() == 100008);
+    for (std::uintptr_t i = 0; i < 100000; i += 997) {
+        const std::uintptr_t s[] = {0x500000 + i * 16, 0x400000 + (i % 7), 0x300000};
+        CHECK(t.intern(s, 3) == ids[i]);
+        CHECK(t.frames(ids[i]) == std::vector<std::uintptr_t>{s[0], s[1], s[2]});
+    }
+}
+
+TEST_CASE("trace tree: threads interning the same stacks agree on ids", "[trace_tree]") {
+    TraceTree t;
+    constexpr int kThreads = 8;
+    constexpr int kStacks = 2000;
+    std::vector<std::vector<StackId>> got(kThreads, std::vector<StackId>(kStacks));
+    std::vector<std::thread> threads;
+    for (int th = 0; th < kThreads; ++th) {
+        threads.emplace_back([&, th] {
+            // Each thread walks the stacks in a different order to interleave insertions.
+            for (int k = 0; k < kStacks; ++k) {
+                const int i = (k + th * 251) % kStacks;
+                const std::uintptr_t s[] = {static_cast<std::uintptr_t>(0x9000 + i), 0x8000, 0x7000};
+                got[th][i] = t.intern(s, 3);
+            }
+        });
+    }
+    for (auto& th : threads)
+        th.join();
+    for (int i = 0; i < kStacks; ++i) {
+        for (int th = 1; th < kThreads; ++th)
+            REQUIRE(got[th][i] == got[0][i]);
+        REQUIRE(t.frames(got[0][i]) ==
+                std::vector<std::uintptr_t>{static_cast<std::uintptr_t>(0x9000 + i), 0x8000, 0x7000});
+    }
+    CHECK(t.size() == kStacks + 2);
+}
