@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: MIT
+// Codec of the trace schema documented in format.hpp.
+#include "trace/format.hpp"
+
+#include "trace/crc32.hpp"
+
+#include <cstring>
+#include <ctime>
+
+namespace gpumemprof::trace {
+namespace {
+
+constexpr std::uint8_t kHasDevice = 0x10;
+constexpr std::uint8_t kHasStream = 0x20;
+constexpr std::uint8_t kHasStack = 0x40;
+constexpr std::uint8_t kReserved = 0x80;
+
+inline std::uint8_t* put_varint(std::uint8_t* out, std::uint64_t v) {
+    while (v >= 0x80) {
+        *out++ = static_cast<std::uint8_t>(v | 0x80);
+        v >>= 7;
+    }
+    *out++ = static_cast<std::uint8_t>(v);
+    return out;
+}
+
+inline std::uint8_t* put_zvarint(std::uint8_t* out, std::uint64_t delta) {
+    // delta is a two's-complement difference; zigzag keeps small negative steps short.
+    const auto s = static_cast<std::int64_t>(delta);
+    return put_varint(out, (static_cast<std::uint64_t>(s) << 1) ^ static_cast<std::uint64_t>(s >> 63));
+}
+
+inline bool get_varint(const std::uint8_t** p, const std::uint8_t* end, std::uint64_t* v) {
+    const std::uint8_t* q = *p;
+    std::uint64_t r = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        if (q == end) return false;
+        const std::uint8_t b = *q++;
+        if (shift == 63 && b > 1) return false; // would overflow 64 bits
+        r |= static_cast<std::uint64_t>(b & 0x7F) << shift;
+        if (!(b & 0x80)) {
+            *p = q;
+            *v = r;
+            return true;
+        }
+    }
+    return false;
+}
+
+inline bool get_zvarint(const std::uint8_t** p, const std::uint8_t* end, std::uint64_t* delta) {
+    std::uint64_t z;
+    if (!get_varint(p, end, &z)) return false;
+    *delta = (z >> 1) ^ (~(z & 1) + 1);
+    return true;
+}
+
+void put_u32(std::vector<std::uint8_t>& out, std::uint32_t v) {
+    for (int i = 0; i < 4; ++i) out.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
+}
+
+void put_varint(std::vector<std::uint8_t>& out, std::uint64_t v) {
+    std::uint8_t tmp[10];
+    std::uint8_t* e = put_varint(tmp, v);
+    out.insert(out.end(), tmp, e);
+}
+
+void put_str(std::vector<std::uint8_t>& out, const std::string& s) {
+    put_varint(out, s.size());
+    out.insert(out.end(), s.begin(), s.end());
+}
+
+} // namespace
+
+const char* to_string(EventType type) {
+    switch (type) {
+    case EventType::alloc: return "alloc";
+    case EventType::free_requested: return "free_requested";
+    case EventType::free_completed: return "free_completed";
+    case EventType::segment_alloc: return "segment_alloc";
+    case EventType::segment_free: return "segment_free";
+    case EventType::vmm_map: return "vmm_map";
+    case EventType::vmm_unmap: return "vmm_unmap";
+    case EventType::oom: return "oom";
+    case EventType::live_block: return "live_block";
+    }
+    return "unknown";
+}
+
+std::size_t encode_event(const Event& ev, CodecState& st, std::uint8_t* out) {
+    std::uint8_t* p = out + 1;
+    std::uint8_t tag = static_cast<std::uint8_t>(ev.type) & 0x0F;
+    p = put_zvarint(p, ev.time_ns - st.time_ns);
+    st.time_ns = ev.time_ns;
+    if (ev.device != st.device) {
+        tag |= kHasDevice;
+        p = put_varint(p, ev.device);
+        st.device = ev.device;
+    }
+    if (ev.stream != st.stream) {
+        tag |= kHasStream;
+        p = put_varint(p, ev.stream);
+        st.stream = ev.stream;
+    }
+    p = put_zvarint(p, ev.ptr - st.ptr);
+    st.ptr = ev.ptr;
+    p = put_varint(p, ev.size);
+    p = put_zvarint(p, ev.block_size - ev.size);
+    if (ev.stack_id != st.stack_id) {
+        tag |= kHasStack;
+        p = put_varint(p, ev.stack_id);
+        st.stack_id = ev.stack_id;
+    }
+    if (ev.type == EventType::oom) p = put_varint(p, ev.device_free);
+    out[0] = tag;
+    return static_cast<std::size_t>(p - out);
+}
+
+bool decode_event(const std::uint8_t** pp, const std::uint8_t* end, CodecState& st, Event* ev,
+                  const char** why) {
+    const std::uint8_t* p = *pp;
+    if (p == end) {
+        *why = "event expected but the block payload ended";
+        return false;
+    }
+    const std::uint8_t tag = *p++;
+    const std::uint8_t type = tag & 0x0F;
+    if ((tag & kReserved) || type == 0 || type > kMaxEventType) {
+        *why = (tag & kReserved) ? "event tag has the reserved bit set" : "unknown event type";
+        return false;
+    }
+    std::uint64_t v;
+    Event e;
+    e.type = static_cast<EventType>(type);
+    *why = "event field runs past the end of the block payload or is not a valid varint";
+    if (!get_zvarint(&p, end, &v)) return false;
+    e.time_ns = st.time_ns + v;
+    if (tag & kHasDevice) {
+        if (!get_varint(&p, end, &v)) return false;
+        if (v > 0xFFFFFFFFu) {
+            *why = "device ordinal does not fit in 32 bits";
+            return false;
+        }
+        st.device = static_cast<std::uint32_t>(v);
+    }
+    e.device = st.device;
+    if (tag & kHasStream) {
+        if (!get_varint(&p, end, &v)) return false;
+        st.stream = v;
+    }
+    e.stream = st.stream;
+    if (!get_zvarint(&p, end, &v)) return false;
+    e.ptr = st.ptr + v;
+    if (!get_varint(&p, end, &e.size)) return false;
+    if (!get_zvarint(&p, end, &v)) return false;
+    e.block_size = e.size + v;
+    if (tag & kHasStack) {
+        if (!get_varint(&p, end, &v)) return false;
+        st.stack_id = v;
+    }
+    e.stack_id = st.stack_id;
+    if (e.type == EventType::oom && !get_varint(&p, end, &e.device_free)) return false;
+    st.time_ns = e.time_ns;
+    st.ptr = e.ptr;
+    *ev = e;
+    *pp = p;
+    return true;
+}
+
+bool read_varint(const std::uint8_t** p, const std::uint8_t* end, std::uint64_t* v) {
+    return get_varint(p, end, v);
+}
+
+std::vector<std::uint8_t> encode_header(const Header& h) {
+    std::vector<std::uint8_t> body;
+    put_varint(body, h.pid);
+    put_str(body, h.host);
+    put_str(body, h.exe);
+    put_str(body, h.alloc_conf);
+    put_varint(body, h.start_time_ns);
+    put_varint(body, h.devices.size());
+    for (const auto& d : h.devices) {
+        put_varint(body, d.ordinal);
+        put_varint(body, d.total_bytes);
+    }
+    put_varint(body, h.metadata.size());
+    for (const auto& [k, v] : h.metadata) {
+        put_str(body, k);
+        put_str(body, v);
+    }
+    std::vector<std::uint8_t> out(kFileMagic, kFileMagic + 8);
+    put_u32(out, kFormatVersion);
+    put_u32(out, static_cast<std::uint32_t>(body.size()));
+    out.insert(out.end(), body.begin(), body.end());
+    put_u32(out, crc32(0, out.data(), out.size()));
+    return out;
+}
+
+std::uint64_t now_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+} // namespace gpumemprof::trace

@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: MIT
+// GPUMEMPROF_TRACE event log: the on-disk schema, the in-memory Event/Header, and the codec.
+//
+// ======================================= SCHEMA (version 1) =======================================
+// Fixed-width integers are little-endian. varint = unsigned LEB128 (7 bits per byte, lowest group
+// first, high bit set on every byte but the last; at most 10 bytes). zvarint = a signed 64-bit value
+// v stored as the varint of its zigzag form (v << 1) ^ (v >> 63). str = varint byte count, then the
+// bytes (UTF-8, no terminator). CRC-32 is the IEEE 802.3 / zlib crc32 (poly 0xEDB88320, init and
+// final xor 0xFFFFFFFF), so Python's zlib.crc32 computes the same value.
+//
+// File := FileHeader Block* [EndRecord]
+//
+// FileHeader:
+//   offset 0     u8[8]  magic "GPUMEMTR"
+//   offset 8     u32    format version (1). A reader rejects any other value.
+//   offset 12    u32    L = byte length of the header body (at most 16 MiB)
+//   offset 16    u8[L]  header body:
+//                         varint pid
+//                         str    host
+//                         str    exe               (path of the recorded program)
+//                         str    alloc_conf        (PYTORCH_CUDA_ALLOC_CONF-syntax text in force)
+//                         varint start_time_ns     (Unix epoch nanoseconds, 0 = unknown)
+//                         varint D, then D x { varint device ordinal, varint total bytes (0 = unknown) }
+//                         varint K, then K x { str key, str value }   (free-form, e.g. "source")
+//                       Bytes after the last field, inside L, are ignored (room for later fields).
+//   offset 16+L  u32    CRC-32 of bytes [0, 16+L)
+//
+// Block (EventBlock or EndRecord) := 16-byte block header, then the payload:
+//   u8[4] magic "GMTB" (event block) or "GMTE" (end record, written by Writer::close)
+//   u32   P = payload length (at most 64 MiB)
+//   u32   N = number of events in the payload (0 for the end record)
+//   u32   CRC-32 of the 8 bytes (P, N) followed by the P payload bytes
+//   u8[P] payload
+// Every block is written with one write(2) after it is complete, so a file cut by a crash holds
+// every block flushed before it; a block that is cut short is detected (length or CRC).
+//
+// EventBlock payload := exactly N events, using exactly P bytes. The delta state (previous time,
+// device, stream, ptr, stack id) is 0 at the start of every block, so each block decodes alone.
+// Event:
+//   u8      tag: bits 0-3 = EventType (1..9), bit 4 = device follows, bit 5 = stream follows,
+//           bit 6 = stack id follows (an absent field equals the previous event's in this block),
+//           bit 7 = reserved, must be 0
+//   zvarint time_ns - previous time_ns
+//   varint  device            (if bit 4)
+//   varint  stream            (if bit 5)
+//   zvarint ptr - previous ptr
+//   varint  size
+//   zvarint block_size - size
+//   varint  stack_id          (if bit 6)
+//   varint  device_free       (only when type == oom)
+//
+// EndRecord payload: varint total events in the file, varint number of event blocks.
+// A file without an end record was not closed (the program died): its blocks are still valid.
+//
+// EventType and the meaning of the fields (unused fields are 0):
+//   1 alloc           ptr = block handed out, size = requested bytes, block_size = rounded block
+//                     size, stream, stack_id = call stack of the allocation
+//   2 free_requested  ptr, size = requested bytes of the block, block_size, stream, stack_id of the
+//                     free call (0 = unknown)
+//   3 free_completed  ptr, size, block_size, stream: the block became reusable
+//   4 segment_alloc   ptr = segment base, size = segment bytes, stream
+//   5 segment_free    ptr = segment base, size = segment bytes, stream
+//   6 vmm_map         ptr = first mapped address, size = mapped bytes
+//   7 vmm_unmap       ptr = first unmapped address, size = unmapped bytes
+//   8 oom             size = requested bytes, block_size = segment bytes the pool tried to get,
+//                     device_free = free bytes the device reported, stream, stack_id
+//   9 live_block      a block that was already allocated when recording started (converted
+//                     snapshots): replayed as an allocation before everything else; fields as alloc
+// ==================================================================================================
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace gpumemprof::trace {
+
+inline constexpr char kFileMagic[8] = {'G', 'P', 'U', 'M', 'E', 'M', 'T', 'R'};
+inline constexpr char kBlockMagic[4] = {'G', 'M', 'T', 'B'};
+inline constexpr char kEndMagic[4] = {'G', 'M', 'T', 'E'};
+inline constexpr std::uint32_t kFormatVersion = 1;
+inline constexpr std::size_t kFileHeaderFixedBytes = 16;
+inline constexpr std::size_t kBlockHeaderBytes = 16;
+inline constexpr std::uint32_t kMaxHeaderBody = 16u << 20;
+inline constexpr std::uint32_t kMaxBlockPayload = 64u << 20;
+/// Upper bound of one encoded event: tag + 8 varints of at most 10 bytes.
+inline constexpr std::size_t kMaxEventBytes = 1 + 8 * 10;
+
+enum class EventType : std::uint8_t {
+    alloc = 1,
+    free_requested = 2,
+    free_completed = 3,
+    segment_alloc = 4,
+    segment_free = 5,
+    vmm_map = 6,
+    vmm_unmap = 7,
+    oom = 8,
+    live_block = 9,
+};
+inline constexpr std::uint8_t kMaxEventType = 9;
+
+/// "alloc", "free_requested", ... (the snapshot action names where one exists).
+const char* to_string(EventType type);
+
+struct Event {
+    EventType type = EventType::alloc;
+    std::uint32_t device = 0;
+    std::uint64_t stream = 0;
+    std::uint64_t ptr = 0;
+    std::uint64_t size = 0;
+    std::uint64_t block_size = 0;
+    std::uint64_t stack_id = 0;
+    std::uint64_t time_ns = 0;
+    std::uint64_t device_free = 0; ///< oom only
+    bool operator==(const Event&) const = default;
+};
+
+struct DeviceInfo {
+    std::uint32_t ordinal = 0;
+    std::uint64_t total_bytes = 0; ///< 0 = unknown
+    bool operator==(const DeviceInfo&) const = default;
+};
+
+struct Header {
+    std::uint32_t version = kFormatVersion; ///< filled by the reader; the writer always writes 1
+    std::uint64_t pid = 0;
+    std::string host;
+    std::string exe;
+    std::string alloc_conf;
+    std::uint64_t start_time_ns = 0;
+    std::vector<DeviceInfo> devices;
+    std::vector<std::pair<std::string, std::string>> metadata;
+    bool operator==(const Header&) const = default;
+};
+
+/// Delta state shared by the encoder and decoder of one block.
+struct CodecState {
+    std::uint64_t time_ns = 0;
+    std::uint64_t ptr = 0;
+    std::uint64_t stream = 0;
+    std::uint64_t stack_id = 0;
+    std::uint32_t device = 0;
+};
+
+/// Encode one event at `out` (room for kMaxEventBytes); returns the bytes written.
+std::size_t encode_event(const Event& ev, CodecState& state, std::uint8_t* out);
+
+/// Decode one event from [*p, end). On success advances *p and returns true; otherwise returns
+/// false with `*why` set (the caller knows the offset of *p) and leaves *p where the problem is.
+bool decode_event(const std::uint8_t** p, const std::uint8_t* end, CodecState& state, Event* ev,
+                  const char** why);
+
+/// One varint from [*p, end); false (and *p unchanged) if it is cut short or exceeds 64 bits.
+bool read_varint(const std::uint8_t** p, const std::uint8_t* end, std::uint64_t* v);
+
+/// The complete FileHeader bytes (fixed part, body, CRC).
+std::vector<std::uint8_t> encode_header(const Header& header);
+
+/// Nanoseconds since the Unix epoch (CLOCK_REALTIME, vDSO: no system call).
+std::uint64_t now_ns();
+
+} // namespace gpumemprof::trace

@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: MIT
+// Trace reader (schema in format.hpp). Every length is checked against the bytes that exist
+// before it is used, so no input makes it read out of bounds or allocate without limit.
+#include "trace/reader.hpp"
+
+#include "trace/crc32.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace gpumemprof::trace {
+namespace {
+
+std::uint32_t load_u32(const std::uint8_t* p) {
+    return static_cast<std::uint32_t>(p[0]) | static_cast<std::uint32_t>(p[1]) << 8 |
+           static_cast<std::uint32_t>(p[2]) << 16 | static_cast<std::uint32_t>(p[3]) << 24;
+}
+
+std::string hex32(std::uint32_t v) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "0x%08x", v);
+    return buf;
+}
+
+bool read_str(const std::uint8_t** p, const std::uint8_t* end, std::string* out) {
+    std::uint64_t n;
+    const std::uint8_t* q = *p;
+    if (!read_varint(&q, end, &n) || n > static_cast<std::uint64_t>(end - q)) return false;
+    out->assign(reinterpret_cast<const char*>(q), static_cast<std::size_t>(n));
+    *p = q + n;
+    return true;
+}
+
+} // namespace
+
+bool Reader::fail(ReadError kind, std::uint64_t offset, const std::string& what) {
+    if (error_kind_ == ReadError::none) {
+        error_kind_ = kind;
+        error_offset_ = offset;
+        error_ = "byte offset " + std::to_string(offset) + ": " + what;
+    }
+    at_end_ = true;
+    return false;
+}
+
+bool Reader::load_all_from_fd(int fd, const std::string& path) {
+    struct stat st {};
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) owned_.reserve(static_cast<std::size_t>(st.st_size));
+    std::uint8_t chunk[1 << 16];
+    for (;;) {
+        const ssize_t n = ::read(fd, chunk, sizeof chunk);
+        if (n == 0) break;
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return fail(ReadError::io, owned_.size(), "cannot read " + path + ": " + std::strerror(errno));
+        }
+        owned_.insert(owned_.end(), chunk, chunk + n);
+    }
+    return true;
+}
+
+bool Reader::open_file(const std::string& path) {
+    *this = Reader{};
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return fail(ReadError::io, 0, "cannot open " + path + ": " + std::strerror(errno));
+    const bool ok = load_all_from_fd(fd, path);
+    ::close(fd);
+    if (!ok) return false;
+    data_ = owned_.data();
+    size_ = owned_.size();
+    return read_header();
+}
+
+bool Reader::open_memory(const void* data, std::size_t size) {
+    *this = Reader{};
+    data_ = static_cast<const std::uint8_t*>(data);
+    size_ = size;
+    return read_header();
+}
+
+bool Reader::read_header() {
+    if (size_ < 8 || std::memcmp(data_, kFileMagic, 8) != 0) {
+        if (size_ < 8 && (size_ == 0 || std::memcmp(data_, kFileMagic, static_cast<std::size_t>(size_)) == 0))
+            return fail(ReadError::truncated, size_, "file ends inside the trace header (" +
+                                                         std::to_string(size_) + " bytes)");
+        return fail(ReadError::bad_magic, 0, "not a gpumemprof trace (magic \"GPUMEMTR\" expected)");
+    }
+    if (size_ < kFileHeaderFixedBytes)
+        return fail(ReadError::truncated, size_,
+                    "file ends inside the trace header (" + std::to_string(size_) + " bytes)");
+    header_.version = load_u32(data_ + 8);
+    if (header_.version != kFormatVersion)
+        return fail(ReadError::unsupported_version, 8,
+                    "unsupported trace format version " + std::to_string(header_.version) +
+                        " (this gpumemprof reads version " + std::to_string(kFormatVersion) + ")");
+    const std::uint32_t body_len = load_u32(data_ + 12);
+    if (body_len > kMaxHeaderBody)
+        return fail(ReadError::corrupt, 12, "header length " + std::to_string(body_len) + " exceeds the limit");
+    const std::uint64_t crc_at = kFileHeaderFixedBytes + body_len;
+    if (size_ < crc_at + 4)
+        return fail(ReadError::truncated, size_,
+                    "file ends inside the trace header (needs " + std::to_string(crc_at + 4) + " bytes, has " +
+                        std::to_string(size_) + ")");
+    const std::uint32_t stored = load_u32(data_ + crc_at);
+    const std::uint32_t computed = crc32(0, data_, static_cast<std::size_t>(crc_at));
+    if (stored != computed)
+        return fail(ReadError::corrupt, crc_at,
+                    "trace header CRC mismatch (stored " + hex32(stored) + ", computed " + hex32(computed) + ")");
+
+    const std::uint8_t* p = data_ + kFileHeaderFixedBytes;
+    const std::uint8_t* end = data_ + crc_at;
+    std::uint64_t n = 0;
+    bool ok = read_varint(&p, end, &header_.pid) && read_str(&p, end, &header_.host) &&
+              read_str(&p, end, &header_.exe) && read_str(&p, end, &header_.alloc_conf) &&
+              read_varint(&p, end, &header_.start_time_ns) && read_varint(&p, end, &n);
+    // Each entry takes at least 2 bytes, which bounds n by the body size before reserving.
+    ok = ok && n <= static_cast<std::uint64_t>(end - p) / 2;
+    for (std::uint64_t i = 0; ok && i < n; ++i) {
+        std::uint64_t ord = 0;
+        DeviceInfo d;
+        ok = read_varint(&p, end, &ord) && ord <= 0xFFFFFFFFu && read_varint(&p, end, &d.total_bytes);
+        d.ordinal = static_cast<std::uint32_t>(ord);
+        if (ok) header_.devices.push_back(d);
+    }
+    ok = ok && read_varint(&p, end, &n) && n <= static_cast<std::uint64_t>(end - p) / 2;
+    for (std::uint64_t i = 0; ok && i < n; ++i) {
+        std::pair<std::string, std::string> kv;
+        ok = read_str(&p, end, &kv.first) && read_str(&p, end, &kv.second);
+        if (ok) header_.metadata.push_back(std::move(kv));
+    }
+    if (!ok)
+        return fail(ReadError::corrupt, static_cast<std::uint64_t>(p - data_),
+                    "trace header body is malformed (field runs past its end)");
+    pos_ = crc_at + 4;
+    return true;
+}
+
+bool Reader::load_block() {
+    if (pos_ == size_) { // clean end of data: a program that died leaves no end record
+        at_end_ = true;
+        return false;
+    }
+    const std::uint64_t at = pos_;
+    if (size_ - at < kBlockHeaderBytes)
+        return fail(ReadError::truncated, size_,
+                    "file ends inside the block header that starts at byte offset " + std::to_string(at));
+    const std::uint8_t* h = data_ + at;
+    const bool is_events = std::memcmp(h, kBlockMagic, 4) == 0;
+    const bool is_end = std::memcmp(h, kEndMagic, 4) == 0;
+    if (!is_events && !is_end)
+        return fail(ReadError::corrupt, at, "block magic \"GMTB\" or \"GMTE\" expected");
+    const std::uint32_t len = load_u32(h + 4);
+    const std::uint32_t count = load_u32(h + 8);
+    if (len > kMaxBlockPayload)
+        return fail(ReadError::corrupt, at + 4, "block payload length " + std::to_string(len) + " exceeds the limit");
+    if (size_ - at - kBlockHeaderBytes < len)
+        return fail(ReadError::truncated, size_,
+                    "file ends inside the block that starts at byte offset " + std::to_string(at) + " (needs " +
+                        std::to_string(kBlockHeaderBytes + len) + " bytes, has " +
+                        std::to_string(size_ - at) + ")");
+    const std::uint32_t stored = load_u32(h + 12);
+    std::uint32_t computed = crc32(0, h + 4, 8);
+    computed = crc32(computed, h + kBlockHeaderBytes, len);
+    if (stored != computed)
+        return fail(ReadError::corrupt, at,
+                    "block CRC mismatch (stored " + hex32(stored) + ", computed " + hex32(computed) + ")");
+    if (count > len / 5) // every event takes at least 5 bytes
+        return fail(ReadError::corrupt, at + 8, "block event count exceeds its payload length");
+    pos_ = at + kBlockHeaderBytes + len;
+    if (is_end) {
+        const std::uint8_t* p = h + kBlockHeaderBytes;
+        std::uint64_t total = 0;
+        std::uint64_t blocks = 0;
+        if (count != 0 || !read_varint(&p, h + kBlockHeaderBytes + len, &total) ||
+            !read_varint(&p, h + kBlockHeaderBytes + len, &blocks))
+            return fail(ReadError::corrupt, at, "malformed end record");
+        if (total != events_read_ || blocks != blocks_read_)
+            return fail(ReadError::corrupt, at,
+                        "end record says " + std::to_string(total) + " events in " + std::to_string(blocks) +
+                            " blocks, the file holds " + std::to_string(events_read_) + " in " +
+                            std::to_string(blocks_read_));
+        if (pos_ != size_)
+            return fail(ReadError::corrupt, pos_, "data after the end record");
+        complete_ = true;
+        at_end_ = true;
+        return false;
+    }
+    cur_ = h + kBlockHeaderBytes;
+    end_ = cur_ + len;
+    left_in_block_ = count;
+    state_ = CodecState{};
+    ++blocks_read_;
+    if (count == 0 && len != 0) return fail(ReadError::corrupt, at, "block holds bytes but no events");
+    return true;
+}
+
+bool Reader::next(Event& ev) {
+    if (error_kind_ != ReadError::none) return false;
+    while (left_in_block_ == 0) {
+        if (cur_ != end_) {
+            return fail(ReadError::corrupt, static_cast<std::uint64_t>(cur_ - data_),
+                        "block payload has bytes after its last event");
+        }
+        if (at_end_ || !load_block()) return false;
+    }
+    const char* why = nullptr;
+    if (!decode_event(&cur_, end_, state_, &ev, &why))
+        return fail(ReadError::corrupt, static_cast<std::uint64_t>(cur_ - data_), why);
+    --left_in_block_;
+    ++events_read_;
+    return true;
+}
+
+} // namespace gpumemprof::trace

@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: MIT
+// Streaming trace writer (see format.hpp for the bytes it produces).
+#include "trace/writer.hpp"
+
+#include "trace/crc32.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace gpumemprof::trace {
+namespace {
+
+void store_u32(std::uint8_t* p, std::uint32_t v) {
+    for (int i = 0; i < 4; ++i) p[i] = static_cast<std::uint8_t>(v >> (8 * i));
+}
+
+} // namespace
+
+Writer::~Writer() { close(); }
+
+bool Writer::open(const std::string& path, const Header& header, WriterOptions options) {
+    close();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (options.events_per_block == 0) options.events_per_block = 1;
+    // Keep one block under the reader's payload limit whatever the caller asked for.
+    const std::size_t max_events = kMaxBlockPayload / kMaxEventBytes;
+    if (options.events_per_block > max_events) options.events_per_block = static_cast<std::uint32_t>(max_events);
+    options_ = options;
+    error_.clear();
+    total_events_ = total_blocks_ = dropped_ = 0;
+    used_ = 0;
+    count_ = 0;
+    state_ = CodecState{};
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        error_ = "cannot create trace file " + path + ": " + std::strerror(errno);
+        return false;
+    }
+    fd_.store(fd, std::memory_order_release);
+    const std::vector<std::uint8_t> bytes = encode_header(header);
+    if (!write_all_locked(bytes.data(), bytes.size())) {
+        ::close(fd);
+        fd_.store(-1, std::memory_order_release);
+        return false;
+    }
+    buf_.assign(kBlockHeaderBytes + static_cast<std::size_t>(options_.events_per_block) * kMaxEventBytes, 0);
+    return true;
+}
+
+void Writer::record(const Event& ev) {
+    if (fd_.load(std::memory_order_relaxed) < 0) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (fd_.load(std::memory_order_relaxed) < 0) return;
+    if (!error_.empty()) {
+        ++dropped_;
+        return;
+    }
+    if (ev.time_ns == 0) {
+        Event stamped = ev;
+        stamped.time_ns = now_ns();
+        used_ += encode_event(stamped, state_, buf_.data() + kBlockHeaderBytes + used_);
+    } else {
+        used_ += encode_event(ev, state_, buf_.data() + kBlockHeaderBytes + used_);
+    }
+    ++count_;
+    ++total_events_;
+    if (count_ >= options_.events_per_block || (options_.flush_on_oom && ev.type == EventType::oom))
+        write_block_locked();
+}
+
+void Writer::write_block_locked() {
+    if (count_ == 0) return;
+    std::uint8_t* h = buf_.data();
+    std::memcpy(h, kBlockMagic, 4);
+    store_u32(h + 4, static_cast<std::uint32_t>(used_));
+    store_u32(h + 8, count_);
+    // The CRC covers (P, N) and then the payload; the CRC field itself sits between them.
+    std::uint32_t c = crc32(0, h + 4, 8);
+    c = crc32(c, h + kBlockHeaderBytes, used_);
+    store_u32(h + 12, c);
+    if (write_all_locked(h, kBlockHeaderBytes + used_)) ++total_blocks_;
+    else dropped_ += count_;
+    used_ = 0;
+    count_ = 0;
+    state_ = CodecState{};
+}
+
+bool Writer::write_all_locked(const std::uint8_t* data, std::size_t size) {
+    const int fd = fd_.load(std::memory_order_relaxed);
+    while (size > 0) {
+        const ssize_t n = ::write(fd, data, size);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            error_ = std::string("trace write failed: ") + std::strerror(errno);
+            return false;
+        }
+        data += n;
+        size -= static_cast<std::size_t>(n);
+    }
+    return true;
+}
+
+void Writer::flush() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (fd_.load(std::memory_order_relaxed) < 0 || !error_.empty()) return;
+    write_block_locked();
+}
+
+void Writer::close() {
+    std::lock_guard<std::mutex> lock(mu_);
+    const int fd = fd_.load(std::memory_order_relaxed);
+    if (fd < 0) return;
+    if (error_.empty()) {
+        write_block_locked();
+        std::uint8_t rec[kBlockHeaderBytes + 20];
+        std::uint8_t* p = rec + kBlockHeaderBytes;
+        for (std::uint64_t v : {total_events_ - dropped_, total_blocks_}) {
+            while (v >= 0x80) {
+                *p++ = static_cast<std::uint8_t>(v | 0x80);
+                v >>= 7;
+            }
+            *p++ = static_cast<std::uint8_t>(v);
+        }
+        const auto payload = static_cast<std::uint32_t>(p - (rec + kBlockHeaderBytes));
+        std::memcpy(rec, kEndMagic, 4);
+        store_u32(rec + 4, payload);
+        store_u32(rec + 8, 0);
+        std::uint32_t c = crc32(0, rec + 4, 8);
+        c = crc32(c, rec + kBlockHeaderBytes, payload);
+        store_u32(rec + 12, c);
+        write_all_locked(rec, kBlockHeaderBytes + payload);
+    }
+    ::close(fd);
+    fd_.store(-1, std::memory_order_release);
+    buf_.clear();
+    buf_.shrink_to_fit();
+}
+
+std::uint64_t Writer::events_written() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return total_events_;
+}
+
+std::uint64_t Writer::dropped() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return dropped_;
+}
+
+std::string Writer::error() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return error_;
+}
+
+} // namespace gpumemprof::trace

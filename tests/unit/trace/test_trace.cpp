@@ -1,0 +1,344 @@
+// SPDX-License-Identifier: MIT
+// Trace format: exact bytes of the schema, round trip, truncation, corruption, versions, threads.
+#include "trace/crc32.hpp"
+#include "trace/format.hpp"
+#include "trace/reader.hpp"
+#include "trace/writer.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <map>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+using namespace gpumemprof::trace;
+
+namespace {
+
+std::string temp_path(const char* tag) {
+    return "/tmp/gpumemprof_test_trace_" + std::to_string(::getpid()) + "_" + tag + ".gmt";
+}
+
+std::vector<std::uint8_t> slurp(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::uint32_t u32_at(const std::vector<std::uint8_t>& b, std::size_t off) {
+    return b[off] | b[off + 1] << 8 | b[off + 2] << 16 | static_cast<std::uint32_t>(b[off + 3]) << 24;
+}
+
+Header sample_header() {
+    Header h;
+    h.pid = 4242;
+    h.host = "node-17";
+    h.exe = "/usr/bin/python3";
+    h.alloc_conf = "max_split_size_mb:128,roundup_power2_divisions:4";
+    h.start_time_ns = 1700000000123456789ull;
+    h.devices = {{0, 85899345920ull}, {3, 42949672960ull}};
+    h.metadata = {{"source", "unit test"}, {"", "empty key"}};
+    return h;
+}
+
+constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
+
+// Every event type, every field non-zero somewhere, deltas going up and down, extremes.
+std::vector<Event> sample_events() {
+    std::vector<Event> v;
+    v.push_back({EventType::segment_alloc, 0, 7, 0x7f0000000000, 20971520, 20971520, 11, 1000, 0});
+    v.push_back({EventType::alloc, 0, 7, 0x7f0000000000, 3000000, 3000320, 12, 1001, 0});
+    v.push_back({EventType::alloc, 3, 0, 0x10, 1, 512, 0, 900, 0}); // time goes backwards
+    v.push_back({EventType::free_requested, 0, 7, 0x7f0000000000, 3000000, 3000320, 13, 2000, 0});
+    v.push_back({EventType::free_completed, 0, 7, 0x7f0000000000, 3000000, 3000320, 13, 2001, 0});
+    v.push_back({EventType::segment_free, 0, 7, 0x7f0000000000, 20971520, 20971520, 0, 2002, 0});
+    v.push_back({EventType::vmm_map, 1, 0, 0x200000000, 2097152, 2097152, 0, 3000, 0});
+    v.push_back({EventType::vmm_unmap, 1, 0, 0x200000000, 2097152, 2097152, 0, 3001, 0});
+    v.push_back({EventType::oom, 2, 99, 0, 85899345920ull, 85899345920ull, 14, 4000, 123456});
+    v.push_back({EventType::live_block, 0, 5, kMax, kMax, 0, kMax, kMax, 0}); // block_size < size
+    v.push_back({EventType::alloc, 0xFFFFFFFFu, kMax, 0, 0, kMax, 1, 1, 0}); // time back to 1
+    v.push_back({EventType::oom, 0, 0, 1, 2, 3, 4, 5, kMax});
+    return v;
+}
+
+std::vector<std::uint8_t> write_file(const std::string& path, const std::vector<Event>& evs, std::uint32_t per_block,
+                                     bool close = true) {
+    Writer w;
+    REQUIRE(w.open(path, sample_header(), WriterOptions{per_block, false}));
+    for (const auto& e : evs) w.record(e);
+    if (close) w.close();
+    else w.flush();
+    auto bytes = slurp(path);
+    if (!close) w.close();
+    return bytes;
+}
+
+std::vector<Event> read_memory(const std::vector<std::uint8_t>& b, std::size_t size, Reader& r) {
+    std::vector<Event> out;
+    if (r.open_memory(b.data(), size)) {
+        Event e;
+        while (r.next(e)) out.push_back(e);
+    }
+    return out;
+}
+
+} // namespace
+
+TEST_CASE("crc32 matches the IEEE/zlib check value") {
+    // The standard check value of CRC-32/ISO-HDLC for "123456789" is 0xCBF43926.
+    REQUIRE(crc32(0, "123456789", 9) == 0xCBF43926u);
+    // Chaining: crc("1234") then "56789" equals the one-shot value.
+    REQUIRE(crc32(crc32(0, "1234", 4), "56789", 5) == 0xCBF43926u);
+    REQUIRE(crc32(0, "", 0) == 0u);
+}
+
+TEST_CASE("one event encodes to the bytes the schema prescribes") {
+    // alloc, device 0, stream 0, ptr 0x1000, size 1000, block_size 1024, stack 0, time 5, fresh state:
+    //   tag          = type 1, no device/stream/stack bits             -> 0x01
+    //   time delta 5 -> zigzag 10                                      -> 0x0A
+    //   ptr delta 4096 -> zigzag 8192 = 64 * 128 -> LEB128 (0|0x80),64  -> 0x80 0x40
+    //   size 1000 = 7 * 128 + 104 -> (104|0x80), 7                     -> 0xE8 0x07
+    //   block_size - size = 24 -> zigzag 48                            -> 0x30
+    Event e{EventType::alloc, 0, 0, 0x1000, 1000, 1024, 0, 5, 0};
+    CodecState st;
+    std::uint8_t buf[kMaxEventBytes];
+    const std::size_t n = encode_event(e, st, buf);
+    const std::vector<std::uint8_t> got(buf, buf + n);
+    REQUIRE(got == std::vector<std::uint8_t>{0x01, 0x0A, 0x80, 0x40, 0xE8, 0x07, 0x30});
+
+    // A following free_requested on device 2 (bit 4), stack 9 (bit 6), same ptr, 3 ns later:
+    //   tag 0x02|0x10|0x40 = 0x52, time 3 -> 6, device 2, ptr delta 0 -> 0, size 1000, delta 24 -> 48, stack 9
+    Event f{EventType::free_requested, 2, 0, 0x1000, 1000, 1024, 9, 8, 0};
+    const std::size_t m = encode_event(f, st, buf);
+    REQUIRE(std::vector<std::uint8_t>(buf, buf + m) ==
+            std::vector<std::uint8_t>{0x52, 0x06, 0x02, 0x00, 0xE8, 0x07, 0x30, 0x09});
+}
+
+TEST_CASE("file header layout: magic, version 1, body length, CRC") {
+    const auto path = temp_path("hdr");
+    const auto b = write_file(path, {}, 4);
+    REQUIRE(b.size() >= 20);
+    REQUIRE(std::memcmp(b.data(), "GPUMEMTR", 8) == 0);
+    REQUIRE(u32_at(b, 8) == 1u);
+    const std::uint32_t body = u32_at(b, 12);
+    REQUIRE(u32_at(b, 16 + body) == crc32(0, b.data(), 16 + body));
+    // No events: after the header comes only the end record "GMTE" with payload {0 events, 0 blocks}.
+    const std::size_t end = 16 + body + 4;
+    REQUIRE(b.size() == end + 16 + 2);
+    REQUIRE(std::memcmp(b.data() + end, "GMTE", 4) == 0);
+    REQUIRE(u32_at(b, end + 4) == 2u);
+    REQUIRE(u32_at(b, end + 8) == 0u);
+    std::remove(path.c_str());
+}
+
+TEST_CASE("round trip keeps every event type and field") {
+    const auto path = temp_path("rt");
+    const auto evs = sample_events();
+    for (std::uint32_t per_block : {1u, 3u, 4096u}) {
+        const auto b = write_file(path, evs, per_block);
+        Reader r;
+        const auto got = read_memory(b, b.size(), r);
+        INFO(r.error());
+        REQUIRE_FALSE(r.failed());
+        REQUIRE(r.complete());
+        REQUIRE(r.header() == sample_header());
+        REQUIRE(got == evs);
+        // 12 events in blocks of per_block: ceil(12 / per_block) blocks.
+        REQUIRE(r.blocks_read() == (12 + per_block - 1) / per_block);
+    }
+    // The same through open_file.
+    Reader rf;
+    REQUIRE(rf.open_file(path));
+    Event e;
+    std::size_t n = 0;
+    while (rf.next(e)) REQUIRE(e == evs[n++]);
+    REQUIRE(n == evs.size());
+    REQUIRE(rf.complete());
+    std::remove(path.c_str());
+}
+
+TEST_CASE("a time_ns of 0 is stamped with the wall clock") {
+    const auto path = temp_path("stamp");
+    const std::uint64_t before = now_ns();
+    const auto b = write_file(path, {Event{EventType::alloc, 0, 0, 4096, 512, 512, 0, 0, 0}}, 8);
+    const std::uint64_t after = now_ns();
+    Reader r;
+    const auto got = read_memory(b, b.size(), r);
+    REQUIRE(got.size() == 1);
+    REQUIRE(got[0].time_ns >= before);
+    REQUIRE(got[0].time_ns <= after);
+    std::remove(path.c_str());
+}
+
+TEST_CASE("a file without end record (program died) still yields its flushed blocks") {
+    const auto path = temp_path("noend");
+    const auto evs = sample_events();
+    const auto b = write_file(path, evs, 5, /*close=*/false); // snapshot of the file before close()
+    Reader r;
+    const auto got = read_memory(b, b.size(), r);
+    REQUIRE_FALSE(r.failed());
+    REQUIRE_FALSE(r.complete());
+    REQUIRE(got == evs);
+    std::remove(path.c_str());
+}
+
+TEST_CASE("truncation at every byte offset gives the valid prefix, then a clean error") {
+    const auto path = temp_path("trunc");
+    const auto evs = sample_events();
+    const auto b = write_file(path, evs, 4); // 12 events -> blocks of 4, 4, 4, then the end record
+    // Walk the block headers by the schema to know where each block ends.
+    const std::size_t header_end = 16 + u32_at(b, 12) + 4;
+    std::vector<std::size_t> block_end; // byte offset just past block i
+    for (std::size_t pos = header_end; pos < b.size(); pos += 16 + u32_at(b, pos + 4)) block_end.push_back(pos + 16 + u32_at(b, pos + 4));
+    REQUIRE(block_end.size() == 4);
+    REQUIRE(block_end.back() == b.size());
+
+    for (std::size_t k = 0; k < b.size(); ++k) {
+        Reader r;
+        const auto got = read_memory(b, k, r);
+        // Complete event blocks before k: each holds 4 events.
+        std::size_t complete_blocks = 0;
+        while (complete_blocks < 3 && block_end[complete_blocks] <= k) ++complete_blocks;
+        INFO("cut at " << k << ": " << r.error());
+        REQUIRE(got.size() == 4 * complete_blocks);
+        REQUIRE(std::equal(got.begin(), got.end(), evs.begin()));
+        const bool at_boundary = k == header_end || (complete_blocks > 0 && block_end[complete_blocks - 1] == k);
+        if (at_boundary) {
+            REQUIRE_FALSE(r.failed()); // what a crash leaves: valid, just without end record
+            REQUIRE_FALSE(r.complete());
+        } else {
+            REQUIRE(r.error_kind() == ReadError::truncated);
+            REQUIRE(r.error_offset() == k);
+            REQUIRE(r.error().rfind("byte offset " + std::to_string(k) + ": file ends inside", 0) == 0);
+        }
+    }
+    std::remove(path.c_str());
+}
+
+TEST_CASE("a flipped payload byte is reported as a CRC mismatch at its block's offset") {
+    const auto path = temp_path("crc");
+    const auto evs = sample_events();
+    auto b = write_file(path, evs, 4);
+    const std::size_t block1 = 16 + u32_at(b, 12) + 4;
+    const std::size_t block2 = block1 + 16 + u32_at(b, block1 + 4);
+    b[block2 + 16 + 2] ^= 0x40; // inside the second block's payload
+    Reader r;
+    const auto got = read_memory(b, b.size(), r);
+    REQUIRE(r.error_kind() == ReadError::corrupt);
+    REQUIRE(r.error_offset() == block2);
+    REQUIRE(r.error().find("block CRC mismatch") != std::string::npos);
+    REQUIRE(got.size() == 4); // only the first block
+    std::remove(path.c_str());
+}
+
+TEST_CASE("a corrupt header is reported at the header CRC") {
+    const auto path = temp_path("hcrc");
+    auto b = write_file(path, sample_events(), 4);
+    const std::uint32_t body = u32_at(b, 12);
+    b[16 + 3] ^= 1;
+    Reader r;
+    REQUIRE_FALSE(r.open_memory(b.data(), b.size()));
+    REQUIRE(r.error_kind() == ReadError::corrupt);
+    REQUIRE(r.error_offset() == 16 + body);
+    REQUIRE(r.error().find("header CRC mismatch") != std::string::npos);
+    std::remove(path.c_str());
+}
+
+TEST_CASE("an unknown format version is rejected at offset 8") {
+    const auto path = temp_path("ver");
+    auto b = write_file(path, sample_events(), 4);
+    b[8] = 2; // version 2 (the CRC is not even looked at: the version decides how to read the rest)
+    Reader r;
+    REQUIRE_FALSE(r.open_memory(b.data(), b.size()));
+    REQUIRE(r.error_kind() == ReadError::unsupported_version);
+    REQUIRE(r.error() == "byte offset 8: unsupported trace format version 2 (this gpumemprof reads version 1)");
+    std::remove(path.c_str());
+}
+
+TEST_CASE("not a trace, missing file") {
+    const std::string text = "hello world, this is not a trace";
+    Reader r;
+    REQUIRE_FALSE(r.open_memory(text.data(), text.size()));
+    REQUIRE(r.error_kind() == ReadError::bad_magic);
+    REQUIRE(r.error_offset() == 0);
+    Reader m;
+    REQUIRE_FALSE(m.open_file("/nonexistent/dir/x.gmt"));
+    REQUIRE(m.error_kind() == ReadError::io);
+    REQUIRE(m.error().find("/nonexistent/dir/x.gmt") != std::string::npos);
+}
+
+TEST_CASE("data after the end record is corrupt") {
+    const auto path = temp_path("tail");
+    auto b = write_file(path, sample_events(), 4);
+    const std::size_t size = b.size();
+    b.push_back(0);
+    Reader r;
+    const auto got = read_memory(b, b.size(), r);
+    REQUIRE(got.size() == 12);
+    REQUIRE(r.error_kind() == ReadError::corrupt);
+    REQUIRE(r.error_offset() == size);
+    std::remove(path.c_str());
+}
+
+TEST_CASE("an OOM event flushes its block at once (flush_on_oom)") {
+    const auto path = temp_path("oom");
+    Writer w;
+    REQUIRE(w.open(path, Header{}, WriterOptions{4096, true}));
+    w.record(Event{EventType::alloc, 0, 0, 4096, 512, 512, 0, 1, 0});
+    w.record(Event{EventType::oom, 0, 0, 0, 1ull << 40, 1ull << 40, 0, 2, 1000});
+    const auto b = slurp(path); // before close: the block must already be on disk
+    Reader r;
+    const auto got = read_memory(b, b.size(), r);
+    REQUIRE_FALSE(r.failed());
+    REQUIRE(got.size() == 2);
+    REQUIRE(got[1].device_free == 1000);
+    w.close();
+    std::remove(path.c_str());
+}
+
+TEST_CASE("record() from many threads loses nothing and keeps each thread's order") {
+    const auto path = temp_path("mt");
+    Writer w;
+    REQUIRE(w.open(path, Header{}, WriterOptions{100, false}));
+    constexpr int kThreads = 4;
+    constexpr std::uint64_t kPer = 20000;
+    std::vector<std::thread> ts;
+    for (int t = 0; t < kThreads; ++t)
+        ts.emplace_back([&w, t] {
+            for (std::uint64_t i = 0; i < kPer; ++i)
+                w.record(Event{EventType::alloc, 0, static_cast<std::uint64_t>(t), i, 512, 512, 0, i + 1, 0});
+        });
+    for (auto& t : ts) t.join();
+    REQUIRE(w.events_written() == kThreads * kPer);
+    w.close();
+    Reader r;
+    REQUIRE(r.open_file(path));
+    std::map<std::uint64_t, std::uint64_t> next_ptr; // per stream (thread): expected next ptr
+    Event e;
+    std::uint64_t n = 0;
+    while (r.next(e)) {
+        REQUIRE(e.ptr == next_ptr[e.stream]);
+        ++next_ptr[e.stream];
+        ++n;
+    }
+    REQUIRE_FALSE(r.failed());
+    REQUIRE(r.complete());
+    REQUIRE(n == kThreads * kPer);
+    std::remove(path.c_str());
+}
+
+TEST_CASE("open on an unwritable path fails with a message, record is then a no-op") {
+    Writer w;
+    REQUIRE_FALSE(w.open("/nonexistent/dir/t.gmt", Header{}));
+    REQUIRE(w.error().find("/nonexistent/dir/t.gmt") != std::string::npos);
+    w.record(Event{});
+    w.flush();
+    w.close();
+    REQUIRE(w.events_written() == 0);
+}
