@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: MIT
+#include "core/driver_backend.hpp"
+
+#include "core/process_state.hpp"
+
+namespace gpumemprof::core {
+
+ScopedContext::ScopedContext(const DriverApi& api, CUcontext ctx) : api_(api) {
+    CUcontext cur = nullptr;
+    if (api_.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == ctx)
+        return;
+    pushed_ = api_.cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS;
+}
+
+ScopedContext::~ScopedContext() {
+    if (pushed_) {
+        CUcontext popped = nullptr;
+        api_.cuCtxPopCurrent_v2(&popped);
+    }
+}
+
+DriverBackend::DriverBackend(const DriverApi& api, CUcontext ctx, StreamRegistry& streams)
+    : api_(api), ctx_(ctx), streams_(streams) {}
+
+int DriverBackend::allocate(std::size_t size, std::uintptr_t* ptr) {
+    if (process_exiting())
+        return pool::kOutOfMemory;
+    ScopedContext scope(api_, ctx_);
+    CUdeviceptr p = 0;
+    CUresult r = api_.cuMemAlloc_v2(&p, size);
+    if (r == CUDA_SUCCESS)
+        *ptr = static_cast<std::uintptr_t>(p);
+    return static_cast<int>(r);
+}
+
+int DriverBackend::release(std::uintptr_t ptr, std::size_t) {
+    if (process_exiting())
+        return pool::kSuccess; // the driver reclaims everything at teardown
+    ScopedContext scope(api_, ctx_);
+    return static_cast<int>(api_.cuMemFree_v2(static_cast<CUdeviceptr>(ptr)));
+}
+
+int DriverBackend::memory_info(std::size_t* free_bytes, std::size_t* total_bytes) {
+    if (process_exiting())
+        return pool::kInvalidValue;
+    ScopedContext scope(api_, ctx_);
+    return static_cast<int>(api_.cuMemGetInfo_v2(free_bytes, total_bytes));
+}
+
+CUevent DriverBackend::take_event() {
+    if (!spare_events_.empty()) {
+        CUevent e = spare_events_.back();
+        spare_events_.pop_back();
+        return e;
+    }
+    CUevent e = nullptr;
+    if (api_.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+        return nullptr;
+    return e;
+}
+
+pool::FenceId DriverBackend::fence_record() {
+    // Recording on the legacy stream during a capture would invalidate the capture
+    // (cudaErrorStreamCaptureImplicit); pending blocks simply wait until it ends.
+    if (process_exiting() || streams_.captures.load(std::memory_order_acquire) > 0)
+        return 0;
+    std::vector<CUstream> targets;
+    std::vector<CUevent> events;
+    streams_.fence_targets(ctx_, &targets, &events);
+    std::lock_guard lock(mutex_);
+    ScopedContext scope(api_, ctx_);
+    targets.insert(targets.begin(), static_cast<CUstream>(nullptr)); // legacy default stream
+    for (CUstream s : targets) {
+        CUevent e = take_event();
+        if (!e || api_.cuEventRecord(e, s) != CUDA_SUCCESS) {
+            // Cannot prove this stream is past the free: give up on this fence.
+            if (e)
+                spare_events_.push_back(e);
+            for (CUevent x : events)
+                spare_events_.push_back(x);
+            return 0;
+        }
+        events.push_back(e);
+    }
+    pool::FenceId id = next_fence_++;
+    fences_.emplace(id, std::move(events));
+    return id;
+}
+
+bool DriverBackend::fence_done(pool::FenceId fence) {
+    if (streams_.captures.load(std::memory_order_acquire) > 0)
+        return false; // event queries are not allowed while capturing
+    std::lock_guard lock(mutex_);
+    auto it = fences_.find(fence);
+    if (it == fences_.end())
+        return true;
+    if (process_exiting())
+        return false;
+    ScopedContext scope(api_, ctx_);
+    for (CUevent e : it->second) {
+        CUresult r = api_.cuEventQuery(e);
+        if (r == CUDA_ERROR_NOT_READY)
+            return false;
+        // Any other error means the context can no longer run that work (sticky error):
+        // nothing will touch the memory any more.
+    }
+    return true;
+}
+
+bool DriverBackend::fence_wait(pool::FenceId fence) {
+    if (streams_.captures.load(std::memory_order_acquire) > 0 || process_exiting())
+        return false;
+    std::vector<CUevent> events;
+    {
+        std::lock_guard lock(mutex_);
+        auto it = fences_.find(fence);
+        if (it == fences_.end())
+            return true;
+        events = it->second;
+    }
+    ScopedContext scope(api_, ctx_);
+    for (CUevent e : events)
+        api_.cuEventSynchronize(e);
+    return true;
+}
+
+void DriverBackend::fence_release(pool::FenceId fence) {
+    std::lock_guard lock(mutex_);
+    auto it = fences_.find(fence);
+    if (it == fences_.end())
+        return;
+    for (CUevent e : it->second)
+        spare_events_.push_back(e);
+    fences_.erase(it);
+}
+
+void DriverBackend::forget() {
+    std::lock_guard lock(mutex_);
+    fences_.clear();
+    spare_events_.clear();
+}
+
+void StreamRegistry::add(CUcontext ctx, CUstream stream) {
+    std::lock_guard lock(mutex_);
+    stream_ctx_[stream] = ctx;
+}
+
+void StreamRegistry::remove(const DriverApi& api, CUstream stream) {
+    CUcontext ctx = nullptr;
+    {
+        std::lock_guard lock(mutex_);
+        auto it = stream_ctx_.find(stream);
+        if (it == stream_ctx_.end())
+            return;
+        ctx = it->second;
+        stream_ctx_.erase(it);
+    }
+    if (process_exiting() || captures.load(std::memory_order_acquire) > 0)
+        return;
+    ScopedContext scope(api, ctx);
+    CUevent e = nullptr;
+    if (api.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+        return;
+    if (api.cuEventRecord(e, stream) != CUDA_SUCCESS) {
+        api.cuEventDestroy_v2(e);
+        return;
+    }
+    std::lock_guard lock(mutex_);
+    orphans_[ctx].push_back(e);
+}
+
+void StreamRegistry::fence_targets(CUcontext ctx, std::vector<CUstream>* streams, std::vector<CUevent>* orphans) {
+    std::lock_guard lock(mutex_);
+    for (const auto& [s, c] : stream_ctx_)
+        if (c == ctx)
+            streams->push_back(s);
+    auto it = orphans_.find(ctx);
+    if (it != orphans_.end()) {
+        *orphans = std::move(it->second);
+        orphans_.erase(it);
+    }
+}
+
+void StreamRegistry::forget_context(CUcontext ctx) {
+    std::lock_guard lock(mutex_);
+    for (auto it = stream_ctx_.begin(); it != stream_ctx_.end();)
+        it = (it->second == ctx) ? stream_ctx_.erase(it) : std::next(it);
+    orphans_.erase(ctx);
+}
+
+void StreamRegistry::clear() {
+    std::lock_guard lock(mutex_);
+    stream_ctx_.clear();
+    orphans_.clear();
+    captures.store(0);
+}
+
+} // namespace gpumemprof::core

@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: MIT
+// pool::Backend over the real driver for one context. Fences are CUDA events recorded on the
+// legacy default stream (which orders after all prior work of every blocking stream, the
+// per-thread default streams included) and on every live non-blocking stream of the context.
+#pragma once
+
+#include "core/driver_api.hpp"
+#include "pool/backend.hpp"
+
+#include "core/cuda_api.hpp"
+
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace gpumemprof::core {
+
+class StreamRegistry;
+
+class DriverBackend final : public pool::Backend {
+public:
+    DriverBackend(const DriverApi& api, CUcontext ctx, StreamRegistry& streams);
+    ~DriverBackend() override = default; // events are left to the context's own teardown
+
+    int allocate(std::size_t size, std::uintptr_t* ptr) override;
+    int release(std::uintptr_t ptr, std::size_t size) override;
+    int memory_info(std::size_t* free_bytes, std::size_t* total_bytes) override;
+    pool::FenceId fence_record() override;
+    bool fence_done(pool::FenceId fence) override;
+    bool fence_wait(pool::FenceId fence) override;
+    void fence_release(pool::FenceId fence) override;
+
+    CUcontext context() const { return ctx_; }
+    /// Forget all events without driver calls (the context is gone, or we are in a fork child).
+    void forget();
+
+private:
+    CUevent take_event();
+    const DriverApi& api_;
+    CUcontext ctx_;
+    StreamRegistry& streams_;
+    std::mutex mutex_; // guards the members below (fences are used under the pool lock anyway)
+    std::vector<CUevent> spare_events_;
+    std::unordered_map<pool::FenceId, std::vector<CUevent>> fences_;
+    pool::FenceId next_fence_ = 1;
+};
+
+/// Non-blocking streams per context, and the number of stream captures in progress.
+class StreamRegistry {
+public:
+    void add(CUcontext ctx, CUstream stream);
+    /// Before a stream is destroyed: if it is registered, record an event on it so that the next
+    /// fence of its context still covers the work queued there.
+    void remove(const DriverApi& api, CUstream stream);
+    /// Streams of `ctx` plus events left by destroyed streams (handed over and cleared).
+    void fence_targets(CUcontext ctx, std::vector<CUstream>* streams, std::vector<CUevent>* orphans);
+    void forget_context(CUcontext ctx);
+    void clear();
+
+    std::atomic<int> captures{0};
+
+private:
+    std::mutex mutex_;
+    std::unordered_map<CUstream, CUcontext> stream_ctx_;
+    std::unordered_map<CUcontext, std::vector<CUevent>> orphans_;
+};
+
+/// Makes `ctx` current for a scope when it is not already (backend calls may come from a thread
+/// whose current context differs, e.g. empty_cache from the C API).
+class ScopedContext {
+public:
+    ScopedContext(const DriverApi& api, CUcontext ctx);
+    ~ScopedContext();
+    ScopedContext(const ScopedContext&) = delete;
+    ScopedContext& operator=(const ScopedContext&) = delete;
+
+private:
+    const DriverApi& api_;
+    bool pushed_ = false;
+};
+
+} // namespace gpumemprof::core

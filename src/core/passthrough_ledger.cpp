@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: MIT
+#include "core/passthrough_ledger.hpp"
+
+#include "util/json_writer.hpp"
+
+#include <algorithm>
+
+namespace gpumemprof::core {
+
+// Handles and addresses live in different name spaces (a VMM handle value may equal some device
+// address), so the key carries its kind's family: addresses vs handles.
+std::uint64_t PassthroughLedger::slot(Kind kind, std::uintptr_t key) {
+    return kind == Kind::vmm_physical ? (static_cast<std::uint64_t>(key) ^ 0x8000000000000001ull) : key;
+}
+
+void PassthroughLedger::add(Kind kind, int device, std::uintptr_t key, std::size_t bytes) {
+    std::lock_guard lock(mutex_);
+    live_[slot(kind, key)] = Entry{kind, device, bytes};
+    DeviceLedger& d = devices_[device];
+    KindCounters& k = d.kinds[static_cast<int>(kind)];
+    k.calls += 1;
+    k.current_bytes += static_cast<std::int64_t>(bytes);
+    k.total_bytes += static_cast<std::int64_t>(bytes);
+    k.peak_bytes = std::max(k.peak_bytes, k.current_bytes);
+    if (kind == Kind::vmm_mapped)
+        d.device_allocs += 1;
+}
+
+bool PassthroughLedger::remove(std::uintptr_t key, std::initializer_list<Kind> kinds, Kind* kind_out, int* device_out) {
+    std::lock_guard lock(mutex_);
+    for (Kind kind : kinds) {
+        auto it = live_.find(slot(kind, key));
+        if (it == live_.end() || it->second.kind != kind)
+            continue;
+        Entry e = it->second;
+        live_.erase(it);
+        DeviceLedger& d = devices_[e.device];
+        KindCounters& k = d.kinds[static_cast<int>(kind)];
+        k.frees += 1;
+        k.current_bytes -= static_cast<std::int64_t>(e.bytes);
+        if (kind == Kind::vmm_mapped)
+            d.device_frees += 1;
+        if (kind_out)
+            *kind_out = kind;
+        if (device_out)
+            *device_out = e.device;
+        return true;
+    }
+    return false;
+}
+
+bool PassthroughLedger::contains(std::uintptr_t key, Kind kind) const {
+    std::lock_guard lock(mutex_);
+    auto it = live_.find(slot(kind, key));
+    return it != live_.end() && it->second.kind == kind;
+}
+
+int PassthroughLedger::handle_device(std::uintptr_t handle) const {
+    std::lock_guard lock(mutex_);
+    auto it = live_.find(slot(Kind::vmm_physical, handle));
+    return (it == live_.end() || it->second.kind != Kind::vmm_physical) ? -1 : it->second.device;
+}
+
+std::map<int, DeviceLedger> PassthroughLedger::snapshot() const {
+    std::lock_guard lock(mutex_);
+    return devices_;
+}
+
+void PassthroughLedger::clear() {
+    std::lock_guard lock(mutex_);
+    live_.clear();
+    devices_.clear();
+}
+
+void PassthroughLedger::write_kind(util::JsonWriter& w, const KindCounters& k) {
+    w.begin_object();
+    w.field("calls", k.calls);
+    w.field("frees", k.frees);
+    w.field("current_bytes", k.current_bytes);
+    w.field("peak_bytes", k.peak_bytes);
+    w.field("total_bytes", k.total_bytes);
+    w.end_object();
+}
+
+} // namespace gpumemprof::core

@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: MIT
+// Accounting of the device memory that is NOT served by the pool but passes through to the
+// driver unchanged: stream-ordered (async) allocations, managed memory, VMM physical handles and
+// mappings, pinned host memory. Each kind has calls/frees/current/peak/total per device.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+namespace gpumemprof::util { class JsonWriter; }
+
+namespace gpumemprof::core {
+
+enum class Kind : int { async = 0, managed, vmm_physical, vmm_mapped, host_pinned, count };
+
+struct KindCounters {
+    std::int64_t calls = 0;
+    std::int64_t frees = 0;
+    std::int64_t current_bytes = 0;
+    std::int64_t peak_bytes = 0;
+    std::int64_t total_bytes = 0;
+};
+
+struct DeviceLedger {
+    std::array<KindCounters, static_cast<int>(Kind::count)> kinds{};
+    std::int64_t device_allocs = 0; ///< VMM maps: they count in num_device_alloc, as in PyTorch
+    std::int64_t device_frees = 0;  ///< VMM unmaps: num_device_free
+};
+
+class PassthroughLedger {
+public:
+    /// Record a new allocation or mapping keyed by `key` (address or VMM handle).
+    void add(Kind kind, int device, std::uintptr_t key, std::size_t bytes);
+    /// Remove it. Returns true and sets *kind/*device if the key was known for one of `kinds`.
+    bool remove(std::uintptr_t key, std::initializer_list<Kind> kinds, Kind* kind = nullptr, int* device = nullptr);
+    bool contains(std::uintptr_t key, Kind kind) const;
+    /// Device of a VMM physical handle, -1 if unknown or host-located.
+    int handle_device(std::uintptr_t handle) const;
+
+    std::map<int, DeviceLedger> snapshot() const; ///< device -1 holds host memory
+    void clear();
+    void lock_for_fork() { mutex_.lock(); }
+    void unlock_after_fork() { mutex_.unlock(); }
+
+    static void write_kind(util::JsonWriter& w, const KindCounters& k);
+
+private:
+    struct Entry {
+        Kind kind;
+        int device;
+        std::size_t bytes;
+    };
+    static std::uint64_t slot(Kind kind, std::uintptr_t key);
+    mutable std::mutex mutex_;
+    std::unordered_map<std::uint64_t, Entry> live_; // (kind-tagged key) -> entry
+    std::map<int, DeviceLedger> devices_;
+};
+
+} // namespace gpumemprof::core

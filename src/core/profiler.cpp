@@ -1,0 +1,545 @@
+// SPDX-License-Identifier: MIT
+#include "core/profiler.hpp"
+
+#include "core/pool_events.hpp"
+#include "core/process_state.hpp"
+#include "stats/device_stats.hpp"
+#include "util/atomic_file.hpp"
+#include "util/json_writer.hpp"
+#include "util/log.hpp"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace gpumemprof::core {
+namespace {
+
+std::atomic<bool> g_exiting{false};
+
+void exit_handler() { Profiler::instance().on_exit(); }
+void atfork_prepare() { Profiler::instance().fork_prepare(); }
+void atfork_parent() { Profiler::instance().fork_parent(); }
+void atfork_child() { Profiler::instance().fork_child(); }
+
+std::string read_exe() {
+    char buf[4096];
+    ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+    return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+}
+
+std::string host_name() {
+    char host[256] = {};
+    if (::gethostname(host, sizeof host - 1) != 0)
+        return "unknown";
+    return host;
+}
+
+constexpr std::size_t kPitchAlignment = 512;
+
+} // namespace
+
+bool process_exiting() noexcept { return g_exiting.load(std::memory_order_acquire); }
+void set_process_exiting() noexcept { g_exiting.store(true, std::memory_order_release); }
+
+Profiler& Profiler::instance() noexcept {
+    // Created on first use from whichever hook runs first (possibly before our constructor and
+    // before main) and never destroyed: hooks may run during the host's static destruction.
+    static Profiler* p = new Profiler();
+    return *p;
+}
+
+Profiler::Profiler() : start_(std::chrono::steady_clock::now()) {
+    std::string warnings;
+    options_ = util::read_options(&warnings);
+    std::vector<std::string> conf_warnings;
+    conf_ = pool::parse_alloc_conf(options_.alloc_conf, &conf_warnings);
+    std::istringstream lines(warnings);
+    for (std::string line; std::getline(lines, line);)
+        if (!line.empty())
+            log::warn("{}", line);
+    for (const auto& w : conf_warnings)
+        log::warn("GPUMEMPROF_ALLOC_CONF: {}", w);
+    std::atexit(exit_handler);
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
+// ---- pools ------------------------------------------------------------------------------------
+
+std::vector<PoolSlot*> Profiler::live_slots() const {
+    std::vector<PoolSlot*> out;
+    for (const auto& s : live_) {
+        PoolSlot* p = s.load(std::memory_order_acquire);
+        if (p && p->ctx.load(std::memory_order_acquire))
+            out.push_back(p);
+    }
+    return out;
+}
+
+PoolSlot* Profiler::current_slot(const DriverApi& api) noexcept {
+    CUcontext ctx = nullptr;
+    if (api.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx)
+        return nullptr;
+    for (const auto& s : live_) {
+        PoolSlot* p = s.load(std::memory_order_acquire);
+        if (p && p->ctx.load(std::memory_order_acquire) == ctx)
+            return p;
+    }
+    return create_slot(api, ctx);
+}
+
+PoolSlot* Profiler::create_slot(const DriverApi& api, CUcontext ctx) noexcept {
+    try {
+        CUdevice dev = 0;
+        if (api.cuCtxGetDevice(&dev) != CUDA_SUCCESS)
+            return nullptr;
+        // Is ctx the device's primary context? Needed so a primary-context reset drops its pool.
+        bool primary = false;
+        unsigned flags = 0;
+        int active = 0;
+        if (api.cuDevicePrimaryCtxGetState && api.cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS &&
+            active) {
+            CUcontext pctx = nullptr;
+            if (api.cuDevicePrimaryCtxRetain(&pctx, dev) == CUDA_SUCCESS) {
+                primary = pctx == ctx;
+                api.cuDevicePrimaryCtxRelease_v2(dev);
+            }
+        }
+        std::lock_guard lock(slots_mutex_);
+        for (const auto& s : live_) { // another thread may have won the race
+            PoolSlot* p = s.load(std::memory_order_acquire);
+            if (p && p->ctx.load(std::memory_order_acquire) == ctx)
+                return p;
+        }
+        int free_index = -1;
+        for (int i = 0; i < kMaxLive; ++i) {
+            PoolSlot* p = live_[i].load(std::memory_order_acquire);
+            if (!p || !p->ctx.load(std::memory_order_acquire)) {
+                free_index = i;
+                break;
+            }
+        }
+        if (free_index < 0) {
+            log::warn("more than {} live CUDA contexts: allocations of the newest pass through unpooled", kMaxLive);
+            return nullptr;
+        }
+        auto slot = std::make_unique<PoolSlot>();
+        slot->device = static_cast<int>(dev);
+        slot->primary = primary;
+        slot->index = static_cast<int>(all_slots_.size());
+        slot->backend = std::make_unique<DriverBackend>(api, ctx, streams_);
+        slot->events = std::make_unique<PoolEvents>(slot->device);
+        pool::PoolOptions po;
+        po.conf = conf_;
+        po.mode = options_.pool ? pool::Mode::caching : pool::Mode::passthrough;
+        po.defer_frees = true;
+        po.device = slot->device;
+        slot->pool = std::make_unique<pool::DevicePool>(*slot->backend, po, slot->events.get());
+        slot->ctx.store(ctx, std::memory_order_release);
+        PoolSlot* raw = slot.get();
+        all_slots_.push_back(std::move(slot));
+        live_[free_index].store(raw, std::memory_order_release);
+        log::debug("new pool for context {} on device {} ({})", static_cast<void*>(ctx), raw->device,
+                   primary ? "primary" : "created");
+        return raw;
+    } catch (...) {
+        return nullptr;
+    }
+}
+
+CUresult Profiler::mem_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_t bytes) noexcept {
+    // Invalid arguments, teardown and threads without a context get the driver's own answer.
+    if (!dptr || bytes == 0 || process_exiting())
+        return api.cuMemAlloc_v2(dptr, bytes);
+    PoolSlot* slot = current_slot(api);
+    if (!slot)
+        return api.cuMemAlloc_v2(dptr, bytes);
+    std::uintptr_t p = 0;
+    int r = slot->pool->malloc(bytes, 0, &p);
+    if (r == pool::kSuccess)
+        *dptr = static_cast<CUdeviceptr>(p);
+    return static_cast<CUresult>(r);
+}
+
+CUresult Profiler::mem_alloc_pitch(const DriverApi& api, CUdeviceptr* dptr, std::size_t* pitch, std::size_t width,
+                                   std::size_t height, unsigned element_size) noexcept {
+    bool valid = dptr && pitch && width && height &&
+                 (element_size == 4 || element_size == 8 || element_size == 16);
+    if (!valid || process_exiting())
+        return api.cuMemAllocPitch_v2(dptr, pitch, width, height, element_size);
+    std::size_t row = (width + kPitchAlignment - 1) / kPitchAlignment * kPitchAlignment;
+    CUresult r = mem_alloc(api, dptr, row * height);
+    if (r == CUDA_SUCCESS)
+        *pitch = row;
+    return r;
+}
+
+CUresult Profiler::mem_free(const DriverApi& api, CUdeviceptr ptr) noexcept {
+    if (ptr != 0) {
+        for (PoolSlot* s : live_slots()) {
+            int r = s->pool->free(static_cast<std::uintptr_t>(ptr));
+            if (r == pool::kSuccess)
+                return CUDA_SUCCESS;
+            if (r == pool::kInvalidValue) {
+                log::warn("cuMemFree/cudaFree of {:#x}: not the start of a live allocation (double or interior "
+                          "free); returning CUDA_ERROR_INVALID_VALUE as the driver does",
+                          static_cast<std::uintptr_t>(ptr));
+                return CUDA_ERROR_INVALID_VALUE;
+            }
+        }
+    }
+    CUresult r = api.cuMemFree_v2(ptr);
+    if (r == CUDA_SUCCESS)
+        ledger_.remove(static_cast<std::uintptr_t>(ptr), {Kind::managed, Kind::async});
+    else
+        invalid_foreign_frees_.fetch_add(1, std::memory_order_relaxed);
+    return r;
+}
+
+CUresult Profiler::mem_free_async(const DriverApi& api, CUdeviceptr ptr, CUstream stream, bool ptsz) noexcept {
+    auto real = ptsz ? api.cuMemFreeAsync_ptsz : api.cuMemFreeAsync;
+    if (ptr != 0) {
+        // cudaFreeAsync may free cudaMalloc memory: the block waits for a fence like any free.
+        for (PoolSlot* s : live_slots()) {
+            int r = s->pool->free(static_cast<std::uintptr_t>(ptr));
+            if (r == pool::kSuccess)
+                return CUDA_SUCCESS;
+            if (r == pool::kInvalidValue)
+                return CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+    CUresult r = real(ptr, stream);
+    if (r == CUDA_SUCCESS)
+        ledger_.remove(static_cast<std::uintptr_t>(ptr), {Kind::async, Kind::managed});
+    return r;
+}
+
+CUresult Profiler::mem_get_info(const DriverApi& api, std::size_t* free_bytes, std::size_t* total_bytes) noexcept {
+    CUresult r = api.cuMemGetInfo_v2(free_bytes, total_bytes);
+    if (r != CUDA_SUCCESS || !free_bytes || process_exiting())
+        return r;
+    CUdevice dev = 0;
+    if (api.cuCtxGetDevice(&dev) != CUDA_SUCCESS)
+        return r;
+    // Memory the pool holds but could give back at once counts as free: programs that size
+    // themselves from this figure (JAX, vLLM) must not be starved by our cache.
+    std::size_t cached = 0;
+    for (PoolSlot* s : live_slots())
+        if (s->device == static_cast<int>(dev))
+            cached += s->pool->releasable_bytes();
+    std::size_t f = *free_bytes + cached;
+    if (total_bytes && f > *total_bytes)
+        f = *total_bytes;
+    *free_bytes = f;
+    return r;
+}
+
+CUresult Profiler::ipc_get_mem_handle(const DriverApi& api, CUipcMemHandle* handle, CUdeviceptr ptr) noexcept {
+    for (PoolSlot* s : live_slots()) {
+        pool::Lookup l = s->pool->lookup(static_cast<std::uintptr_t>(ptr));
+        if (!l.in_pool)
+            continue;
+        if (l.is_block_start && l.block_address == l.segment_base)
+            break; // a receiver maps the segment from its base: that is exactly this block's start
+        s->ipc_refused.fetch_add(1, std::memory_order_relaxed);
+        log::warn("cuIpcGetMemHandle/cudaIpcGetMemHandle on {:#x}: the pool sub-allocated it at offset {} of a "
+                  "{}-byte segment, so another process would map the wrong memory; refusing with "
+                  "CUDA_ERROR_INVALID_VALUE. Run with GPUMEMPROF_POOL=0 to profile programs that use legacy CUDA IPC",
+                  static_cast<std::uintptr_t>(ptr), static_cast<std::uintptr_t>(ptr) - l.segment_base,
+                  l.segment_size);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    return api.cuIpcGetMemHandle(handle, ptr);
+}
+
+// ---- pass-through ---------------------------------------------------------------------------
+
+void Profiler::record_alloc(Kind kind, const DriverApi& api, std::uintptr_t key, std::size_t bytes,
+                            int device) noexcept {
+    try {
+        if (device == -2) {
+            CUdevice dev = 0;
+            device = (api.cuCtxGetDevice(&dev) == CUDA_SUCCESS) ? static_cast<int>(dev) : 0;
+        }
+        ledger_.add(kind, device, key, bytes);
+    } catch (...) {
+    }
+}
+
+void Profiler::record_free(Kind kind, std::uintptr_t key) noexcept {
+    try {
+        ledger_.remove(key, {kind});
+    } catch (...) {
+    }
+}
+
+// ---- contexts ---------------------------------------------------------------------------------
+
+void Profiler::drop_context(CUcontext ctx) noexcept {
+    std::lock_guard lock(slots_mutex_);
+    for (auto& s : live_) {
+        PoolSlot* p = s.load(std::memory_order_acquire);
+        if (p && p->ctx.load(std::memory_order_acquire) == ctx) {
+            p->pool->drop_all();
+            p->backend->forget();
+            p->ctx.store(nullptr, std::memory_order_release);
+            s.store(nullptr, std::memory_order_release);
+        }
+    }
+    streams_.forget_context(ctx);
+}
+
+void Profiler::drop_primary(int device) noexcept {
+    std::vector<CUcontext> victims;
+    {
+        std::lock_guard lock(slots_mutex_);
+        for (auto& s : live_) {
+            PoolSlot* p = s.load(std::memory_order_acquire);
+            if (p && p->primary && p->device == device)
+                victims.push_back(p->ctx.load(std::memory_order_acquire));
+        }
+    }
+    for (CUcontext c : victims)
+        drop_context(c);
+}
+
+// ---- C API -------------------------------------------------------------------------------------
+
+int Profiler::resolve_device(int device) noexcept {
+    if (device >= 0)
+        return device;
+    const DriverApi* api = driver(false);
+    CUdevice dev = 0;
+    if (api && !process_exiting() && api->cuCtxGetDevice(&dev) == CUDA_SUCCESS)
+        return static_cast<int>(dev);
+    return 0;
+}
+
+std::vector<PoolSlot*> Profiler::slots_for_device(int device) const {
+    std::vector<PoolSlot*> out;
+    std::lock_guard lock(slots_mutex_);
+    for (const auto& s : all_slots_)
+        if (s->device == device)
+            out.push_back(s.get());
+    return out;
+}
+
+stats::DeviceStats Profiler::merged_stats(PoolSlot* slot) const {
+    stats::DeviceStats st = slot->pool->stats();
+    // VMM maps/unmaps count as device allocations/frees, as torch documents num_device_alloc.
+    auto ledgers = ledger_.snapshot();
+    auto it = ledgers.find(slot->device);
+    if (it != ledgers.end()) {
+        // Only the first pool of a device carries the device's pass-through figures.
+        for (const auto& s : all_slots_)
+            if (s->device == slot->device) {
+                if (s.get() == slot) {
+                    st.num_device_alloc += it->second.device_allocs;
+                    st.num_device_free += it->second.device_frees;
+                }
+                break;
+            }
+    }
+    return st;
+}
+
+bool Profiler::device_stats(int device, stats::DeviceStats* out) noexcept {
+    try {
+        device = resolve_device(device);
+        auto slots = slots_for_device(device);
+        // The live pool of that device if there is one, else the last one it had.
+        PoolSlot* pick = nullptr;
+        for (PoolSlot* s : slots)
+            if (s->ctx.load(std::memory_order_acquire))
+                pick = s;
+        if (!pick && !slots.empty())
+            pick = slots.back();
+        if (!pick) {
+            *out = stats::DeviceStats{};
+            auto ledgers = ledger_.snapshot();
+            if (auto it = ledgers.find(device); it != ledgers.end()) {
+                out->num_device_alloc = it->second.device_allocs;
+                out->num_device_free = it->second.device_frees;
+            }
+            out->max_split_size = conf_.max_split_size == std::numeric_limits<std::size_t>::max()
+                                      ? -1
+                                      : static_cast<std::int64_t>(conf_.max_split_size);
+            return true;
+        }
+        std::lock_guard lock(slots_mutex_);
+        *out = merged_stats(pick);
+        return true;
+    } catch (...) {
+        return false;
+    }
+}
+
+void Profiler::reset_peak(int device) noexcept {
+    device = resolve_device(device);
+    for (PoolSlot* s : slots_for_device(device))
+        s->pool->reset_peak_stats();
+}
+
+void Profiler::reset_accumulated(int device) noexcept {
+    device = resolve_device(device);
+    for (PoolSlot* s : slots_for_device(device))
+        s->pool->reset_accumulated_stats();
+}
+
+void Profiler::empty_cache() noexcept {
+    if (process_exiting())
+        return;
+    for (PoolSlot* s : live_slots())
+        s->pool->empty_cache();
+}
+
+// ---- reports ----------------------------------------------------------------------------------
+
+std::string Profiler::report_json() noexcept {
+    try {
+        util::JsonWriter w;
+        w.begin_object();
+        w.field("version", 1);
+        w.field("pid", static_cast<std::int64_t>(::getpid()));
+        w.field("host", host_name());
+        w.field("exe", read_exe());
+        w.field("alloc_conf", pool::format_alloc_conf(conf_));
+        w.field("pool", options_.pool ? "caching" : "passthrough");
+        double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+        w.field("seconds_profiled", secs);
+        w.key("doors").begin_object();
+        w.field("dlsym_substitutions", doors_.dlsym_substitutions.load());
+        w.field("proc_address_substitutions", doors_.proc_address_substitutions.load());
+        w.field("runtime_calls", doors_.runtime_calls.load());
+        w.end_object();
+        auto ledgers = ledger_.snapshot();
+        w.key("host_pinned");
+        PassthroughLedger::write_kind(w, ledgers[-1].kinds[static_cast<int>(Kind::host_pinned)]);
+        w.field("foreign_invalid_frees", invalid_foreign_frees_.load());
+
+        std::lock_guard lock(slots_mutex_);
+        std::map<int, bool> ledger_written;
+        w.key("devices").begin_array();
+        auto write_passthrough = [&](int device) {
+            w.key("passthrough").begin_object();
+            static const std::pair<const char*, Kind> kKinds[] = {{"async", Kind::async},
+                                                                  {"managed", Kind::managed},
+                                                                  {"vmm_physical", Kind::vmm_physical},
+                                                                  {"vmm_mapped", Kind::vmm_mapped}};
+            bool first_for_device = !ledger_written[device];
+            ledger_written[device] = true;
+            for (const auto& [name, kind] : kKinds) {
+                w.key(name);
+                KindCounters k{};
+                if (first_for_device && ledgers.count(device))
+                    k = ledgers[device].kinds[static_cast<int>(kind)];
+                PassthroughLedger::write_kind(w, k);
+            }
+            w.end_object();
+        };
+        for (const auto& s : all_slots_) {
+            w.begin_object();
+            w.field("device", s->device);
+            w.field("context", s->index);
+            w.field("context_alive", s->ctx.load() != nullptr);
+            w.key("memory_stats").raw(stats::to_json(merged_stats(s.get())));
+            w.field("invalid_frees", s->pool->invalid_frees());
+            w.field("ipc_refused", s->ipc_refused.load());
+            write_passthrough(s->device);
+            w.end_object();
+        }
+        for (const auto& [device, ledger] : ledgers) {
+            if (device < 0 || ledger_written[device])
+                continue;
+            stats::DeviceStats st;
+            st.num_device_alloc = ledger.device_allocs;
+            st.num_device_free = ledger.device_frees;
+            st.max_split_size = conf_.max_split_size == std::numeric_limits<std::size_t>::max()
+                                    ? -1
+                                    : static_cast<std::int64_t>(conf_.max_split_size);
+            w.begin_object();
+            w.field("device", device);
+            w.field("context", -1);
+            w.field("context_alive", false);
+            w.key("memory_stats").raw(stats::to_json(st));
+            w.field("invalid_frees", 0);
+            w.field("ipc_refused", 0);
+            write_passthrough(device);
+            w.end_object();
+        }
+        w.end_array();
+        w.end_object();
+        return w.take();
+    } catch (...) {
+        return "{}";
+    }
+}
+
+bool Profiler::dump(const std::string& prefix_pattern) noexcept {
+    try {
+        const std::string& pattern = prefix_pattern.empty() ? options_.output : prefix_pattern;
+        if (pattern.empty())
+            return true;
+        std::string prefix = util::expand_output_prefix(pattern, static_cast<int>(::getpid()));
+        std::string error;
+        if (!util::write_file_atomic(prefix + ".json", report_json(), &error)) {
+            log::warn("could not write the report: {}", error);
+            return false;
+        }
+        return true;
+    } catch (...) {
+        return false;
+    }
+}
+
+void Profiler::on_exit() noexcept {
+    set_process_exiting();
+    if (options_.report_at_exit)
+        dump(std::string());
+}
+
+// ---- fork ---------------------------------------------------------------------------------------
+
+void Profiler::fork_prepare() noexcept {
+    slots_mutex_.lock();
+    for (auto& s : all_slots_)
+        s->pool->lock_for_fork();
+    ledger_.lock_for_fork();
+}
+
+void Profiler::fork_parent() noexcept {
+    ledger_.unlock_after_fork();
+    for (auto it = all_slots_.rbegin(); it != all_slots_.rend(); ++it)
+        (*it)->pool->unlock_after_fork();
+    slots_mutex_.unlock();
+}
+
+void Profiler::fork_child() noexcept {
+    ledger_.unlock_after_fork();
+    for (auto it = all_slots_.rbegin(); it != all_slots_.rend(); ++it)
+        (*it)->pool->unlock_after_fork();
+    // The child cannot use the parent's CUDA state: start from nothing, without any CUDA call.
+    // The parent's pools are leaked on purpose (their owners live in the parent).
+    for (auto& s : live_)
+        s.store(nullptr, std::memory_order_relaxed);
+    for (auto& s : all_slots_) {
+        s->backend->forget();
+        (void)s.release();
+    }
+    all_slots_.clear();
+    ledger_.clear();
+    streams_.clear();
+    doors_.dlsym_substitutions = 0;
+    doors_.proc_address_substitutions = 0;
+    doors_.runtime_calls = 0;
+    invalid_foreign_frees_ = 0;
+    start_ = std::chrono::steady_clock::now();
+    slots_mutex_.unlock();
+}
+
+} // namespace gpumemprof::core

@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: MIT
+// The one core behind every door: process state created on first use, the pools (one per CUDA
+// context), pass-through accounting, stream/capture tracking, fork and exit handling, reports.
+// Hooks in src/intercept/ only forward here.
+#pragma once
+
+#include "core/driver_api.hpp"
+#include "core/driver_backend.hpp"
+#include "core/passthrough_ledger.hpp"
+#include "pool/device_pool.hpp"
+#include "util/options.hpp"
+
+#include "core/cuda_api.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace gpumemprof::core {
+
+class PoolEvents;
+
+/// One CUDA context's pool. Never deleted while the process runs: a destroyed context's slot is
+/// marked dead (its statistics stay for the report).
+struct PoolSlot {
+    std::atomic<CUcontext> ctx{nullptr};
+    int device = 0;
+    bool primary = true;
+    int index = 0;
+    std::unique_ptr<DriverBackend> backend;
+    std::unique_ptr<PoolEvents> events;
+    std::unique_ptr<pool::DevicePool> pool;
+    std::atomic<std::int64_t> ipc_refused{0};
+};
+
+struct DoorCounters {
+    std::atomic<std::int64_t> dlsym_substitutions{0};
+    std::atomic<std::int64_t> proc_address_substitutions{0};
+    std::atomic<std::int64_t> runtime_calls{0};
+};
+
+class Profiler {
+public:
+    static Profiler& instance() noexcept;
+
+    // ---- plain allocations: served by the pool -------------------------------------------
+    CUresult mem_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_t bytes) noexcept;
+    CUresult mem_alloc_pitch(const DriverApi& api, CUdeviceptr* dptr, std::size_t* pitch, std::size_t width,
+                             std::size_t height, unsigned element_size) noexcept;
+    CUresult mem_free(const DriverApi& api, CUdeviceptr ptr) noexcept;
+    CUresult mem_free_async(const DriverApi& api, CUdeviceptr ptr, CUstream stream, bool ptsz) noexcept;
+    CUresult mem_get_info(const DriverApi& api, std::size_t* free_bytes, std::size_t* total_bytes) noexcept;
+    CUresult ipc_get_mem_handle(const DriverApi& api, CUipcMemHandle* handle, CUdeviceptr ptr) noexcept;
+
+    // ---- pass-through, recorded ----------------------------------------------------------
+    void record_alloc(Kind kind, const DriverApi& api, std::uintptr_t key, std::size_t bytes, int device = -2) noexcept;
+    void record_free(Kind kind, std::uintptr_t key) noexcept;
+    PassthroughLedger& ledger() { return ledger_; }
+
+    // ---- streams, captures, contexts ----------------------------------------------------
+    StreamRegistry& streams() { return streams_; }
+    void drop_context(CUcontext ctx) noexcept;
+    void drop_primary(int device) noexcept;
+
+    // ---- C API -------------------------------------------------------------------------
+    bool device_stats(int device, stats::DeviceStats* out) noexcept;
+    void reset_peak(int device) noexcept;
+    void reset_accumulated(int device) noexcept;
+    void empty_cache() noexcept;
+    bool dump(const std::string& prefix) noexcept;
+
+    DoorCounters& doors() { return doors_; }
+    const util::Options& options() const { return options_; }
+
+    /// The full exit JSON (also used by gpumemprof_dump).
+    std::string report_json() noexcept;
+
+    void on_exit() noexcept;
+    void fork_prepare() noexcept;
+    void fork_parent() noexcept;
+    void fork_child() noexcept;
+
+private:
+    Profiler();
+    PoolSlot* current_slot(const DriverApi& api) noexcept;
+    PoolSlot* create_slot(const DriverApi& api, CUcontext ctx) noexcept;
+    std::vector<PoolSlot*> live_slots() const;
+    std::vector<PoolSlot*> slots_for_device(int device) const;
+    int resolve_device(int device) noexcept;
+    stats::DeviceStats merged_stats(PoolSlot* slot) const;
+
+    util::Options options_;
+    pool::AllocConf conf_;
+    StreamRegistry streams_;
+    PassthroughLedger ledger_;
+    DoorCounters doors_;
+
+    mutable std::mutex slots_mutex_;
+    static constexpr int kMaxLive = 64;
+    std::atomic<PoolSlot*> live_[kMaxLive] = {};
+    std::vector<std::unique_ptr<PoolSlot>> all_slots_;
+    std::atomic<std::int64_t> invalid_foreign_frees_{0};
+    std::chrono::steady_clock::time_point start_;
+};
+
+} // namespace gpumemprof::core

@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: MIT
+// The gpumemprof_* C API (include/gpumemprof/gpumemprof.h), and the library's load-time setup.
+#include "gpumemprof/gpumemprof.h"
+
+#include "core/profiler.hpp"
+#include "stats/device_stats.hpp"
+
+#include <cstring>
+
+using gpumemprof::core::Profiler;
+
+namespace {
+
+std::int64_t stat_value(int device, std::int64_t gpumemprof::stats::Stat::*field, bool reserved) {
+    gpumemprof::stats::DeviceStats st;
+    if (!Profiler::instance().device_stats(device, &st))
+        return 0;
+    const auto& arr = reserved ? st.reserved_bytes : st.allocated_bytes;
+    return arr[gpumemprof::stats::kAll].*field;
+}
+
+// Create the core (reads the options, installs the exit and fork handlers) when the library is
+// loaded, without any CUDA call. Hooks that run earlier create it themselves.
+__attribute__((constructor)) void gpumemprof_load() { (void)Profiler::instance(); }
+
+} // namespace
+
+extern "C" {
+
+__attribute__((visibility("default"))) int gpumemprof_is_active(void) { return 1; }
+
+__attribute__((visibility("default"))) size_t gpumemprof_memory_stats(int device, char* buf, size_t size) {
+    try {
+        gpumemprof::stats::DeviceStats st;
+        if (!Profiler::instance().device_stats(device, &st))
+            return 0;
+        std::string json = gpumemprof::stats::to_json(st);
+        if (buf && size > 0) {
+            std::size_t n = std::min(size - 1, json.size());
+            std::memcpy(buf, json.data(), n);
+            buf[n] = '\0';
+        }
+        return json.size() + 1;
+    } catch (...) {
+        return 0;
+    }
+}
+
+__attribute__((visibility("default"))) int64_t gpumemprof_memory_allocated(int device) {
+    return stat_value(device, &gpumemprof::stats::Stat::current, false);
+}
+__attribute__((visibility("default"))) int64_t gpumemprof_max_memory_allocated(int device) {
+    return stat_value(device, &gpumemprof::stats::Stat::peak, false);
+}
+__attribute__((visibility("default"))) int64_t gpumemprof_memory_reserved(int device) {
+    return stat_value(device, &gpumemprof::stats::Stat::current, true);
+}
+__attribute__((visibility("default"))) int64_t gpumemprof_max_memory_reserved(int device) {
+    return stat_value(device, &gpumemprof::stats::Stat::peak, true);
+}
+__attribute__((visibility("default"))) void gpumemprof_reset_peak_memory_stats(int device) {
+    Profiler::instance().reset_peak(device);
+}
+__attribute__((visibility("default"))) void gpumemprof_reset_accumulated_memory_stats(int device) {
+    Profiler::instance().reset_accumulated(device);
+}
+__attribute__((visibility("default"))) void gpumemprof_empty_cache(void) { Profiler::instance().empty_cache(); }
+__attribute__((visibility("default"))) int gpumemprof_dump(const char* prefix) {
+    return Profiler::instance().dump(prefix ? std::string(prefix) : std::string()) ? 0 : -1;
+}
+
+} // extern "C"
