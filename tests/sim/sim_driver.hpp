@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: MIT
+// Internal state of the simulated CUDA driver (libcuda.so.1 test double): devices, contexts, memory.
+#pragma once
+
+#ifndef __CUDA_API_VERSION_INTERNAL
+// The real driver is built this way: cuda.h then declares the exported spellings (legacy cuMemAlloc,
+// cuMemAlloc_v2, the _ptsz/_ptds variants, the 4-argument cuGetProcAddress) instead of mapping the
+// plain names onto the newest ones with macros.
+#define __CUDA_API_VERSION_INTERNAL 1
+#endif
+#include <cuda.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#define SIM_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace gpumemprof::sim {
+
+inline constexpr int kDriverVersion = 13000;
+inline constexpr std::size_t kGranularity = 2u << 20; // VMM granularity, 2 MiB
+inline constexpr std::size_t kAllocAlign = 512;       // accounting unit of a device allocation
+
+enum class Kind { Device, Pitch, Managed, Async, Host };
+
+} // namespace gpumemprof::sim
+
+// The opaque handle types of cuda.h are completed here: a CUcontext/CUstream/CUevent is a pointer
+// to one of these.
+struct CUstream_st;
+
+struct CUctx_st {
+    int device = 0;
+    bool primary = false;
+    bool alive = true;       // false after cuCtxDestroy / last primary release
+    int retain_count = 0;    // primary contexts only
+    unsigned flags = 0;
+    std::mutex mu;           // guards every stream queue of this context
+    std::condition_variable cv;
+    CUstream_st* legacy = nullptr; // handle 0 / CU_STREAM_LEGACY / CU_STREAM_PER_THREAD
+    std::vector<CUstream_st*> streams; // user-created streams (never freed, see streams.cpp)
+};
+
+struct CUstream_st {
+    struct Op {
+        std::function<void()> fn;
+        std::vector<std::pair<CUstream_st*, std::uint64_t>> deps; // wait until stream completed >= seq
+        std::uint64_t seq = 0;
+    };
+    CUctx_st* ctx = nullptr;
+    unsigned flags = 0; // CU_STREAM_NON_BLOCKING or 0
+    int priority = 0;
+    bool is_legacy = false;
+    bool destroyed = false;
+    bool worker = false;
+    std::deque<Op> queue;
+    std::uint64_t enqueued = 0;  // seq of the last enqueued op
+    std::uint64_t completed = 0; // seq of the last finished op
+    CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+};
+
+struct CUevent_st {
+    CUstream_st* stream = nullptr; // last record, nullptr if never recorded
+    std::uint64_t seq = 0;
+    unsigned flags = 0;
+};
+
+struct CUgraph_st {
+    CUstream_st* origin = nullptr;
+};
+
+namespace gpumemprof::sim {
+
+struct Alloc {
+    std::size_t size = 0;       // bytes the caller asked for (pitch: pitch*height)
+    std::size_t charged = 0;    // bytes counted against the device capacity (0 for host memory)
+    std::size_t map_len = 0;    // bytes of host address space behind it
+    Kind kind = Kind::Device;
+    CUctx_st* ctx = nullptr;
+    int device = 0;
+    std::uint64_t buffer_id = 0;
+    bool freeing = false;       // cuMemFreeAsync queued
+};
+
+struct Physical {   // cuMemCreate
+    int fd = -1;
+    std::size_t size = 0;
+    int device = -1;            // -1: host location, not charged
+    int mappings = 0;
+    bool released = false;
+};
+
+struct Mapping {    // cuMemMap
+    std::size_t size = 0;
+    CUmemGenericAllocationHandle handle = 0;
+};
+
+struct State {
+    std::mutex mu;
+    bool initialized = false;
+    int device_count = 1;
+    std::size_t capacity = std::size_t{16} << 30;
+    std::vector<std::size_t> used, peak;
+    std::vector<CUctx_st*> primary;
+    std::map<std::uintptr_t, Alloc> allocs;             // by base address
+    std::map<std::uintptr_t, std::size_t> reservations; // cuMemAddressReserve: base -> size
+    std::map<std::uintptr_t, Mapping> mappings;         // cuMemMap: address -> mapping
+    std::map<CUmemGenericAllocationHandle, Physical> physicals;
+    CUmemGenericAllocationHandle next_handle = 1;
+    std::uint64_t next_buffer_id = 1;
+    int active_global_captures = 0;
+    bool captures_invalidated = false;
+    // statistics for tests: calls per entry point, successful calls per entry point
+    std::map<std::string, long long> calls, ok;
+};
+
+/// The process-wide state. Created on first use and never destroyed (worker threads and at-exit
+/// reporting may still read it while static destructors run).
+State& state();
+
+/// Count one call of entry point `name` (for SIMCUDA_LOG / simcuda_stat).
+void count_call(const char* name);
+/// Count one successful call and return `r` unchanged.
+CUresult count_result(const char* name, CUresult r);
+
+// ---- context helpers (driver.cpp) ----
+/// CUDA_ERROR_NOT_INITIALIZED before cuInit.
+CUresult check_init();
+/// The calling thread's current context; nullptr if none.
+CUctx_st* current_ctx();
+/// check_init plus a live current context in *out.
+CUresult require_ctx(CUctx_st** out);
+/// Release every allocation that belongs to `ctx` (context destroy / primary reset).
+void drop_context_memory(CUctx_st* ctx);
+
+// ---- stream helpers (streams.cpp) ----
+/// Resolve a stream handle for the current context (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD
+/// are the context's legacy stream). Returns nullptr on an invalid handle.
+CUstream_st* resolve_stream(CUctx_st* ctx, CUstream h);
+/// Enqueue `fn` on `s` with the legacy-stream dependencies; returns the op's sequence number.
+std::uint64_t enqueue(CUstream_st* s, std::function<void()> fn);
+/// Block until `s` has completed op `seq`.
+void wait_for(CUstream_st* s, std::uint64_t seq);
+/// Block until every stream of `ctx` has completed what was enqueued before the call.
+void sync_context(CUctx_st* ctx);
+/// Enqueue on `s` and wait (the synchronous memcpy/memset entry points).
+void run_sync(CUstream_st* s, std::function<void()> fn);
+
+// ---- memory helpers (memory.cpp) ----
+/// Base of the live allocation containing [p, p+1), or 0. Caller holds state().mu.
+std::uintptr_t find_containing(State& st, std::uintptr_t p);
+/// Free an allocation (kind-agnostic, returns capacity). Caller holds state().mu.
+void release_locked(State& st, std::uintptr_t base);
+
+} // namespace gpumemprof::sim
