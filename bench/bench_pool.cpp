@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: MIT
+// Micro-benchmark of DevicePool cache hits over SimBackend: median ns per malloc+free pair,
+// next to a std::malloc/std::free pair of the same size measured in the same run.
+#include "pool/device_pool.hpp"
+#include "pool/sim_backend.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+using namespace gpumemprof::pool;
+
+namespace {
+
+constexpr std::size_t MiB = 1024 * 1024;
+constexpr int kRounds = 21;
+constexpr int kPairsPerRound = 20000;
+constexpr int kBatch = 64;
+
+using Clock = std::chrono::steady_clock;
+
+template <typename F> double median_ns_per_pair(F&& round_fn, int pairs_per_round) {
+    std::vector<double> v;
+    round_fn(); // warm-up: segments exist, the hot path is a hit
+    for (int r = 0; r < kRounds; ++r) {
+        const auto t0 = Clock::now();
+        round_fn();
+        const auto t1 = Clock::now();
+        v.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / pairs_per_round);
+    }
+    std::nth_element(v.begin(), v.begin() + kRounds / 2, v.end());
+    return v[kRounds / 2];
+}
+
+double pool_pair(bool defer, std::size_t size) {
+    SimBackend dev;
+    PoolOptions o;
+    o.defer_frees = defer;
+    DevicePool pool(dev, o);
+    return median_ns_per_pair(
+        [&] {
+            for (int i = 0; i < kPairsPerRound; ++i) {
+                std::uintptr_t p = 0;
+                if (pool.malloc(size, 0, &p) != kSuccess || pool.free(p) != kSuccess)
+                    std::abort();
+            }
+        },
+        kPairsPerRound);
+}
+
+double pool_batch(bool defer, std::size_t size) {
+    SimBackend dev;
+    PoolOptions o;
+    o.defer_frees = defer;
+    DevicePool pool(dev, o);
+    std::uintptr_t ptrs[kBatch];
+    const int batches = kPairsPerRound / kBatch;
+    return median_ns_per_pair(
+        [&] {
+            for (int b = 0; b < batches; ++b) {
+                for (auto& p : ptrs)
+                    if (pool.malloc(size, 0, &p) != kSuccess)
+                        std::abort();
+                for (auto p : ptrs)
+                    if (pool.free(p) != kSuccess)
+                        std::abort();
+            }
+        },
+        batches * kBatch);
+}
+
+double libc_pair(std::size_t size) {
+    return median_ns_per_pair(
+        [&] {
+            for (int i = 0; i < kPairsPerRound; ++i) {
+                void* volatile p = std::malloc(size);
+                std::free(p);
+            }
+        },
+        kPairsPerRound);
+}
+
+double libc_batch(std::size_t size) {
+    void* ptrs[kBatch];
+    const int batches = kPairsPerRound / kBatch;
+    return median_ns_per_pair(
+        [&] {
+            for (int b = 0; b < batches; ++b) {
+                for (auto& p : ptrs) {
+                    p = std::malloc(size);
+                    asm volatile("" : : "r"(p) : "memory");
+                }
+                for (auto p : ptrs)
+                    std::free(p);
+            }
+        },
+        batches * kBatch);
+}
+
+} // namespace
+
+int main() {
+    const std::size_t sizes[] = {512, 4096, 65536, MiB, 4 * MiB, 64 * MiB};
+    std::printf("DevicePool cache-hit cost over SimBackend (median of %d rounds, ns per malloc+free pair)\n",
+                kRounds);
+    std::printf("%-8s %-10s %10s %10s %10s %8s\n", "pattern", "size", "defer=off", "defer=on", "libc", "off/libc");
+    bool ok = true;
+    for (const bool batch : {false, true}) {
+        for (const std::size_t size : sizes) {
+            const double off = batch ? pool_batch(false, size) : pool_pair(false, size);
+            const double on = batch ? pool_batch(true, size) : pool_pair(true, size);
+            const double base = batch ? libc_batch(size) : libc_pair(size);
+            char label[32];
+            if (size >= MiB)
+                std::snprintf(label, sizeof label, "%zuMiB", size / MiB);
+            else
+                std::snprintf(label, sizeof label, "%zuB", size);
+            std::printf("%-8s %-10s %10.1f %10.1f %10.1f %8.2f\n", batch ? "64x64" : "pair", label, off, on,
+                        base, off / base);
+            if (!batch && off > 150.0)
+                ok = false;
+        }
+    }
+    std::printf("goal: pair with defer=off under 150 ns: %s\n", ok ? "met" : "NOT met");
+    return 0;
+}
