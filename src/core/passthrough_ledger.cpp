@@ -26,7 +26,8 @@ void PassthroughLedger::add(Kind kind, int device, std::uintptr_t key, std::size
         d.device_allocs += 1;
 }
 
-bool PassthroughLedger::remove(std::uintptr_t key, std::initializer_list<Kind> kinds, Kind* kind_out, int* device_out) {
+bool PassthroughLedger::remove(std::uintptr_t key, std::initializer_list<Kind> kinds, Kind* kind_out, int* device_out,
+                               std::size_t* bytes_out) {
     std::lock_guard lock(mutex_);
     for (Kind kind : kinds) {
         auto it = live_.find(slot(kind, key));
@@ -44,6 +45,8 @@ bool PassthroughLedger::remove(std::uintptr_t key, std::initializer_list<Kind> k
             *kind_out = kind;
         if (device_out)
             *device_out = e.device;
+        if (bytes_out)
+            *bytes_out = e.bytes;
         return true;
     }
     return false;

@@ -36,7 +36,8 @@ public:
     /// Record a new allocation or mapping keyed by `key` (address or VMM handle).
     void add(Kind kind, int device, std::uintptr_t key, std::size_t bytes);
     /// Remove it. Returns true and sets *kind/*device if the key was known for one of `kinds`.
-    bool remove(std::uintptr_t key, std::initializer_list<Kind> kinds, Kind* kind = nullptr, int* device = nullptr);
+    bool remove(std::uintptr_t key, std::initializer_list<Kind> kinds, Kind* kind = nullptr, int* device = nullptr,
+                std::size_t* bytes = nullptr);
     bool contains(std::uintptr_t key, Kind kind) const;
     /// Device of a VMM physical handle, -1 if unknown or host-located.
     int handle_device(std::uintptr_t handle) const;

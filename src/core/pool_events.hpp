@@ -1,17 +1,26 @@
 // SPDX-License-Identifier: MIT
-// What the core does with the pool's events: attribute them to call stacks (issue 3) and write
-// them to the GPUMEMPROF_TRACE log (issue 4). Called under the pool's lock.
+// What the core does with the pool's events: attribute them to call stacks (stacks::Recorder)
+// and append them to the GPUMEMPROF_TRACE log. Called under the pool's lock; never calls back.
 #pragma once
 
 #include "pool/device_pool.hpp"
+#include "stacks/trace_tree.hpp"
 
 #include <string>
 
+namespace gpumemprof::trace { class Writer; }
+
 namespace gpumemprof::core {
+
+/// The call stack of the request being served on this thread (set around DevicePool::malloc so
+/// that segment acquisitions and OOMs are charged to it).
+stacks::StackId current_request_stack() noexcept;
+void set_current_request_stack(stacks::StackId id) noexcept;
 
 class PoolEvents final : public pool::PoolListener {
 public:
-    explicit PoolEvents(int device) : device_(device) {}
+    PoolEvents(int device, const pool::AllocConf& conf, trace::Writer* trace)
+        : device_(device), conf_(conf), trace_(trace) {}
     void on_alloc(std::uintptr_t ptr, std::size_t size, std::size_t requested, std::uintptr_t stream) override;
     void on_free_requested(std::uintptr_t ptr, std::size_t size, std::size_t requested) override;
     void on_free_completed(std::uintptr_t ptr, std::size_t size, std::size_t requested) override;
@@ -19,10 +28,10 @@ public:
     void on_segment_free(std::uintptr_t ptr, std::size_t size) override;
     void on_oom(const pool::OomInfo& info) override;
 
-    int device() const { return device_; }
-
 private:
     int device_;
+    const pool::AllocConf& conf_;
+    trace::Writer* trace_;
 };
 
 /// A concrete GPUMEMPROF_ALLOC_CONF suggestion for an out-of-memory state.

@@ -3,6 +3,9 @@
 
 #include "core/pool_events.hpp"
 #include "core/process_state.hpp"
+#include "core/signals.hpp"
+#include "stacks/recorder.hpp"
+#include "trace/writer.hpp"
 #include "stats/device_stats.hpp"
 #include "util/atomic_file.hpp"
 #include "util/json_writer.hpp"
@@ -65,8 +68,41 @@ Profiler::Profiler() : start_(std::chrono::steady_clock::now()) {
             log::warn("{}", line);
     for (const auto& w : conf_warnings)
         log::warn("GPUMEMPROF_ALLOC_CONF: {}", w);
+    stacks::Recorder::instance().configure(options_.stack_depth);
+    if (!options_.trace.empty()) {
+        trace::Header h;
+        h.pid = static_cast<std::uint64_t>(::getpid());
+        h.host = host_name();
+        h.exe = read_exe();
+        h.alloc_conf = pool::format_alloc_conf(conf_);
+        h.start_time_ns = static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+                .count());
+        h.metadata.push_back({"source", "libgpumemprof"});
+        h.metadata.push_back({"pool", options_.pool ? "caching" : "passthrough"});
+        auto w = std::make_unique<trace::Writer>();
+        std::string path = util::expand_output_prefix(options_.trace, static_cast<int>(::getpid()));
+        if (w->open(path, h))
+            trace_ = std::move(w);
+        else
+            log::warn("GPUMEMPROF_TRACE: cannot write {}: {}; recording no trace", path, w->error());
+    }
     std::atexit(exit_handler);
     pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
+// Started at the first CUDA allocation, so that processes that never touch CUDA (shells and
+// other children that inherit LD_PRELOAD) get no thread, no handlers and no report files.
+void Profiler::start_signal_thread() noexcept {
+    bool expected = false;
+    if (options_.output.empty() || !cuda_seen_.compare_exchange_strong(expected, true))
+        return;
+    install_signal_handlers(options_.dump_signal, [this](bool fatal) {
+        if (fatal)
+            set_process_exiting(); // the process dies right after: no CUDA calls from here on
+        dump(std::string());
+        flush_trace();
+    });
 }
 
 // ---- pools ------------------------------------------------------------------------------------
@@ -133,7 +169,7 @@ PoolSlot* Profiler::create_slot(const DriverApi& api, CUcontext ctx) noexcept {
         slot->primary = primary;
         slot->index = static_cast<int>(all_slots_.size());
         slot->backend = std::make_unique<DriverBackend>(api, ctx, streams_);
-        slot->events = std::make_unique<PoolEvents>(slot->device);
+        slot->events = std::make_unique<PoolEvents>(slot->device, conf_, trace_.get());
         pool::PoolOptions po;
         po.conf = conf_;
         po.mode = options_.pool ? pool::Mode::caching : pool::Mode::passthrough;
@@ -143,6 +179,7 @@ PoolSlot* Profiler::create_slot(const DriverApi& api, CUcontext ctx) noexcept {
         slot->ctx.store(ctx, std::memory_order_release);
         PoolSlot* raw = slot.get();
         all_slots_.push_back(std::move(slot));
+        start_signal_thread();
         live_[free_index].store(raw, std::memory_order_release);
         log::debug("new pool for context {} on device {} ({})", static_cast<void*>(ctx), raw->device,
                    primary ? "primary" : "created");
@@ -159,8 +196,12 @@ CUresult Profiler::mem_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_
     PoolSlot* slot = current_slot(api);
     if (!slot)
         return api.cuMemAlloc_v2(dptr, bytes);
+    // Unwind before any lock: the pool's listener charges the block (and any segment the pool
+    // has to obtain for it) to this stack.
+    set_current_request_stack(stacks::Recorder::instance().capture());
     std::uintptr_t p = 0;
     int r = slot->pool->malloc(bytes, 0, &p);
+    set_current_request_stack(0);
     if (r == pool::kSuccess)
         *dptr = static_cast<CUdeviceptr>(p);
     return static_cast<CUresult>(r);
@@ -194,9 +235,11 @@ CUresult Profiler::mem_free(const DriverApi& api, CUdeviceptr ptr) noexcept {
         }
     }
     CUresult r = api.cuMemFree_v2(ptr);
-    if (r == CUDA_SUCCESS)
-        ledger_.remove(static_cast<std::uintptr_t>(ptr), {Kind::managed, Kind::async});
-    else
+    if (r == CUDA_SUCCESS) {
+        int device = 0;
+        if (ledger_.remove(static_cast<std::uintptr_t>(ptr), {Kind::managed, Kind::async}, nullptr, &device))
+            stacks::Recorder::instance().on_free(device, static_cast<std::uintptr_t>(ptr));
+    } else
         invalid_foreign_frees_.fetch_add(1, std::memory_order_relaxed);
     return r;
 }
@@ -214,8 +257,10 @@ CUresult Profiler::mem_free_async(const DriverApi& api, CUdeviceptr ptr, CUstrea
         }
     }
     CUresult r = real(ptr, stream);
-    if (r == CUDA_SUCCESS)
-        ledger_.remove(static_cast<std::uintptr_t>(ptr), {Kind::async, Kind::managed});
+    int device = 0;
+    if (r == CUDA_SUCCESS &&
+        ledger_.remove(static_cast<std::uintptr_t>(ptr), {Kind::async, Kind::managed}, nullptr, &device))
+        stacks::Recorder::instance().on_free(device, static_cast<std::uintptr_t>(ptr));
     return r;
 }
 
@@ -259,23 +304,61 @@ CUresult Profiler::ipc_get_mem_handle(const DriverApi& api, CUipcMemHandle* hand
 
 // ---- pass-through ---------------------------------------------------------------------------
 
+std::uint32_t Profiler::capture_stack() noexcept { return stacks::Recorder::instance().capture(); }
+
 void Profiler::record_alloc(Kind kind, const DriverApi& api, std::uintptr_t key, std::size_t bytes,
                             int device) noexcept {
+    record_alloc_with_stack(kind, api, key, bytes, device, 0);
+}
+
+void Profiler::record_alloc_with_stack(Kind kind, const DriverApi& api, std::uintptr_t key, std::size_t bytes,
+                                       int device, std::uint32_t stack) noexcept {
     try {
         if (device == -2) {
             CUdevice dev = 0;
             device = (api.cuCtxGetDevice(&dev) == CUDA_SUCCESS) ? static_cast<int>(dev) : 0;
         }
         ledger_.add(kind, device, key, bytes);
+        start_signal_thread();
+        // Physical VMM handles are not addresses the program frees; what it uses is the mapping.
+        if (kind != Kind::vmm_physical)
+            stacks::Recorder::instance().on_alloc(device, key, bytes, bytes, stack);
+        if (trace_ && kind == Kind::vmm_mapped) {
+            trace::Event ev;
+            ev.type = trace::EventType::vmm_map;
+            ev.device = static_cast<std::uint32_t>(std::max(device, 0));
+            ev.ptr = key;
+            ev.size = ev.block_size = bytes;
+            ev.stack_id = stack;
+            trace_->record(ev);
+        }
     } catch (...) {
     }
 }
 
 void Profiler::record_free(Kind kind, std::uintptr_t key) noexcept {
     try {
-        ledger_.remove(key, {kind});
+        int device = 0;
+        std::size_t bytes = 0;
+        if (!ledger_.remove(key, {kind}, nullptr, &device, &bytes))
+            return;
+        if (kind != Kind::vmm_physical)
+            stacks::Recorder::instance().on_free(device, key);
+        if (trace_ && kind == Kind::vmm_mapped) {
+            trace::Event ev;
+            ev.type = trace::EventType::vmm_unmap;
+            ev.device = static_cast<std::uint32_t>(std::max(device, 0));
+            ev.ptr = key;
+            ev.size = ev.block_size = bytes;
+            trace_->record(ev);
+        }
     } catch (...) {
     }
+}
+
+void Profiler::flush_trace() noexcept {
+    if (trace_)
+        trace_->flush();
 }
 
 // ---- contexts ---------------------------------------------------------------------------------
@@ -483,7 +566,8 @@ std::string Profiler::report_json() noexcept {
 bool Profiler::dump(const std::string& prefix_pattern) noexcept {
     try {
         const std::string& pattern = prefix_pattern.empty() ? options_.output : prefix_pattern;
-        if (pattern.empty())
+        // Nothing to say for a process that never allocated device memory (unless asked).
+        if (pattern.empty() || (prefix_pattern.empty() && !cuda_seen_.load()))
             return true;
         std::string prefix = util::expand_output_prefix(pattern, static_cast<int>(::getpid()));
         std::string error;
@@ -501,6 +585,8 @@ void Profiler::on_exit() noexcept {
     set_process_exiting();
     if (options_.report_at_exit)
         dump(std::string());
+    if (trace_)
+        trace_->close();
 }
 
 // ---- fork ---------------------------------------------------------------------------------------
@@ -510,9 +596,11 @@ void Profiler::fork_prepare() noexcept {
     for (auto& s : all_slots_)
         s->pool->lock_for_fork();
     ledger_.lock_for_fork();
+    stacks::Recorder::instance().lock_for_fork();
 }
 
 void Profiler::fork_parent() noexcept {
+    stacks::Recorder::instance().unlock_after_fork();
     ledger_.unlock_after_fork();
     for (auto it = all_slots_.rbegin(); it != all_slots_.rend(); ++it)
         (*it)->pool->unlock_after_fork();
@@ -520,6 +608,8 @@ void Profiler::fork_parent() noexcept {
 }
 
 void Profiler::fork_child() noexcept {
+    stacks::Recorder::instance().unlock_after_fork();
+    stacks::Recorder::instance().reset_after_fork();
     ledger_.unlock_after_fork();
     for (auto it = all_slots_.rbegin(); it != all_slots_.rend(); ++it)
         (*it)->pool->unlock_after_fork();
@@ -539,6 +629,9 @@ void Profiler::fork_child() noexcept {
     doors_.runtime_calls = 0;
     invalid_foreign_frees_ = 0;
     start_ = std::chrono::steady_clock::now();
+    // The parent's trace belongs to the parent; the child's events are not recorded.
+    (void)trace_.release();
+    cuda_seen_ = false; // threads do not survive fork: the child starts its own when it uses CUDA
     slots_mutex_.unlock();
 }
 

@@ -10,6 +10,8 @@
 #include "pool/device_pool.hpp"
 #include "util/options.hpp"
 
+namespace gpumemprof::trace { class Writer; }
+
 #include "core/cuda_api.hpp"
 
 #include <atomic>
@@ -58,6 +60,11 @@ public:
     // ---- pass-through, recorded ----------------------------------------------------------
     void record_alloc(Kind kind, const DriverApi& api, std::uintptr_t key, std::size_t bytes, int device = -2) noexcept;
     void record_free(Kind kind, std::uintptr_t key) noexcept;
+    /// Capture the caller's stack for a pass-through allocation (before calling the driver).
+    std::uint32_t capture_stack() noexcept;
+    /// Same as record_alloc, charging the allocation to `stack`.
+    void record_alloc_with_stack(Kind kind, const DriverApi& api, std::uintptr_t key, std::size_t bytes, int device,
+                                 std::uint32_t stack) noexcept;
     PassthroughLedger& ledger() { return ledger_; }
 
     // ---- streams, captures, contexts ----------------------------------------------------
@@ -79,12 +86,17 @@ public:
     std::string report_json() noexcept;
 
     void on_exit() noexcept;
+    /// Write what a crash would lose (the trace's pending block). Async-signal context: no locks
+    /// beyond the trace writer's own.
+    void flush_trace() noexcept;
+    trace::Writer* trace_writer() { return trace_.get(); }
     void fork_prepare() noexcept;
     void fork_parent() noexcept;
     void fork_child() noexcept;
 
 private:
     Profiler();
+    void start_signal_thread() noexcept;
     PoolSlot* current_slot(const DriverApi& api) noexcept;
     PoolSlot* create_slot(const DriverApi& api, CUcontext ctx) noexcept;
     std::vector<PoolSlot*> live_slots() const;
@@ -104,6 +116,8 @@ private:
     std::vector<std::unique_ptr<PoolSlot>> all_slots_;
     std::atomic<std::int64_t> invalid_foreign_frees_{0};
     std::chrono::steady_clock::time_point start_;
+    std::unique_ptr<trace::Writer> trace_; ///< GPUMEMPROF_TRACE, null when off
+    std::atomic<bool> cuda_seen_{false};   ///< the process allocated through us at least once
 };
 
 } // namespace gpumemprof::core

@@ -80,25 +80,30 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr dptr) {
 // ---- passed through, recorded ------------------------------------------------------------------
 CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuMemAllocManaged);
+    std::uint32_t stack = prof().capture_stack();
     CUresult r = api->cuMemAllocManaged(dptr, bytesize, flags);
     if (r == CUDA_SUCCESS)
-        prof().record_alloc(Kind::managed, *api, *dptr, bytesize);
+        prof().record_alloc_with_stack(Kind::managed, *api, *dptr, bytesize, -2, stack);
     return r;
 }
 
 CUresult cuMemAllocHost_v2(void** pp, size_t bytesize) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuMemAllocHost_v2);
+    std::uint32_t stack = prof().capture_stack();
     CUresult r = api->cuMemAllocHost_v2(pp, bytesize);
     if (r == CUDA_SUCCESS)
-        prof().record_alloc(Kind::host_pinned, *api, reinterpret_cast<std::uintptr_t>(*pp), bytesize, -1);
+        prof().record_alloc_with_stack(Kind::host_pinned, *api, reinterpret_cast<std::uintptr_t>(*pp), bytesize, -1,
+                                       stack);
     return r;
 }
 
 CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int flags) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuMemHostAlloc);
+    std::uint32_t stack = prof().capture_stack();
     CUresult r = api->cuMemHostAlloc(pp, bytesize, flags);
     if (r == CUDA_SUCCESS)
-        prof().record_alloc(Kind::host_pinned, *api, reinterpret_cast<std::uintptr_t>(*pp), bytesize, -1);
+        prof().record_alloc_with_stack(Kind::host_pinned, *api, reinterpret_cast<std::uintptr_t>(*pp), bytesize, -1,
+                                       stack);
     return r;
 }
 
@@ -113,9 +118,10 @@ CUresult cuMemFreeHost(void* p) {
 #define GPUMEMPROF_ASYNC_ALLOC(name, ...)                                                   \
     {                                                                                       \
         GPUMEMPROF_REAL_OR_RETURN(api, name);                                               \
+        std::uint32_t stack = prof().capture_stack();                                       \
         CUresult r = api->name(__VA_ARGS__);                                                \
         if (r == CUDA_SUCCESS)                                                              \
-            prof().record_alloc(Kind::async, *api, *dptr, bytesize);                        \
+            prof().record_alloc_with_stack(Kind::async, *api, *dptr, bytesize, -2, stack);  \
         return r;                                                                           \
     }
 
@@ -163,11 +169,13 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
 CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                   unsigned long long flags) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuMemMap);
+    std::uint32_t stack = prof().capture_stack();
     CUresult r = api->cuMemMap(ptr, size, offset, handle, flags);
     if (r == CUDA_SUCCESS) {
         int device = prof().ledger().handle_device(static_cast<std::uintptr_t>(handle));
         if (device >= 0)
-            prof().record_alloc(Kind::vmm_mapped, *api, static_cast<std::uintptr_t>(ptr), size, device);
+            prof().record_alloc_with_stack(Kind::vmm_mapped, *api, static_cast<std::uintptr_t>(ptr), size, device,
+                                           stack);
     }
     return r;
 }
