@@ -135,8 +135,21 @@ bool Reader::read_header() {
     if (!ok)
         return fail(ReadError::corrupt, static_cast<std::uint64_t>(p - data_),
                     "trace header body is malformed (field runs past its end)");
-    pos_ = crc_at + 4;
+    pos_ = first_block_ = crc_at + 4;
     return true;
+}
+
+void Reader::rewind() {
+    if (first_block_ == 0) return; // never opened successfully
+    pos_ = first_block_;
+    cur_ = end_ = nullptr;
+    left_in_block_ = 0;
+    state_ = CodecState{};
+    at_end_ = complete_ = false;
+    events_read_ = blocks_read_ = 0;
+    error_kind_ = ReadError::none;
+    error_.clear();
+    error_offset_ = 0;
 }
 
 bool Reader::load_block() {

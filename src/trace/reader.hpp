@@ -31,6 +31,8 @@ public:
 
     const Header& header() const { return header_; }
     bool next(Event& ev);
+    /// Start again at the first event (after a successful open; clears a read error).
+    void rewind();
 
     bool failed() const { return error_kind_ != ReadError::none; }
     ReadError error_kind() const { return error_kind_; }
@@ -53,6 +55,7 @@ private:
     std::vector<std::uint8_t> owned_;
     const std::uint8_t* data_ = nullptr;
     std::uint64_t size_ = 0;
+    std::uint64_t first_block_ = 0;   // offset of the first block header
     std::uint64_t pos_ = 0;           // offset of the next block header
     const std::uint8_t* cur_ = nullptr; // decoding position inside the current block payload
     const std::uint8_t* end_ = nullptr;

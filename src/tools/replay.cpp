@@ -1,0 +1,227 @@
+// SPDX-License-Identifier: MIT
+// Trace -> Plan (alloc/free requests with slots) and Plan -> DevicePool replay.
+#include "tools/replay.hpp"
+
+#include "pool/sim_backend.hpp"
+#include "trace/reader.hpp"
+
+#include <algorithm>
+#include <memory>
+#include <unordered_map>
+
+namespace gpumemprof::tools {
+namespace {
+
+struct Live {
+    std::uint32_t slot;
+    std::uint64_t size;
+};
+
+class PlanBuilder {
+public:
+    explicit PlanBuilder(Plan* plan) : plan_(plan) {}
+
+    std::uint16_t device_index(std::uint32_t ordinal) {
+        if (ordinal == last_ordinal_ && last_index_ >= 0) return static_cast<std::uint16_t>(last_index_);
+        std::size_t i = 0;
+        while (i < plan_->devices.size() && plan_->devices[i].ordinal != ordinal) ++i;
+        if (i == plan_->devices.size()) {
+            PlanDevice d;
+            d.ordinal = ordinal;
+            plan_->devices.push_back(d);
+            live_.emplace_back();
+            requested_.push_back(0);
+            reserved_.push_back(0);
+        }
+        last_ordinal_ = ordinal;
+        last_index_ = static_cast<int>(i);
+        return static_cast<std::uint16_t>(i);
+    }
+
+    void add(const trace::Event& e) {
+        const std::uint16_t d = device_index(e.device);
+        Recorded& rec = plan_->devices[d].recorded;
+        switch (e.type) {
+        case trace::EventType::alloc:
+        case trace::EventType::live_block: {
+            const std::uint32_t slot = plan_->slots++;
+            auto [it, inserted] = live_[d].try_emplace(e.ptr, Live{slot, e.size});
+            if (!inserted) { // the trace lost the free of the previous block at this address
+                ++plan_->realloc_of_live;
+                requested_[d] -= static_cast<std::int64_t>(it->second.size);
+                it->second = Live{slot, e.size};
+            }
+            Op op;
+            op.size = e.size;
+            op.stream = e.stream;
+            op.slot = slot;
+            op.device = d;
+            (e.type == trace::EventType::live_block ? live_ops_ : plan_->ops).push_back(op);
+            if (e.type == trace::EventType::live_block) ++plan_->live_blocks;
+            plan_->max_request = std::max(plan_->max_request, e.size);
+            requested_[d] += static_cast<std::int64_t>(e.size);
+            rec.requested_peak = std::max(rec.requested_peak, requested_[d]);
+            break;
+        }
+        case trace::EventType::free_requested:
+        case trace::EventType::free_completed: {
+            // The block becomes reusable at free_completed; a trace without such events frees at
+            // free_requested. Each free is counted once: at the event that frees.
+            const bool frees_here = (e.type == trace::EventType::free_completed) == plan_->frees_at_completion;
+            if (!frees_here) break;
+            auto it = live_[d].find(e.ptr);
+            if (it == live_[d].end()) {
+                ++plan_->unmatched_frees;
+                break;
+            }
+            Op op;
+            op.slot = it->second.slot;
+            op.device = d;
+            op.is_free = 1;
+            plan_->ops.push_back(op);
+            requested_[d] -= static_cast<std::int64_t>(it->second.size);
+            live_[d].erase(it);
+            break;
+        }
+        case trace::EventType::segment_alloc:
+        case trace::EventType::vmm_map:
+            ++rec.segment_allocs;
+            reserved_[d] += static_cast<std::int64_t>(e.size);
+            rec.reserved_peak = std::max(rec.reserved_peak, reserved_[d]);
+            break;
+        case trace::EventType::segment_free:
+        case trace::EventType::vmm_unmap:
+            ++rec.segment_frees;
+            reserved_[d] -= static_cast<std::int64_t>(e.size);
+            break;
+        case trace::EventType::oom: ++rec.ooms; break;
+        }
+    }
+
+    void finish() {
+        if (!live_ops_.empty()) plan_->ops.insert(plan_->ops.begin(), live_ops_.begin(), live_ops_.end());
+    }
+
+private:
+    Plan* plan_;
+    std::vector<std::unordered_map<std::uint64_t, Live>> live_; // per device: recorded ptr -> slot
+    std::vector<Op> live_ops_;
+    std::vector<std::int64_t> requested_;
+    std::vector<std::int64_t> reserved_;
+    std::uint32_t last_ordinal_ = 0;
+    int last_index_ = -1;
+};
+
+} // namespace
+
+bool load_plan(const std::string& path, bool allow_truncated, Plan* plan, std::string* error,
+               std::string* warning) {
+    *plan = Plan{};
+    trace::Reader reader;
+    if (!reader.open_file(path)) {
+        *error = path + ": " + reader.error();
+        return false;
+    }
+    plan->header = reader.header();
+
+    // Pass 1: validate the whole file and learn whether frees complete separately.
+    trace::Event e;
+    while (reader.next(e))
+        if (e.type == trace::EventType::free_completed) plan->frees_at_completion = true;
+    std::uint64_t usable_events = reader.events_read();
+    if (reader.failed()) {
+        if (!(allow_truncated && reader.error_kind() == trace::ReadError::truncated)) {
+            *error = path + ": " + reader.error();
+            if (reader.error_kind() == trace::ReadError::truncated)
+                *error += " (the " + std::to_string(usable_events) +
+                          " events before it are intact: --allow-truncated replays them)";
+            return false;
+        }
+        *warning = path + ": " + reader.error() + "; replaying the " + std::to_string(usable_events) +
+                   " events of the complete blocks before it";
+    }
+    plan->complete = reader.complete();
+    plan->events = usable_events;
+
+    // Pass 2: build the plan.
+    PlanBuilder builder(plan);
+    for (const auto& d : plan->header.devices) {
+        const std::uint16_t i = builder.device_index(d.ordinal);
+        plan->devices[i].recorded_capacity = d.total_bytes;
+    }
+    plan->ops.reserve(static_cast<std::size_t>(usable_events));
+    reader.rewind();
+    for (std::uint64_t n = 0; n < usable_events && reader.next(e); ++n) builder.add(e);
+    builder.finish();
+    if (plan->devices.size() > 65535) {
+        *error = path + ": more than 65535 devices";
+        return false;
+    }
+    return true;
+}
+
+std::uint64_t capacity_for(const PlanDevice& device, std::uint64_t option_capacity) {
+    if (option_capacity) return option_capacity;
+    if (device.recorded_capacity) return device.recorded_capacity;
+    return kDefaultCapacity;
+}
+
+std::vector<DeviceResult> replay(const Plan& plan, const ReplayOptions& options) {
+    std::vector<std::unique_ptr<pool::SimBackend>> backends;
+    std::vector<std::unique_ptr<pool::DevicePool>> pools;
+    std::vector<DeviceResult> results(plan.devices.size());
+    for (std::size_t i = 0; i < plan.devices.size(); ++i) {
+        results[i].ordinal = plan.devices[i].ordinal;
+        results[i].capacity = capacity_for(plan.devices[i], options.capacity);
+        backends.push_back(std::make_unique<pool::SimBackend>(static_cast<std::size_t>(results[i].capacity)));
+        pool::PoolOptions po;
+        po.conf = options.conf;
+        po.mode = options.mode;
+        po.defer_frees = false;
+        po.device = static_cast<int>(plan.devices[i].ordinal);
+        pools.push_back(std::make_unique<pool::DevicePool>(*backends.back(), po));
+    }
+    std::vector<std::uintptr_t> slot_ptr(plan.slots, 0); // 0: not allocated (or failed)
+    for (const Op& op : plan.ops) {
+        DeviceResult& r = results[op.device];
+        if (!op.is_free) {
+            ++r.allocs;
+            std::uintptr_t p = 0;
+            if (pools[op.device]->malloc(static_cast<std::size_t>(op.size), op.stream, &p) == pool::kSuccess)
+                slot_ptr[op.slot] = p;
+            else
+                ++r.failed_allocs;
+        } else {
+            const std::uintptr_t p = slot_ptr[op.slot];
+            if (p == 0) {
+                ++r.skipped_frees;
+                continue;
+            }
+            pools[op.device]->free(p);
+            slot_ptr[op.slot] = 0;
+        }
+    }
+    for (std::size_t i = 0; i < pools.size(); ++i) results[i].stats = pools[i]->stats();
+    return results;
+}
+
+Totals totals(const std::vector<DeviceResult>& results) {
+    Totals t;
+    for (const auto& r : results) {
+        const auto& s = r.stats;
+        t.reserved_peak += s.reserved_bytes[stats::kAll].peak;
+        t.allocated_peak += s.allocated_bytes[stats::kAll].peak;
+        t.requested_peak += s.requested_bytes[stats::kAll].peak;
+        t.inactive_split_bytes_peak += s.inactive_split_bytes[stats::kAll].peak;
+        t.segments_peak += s.segment[stats::kAll].peak;
+        t.device_allocs += s.num_device_alloc;
+        t.device_frees += s.num_device_free;
+        t.ooms += s.num_ooms;
+        t.retries += s.num_alloc_retries;
+        t.failed_allocs += r.failed_allocs;
+        t.skipped_frees += r.skipped_frees;
+    }
+    return t;
+}
+
+} // namespace gpumemprof::tools
