@@ -157,7 +157,9 @@ void print_device_text(const PlanDevice& pd, const DeviceResult& r) {
     std::printf("  %-28s %12" PRId64 "  (alloc retries %" PRId64 ", frees skipped %" PRIu64 ")\n", "OOMs",
                 s.num_ooms, s.num_alloc_retries, r.skipped_frees);
     const Recorded& rec = pd.recorded;
-    if (rec.segment_allocs || rec.ooms)
+    // Without a known starting point (blocks live before recording, no baseline) the recorded
+    // segment events only give growth, not a peak to compare with.
+    if ((rec.segment_allocs || rec.ooms) && (rec.baseline_known || pd.live_blocks == 0))
         std::printf("  %-28s %12s  (%" PRIu64 " segment allocs, %" PRIu64 " OOMs in the trace)\n",
                     "recorded peak reserved", human(rec.reserved_peak).c_str(), rec.segment_allocs, rec.ooms);
 }
@@ -312,7 +314,10 @@ int run_replay(const Args& a) {
             w.field("skipped_frees", r.skipped_frees);
             w.end_object();
             w.key("recorded").begin_object();
-            w.field("reserved_bytes_peak", rec.reserved_peak);
+            if (rec.baseline_known || plan.devices[i].live_blocks == 0)
+                w.field("reserved_bytes_peak", rec.reserved_peak);
+            else
+                w.key("reserved_bytes_peak").null();
             w.field("requested_bytes_peak", rec.requested_peak);
             w.field("segment_allocs", rec.segment_allocs);
             w.field("segment_frees", rec.segment_frees);

@@ -6,6 +6,7 @@
 #include "trace/reader.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <unordered_map>
 
@@ -57,7 +58,10 @@ public:
             op.slot = slot;
             op.device = d;
             (e.type == trace::EventType::live_block ? live_ops_ : plan_->ops).push_back(op);
-            if (e.type == trace::EventType::live_block) ++plan_->live_blocks;
+            if (e.type == trace::EventType::live_block) {
+                ++plan_->live_blocks;
+                ++plan_->devices[d].live_blocks;
+            }
             plan_->max_request = std::max(plan_->max_request, e.size);
             requested_[d] += static_cast<std::int64_t>(e.size);
             rec.requested_peak = std::max(rec.requested_peak, requested_[d]);
@@ -95,6 +99,13 @@ public:
             reserved_[d] -= static_cast<std::int64_t>(e.size);
             break;
         case trace::EventType::oom: ++rec.ooms; break;
+        }
+    }
+
+    void set_baselines() {
+        for (std::size_t i = 0; i < plan_->devices.size(); ++i) {
+            reserved_[i] = plan_->devices[i].recorded.reserved_at_start;
+            plan_->devices[i].recorded.reserved_peak = reserved_[i];
         }
     }
 
@@ -149,6 +160,19 @@ bool load_plan(const std::string& path, bool allow_truncated, Plan* plan, std::s
         const std::uint16_t i = builder.device_index(d.ordinal);
         plan->devices[i].recorded_capacity = d.total_bytes;
     }
+    // Converted snapshots say how much was reserved before recording began.
+    for (const auto& [k, v] : plan->header.metadata) {
+        const std::string prefix = "reserved_at_start.";
+        if (k.rfind(prefix, 0) != 0) continue;
+        char* end = nullptr;
+        const unsigned long ord = std::strtoul(k.c_str() + prefix.size(), &end, 10);
+        const unsigned long long bytes = std::strtoull(v.c_str(), nullptr, 10);
+        if (*end || ord > 0xFFFFFFFFul || bytes > (1ull << 62)) continue;
+        const std::uint16_t i = builder.device_index(static_cast<std::uint32_t>(ord));
+        plan->devices[i].recorded.reserved_at_start = static_cast<std::int64_t>(bytes);
+        plan->devices[i].recorded.baseline_known = true;
+    }
+    builder.set_baselines();
     plan->ops.reserve(static_cast<std::size_t>(usable_events));
     reader.rewind();
     for (std::uint64_t n = 0; n < usable_events && reader.next(e); ++n) builder.add(e);

@@ -27,7 +27,11 @@ struct Op {
 
 /// What the trace itself says happened (from its segment and oom events), per device.
 struct Recorded {
-    std::int64_t reserved_peak = 0;   ///< from segment_alloc/free and vmm_map/unmap
+    /// Reserved bytes before the first event (header metadata "reserved_at_start.<device>", which
+    /// the snapshot converter writes); recordings of gpumemprof itself start at 0.
+    std::int64_t reserved_at_start = 0;
+    bool baseline_known = false;
+    std::int64_t reserved_peak = 0;   ///< reserved_at_start + segment_alloc/free and vmm_map/unmap
     std::int64_t requested_peak = 0;  ///< from alloc/live_block and the matching frees
     std::uint64_t segment_allocs = 0; ///< segment_alloc + vmm_map events
     std::uint64_t segment_frees = 0;
@@ -37,6 +41,7 @@ struct Recorded {
 struct PlanDevice {
     std::uint32_t ordinal = 0;
     std::uint64_t recorded_capacity = 0; ///< from the trace header, 0 = unknown
+    std::uint64_t live_blocks = 0;       ///< live_block events of this device
     Recorded recorded;
 };
 
