@@ -1,0 +1,18 @@
+// SPDX-License-Identifier: MIT
+// Human-readable byte counts in the two conventions our reports imitate.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace gpumemprof::report {
+
+/// CuPy LineProfileHook: divide by 1024 through '', K, M, G, T, P, E (then Z), "%3.2f" + unit +
+/// "B": 512 -> "512.00B", 4096 -> "4.00KB", 1572864 -> "1.50MB".
+std::string cupy_size(std::int64_t bytes);
+
+/// PyTorch's format_size (OOM message): <= 1024 "N bytes"; <= 1 MiB "%.2f KiB"; <= 1 GiB
+/// "%.2f MiB"; else "%.2f GiB" (exactly 1 MiB prints "1024.00 KiB").
+std::string torch_size(std::int64_t bytes);
+
+} // namespace gpumemprof::report

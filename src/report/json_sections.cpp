@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: MIT
+// JSON sections (see json_sections.hpp).
+#include "report/json_sections.hpp"
+
+#include "report/oom_advice.hpp"
+
+#include <algorithm>
+
+namespace gpumemprof::report {
+
+namespace {
+
+void frames_json(util::JsonWriter& w, const std::vector<SymbolFrame>& frames) {
+    w.begin_array();
+    for (const SymbolFrame& f : frames) {
+        w.begin_object();
+        w.field("function", f.function);
+        w.field("file", f.file);
+        w.field("line", f.line);
+        w.field("module", f.module);
+        w.field("offset", static_cast<std::uint64_t>(f.offset));
+        w.end_object();
+    }
+    w.end_array();
+}
+
+template <typename Key>
+void ranked(util::JsonWriter& w, const ResolvedReport& r, Key key) {
+    std::vector<std::size_t> idx;
+    for (std::size_t i = 0; i < r.sites.size(); ++i)
+        if (key(r.sites[i]).first > 0)
+            idx.push_back(i);
+    std::stable_sort(idx.begin(), idx.end(),
+                     [&](std::size_t a, std::size_t b) { return key(r.sites[a]).first > key(r.sites[b]).first; });
+    w.begin_array();
+    for (std::size_t i : idx) {
+        w.begin_object();
+        w.field("site", static_cast<std::uint64_t>(i));
+        w.field("bytes", key(r.sites[i]).first);
+        w.field("count", key(r.sites[i]).second);
+        w.end_object();
+    }
+    w.end_array();
+}
+
+} // namespace
+
+void json_sections(util::JsonWriter& w, const ReportInput& in, const stacks::ReportData& data,
+                   const ResolvedReport& r) {
+    w.key("sites");
+    w.begin_array();
+    for (const ResolvedSite& s : r.sites) {
+        const auto& c = s.counters;
+        w.begin_object();
+        w.key("frames");
+        frames_json(w, s.frames);
+        w.field("live_bytes", c.live_bytes);
+        w.field("live_count", c.live_count);
+        w.field("total_bytes", c.total_bytes);
+        w.field("total_count", c.total_count);
+        w.field("requested_bytes", c.requested_bytes);
+        w.field("used_bytes", c.total_bytes);
+        w.field("acquired_bytes", c.acquired_bytes);
+        w.field("peak_live_bytes", c.peak_live_bytes);
+        w.field("peak_live_count", c.peak_live_count);
+        w.field("peak_acquired_bytes", c.peak_acquired_bytes);
+        w.end_object();
+    }
+    w.end_array();
+
+    w.key("peak");
+    w.begin_object();
+    w.field("bytes", data.peak_bytes);
+    w.key("devices");
+    w.begin_array();
+    for (std::size_t d = 0; d < data.device_live_at_peak.size(); ++d) {
+        w.begin_object();
+        w.field("device", static_cast<std::uint64_t>(d));
+        w.field("bytes", data.device_live_at_peak[d]);
+        w.end_object();
+    }
+    w.end_array();
+    w.key("sites");
+    ranked(w, r, [](const ResolvedSite& s) { return std::make_pair(s.counters.peak_live_bytes, s.counters.peak_live_count); });
+    w.end_object();
+
+    w.key("leaks");
+    w.begin_object();
+    w.field("bytes", data.live_bytes);
+    w.field("count", data.live_count);
+    w.key("sites");
+    ranked(w, r, [](const ResolvedSite& s) { return std::make_pair(s.counters.live_bytes, s.counters.live_count); });
+    w.end_object();
+
+    w.key("ooms");
+    w.begin_array();
+    for (const ResolvedOom& o : r.ooms) {
+        const stacks::OomRecord& rec = *o.record;
+        w.begin_object();
+        w.field("device", rec.device);
+        w.field("requested", static_cast<std::uint64_t>(rec.info.requested));
+        w.field("rounded", static_cast<std::uint64_t>(rec.info.rounded));
+        w.field("allocation_size", static_cast<std::uint64_t>(rec.info.allocation_size));
+        w.field("device_free", static_cast<std::uint64_t>(rec.info.device_free));
+        w.field("device_total", static_cast<std::uint64_t>(rec.info.device_total));
+        w.field("allocated", rec.info.allocated);
+        w.field("reserved", rec.info.reserved);
+        w.field("largest_free_block", static_cast<std::uint64_t>(rec.info.largest_free_block));
+        w.field("allowed", static_cast<std::uint64_t>(rec.info.allowed));
+        w.field("status", rec.info.status);
+        w.field("message", oom_message(rec.device, rec.info));
+        w.field("suggestion", rec.suggestion.empty() ? oom_suggestion(rec.info, in.alloc_conf) : rec.suggestion);
+        w.key("frames");
+        frames_json(w, o.frames);
+        w.end_object();
+    }
+    w.end_array();
+
+    w.key("stacks");
+    w.begin_object();
+    w.field("unique_sites", static_cast<std::uint64_t>(r.sites.size()));
+    w.field("events", data.events);
+    w.field("unknown_frees", data.unknown_frees);
+    w.end_object();
+}
+
+} // namespace gpumemprof::report

@@ -1,0 +1,21 @@
+// SPDX-License-Identifier: MIT
+// OOM text in the shape of PyTorch's message, and a concrete suggestion for avoiding it.
+#pragma once
+
+#include "pool/device_pool.hpp"
+
+#include <string>
+
+namespace gpumemprof::report {
+
+/// "CUDA out of memory. Tried to allocate {segment}. GPU {d} has a total capacity of {T} of which
+/// {F} is free. {allowed}Of the allocated memory {A} is allocated by the pool, and {R} is
+/// reserved by the pool but unallocated. ..." (sizes as PyTorch's format_size).
+std::string oom_message(int device, const pool::OomInfo& info);
+
+/// What setting or change would most likely have avoided this OOM, judged from the pool state:
+/// reserved-but-unallocated memory that could have served the request points at fragmentation
+/// (expandable_segments / max_split_size_mb); otherwise the live memory itself is too large.
+std::string oom_suggestion(const pool::OomInfo& info, const std::string& alloc_conf);
+
+} // namespace gpumemprof::report

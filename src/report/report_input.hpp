@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: MIT
+// What the core hands the report writers besides the recorder's data: identity of the run and
+// each device's memory_stats.
+#pragma once
+
+#include "stats/device_stats.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gpumemprof::report {
+
+struct DeviceSummary {
+    int device = 0;
+    stats::DeviceStats stats;
+    std::int64_t invalid_frees = 0;
+    std::size_t total_capacity = 0;
+};
+
+struct ReportInput {
+    std::string prefix;         ///< files are <prefix>.txt, <prefix>.folded, <prefix>.alloc.folded
+    int pid = 0;
+    std::string exe;
+    double seconds_profiled = 0;
+    std::string alloc_conf;     ///< GPUMEMPROF_ALLOC_CONF as given (for OOM advice)
+    std::vector<DeviceSummary> devices;
+    int top_n = 10;             ///< rows in the "top call sites" tables
+    /// Module-name substrings dropped from the top of stacks; empty = GPUMEMPROF_STACK_SKIP or
+    /// its default.
+    std::vector<std::string> stack_skip;
+};
+
+} // namespace gpumemprof::report

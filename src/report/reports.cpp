@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: MIT
+// Report entry points (see reports.hpp).
+#include "report/reports.hpp"
+
+#include "report/folded_writer.hpp"
+#include "report/json_sections.hpp"
+#include "report/text_report.hpp"
+#include "stacks/recorder.hpp"
+#include "util/atomic_file.hpp"
+
+#include <cstdlib>
+#include <mutex>
+
+namespace gpumemprof::report {
+
+namespace {
+
+std::mutex& symbolizer_mutex() {
+    static auto* m = new std::mutex();
+    return *m;
+}
+
+/// One per process, leaked: its cache makes each address resolve once across the .txt, the
+/// folded files, the JSON and repeated on-demand dumps. Use under symbolizer_mutex().
+ProcessSymbolizer& process_symbolizer() {
+    static auto* s = new ProcessSymbolizer();
+    return *s;
+}
+
+std::vector<std::string> skip_list(const ReportInput& in) {
+    return in.stack_skip.empty() ? parse_skip_list(std::getenv("GPUMEMPROF_STACK_SKIP")) : in.stack_skip;
+}
+
+void note(std::string* error, const std::string& msg) {
+    if (error == nullptr)
+        return;
+    if (!error->empty())
+        *error += "; ";
+    *error += msg;
+}
+
+} // namespace
+
+bool write_reports(const ReportInput& in, const stacks::ReportData& data, Symbolizer& symbolizer,
+                   std::string* error) {
+    try {
+        const ResolvedReport r = resolve_report(data, symbolizer, skip_list(in));
+        bool ok = true;
+        std::string err;
+        const std::pair<std::string, std::string> files[] = {
+            {in.prefix + ".txt", text_report(in, data, r)},
+            {in.prefix + ".folded", folded_stacks(r, FoldedMetric::peak_live_bytes)},
+            {in.prefix + ".alloc.folded", folded_stacks(r, FoldedMetric::total_bytes)},
+        };
+        for (const auto& [path, content] : files) {
+            err.clear();
+            if (!util::write_file_atomic(path, content, &err)) {
+                ok = false;
+                note(error, err.empty() ? "cannot write " + path : err);
+            }
+        }
+        return ok;
+    } catch (const std::exception& e) {
+        note(error, std::string("stack report failed: ") + e.what());
+    } catch (...) {
+        note(error, "stack report failed");
+    }
+    return false;
+}
+
+void append_json(util::JsonWriter& w, const ReportInput& in, const stacks::ReportData& data,
+                 Symbolizer& symbolizer) {
+    try {
+        // Everything that can fail (symbolisation) happens before the first key is written.
+        const ResolvedReport r = resolve_report(data, symbolizer, skip_list(in));
+        json_sections(w, in, data, r);
+    } catch (...) {
+    }
+}
+
+bool write_reports(const ReportInput& in, std::string* error) {
+    try {
+        const stacks::ReportData data = stacks::Recorder::instance().collect();
+        std::lock_guard<std::mutex> lock(symbolizer_mutex());
+        return write_reports(in, data, process_symbolizer(), error);
+    } catch (...) {
+        note(error, "stack report failed");
+        return false;
+    }
+}
+
+void append_json(util::JsonWriter& w, const ReportInput& in) {
+    try {
+        const stacks::ReportData data = stacks::Recorder::instance().collect();
+        std::lock_guard<std::mutex> lock(symbolizer_mutex());
+        append_json(w, in, data, process_symbolizer());
+    } catch (...) {
+    }
+}
+
+} // namespace gpumemprof::report

@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: MIT
+// Entry points the core calls at exit or on demand: the stack reports (<prefix>.txt,
+// <prefix>.folded, <prefix>.alloc.folded) and the stack keys of the exit JSON.
+#pragma once
+
+#include "report/report_input.hpp"
+#include "report/symbolizer.hpp"
+#include "stacks/report_data.hpp"
+#include "util/json_writer.hpp"
+
+#include <string>
+
+namespace gpumemprof::report {
+
+/// Writes <prefix>.txt, <prefix>.folded (bytes live at the global peak) and <prefix>.alloc.folded
+/// (total bytes allocated), each atomically, from Recorder::instance().collect(). Symbolises in
+/// this process (each address once per process). Returns false and sets *error on failure (the
+/// other files are still attempted); never throws.
+bool write_reports(const ReportInput& in, std::string* error);
+
+/// Adds "sites", "peak", "leaks", "ooms" and "stacks" to the object `w` is positioned in.
+/// Never throws (on failure the keys may be missing, the JSON stays well formed).
+void append_json(util::JsonWriter& w, const ReportInput& in);
+
+/// The same with the data and the symbolizer given (tests, offline tools).
+bool write_reports(const ReportInput& in, const stacks::ReportData& data, Symbolizer& symbolizer,
+                   std::string* error);
+void append_json(util::JsonWriter& w, const ReportInput& in, const stacks::ReportData& data,
+                 Symbolizer& symbolizer);
+
+} // namespace gpumemprof::report

@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: MIT
+// Symbolising and merging stacks for the reports (see resolved_stacks.hpp).
+#include "report/resolved_stacks.hpp"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace gpumemprof::report {
+
+std::vector<std::string> parse_skip_list(const char* spec) {
+    std::string s = spec != nullptr ? spec : kDefaultStackSkip;
+    std::vector<std::string> out;
+    std::size_t pos = 0;
+    while (pos <= s.size()) {
+        std::size_t comma = s.find(',', pos);
+        if (comma == std::string::npos)
+            comma = s.size();
+        std::string item = s.substr(pos, comma - pos);
+        // Trim spaces so "a, b" works.
+        item.erase(0, item.find_first_not_of(' '));
+        item.erase(item.find_last_not_of(' ') + 1);
+        if (!item.empty())
+            out.push_back(item);
+        pos = comma + 1;
+    }
+    return out;
+}
+
+namespace {
+
+bool skipped(const std::string& module, const std::vector<std::string>& skip) {
+    return std::any_of(skip.begin(), skip.end(),
+                       [&](const std::string& s) { return module.find(s) != std::string::npos; });
+}
+
+/// Innermost-first addresses to root-first source frames, minus the skipped top.
+std::vector<SymbolFrame> symbolise(const std::vector<std::uintptr_t>& ips, Symbolizer& sym,
+                                   const std::vector<std::string>& skip) {
+    std::vector<std::vector<SymbolFrame>> per_ip;
+    per_ip.reserve(ips.size());
+    for (std::uintptr_t ip : ips)
+        per_ip.push_back(sym.resolve(ip));
+    std::size_t first = 0;
+    while (first < per_ip.size() && skipped(per_ip[first].front().module, skip))
+        ++first;
+    if (first == per_ip.size())
+        first = 0; // all frames are "ours": keep them rather than show an empty stack
+    std::vector<SymbolFrame> out;
+    for (std::size_t i = per_ip.size(); i-- > first;) {
+        // Within one address the inlined frames come innermost first; reverse to root-first.
+        for (auto it = per_ip[i].rbegin(); it != per_ip[i].rend(); ++it)
+            out.push_back(*it);
+    }
+    return out;
+}
+
+void add(stacks::SiteCounters& a, const stacks::SiteCounters& b) {
+    a.live_bytes += b.live_bytes;
+    a.live_count += b.live_count;
+    a.total_bytes += b.total_bytes;
+    a.total_count += b.total_count;
+    a.requested_bytes += b.requested_bytes;
+    a.acquired_bytes += b.acquired_bytes;
+    a.acquire_count += b.acquire_count;
+    a.peak_live_bytes += b.peak_live_bytes;
+    a.peak_live_count += b.peak_live_count;
+    a.peak_acquired_bytes += b.peak_acquired_bytes;
+}
+
+} // namespace
+
+ResolvedReport resolve_report(const stacks::ReportData& data, Symbolizer& symbolizer,
+                              const std::vector<std::string>& skip) {
+    ResolvedReport out;
+    std::unordered_map<std::string, std::size_t> by_key;
+    for (const stacks::SiteData& s : data.sites) {
+        std::vector<SymbolFrame> frames = symbolise(s.frames, symbolizer, skip);
+        std::string key;
+        for (const SymbolFrame& f : frames) {
+            key += frame_label(f);
+            key += '\n';
+        }
+        auto [it, fresh] = by_key.emplace(key, out.sites.size());
+        if (fresh) {
+            ResolvedSite r;
+            r.frames = std::move(frames);
+            r.counters = s.counters;
+            r.key = std::move(key);
+            out.sites.push_back(std::move(r));
+        } else {
+            add(out.sites[it->second].counters, s.counters);
+        }
+    }
+    for (const stacks::OomRecord& o : data.ooms) {
+        ResolvedOom r;
+        r.record = &o;
+        r.frames = symbolise(o.frames, symbolizer, skip);
+        out.ooms.push_back(std::move(r));
+    }
+    return out;
+}
+
+} // namespace gpumemprof::report

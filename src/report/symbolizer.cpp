@@ -1,0 +1,256 @@
+// SPDX-License-Identifier: MIT
+// ProcessSymbolizer: libdwfl over /proc/self/maps, with dladdr as the fallback without libdw.
+#include "report/symbolizer.hpp"
+
+#include <cxxabi.h>
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <unordered_map>
+
+#if GPUMEMPROF_HAVE_LIBDW
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+#endif
+
+namespace gpumemprof::report {
+
+std::string demangle(const char* name) {
+    if (name == nullptr)
+        return {};
+    if (name[0] == '_' && name[1] == 'Z') {
+        int status = 0;
+        char* d = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+        if (status == 0 && d != nullptr) {
+            std::string out(d);
+            std::free(d);
+            return out;
+        }
+        std::free(d);
+    }
+    return name;
+}
+
+std::string frame_label(const SymbolFrame& f) {
+    if (!f.file.empty())
+        return f.file + ":" + std::to_string(f.line) + ":" + (f.function.empty() ? "??" : f.function);
+    char off[32];
+    std::snprintf(off, sizeof off, "+0x%zx", static_cast<std::size_t>(f.offset));
+    std::string s = f.module + off;
+    if (!f.function.empty())
+        s += ":" + f.function;
+    return s;
+}
+
+namespace {
+
+std::string base_name(const char* path) {
+    if (path == nullptr || *path == '\0')
+        return "??";
+    const char* slash = std::strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+std::string normal_path(const char* path) {
+    if (path == nullptr)
+        return {};
+    try {
+        // DWARF names are often "<comp_dir>/../src/x.cpp"; fold the ".." for readable reports.
+        return std::filesystem::path(path).lexically_normal().string();
+    } catch (...) {
+        return path;
+    }
+}
+
+/// Without DWARF: dladdr gives the module and the nearest exported symbol.
+SymbolFrame resolve_dladdr(std::uintptr_t ip) {
+    SymbolFrame f;
+    f.module = "??";
+    f.offset = ip;
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void*>(ip), &info) != 0) {
+        f.module = base_name(info.dli_fname);
+        f.offset = ip - reinterpret_cast<std::uintptr_t>(info.dli_fbase);
+        if (info.dli_sname != nullptr)
+            f.function = demangle(info.dli_sname);
+    }
+    return f;
+}
+
+} // namespace
+
+#if GPUMEMPROF_HAVE_LIBDW
+
+namespace {
+
+std::string die_function_name(Dwarf_Die* die) {
+    Dwarf_Attribute attr;
+    // The linkage name demangles to the qualified signature, as the ELF symbol would.
+    for (int at : {DW_AT_linkage_name, DW_AT_MIPS_linkage_name}) {
+        if (dwarf_attr_integrate(die, at, &attr) != nullptr) {
+            if (const char* s = dwarf_formstring(&attr))
+                return demangle(s);
+        }
+    }
+    if (dwarf_attr_integrate(die, DW_AT_name, &attr) != nullptr) {
+        if (const char* s = dwarf_formstring(&attr))
+            return s;
+    }
+    return {};
+}
+
+} // namespace
+
+struct ProcessSymbolizer::Impl {
+    Dwfl_Callbacks callbacks{};
+    char* debuginfo_path = nullptr;
+    Dwfl* dwfl = nullptr;
+    bool rereported = false;
+    std::unordered_map<std::uintptr_t, std::vector<SymbolFrame>> cache;
+
+    Impl() {
+        callbacks.find_elf = dwfl_linux_proc_find_elf;
+        callbacks.find_debuginfo = dwfl_standard_find_debuginfo;
+        callbacks.debuginfo_path = &debuginfo_path;
+        report();
+    }
+    ~Impl() {
+        if (dwfl != nullptr)
+            dwfl_end(dwfl);
+    }
+
+    void report() {
+        if (dwfl != nullptr)
+            dwfl_end(dwfl);
+        dwfl = dwfl_begin(&callbacks);
+        if (dwfl == nullptr)
+            return;
+        dwfl_report_begin(dwfl);
+        if (dwfl_linux_proc_report(dwfl, getpid()) != 0) {
+            dwfl_end(dwfl);
+            dwfl = nullptr;
+            return;
+        }
+        dwfl_report_end(dwfl, nullptr, nullptr);
+    }
+
+    std::vector<SymbolFrame> lookup(std::uintptr_t ip) {
+        std::vector<SymbolFrame> out;
+        Dwfl_Module* m = dwfl != nullptr ? dwfl_addrmodule(dwfl, ip) : nullptr;
+        if (m == nullptr && !rereported) {
+            rereported = true; // a module dlopen'ed after we started: read the maps again, once
+            report();
+            m = dwfl != nullptr ? dwfl_addrmodule(dwfl, ip) : nullptr;
+        }
+        if (m == nullptr) {
+            out.push_back(resolve_dladdr(ip));
+            return out;
+        }
+        SymbolFrame base;
+        Dwarf_Addr start = 0;
+        const char* mainfile = nullptr;
+        const char* mname = dwfl_module_info(m, nullptr, &start, nullptr, nullptr, nullptr, &mainfile, nullptr);
+        base.module = base_name(mainfile != nullptr ? mainfile : mname);
+        base.offset = ip - static_cast<std::uintptr_t>(start);
+        GElf_Off sym_off = 0;
+        GElf_Sym sym;
+        if (const char* s = dwfl_module_addrinfo(m, ip, &sym_off, &sym, nullptr, nullptr, nullptr))
+            base.function = demangle(s);
+
+        std::string file;
+        int line = 0;
+        if (Dwfl_Line* l = dwfl_module_getsrc(m, ip)) {
+            int lineno = 0;
+            if (const char* f = dwfl_lineinfo(l, nullptr, &lineno, nullptr, nullptr, nullptr)) {
+                file = normal_path(f);
+                line = lineno;
+            }
+        }
+
+        Dwarf_Addr bias = 0;
+        Dwarf_Die* cudie = dwfl_module_addrdie(m, ip, &bias);
+        Dwarf_Die* scopes = nullptr;
+        const int n = cudie != nullptr ? dwarf_getscopes(cudie, ip - bias, &scopes) : 0;
+        Dwarf_Files* files = nullptr;
+        std::size_t nfiles = 0;
+        bool found_subprogram = false;
+        for (int i = 0; i < n; ++i) {
+            Dwarf_Die* die = &scopes[i];
+            const int tag = dwarf_tag(die);
+            if (tag == DW_TAG_inlined_subroutine) {
+                SymbolFrame f = base;
+                f.function = die_function_name(die);
+                f.file = file;
+                f.line = line;
+                out.push_back(std::move(f));
+                // The enclosing function's location is this inline's call site.
+                Dwarf_Attribute attr;
+                Dwarf_Word v = 0;
+                line = (dwarf_formudata(dwarf_attr(die, DW_AT_call_line, &attr), &v) == 0) ? static_cast<int>(v) : 0;
+                file.clear();
+                if (dwarf_formudata(dwarf_attr(die, DW_AT_call_file, &attr), &v) == 0) {
+                    if (files == nullptr)
+                        dwarf_getsrcfiles(cudie, &files, &nfiles);
+                    if (files != nullptr && v < nfiles)
+                        file = normal_path(dwarf_filesrc(files, v, nullptr, nullptr));
+                }
+            } else if (tag == DW_TAG_subprogram) {
+                SymbolFrame f = base;
+                if (f.function.empty())
+                    f.function = die_function_name(die);
+                f.file = file;
+                f.line = line;
+                out.push_back(std::move(f));
+                found_subprogram = true;
+                break;
+            }
+        }
+        std::free(scopes);
+        if (!out.empty() && !found_subprogram) {
+            // dwarf_getscopes may list the inlined_subroutine scopes and then only the CU (seen
+            // with GCC 12 DWARF 5): the out-of-line function around them is the ELF symbol.
+            base.file = file;
+            base.line = line;
+            out.push_back(std::move(base));
+        } else if (out.empty()) {
+            base.file = file;
+            base.line = line;
+            out.push_back(std::move(base));
+        }
+        return out;
+    }
+};
+
+#else // !GPUMEMPROF_HAVE_LIBDW
+
+struct ProcessSymbolizer::Impl {
+    std::unordered_map<std::uintptr_t, std::vector<SymbolFrame>> cache;
+    std::vector<SymbolFrame> lookup(std::uintptr_t ip) { return {resolve_dladdr(ip)}; }
+};
+
+#endif
+
+ProcessSymbolizer::ProcessSymbolizer() : impl_(std::make_unique<Impl>()) {}
+ProcessSymbolizer::~ProcessSymbolizer() = default;
+
+std::vector<SymbolFrame> ProcessSymbolizer::resolve(std::uintptr_t ip) {
+    auto it = impl_->cache.find(ip);
+    if (it != impl_->cache.end())
+        return it->second;
+    std::vector<SymbolFrame> frames = impl_->lookup(ip);
+    if (frames.empty())
+        frames.push_back(resolve_dladdr(ip));
+    impl_->cache.emplace(ip, frames);
+    return frames;
+}
+
+std::size_t ProcessSymbolizer::resolved_count() const {
+    return impl_->cache.size();
+}
+
+} // namespace gpumemprof::report

@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: MIT
+// Text report layout (see text_report.hpp).
+#include "report/text_report.hpp"
+
+#include "report/byte_format.hpp"
+#include "report/line_profile.hpp"
+#include "report/oom_advice.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace gpumemprof::report {
+
+namespace {
+
+std::string fmt_bytes(std::int64_t b) {
+    return torch_size(b) + " (" + std::to_string(b) + " bytes)";
+}
+
+void heading(std::string& out, const std::string& title) {
+    out += "\n== " + title + " ==\n";
+}
+
+/// The innermost `max` frames of a site, innermost first, indented.
+void stack_lines(std::string& out, const std::vector<SymbolFrame>& frames, std::size_t max, const char* indent) {
+    if (frames.empty()) {
+        out += indent;
+        out += "[no stack captured]\n";
+        return;
+    }
+    std::size_t shown = 0;
+    for (auto it = frames.rbegin(); it != frames.rend() && shown < max; ++it, ++shown) {
+        out += indent;
+        out += shown == 0 ? "at " : "from ";
+        out += frame_label(*it);
+        out += '\n';
+    }
+    if (frames.size() > max)
+        out += std::string(indent) + "... " + std::to_string(frames.size() - max) + " outer frames\n";
+}
+
+template <typename Key>
+void top_sites(std::string& out, const ResolvedReport& r, int n, Key key, const char* what) {
+    std::vector<const ResolvedSite*> v;
+    for (const ResolvedSite& s : r.sites)
+        if (key(s).first > 0)
+            v.push_back(&s);
+    std::stable_sort(v.begin(), v.end(), [&](auto* a, auto* b) { return key(*a).first > key(*b).first; });
+    if (v.empty()) {
+        out += "(none)\n";
+        return;
+    }
+    for (std::size_t i = 0; i < v.size() && i < static_cast<std::size_t>(n); ++i) {
+        const auto [bytes, count] = key(*v[i]);
+        out += "#" + std::to_string(i + 1) + " " + fmt_bytes(bytes) + " " + what + " in " + std::to_string(count) +
+               " block" + (count == 1 ? "" : "s") + "\n";
+        stack_lines(out, v[i]->frames, 6, "    ");
+    }
+    if (v.size() > static_cast<std::size_t>(n))
+        out += "(" + std::to_string(v.size() - n) + " more call sites)\n";
+}
+
+} // namespace
+
+std::string text_report(const ReportInput& in, const stacks::ReportData& data, const ResolvedReport& r) {
+    std::string out;
+    out += "gpumemprof report for " + (in.exe.empty() ? std::string("?") : in.exe) + " (pid " +
+           std::to_string(in.pid) + ")\n";
+    char secs[64];
+    std::snprintf(secs, sizeof secs, "%.3f", in.seconds_profiled);
+    out += std::string("time under the profiler: ") + secs + " s\n";
+    if (!in.alloc_conf.empty())
+        out += "GPUMEMPROF_ALLOC_CONF: " + in.alloc_conf + "\n";
+
+    heading(out, "Summary");
+    out += "process-wide peak of live bytes (all devices): " + fmt_bytes(data.peak_bytes) + "\n";
+    out += "live at exit: " + fmt_bytes(data.live_bytes) + " in " + std::to_string(data.live_count) + " blocks\n";
+    for (const DeviceSummary& d : in.devices) {
+        const auto& st = d.stats;
+        const auto all = stats::kAll;
+        out += "\ndevice " + std::to_string(d.device);
+        if (d.total_capacity > 0)
+            out += " (total capacity " + torch_size(static_cast<std::int64_t>(d.total_capacity)) + ")";
+        out += "\n";
+        out += "  peak allocated:  " + fmt_bytes(st.allocated_bytes[all].peak) + "\n";
+        out += "  peak reserved:   " + fmt_bytes(st.reserved_bytes[all].peak) + "\n";
+        out += "  peak requested:  " + fmt_bytes(st.requested_bytes[all].peak) + "\n";
+        const auto dev = static_cast<std::size_t>(d.device);
+        if (d.device >= 0 && dev < data.device_live_at_peak.size())
+            out += "  live on this device at the process-wide peak: " + fmt_bytes(data.device_live_at_peak[dev]) +
+                   "\n";
+        // Peaks of reserved and allocated may come from different moments, so their difference
+        // is the cache's largest possible overhang, not a measurement at one instant.
+        out += "  fragmentation at the peak (peak reserved - peak allocated): " +
+               fmt_bytes(st.reserved_bytes[all].peak - st.allocated_bytes[all].peak) + ", of which in split "
+               "segments (peak inactive_split_bytes): " + fmt_bytes(st.inactive_split_bytes[all].peak) + "\n";
+        out += "  now: reserved - allocated = " +
+               fmt_bytes(st.reserved_bytes[all].current - st.allocated_bytes[all].current) +
+               ", inactive split = " + fmt_bytes(st.inactive_split_bytes[all].current) + "\n";
+        out += "  allocations: " + std::to_string(st.allocation[all].allocated) + " (peak live " +
+               std::to_string(st.allocation[all].peak) + ", live now " + std::to_string(st.allocation[all].current) +
+               "), segments: " + std::to_string(st.segment[all].allocated) + "\n";
+        out += "  device alloc/free calls: " + std::to_string(st.num_device_alloc) + " / " +
+               std::to_string(st.num_device_free) + ", alloc retries: " + std::to_string(st.num_alloc_retries) +
+               ", OOMs: " + std::to_string(st.num_ooms) + ", invalid frees: " + std::to_string(d.invalid_frees) +
+               "\n";
+    }
+    out += "\nunique call sites: " + std::to_string(r.sites.size()) + ", OOMs recorded: " +
+           std::to_string(data.ooms.size()) + "\n";
+
+    heading(out, "Top call sites by bytes live at the peak");
+    top_sites(out, r, in.top_n,
+              [](const ResolvedSite& s) { return std::make_pair(s.counters.peak_live_bytes, s.counters.peak_live_count); },
+              "live at the peak");
+    heading(out, "Top call sites by total bytes allocated");
+    top_sites(out, r, in.top_n,
+              [](const ResolvedSite& s) { return std::make_pair(s.counters.total_bytes, s.counters.total_count); },
+              "allocated");
+
+    heading(out, "Line profile, cumulative (used_bytes, acquired_bytes)");
+    out += "used_bytes: bytes the pool handed out for requests made under the frame over the whole run;\n"
+           "acquired_bytes: device memory the pool obtained from the driver while serving those requests.\n";
+    out += line_profile_tree(r, TreeView::cumulative);
+    heading(out, "Line profile at the peak (live_bytes, acquired_bytes)");
+    out += "live_bytes: bytes under the frame live when the process-wide total peaked;\n"
+           "acquired_bytes: device memory obtained for requests under the frame up to that moment.\n";
+    out += line_profile_tree(r, TreeView::at_peak);
+
+    heading(out, "Leaks at exit (live blocks grouped by call site)");
+    top_sites(out, r, 1 << 30,
+              [](const ResolvedSite& s) { return std::make_pair(s.counters.live_bytes, s.counters.live_count); },
+              "leaked");
+
+    heading(out, "Out-of-memory events");
+    if (r.ooms.empty())
+        out += "(none)\n";
+    int k = 0;
+    for (const ResolvedOom& o : r.ooms) {
+        const stacks::OomRecord& rec = *o.record;
+        out += "OOM #" + std::to_string(++k) + " on device " + std::to_string(rec.device) + ": request of " +
+               fmt_bytes(static_cast<std::int64_t>(rec.info.requested)) + "\n";
+        out += "  " + oom_message(rec.device, rec.info) + "\n";
+        out += "  stack:\n";
+        stack_lines(out, o.frames, 32, "    ");
+        out += "  suggestion: " + (rec.suggestion.empty() ? oom_suggestion(rec.info, in.alloc_conf) : rec.suggestion) +
+               "\n";
+    }
+    return out;
+}
+
+} // namespace gpumemprof::report

@@ -1,0 +1,268 @@
+// SPDX-License-Identifier: MIT
+// Report formatting on synthetic data with fake symbol names: byte formats, frame dropping and
+// merging, the CuPy-style tree (both views), folded stacks, the text report and the OOM text.
+#include "fake_symbolizer.hpp"
+#include "report/byte_format.hpp"
+#include "report/folded_writer.hpp"
+#include "report/line_profile.hpp"
+#include "report/oom_advice.hpp"
+#include "report/reports.hpp"
+#include "report/resolved_stacks.hpp"
+#include "report/text_report.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+using namespace gpumemprof;
+using namespace gpumemprof::report;
+
+TEST_CASE("byte formats: CuPy humanised and PyTorch format_size", "[report]") {
+    CHECK(cupy_size(0) == "0.00B");
+    CHECK(cupy_size(512) == "512.00B");
+    CHECK(cupy_size(1023) == "1023.00B");
+    CHECK(cupy_size(1024) == "1.00KB");
+    CHECK(cupy_size(4096) == "4.00KB");
+    CHECK(cupy_size(1572864) == "1.50MB");          // 1.5 * 2^20
+    CHECK(cupy_size(3221225472) == "3.00GB");       // 3 * 2^30
+    CHECK(torch_size(1024) == "1024 bytes");
+    CHECK(torch_size(1025) == "1.00 KiB");
+    CHECK(torch_size(1048576) == "1024.00 KiB");    // exactly 1 MiB stays in KiB
+    CHECK(torch_size(2097152) == "2.00 MiB");
+    CHECK(torch_size(1073741824) == "1024.00 MiB");
+    CHECK(torch_size(3221225472) == "3.00 GiB");
+}
+
+TEST_CASE("skip list parsing", "[report]") {
+    CHECK(parse_skip_list(nullptr) ==
+          std::vector<std::string>{"libgpumemprof", "libcudart", "libcuda.so", "ld-linux", "libdl"});
+    CHECK(parse_skip_list("a, b,,c ") == std::vector<std::string>{"a", "b", "c"});
+    CHECK(parse_skip_list("").empty());
+}
+
+namespace {
+
+test::FakeSymbolizer make_symbols() {
+    test::FakeSymbolizer s;
+    s.add(0x100, "main", "/src/app.cpp", 10);
+    s.add(0x200, "train(int)", "/src/app.cpp", 20);
+    s.add(0x300, "alloc_a()", "/src/app.cpp", 30);
+    s.add(0x400, "alloc_b()", "/src/app.cpp", 40);
+    // 0x410: code of `fill` inlined into alloc_b at app.cpp:41 (innermost first).
+    s.add(0x410, "fill(void*)", "/src/app.hpp", 5);
+    s.add(0x410, "alloc_b()", "/src/app.cpp", 41);
+    s.add(0x900, "cuMemAlloc_v2", "", 0, "libgpumemprof.so");
+    s.add(0x901, "gpumemprof::core::on_alloc()", "", 0, "libgpumemprof.so");
+    s.add(0x950, "cudaMalloc", "", 0, "libcudart.so.12");
+    return s;
+}
+
+stacks::SiteData site(stacks::StackId id, std::vector<std::uintptr_t> frames, std::int64_t total,
+                      std::int64_t acquired, std::int64_t peak, std::int64_t peak_acq, std::int64_t live) {
+    stacks::SiteData s;
+    s.id = id;
+    s.frames = std::move(frames);
+    s.counters.total_bytes = total;
+    s.counters.total_count = 1;
+    s.counters.acquired_bytes = acquired;
+    s.counters.peak_live_bytes = peak;
+    s.counters.peak_live_count = peak > 0 ? 1 : 0;
+    s.counters.peak_acquired_bytes = peak_acq;
+    s.counters.live_bytes = live;
+    s.counters.live_count = live > 0 ? 1 : 0;
+    return s;
+}
+
+stacks::ReportData make_data() {
+    stacks::ReportData d;
+    // site 1: alloc_a via cudart and the hook; 3 MiB total, 20 MiB acquired, 2 MiB at peak,
+    // 1 MiB leaked.
+    d.sites.push_back(site(1, {0x900, 0x950, 0x300, 0x200, 0x100}, 3145728, 20971520, 2097152, 20971520, 1048576));
+    // site 2: alloc_b line 40; 1 MiB total, 512 KiB at peak.
+    d.sites.push_back(site(2, {0x900, 0x400, 0x200, 0x100}, 1048576, 0, 524288, 0, 0));
+    // site 3: the inlined fill() in alloc_b line 41; 512 B total, acquired 2 MiB after the peak.
+    d.sites.push_back(site(3, {0x410, 0x200, 0x100}, 512, 2097152, 0, 0, 512));
+    d.peak_bytes = 2621440;
+    d.live_bytes = 1049088;
+    d.live_count = 2;
+    return d;
+}
+
+} // namespace
+
+TEST_CASE("line profile tree, cumulative view, CuPy format", "[report]") {
+    auto sym = make_symbols();
+    auto data = make_data();
+    const auto r = resolve_report(data, sym, parse_skip_list(nullptr));
+    // _root used = 3145728 + 1048576 + 512 = 4194816 = 4.0005 MiB -> "4.00MB";
+    // acquired = 20971520 + 2097152 = 23068672 = 22 MiB.
+    const std::string expected = "_root (4.00MB, 22.00MB)\n"
+                                 "  /src/app.cpp:10:main (4.00MB, 22.00MB)\n"
+                                 "    /src/app.cpp:20:train(int) (4.00MB, 22.00MB)\n"
+                                 "      /src/app.cpp:30:alloc_a() (3.00MB, 20.00MB)\n"
+                                 "      /src/app.cpp:40:alloc_b() (1.00MB, 0.00B)\n"
+                                 "      /src/app.cpp:41:alloc_b() (512.00B, 2.00MB)\n"
+                                 "        /src/app.hpp:5:fill(void*) (512.00B, 2.00MB)\n";
+    CHECK(line_profile_tree(r, TreeView::cumulative) == expected);
+}
+
+TEST_CASE("line profile tree, at-peak view", "[report]") {
+    auto sym = make_symbols();
+    auto data = make_data();
+    const auto r = resolve_report(data, sym, parse_skip_list(nullptr));
+    // 2 MiB + 512 KiB = 2.5 MiB live at the peak; site 3 had nothing then and is left out.
+    const std::string expected = "_root (2.50MB, 20.00MB)\n"
+                                 "  /src/app.cpp:10:main (2.50MB, 20.00MB)\n"
+                                 "    /src/app.cpp:20:train(int) (2.50MB, 20.00MB)\n"
+                                 "      /src/app.cpp:30:alloc_a() (2.00MB, 20.00MB)\n"
+                                 "      /src/app.cpp:40:alloc_b() (512.00KB, 0.00B)\n";
+    CHECK(line_profile_tree(r, TreeView::at_peak) == expected);
+}
+
+TEST_CASE("folded stacks: peak, total and leaked bytes", "[report]") {
+    auto sym = make_symbols();
+    auto data = make_data();
+    const auto r = resolve_report(data, sym, parse_skip_list(nullptr));
+    CHECK(folded_stacks(r, FoldedMetric::peak_live_bytes) ==
+          "main (app.cpp:10);train(int) (app.cpp:20);alloc_a() (app.cpp:30) 2097152\n"
+          "main (app.cpp:10);train(int) (app.cpp:20);alloc_b() (app.cpp:40) 524288\n");
+    CHECK(folded_stacks(r, FoldedMetric::total_bytes) ==
+          "main (app.cpp:10);train(int) (app.cpp:20);alloc_a() (app.cpp:30) 3145728\n"
+          "main (app.cpp:10);train(int) (app.cpp:20);alloc_b() (app.cpp:40) 1048576\n"
+          "main (app.cpp:10);train(int) (app.cpp:20);alloc_b() (app.cpp:41);fill(void*) (app.hpp:5) 512\n");
+    CHECK(folded_stacks(r, FoldedMetric::leaked_bytes) ==
+          "main (app.cpp:10);train(int) (app.cpp:20);alloc_a() (app.cpp:30) 1048576\n"
+          "main (app.cpp:10);train(int) (app.cpp:20);alloc_b() (app.cpp:41);fill(void*) (app.hpp:5) 512\n");
+}
+
+TEST_CASE("frame dropping follows the skip list; equal stacks merge", "[report]") {
+    auto sym = make_symbols();
+    auto data = make_data();
+    // Only the profiler is skipped: the cudart frame now heads site 1's stack.
+    auto r = resolve_report(data, sym, {"libgpumemprof"});
+    CHECK(folded_stacks(r, FoldedMetric::peak_live_bytes) ==
+          "main (app.cpp:10);train(int) (app.cpp:20);alloc_a() (app.cpp:30);libcudart.so.12+0x950:cudaMalloc 2097152\n"
+          "main (app.cpp:10);train(int) (app.cpp:20);alloc_b() (app.cpp:40) 524288\n");
+    // Site 4 differs from site 2 only in the profiler frame: after dropping it they are one site.
+    data.sites.push_back(site(4, {0x901, 0x400, 0x200, 0x100}, 100, 0, 1000, 0, 0));
+    r = resolve_report(data, sym, parse_skip_list(nullptr));
+    REQUIRE(r.sites.size() == 3);
+    CHECK(r.sites[1].counters.total_bytes == 1048676);  // 1048576 + 100
+    CHECK(r.sites[1].counters.peak_live_bytes == 525288); // 524288 + 1000
+    // A stack made only of skipped frames is kept whole rather than emptied.
+    data.sites.push_back(site(5, {0x901, 0x900}, 64, 0, 0, 0, 0));
+    r = resolve_report(data, sym, parse_skip_list(nullptr));
+    REQUIRE(r.sites.size() == 4);
+    CHECK(r.sites[3].frames.size() == 2);
+    CHECK(r.sites[3].frames[0].function == "cuMemAlloc_v2"); // root first
+    // Stack not captured (id 0, no frames).
+    stacks::ReportData none;
+    none.sites.push_back(site(0, {}, 4096, 0, 4096, 0, 0));
+    CHECK(folded_stacks(resolve_report(none, sym, {}), FoldedMetric::peak_live_bytes) == "[no stack] 4096\n");
+}
+
+TEST_CASE("OOM text in PyTorch's shape and the suggestion", "[report]") {
+    pool::OomInfo info;
+    info.requested = 3000000000;        // asks 3e9 bytes
+    info.rounded = 3000000512;
+    info.allocation_size = 3000000512;  // segment wanted: 2.79 GiB
+    info.device_total = 8589934592;     // 8 GiB
+    info.device_free = 1073741824;      // 1 GiB free: format_size prints "1024.00 MiB" (<= 1 GiB)
+    info.allocated = 4294967296;        // 4 GiB allocated
+    info.reserved = 6442450944;         // 6 GiB reserved -> 2 GiB reserved but unallocated
+    info.largest_free_block = 536870912;
+    CHECK(oom_message(0, info) ==
+          "CUDA out of memory. Tried to allocate 2.79 GiB. GPU 0 has a total capacity of 8.00 GiB of which "
+          "1024.00 MiB is free. Of the allocated memory 4.00 GiB is allocated by the pool, and 2.00 GiB is reserved "
+          "by the pool but unallocated. The largest free cached block is 512.00 MiB. The program asked for "
+          "3000000000 bytes (rounded to 3000000512).");
+    // 2 GiB unallocated + 1 GiB free >= 2.79 GiB: fragmentation -> expandable segments.
+    const std::string s = oom_suggestion(info, "");
+    CHECK(s.find("GPUMEMPROF_ALLOC_CONF=expandable_segments:True") != std::string::npos);
+    CHECK(s.find("max_split_size_mb:2861") != std::string::npos); // 3000000512 / 2^20 = 2861.02
+    info.reserved = info.allocated; // nothing cached: the live memory itself is the problem
+    CHECK(oom_suggestion(info, "").find("reduce what is live") != std::string::npos);
+}
+
+TEST_CASE("write_reports writes the three files atomically and reports failures", "[report]") {
+    auto sym = make_symbols();
+    auto data = make_data();
+    stacks::OomRecord oom;
+    oom.device = 0;
+    oom.info.requested = 1000;
+    oom.info.allocation_size = 2097152;
+    oom.frames = {0x900, 0x300, 0x200, 0x100};
+    oom.suggestion = "do less";
+    data.ooms.push_back(oom);
+    ReportInput in;
+    char dir[] = "/tmp/gpumemprof_report_XXXXXX";
+    REQUIRE(mkdtemp(dir) != nullptr);
+    in.prefix = std::string(dir) + "/run";
+    in.pid = 42;
+    in.exe = "/bin/app";
+    in.seconds_profiled = 1.5;
+    DeviceSummary dev;
+    dev.device = 0;
+    dev.stats.allocated_bytes[stats::kAll].peak = 2621440;
+    dev.stats.reserved_bytes[stats::kAll].peak = 23068672;
+    dev.stats.inactive_split_bytes[stats::kAll].peak = 1048576;
+    in.devices.push_back(dev);
+    std::string err;
+    REQUIRE(write_reports(in, data, sym, &err));
+    CHECK(err.empty());
+    auto slurp = [](const std::string& p) {
+        std::ifstream f(p);
+        std::stringstream ss;
+        ss << f.rdbuf();
+        return ss.str();
+    };
+    const std::string txt = slurp(in.prefix + ".txt");
+    CHECK(txt.find("gpumemprof report for /bin/app (pid 42)") != std::string::npos);
+    CHECK(txt.find("time under the profiler: 1.500 s") != std::string::npos);
+    // 23068672 - 2621440 = 20447232 = 19.50 MiB
+    CHECK(txt.find("fragmentation at the peak (peak reserved - peak allocated): 19.50 MiB (20447232 bytes), of "
+                   "which in split segments (peak inactive_split_bytes): 1024.00 KiB (1048576 bytes)") !=
+          std::string::npos);
+    CHECK(txt.find("#1 2.00 MiB (2097152 bytes) live at the peak in 1 block\n"
+                   "    at /src/app.cpp:30:alloc_a()\n"
+                   "    from /src/app.cpp:20:train(int)\n"
+                   "    from /src/app.cpp:10:main\n") != std::string::npos);
+    CHECK(txt.find("== Leaks at exit (live blocks grouped by call site) ==\n"
+                   "#1 1024.00 KiB (1048576 bytes) leaked in 1 block\n") != std::string::npos);
+    CHECK(txt.find("#2 512 bytes (512 bytes) leaked in 1 block\n"
+                   "    at /src/app.hpp:5:fill(void*)\n"
+                   "    from /src/app.cpp:41:alloc_b()\n") != std::string::npos);
+    CHECK(txt.find("OOM #1 on device 0: request of 1000 bytes (1000 bytes)\n"
+                   "  CUDA out of memory. Tried to allocate 2.00 MiB.") != std::string::npos);
+    CHECK(txt.find("  suggestion: do less\n") != std::string::npos);
+    CHECK(txt.find("_root (4.00MB, 22.00MB)") != std::string::npos);
+    CHECK(txt.find("_root (2.50MB, 20.00MB)") != std::string::npos);
+    CHECK(slurp(in.prefix + ".folded") == folded_stacks(resolve_report(data, sym, parse_skip_list(nullptr)),
+                                                        FoldedMetric::peak_live_bytes));
+    CHECK(slurp(in.prefix + ".alloc.folded").find("alloc_a() (app.cpp:30) 3145728\n") != std::string::npos);
+    // Each unique address resolved once per resolve_report call: 9 addresses in the data.
+    // (The cache across calls is the ProcessSymbolizer's job, tested with it.)
+
+    util::JsonWriter w;
+    w.begin_object();
+    append_json(w, in, data, sym);
+    w.end_object();
+    const std::string& js = w.str();
+    CHECK(js.rfind("{\"sites\":[{\"frames\":[{\"function\":\"main\",\"file\":\"/src/app.cpp\",\"line\":10,", 0) == 0);
+    CHECK(js.find("\"peak\":{\"bytes\":2621440,\"devices\":[],\"sites\":[{\"site\":0,\"bytes\":2097152,\"count\":1},"
+                  "{\"site\":1,\"bytes\":524288,\"count\":1}]}") != std::string::npos);
+    CHECK(js.find("\"leaks\":{\"bytes\":1049088,\"count\":2,\"sites\":[{\"site\":0,\"bytes\":1048576,\"count\":1},"
+                  "{\"site\":2,\"bytes\":512,\"count\":1}]}") != std::string::npos);
+    CHECK(js.find("\"ooms\":[{\"device\":0,\"requested\":1000,") != std::string::npos);
+    CHECK(js.find("\"suggestion\":\"do less\"") != std::string::npos);
+
+    in.prefix = std::string(dir) + "/no/such/dir/run";
+    err.clear();
+    CHECK_FALSE(write_reports(in, data, sym, &err));
+    CHECK(err.find("no/such/dir") != std::string::npos);
+    for (const char* ext : {".txt", ".folded", ".alloc.folded"})
+        std::remove((std::string(dir) + "/run" + ext).c_str());
+    rmdir(dir);
+}
