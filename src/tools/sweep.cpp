@@ -30,15 +30,15 @@ void add(std::vector<SweepEntry>& out, const std::string& text, bool recorded) {
     SweepEntry e;
     e.conf = pool::parse_alloc_conf(text, &warnings);
     if (!warnings.empty()) return;
-    e.label = pool::format_alloc_conf(e.conf);
-    e.keys = count_keys(e.label);
+    e.conf.source.clear(); // compare meaning, not spelling
+    e.label = text;        // as written: the list form reads better than its expanded table
+    e.keys = count_keys(text);
     e.recorded = recorded;
     for (auto& old : out)
-        if (old.conf == e.conf || old.label == e.label) {
+        if (old.conf == e.conf) {
             old.recorded = old.recorded || recorded;
             return;
         }
-    e.conf.source = text;
     out.push_back(std::move(e));
 }
 
