@@ -36,19 +36,19 @@ bool skipped(const std::string& module, const std::vector<std::string>& skip) {
 /// Innermost-first addresses to root-first source frames, minus the skipped top.
 std::vector<SymbolFrame> symbolise(const std::vector<std::uintptr_t>& ips, Symbolizer& sym,
                                    const std::vector<std::string>& skip) {
-    std::vector<std::vector<SymbolFrame>> per_ip;
+    std::vector<const std::vector<SymbolFrame>*> per_ip;
     per_ip.reserve(ips.size());
     for (std::uintptr_t ip : ips)
-        per_ip.push_back(sym.resolve(ip));
+        per_ip.push_back(&sym.resolve(ip));
     std::size_t first = 0;
-    while (first < per_ip.size() && skipped(per_ip[first].front().module, skip))
+    while (first < per_ip.size() && skipped(per_ip[first]->front().module, skip))
         ++first;
     if (first == per_ip.size())
         first = 0; // all frames are "ours": keep them rather than show an empty stack
     std::vector<SymbolFrame> out;
     for (std::size_t i = per_ip.size(); i-- > first;) {
         // Within one address the inlined frames come innermost first; reverse to root-first.
-        for (auto it = per_ip[i].rbegin(); it != per_ip[i].rend(); ++it)
+        for (auto it = per_ip[i]->rbegin(); it != per_ip[i]->rend(); ++it)
             out.push_back(*it);
     }
     return out;

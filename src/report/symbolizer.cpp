@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
 #include <unordered_map>
 
@@ -104,9 +105,67 @@ std::string die_function_name(Dwarf_Die* die) {
     return {};
 }
 
+struct SubprogramRange {
+    Dwarf_Addr low;
+    Dwarf_Addr high;
+    Dwarf_Die die;
+};
+
+/// Subprograms of one CU by address. dwarf_getscopes walks the whole CU for every lookup, which
+/// dominates on large CUs; heaptrack's interpreter keeps a DIE cache for the same reason.
+struct CuIndex {
+    std::vector<SubprogramRange> ranges; ///< sorted by low
+};
+
+void index_subprograms(Dwarf_Die* parent, CuIndex& idx) {
+    Dwarf_Die child;
+    if (dwarf_child(parent, &child) != 0)
+        return;
+    do {
+        const int tag = dwarf_tag(&child);
+        if (tag == DW_TAG_subprogram) {
+            Dwarf_Addr base = 0, low = 0, high = 0;
+            ptrdiff_t off = 0;
+            while ((off = dwarf_ranges(&child, off, &base, &low, &high)) > 0)
+                idx.ranges.push_back(SubprogramRange{low, high, child});
+        } else if (tag == DW_TAG_namespace || tag == DW_TAG_class_type || tag == DW_TAG_structure_type ||
+                   tag == DW_TAG_union_type) {
+            index_subprograms(&child, idx);
+        }
+    } while (dwarf_siblingof(&child, &child) == 0);
+}
+
+/// Scopes at `addr` inside `sub`, innermost first, ending with `sub` (inlined subroutines only;
+/// lexical blocks are walked through but not kept).
+void scopes_in(Dwarf_Die* sub, Dwarf_Addr addr, std::vector<Dwarf_Die>& out) {
+    std::vector<Dwarf_Die> chain{*sub};
+    Dwarf_Die cur = *sub;
+    for (;;) {
+        Dwarf_Die child;
+        bool descended = false;
+        if (dwarf_child(&cur, &child) == 0) {
+            do {
+                const int tag = dwarf_tag(&child);
+                if ((tag == DW_TAG_inlined_subroutine || tag == DW_TAG_lexical_block) &&
+                    dwarf_haspc(&child, addr) == 1) {
+                    if (tag == DW_TAG_inlined_subroutine)
+                        chain.push_back(child);
+                    cur = child;
+                    descended = true;
+                    break;
+                }
+            } while (dwarf_siblingof(&child, &child) == 0);
+        }
+        if (!descended)
+            break;
+    }
+    out.assign(chain.rbegin(), chain.rend());
+}
+
 } // namespace
 
 struct ProcessSymbolizer::Impl {
+    std::unordered_map<const void*, CuIndex> cu_index; ///< key: the CU DIE's address in libdw
     Dwfl_Callbacks callbacks{};
     char* debuginfo_path = nullptr;
     Dwfl* dwfl = nullptr;
@@ -125,6 +184,7 @@ struct ProcessSymbolizer::Impl {
     }
 
     void report() {
+        cu_index.clear(); // its DIEs belong to the Dwfl being replaced
         if (dwfl != nullptr)
             dwfl_end(dwfl);
         dwfl = dwfl_begin(&callbacks);
@@ -174,8 +234,28 @@ struct ProcessSymbolizer::Impl {
 
         Dwarf_Addr bias = 0;
         Dwarf_Die* cudie = dwfl_module_addrdie(m, ip, &bias);
-        Dwarf_Die* scopes = nullptr;
-        const int n = cudie != nullptr ? dwarf_getscopes(cudie, ip - bias, &scopes) : 0;
+        std::vector<Dwarf_Die> scopes;
+        if (cudie != nullptr) {
+            const Dwarf_Addr addr = ip - bias;
+            auto [it, fresh] = cu_index.try_emplace(cudie->addr);
+            CuIndex& idx = it->second;
+            if (fresh) {
+                index_subprograms(cudie, idx);
+                std::sort(idx.ranges.begin(), idx.ranges.end(),
+                          [](const SubprogramRange& a, const SubprogramRange& b) { return a.low < b.low; });
+            }
+            auto r = std::upper_bound(idx.ranges.begin(), idx.ranges.end(), addr,
+                                      [](Dwarf_Addr a, const SubprogramRange& x) { return a < x.low; });
+            // Ranges rarely nest; look back a few entries for one that contains addr.
+            for (int back = 0; r != idx.ranges.begin() && back < 8; ++back) {
+                --r;
+                if (r->low <= addr && addr < r->high) {
+                    scopes_in(&r->die, addr, scopes);
+                    break;
+                }
+            }
+        }
+        const int n = static_cast<int>(scopes.size());
         Dwarf_Files* files = nullptr;
         std::size_t nfiles = 0;
         bool found_subprogram = false;
@@ -210,7 +290,6 @@ struct ProcessSymbolizer::Impl {
                 break;
             }
         }
-        std::free(scopes);
         if (!out.empty() && !found_subprogram) {
             // dwarf_getscopes may list the inlined_subroutine scopes and then only the CU (seen
             // with GCC 12 DWARF 5): the out-of-line function around them is the ELF symbol.
@@ -238,15 +317,19 @@ struct ProcessSymbolizer::Impl {
 ProcessSymbolizer::ProcessSymbolizer() : impl_(std::make_unique<Impl>()) {}
 ProcessSymbolizer::~ProcessSymbolizer() = default;
 
-std::vector<SymbolFrame> ProcessSymbolizer::resolve(std::uintptr_t ip) {
+const std::vector<SymbolFrame>& ProcessSymbolizer::resolve(std::uintptr_t ip) {
     auto it = impl_->cache.find(ip);
     if (it != impl_->cache.end())
         return it->second;
-    std::vector<SymbolFrame> frames = impl_->lookup(ip);
+    std::vector<SymbolFrame> frames;
+    try {
+        frames = impl_->lookup(ip);
+    } catch (...) {
+        frames.clear();
+    }
     if (frames.empty())
         frames.push_back(resolve_dladdr(ip));
-    impl_->cache.emplace(ip, frames);
-    return frames;
+    return impl_->cache.emplace(ip, std::move(frames)).first->second;
 }
 
 std::size_t ProcessSymbolizer::resolved_count() const {

@@ -23,8 +23,9 @@ struct SymbolFrame {
 class Symbolizer {
 public:
     virtual ~Symbolizer() = default;
-    /// Never empty: at least one frame, innermost (most deeply inlined) first.
-    virtual std::vector<SymbolFrame> resolve(std::uintptr_t ip) = 0;
+    /// Never empty: at least one frame, innermost (most deeply inlined) first. The reference stays
+    /// valid as long as the symbolizer lives.
+    virtual const std::vector<SymbolFrame>& resolve(std::uintptr_t ip) = 0;
 };
 
 /// Resolves addresses of the running process; each address once (results cached). Modules
@@ -33,7 +34,7 @@ class ProcessSymbolizer final : public Symbolizer {
 public:
     ProcessSymbolizer();
     ~ProcessSymbolizer() override;
-    std::vector<SymbolFrame> resolve(std::uintptr_t ip) override;
+    const std::vector<SymbolFrame>& resolve(std::uintptr_t ip) override;
     std::size_t resolved_count() const;
 
 private:

@@ -16,12 +16,12 @@ public:
     void add(std::uintptr_t ip, std::string function, std::string file, int line, std::string module = "app") {
         table[ip].push_back(report::SymbolFrame{std::move(function), std::move(file), line, std::move(module), ip});
     }
-    std::vector<report::SymbolFrame> resolve(std::uintptr_t ip) override {
+    const std::vector<report::SymbolFrame>& resolve(std::uintptr_t ip) override {
         ++calls;
-        auto it = table.find(ip);
-        if (it != table.end())
-            return it->second;
-        return {report::SymbolFrame{"", "", 0, "??", ip}};
+        auto& v = table[ip];
+        if (v.empty())
+            v.push_back(report::SymbolFrame{"", "", 0, "??", ip});
+        return v;
     }
 };
 
