@@ -99,6 +99,9 @@ public:
             reserved_[d] -= static_cast<std::int64_t>(e.size);
             break;
         case trace::EventType::oom: ++rec.ooms; break;
+        case trace::EventType::device_info:
+            if (plan_->devices[d].recorded_capacity == 0) plan_->devices[d].recorded_capacity = e.size;
+            break;
         }
     }
 

@@ -82,6 +82,7 @@ const char* to_string(EventType type) {
     case EventType::vmm_unmap: return "vmm_unmap";
     case EventType::oom: return "oom";
     case EventType::live_block: return "live_block";
+    case EventType::device_info: return "device_info";
     }
     return "unknown";
 }

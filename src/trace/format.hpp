@@ -37,7 +37,7 @@
 // EventBlock payload := exactly N events, using exactly P bytes. The delta state (previous time,
 // device, stream, ptr, stack id) is 0 at the start of every block, so each block decodes alone.
 // Event:
-//   u8      tag: bits 0-3 = EventType (1..9), bit 4 = device follows, bit 5 = stream follows,
+//   u8      tag: bits 0-3 = EventType (1..10), bit 4 = device follows, bit 5 = stream follows,
 //           bit 6 = stack id follows (an absent field equals the previous event's in this block),
 //           bit 7 = reserved, must be 0
 //   zvarint time_ns - previous time_ns
@@ -66,6 +66,8 @@
 //                     device_free = free bytes the device reported, stream, stack_id
 //   9 live_block      a block that was already allocated when recording started (converted
 //                     snapshots): replayed as an allocation before everything else; fields as alloc
+//  10 device_info     size = total bytes of `device` (for devices first seen after the header was
+//                     written; overrides a header capacity of 0)
 // ==================================================================================================
 #pragma once
 
@@ -98,8 +100,9 @@ enum class EventType : std::uint8_t {
     vmm_unmap = 7,
     oom = 8,
     live_block = 9,
+    device_info = 10,
 };
-inline constexpr std::uint8_t kMaxEventType = 9;
+inline constexpr std::uint8_t kMaxEventType = 10;
 
 /// "alloc", "free_requested", ... (the snapshot action names where one exists).
 const char* to_string(EventType type);

@@ -360,10 +360,12 @@ class Converter(unittest.TestCase):
             w.record(m.FREE_REQUESTED, device=5, stream=3, ptr=1 << 40, size=5 * MiB, time_ns=40)
             w.record(m.FREE_COMPLETED, device=5, stream=3, ptr=1 << 40, size=5 * MiB, time_ns=41)
             w.record(m.SEGMENT_FREE, device=5, ptr=1 << 40, size=20 * MiB, time_ns=42)
+            w.record(m.DEVICE_INFO, device=6, size=7 << 30, time_ns=43)
         rc, js, err = run("replay", path, "--json")
         self.assertEqual(rc, 0, err)
+        self.assertEqual(stats_of(js, 6)[1]["capacity"], 7 << 30)         # device_info event
         doc, d = stats_of(js, 5)
-        self.assertEqual(doc["events"], 9)
+        self.assertEqual(doc["events"], 10)
         self.assertTrue(doc["complete"])
         self.assertEqual(d["capacity"], 3 << 30)                       # header device capacity
         self.assertEqual(d["recorded"]["segment_allocs"], 2)            # segment_alloc + vmm_map

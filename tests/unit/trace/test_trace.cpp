@@ -64,6 +64,7 @@ std::vector<Event> sample_events() {
     v.push_back({EventType::live_block, 0, 5, kMax, kMax, 0, kMax, kMax, 0}); // block_size < size
     v.push_back({EventType::alloc, 0xFFFFFFFFu, kMax, 0, 0, kMax, 1, 1, 0}); // time back to 1
     v.push_back({EventType::oom, 0, 0, 1, 2, 3, 4, 5, kMax});
+    v.push_back({EventType::device_info, 6, 0, 0, 85899345920ull, 85899345920ull, 0, 6, 0});
     return v;
 }
 
@@ -149,8 +150,8 @@ TEST_CASE("round trip keeps every event type and field") {
         REQUIRE(r.complete());
         REQUIRE(r.header() == sample_header());
         REQUIRE(got == evs);
-        // 12 events in blocks of per_block: ceil(12 / per_block) blocks.
-        REQUIRE(r.blocks_read() == (12 + per_block - 1) / per_block);
+        // 13 events in blocks of per_block: ceil(13 / per_block) blocks.
+        REQUIRE(r.blocks_read() == (13 + per_block - 1) / per_block);
     }
     // The same through open_file.
     Reader rf;
@@ -191,12 +192,12 @@ TEST_CASE("a file without end record (program died) still yields its flushed blo
 TEST_CASE("truncation at every byte offset gives the valid prefix, then a clean error") {
     const auto path = temp_path("trunc");
     const auto evs = sample_events();
-    const auto b = write_file(path, evs, 4); // 12 events -> blocks of 4, 4, 4, then the end record
+    const auto b = write_file(path, evs, 4); // 13 events -> blocks of 4, 4, 4, 1, then the end record
     // Walk the block headers by the schema to know where each block ends.
     const std::size_t header_end = 16 + u32_at(b, 12) + 4;
     std::vector<std::size_t> block_end; // byte offset just past block i
     for (std::size_t pos = header_end; pos < b.size(); pos += 16 + u32_at(b, pos + 4)) block_end.push_back(pos + 16 + u32_at(b, pos + 4));
-    REQUIRE(block_end.size() == 4);
+    REQUIRE(block_end.size() == 5);
     REQUIRE(block_end.back() == b.size());
 
     for (std::size_t k = 0; k < b.size(); ++k) {
@@ -204,9 +205,9 @@ TEST_CASE("truncation at every byte offset gives the valid prefix, then a clean 
         const auto got = read_memory(b, k, r);
         // Complete event blocks before k: each holds 4 events.
         std::size_t complete_blocks = 0;
-        while (complete_blocks < 3 && block_end[complete_blocks] <= k) ++complete_blocks;
+        while (complete_blocks < 4 && block_end[complete_blocks] <= k) ++complete_blocks;
         INFO("cut at " << k << ": " << r.error());
-        REQUIRE(got.size() == 4 * complete_blocks);
+        REQUIRE(got.size() == std::min<std::size_t>(4 * complete_blocks, 13));
         REQUIRE(std::equal(got.begin(), got.end(), evs.begin()));
         const bool at_boundary = k == header_end || (complete_blocks > 0 && block_end[complete_blocks - 1] == k);
         if (at_boundary) {
@@ -280,7 +281,7 @@ TEST_CASE("data after the end record is corrupt") {
     b.push_back(0);
     Reader r;
     const auto got = read_memory(b, b.size(), r);
-    REQUIRE(got.size() == 12);
+    REQUIRE(got.size() == 13);
     REQUIRE(r.error_kind() == ReadError::corrupt);
     REQUIRE(r.error_offset() == size);
     std::remove(path.c_str());
