@@ -2,6 +2,7 @@
 #include "core/pool_events.hpp"
 
 #include "report/byte_format.hpp"
+#include "report/oom_advice.hpp"
 #include "stacks/recorder.hpp"
 #include "trace/writer.hpp"
 #include "util/log.hpp"
@@ -58,40 +59,13 @@ void PoolEvents::on_segment_free(std::uintptr_t ptr, std::size_t size) {
 }
 
 void PoolEvents::on_oom(const pool::OomInfo& info) {
-    std::string suggestion = oom_suggestion(info, conf_);
-    log::warn("CUDA out of memory on device {}. Tried to allocate {} (segment of {}); {} allocated, {} reserved "
-              "but unallocated, {} free of {}. {}",
-              device_, report::torch_size(static_cast<std::int64_t>(info.requested)), report::torch_size(static_cast<std::int64_t>(info.allocation_size)),
-              report::torch_size(info.allocated),
-              report::torch_size(std::max<std::int64_t>(0, info.reserved - info.allocated)),
-              report::torch_size(static_cast<std::int64_t>(info.device_free)), report::torch_size(static_cast<std::int64_t>(info.device_total)), suggestion);
+    std::string suggestion = report::oom_suggestion(info, conf_.source);
+    log::warn("{} (request: {} bytes) Suggestion: {}", report::oom_message(device_, info), info.requested, suggestion);
     stacks::Recorder::instance().on_oom(device_, info, t_request_stack, suggestion);
     emit(trace_, trace::EventType::oom, device_, 0, info.requested, info.allocation_size, t_request_stack,
          info.device_free);
     if (trace_)
         trace_->flush();
-}
-
-std::string oom_suggestion(const pool::OomInfo& info, const pool::AllocConf& conf) {
-    const std::int64_t unallocated = info.reserved - info.allocated;
-    const bool unlimited = conf.max_split_size == std::numeric_limits<std::size_t>::max();
-    if (unallocated > 0 && static_cast<std::size_t>(unallocated) >= info.allocation_size) {
-        if (unlimited) {
-            // Keep blocks of the failing size and above whole, so they can be released and
-            // reused instead of being carved up by smaller requests.
-            std::size_t mb = std::max<std::size_t>(20, info.rounded / (1024 * 1024));
-            return "reserved but unallocated memory (" + report::torch_size(unallocated) +
-                   ") is larger than the request but fragmented: try GPUMEMPROF_ALLOC_CONF=max_split_size_mb:" +
-                   std::to_string(mb) + " (or PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True under PyTorch)";
-        }
-        return "reserved but unallocated memory (" + report::torch_size(unallocated) +
-               ") is fragmented even with max_split_size_mb set: call gpumemprof_empty_cache() between phases or "
-               "lower max_split_size_mb";
-    }
-    if (info.allowed > 0 && info.allowed < info.device_total)
-        return "the per_process_memory_fraction limit (" + report::torch_size(static_cast<std::int64_t>(info.allowed)) +
-               ") was reached: raise it or reduce the peak";
-    return "the device is full: reduce the peak (see the top call sites at the peak below) or the batch size";
 }
 
 } // namespace gpumemprof::core

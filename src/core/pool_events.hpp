@@ -34,7 +34,4 @@ private:
     trace::Writer* trace_;
 };
 
-/// A concrete GPUMEMPROF_ALLOC_CONF suggestion for an out-of-memory state.
-std::string oom_suggestion(const pool::OomInfo& info, const pool::AllocConf& conf);
-
 } // namespace gpumemprof::core

@@ -4,6 +4,7 @@
 #include "core/pool_events.hpp"
 #include "core/process_state.hpp"
 #include "core/signals.hpp"
+#include "report/reports.hpp"
 #include "stacks/recorder.hpp"
 #include "trace/writer.hpp"
 #include "stats/device_stats.hpp"
@@ -170,6 +171,16 @@ PoolSlot* Profiler::create_slot(const DriverApi& api, CUcontext ctx) noexcept {
         slot->index = static_cast<int>(all_slots_.size());
         slot->backend = std::make_unique<DriverBackend>(api, ctx, streams_);
         slot->events = std::make_unique<PoolEvents>(slot->device, conf_, trace_.get());
+        std::size_t total = 0;
+        if (api.cuDeviceTotalMem_v2 && api.cuDeviceTotalMem_v2(&total, dev) == CUDA_SUCCESS)
+            slot->total_bytes = total;
+        if (trace_) {
+            trace::Event ev;
+            ev.type = trace::EventType::device_info;
+            ev.device = static_cast<std::uint32_t>(slot->device);
+            ev.size = ev.block_size = total;
+            trace_->record(ev);
+        }
         pool::PoolOptions po;
         po.conf = conf_;
         po.mode = options_.pool ? pool::Mode::caching : pool::Mode::passthrough;
@@ -483,7 +494,25 @@ void Profiler::empty_cache() noexcept {
 
 // ---- reports ----------------------------------------------------------------------------------
 
-std::string Profiler::report_json() noexcept {
+report::ReportInput Profiler::report_input(const std::string& prefix) const {
+    report::ReportInput in;
+    in.prefix = prefix;
+    in.pid = static_cast<int>(::getpid());
+    in.exe = read_exe();
+    in.seconds_profiled = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    in.alloc_conf = options_.alloc_conf;
+    for (const auto& s : all_slots_) {
+        report::DeviceSummary d;
+        d.device = s->device;
+        d.stats = merged_stats(s.get());
+        d.invalid_frees = s->pool->invalid_frees();
+        d.total_capacity = s->total_bytes;
+        in.devices.push_back(std::move(d));
+    }
+    return in;
+}
+
+std::string Profiler::report_json(const std::string& prefix) noexcept {
     try {
         util::JsonWriter w;
         w.begin_object();
@@ -556,6 +585,8 @@ std::string Profiler::report_json() noexcept {
             w.end_object();
         }
         w.end_array();
+        // Call sites, peak attribution, leaks and OOM events (issue 3), same keys as the .txt.
+        report::append_json(w, report_input(prefix));
         w.end_object();
         return w.take();
     } catch (...) {
@@ -571,11 +602,21 @@ bool Profiler::dump(const std::string& prefix_pattern) noexcept {
             return true;
         std::string prefix = util::expand_output_prefix(pattern, static_cast<int>(::getpid()));
         std::string error;
-        if (!util::write_file_atomic(prefix + ".json", report_json(), &error)) {
+        bool ok = true;
+        if (!util::write_file_atomic(prefix + ".json", report_json(prefix), &error)) {
             log::warn("could not write the report: {}", error);
-            return false;
+            ok = false;
         }
-        return true;
+        report::ReportInput in;
+        {
+            std::lock_guard lock(slots_mutex_);
+            in = report_input(prefix);
+        }
+        if (!report::write_reports(in, &error)) {
+            log::warn("could not write the reports: {}", error);
+            ok = false;
+        }
+        return ok;
     } catch (...) {
         return false;
     }

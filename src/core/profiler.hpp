@@ -11,6 +11,7 @@
 #include "util/options.hpp"
 
 namespace gpumemprof::trace { class Writer; }
+namespace gpumemprof::report { struct ReportInput; }
 
 #include "core/cuda_api.hpp"
 
@@ -36,6 +37,7 @@ struct PoolSlot {
     std::unique_ptr<PoolEvents> events;
     std::unique_ptr<pool::DevicePool> pool;
     std::atomic<std::int64_t> ipc_refused{0};
+    std::size_t total_bytes = 0; ///< device capacity, read when the pool was made (no CUDA at exit)
 };
 
 struct DoorCounters {
@@ -82,8 +84,8 @@ public:
     DoorCounters& doors() { return doors_; }
     const util::Options& options() const { return options_; }
 
-    /// The full exit JSON (also used by gpumemprof_dump).
-    std::string report_json() noexcept;
+    /// The full exit JSON (also used by gpumemprof_dump); `prefix` names the sibling reports.
+    std::string report_json(const std::string& prefix) noexcept;
 
     void on_exit() noexcept;
     /// Write what a crash would lose (the trace's pending block). Async-signal context: no locks
@@ -103,6 +105,7 @@ private:
     std::vector<PoolSlot*> slots_for_device(int device) const;
     int resolve_device(int device) noexcept;
     stats::DeviceStats merged_stats(PoolSlot* slot) const;
+    report::ReportInput report_input(const std::string& prefix) const; // requires slots_mutex_
 
     util::Options options_;
     pool::AllocConf conf_;
