@@ -199,6 +199,13 @@ TEST_CASE("legacy default stream orders against blocking streams, not non-blocki
     REQUIRE(cuEventSynchronize(ev) == CUDA_SUCCESS);
     CHECK(g_step == 5);
     CHECK(cuEventQuery(ev) == CUDA_SUCCESS);
+    // An event recorded on the legacy stream is complete once the context is synchronised.
+    Probe slow_legacy{40, -1, -1};
+    REQUIRE(cuLaunchHostFunc(nullptr, probe_fn, &slow_legacy) == CUDA_SUCCESS);
+    REQUIRE(cuEventRecord(ev, nullptr) == CUDA_SUCCESS);
+    CHECK(cuEventQuery(ev) == CUDA_ERROR_NOT_READY);
+    REQUIRE(cuCtxSynchronize() == CUDA_SUCCESS);
+    CHECK(cuEventQuery(ev) == CUDA_SUCCESS);
     REQUIRE(cuEventDestroy_v2(ev) == CUDA_SUCCESS);
     REQUIRE(cuStreamDestroy_v2(blocking) == CUDA_SUCCESS);
     REQUIRE(cuStreamDestroy_v2(nonblocking) == CUDA_SUCCESS);

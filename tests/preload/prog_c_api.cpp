@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: MIT
+// The public C API (include/gpumemprof/gpumemprof.h): absent without the preload, live with it.
+#include "common.hpp"
+
+#include <gpumemprof/gpumemprof.h>
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+int main() {
+    const int available = gpumemprof_available();
+    put("available", available);
+    void *a, *b;
+    MUST(cudaMalloc(&a, 1000));
+    MUST(cudaMalloc(&b, 3 * kMiB));
+    if (available) {
+        put("allocated", gpumemprof_memory_allocated(-1));
+        put("reserved", gpumemprof_memory_reserved(-1));
+    }
+    MUST(cudaFree(b));
+    MUST(cudaDeviceSynchronize());
+    if (available) {
+        put("max_allocated", gpumemprof_max_memory_allocated(-1));
+        gpumemprof_reset_peak_memory_stats(-1);
+        put("max_allocated_after_reset", gpumemprof_max_memory_allocated(-1));
+        const size_t need = gpumemprof_memory_stats(-1, nullptr, 0);
+        std::string buf(need, '\0');
+        EXPECT(gpumemprof_memory_stats(-1, buf.data(), buf.size()) == need);
+        buf.resize(need ? need - 1 : 0);
+        std::printf("stats_json=%s\n", buf.c_str());
+        gpumemprof_empty_cache();
+        put("reserved_after_empty_cache", gpumemprof_memory_reserved(-1));
+    }
+    MUST(cudaFree(a));
+    put("done", 1);
+    return 0;
+}

@@ -1,0 +1,26 @@
+// SPDX-License-Identifier: MIT
+// cudaMemGetInfo while the pool caches segments: prints how far "free" dropped from its initial value.
+#include "common.hpp"
+
+#include <cuda_runtime_api.h>
+
+int main() {
+    MUST(cudaFree(nullptr)); // create the context
+    size_t f0 = 0, total = 0, f = 0, t = 0;
+    MUST(cudaMemGetInfo(&f0, &total));
+    put("total", static_cast<long long>(total));
+    void *a, *b;
+    MUST(cudaMalloc(&a, 3 * kMiB));
+    MUST(cudaMalloc(&b, 1000));
+    MUST(cudaMemGetInfo(&f, &t));
+    put("drop_both_live", static_cast<long long>(f0 - f));
+    MUST(cudaFree(a));
+    MUST(cudaDeviceSynchronize());
+    MUST(cudaMemGetInfo(&f, &t));
+    put("drop_b_live", static_cast<long long>(f0 - f));
+    MUST(cudaFree(b));
+    MUST(cudaDeviceSynchronize());
+    MUST(cudaMemGetInfo(&f, &t));
+    put("drop_none_live", static_cast<long long>(f0 - f));
+    return 0;
+}
