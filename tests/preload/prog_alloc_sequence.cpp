@@ -13,7 +13,8 @@ void fill(void* p, size_t n, int v) { MUST(cudaMemset(p, v, n)); }
 void verify(void* p, size_t n, int v) {
     std::vector<unsigned char> h(n);
     MUST(cudaMemcpy(h.data(), p, n, cudaMemcpyDeviceToHost));
-    for (size_t i = 0; i < n; ++i) EXPECT(h[i] == static_cast<unsigned char>(v));
+    for (size_t i = 0; i < n; ++i)
+        EXPECT(h[i] == static_cast<unsigned char>(v));
 }
 } // namespace
 

@@ -24,7 +24,8 @@ int main() {
     MUST(cudaMemset(c, 0x11, 4096));
     std::vector<unsigned char> h(8192);
     MUST(cudaMemcpy(h.data(), b, 8192, cudaMemcpyDeviceToHost));
-    for (unsigned char x : h) EXPECT(x == 0x3c);
+    for (unsigned char x : h)
+        EXPECT(x == 0x3c);
     MUST(cudaFree(b));
     MUST(cudaFree(c));
     put("program_mallocs", 3);

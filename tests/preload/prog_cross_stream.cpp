@@ -19,7 +19,8 @@ void read_later(void* arg) {
     auto* r = static_cast<Reader*>(arg);
     std::this_thread::sleep_for(std::chrono::milliseconds(50)); // a long "kernel"
     r->intact = true;
-    for (size_t i = 0; i < r->n; ++i) r->intact &= r->buf[i] == 0xa5;
+    for (size_t i = 0; i < r->n; ++i)
+        r->intact &= r->buf[i] == 0xa5;
 }
 } // namespace
 

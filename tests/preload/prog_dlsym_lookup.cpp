@@ -10,7 +10,7 @@
 #include <dlfcn.h>
 
 extern "C" int dlnext_probe(int depth); // libdlnext_a.so, which looks up the next one (libdlnext_b.so)
-extern "C" int dlnext_b_marker();      // libdlnext_b.so
+extern "C" int dlnext_b_marker();       // libdlnext_b.so
 
 template <class F> F sym(void* h, const char* name) {
     void* p = dlsym(h, name);
@@ -44,9 +44,9 @@ int main() {
     EXPECT(alloc_default != nullptr);
 
     CUdeviceptr a = 0, b = 0, c = 0;
-    MUST(alloc(&a, 1000));           // dlsym(handle, "cuMemAlloc_v2")
-    MUST(alloc_gpa(&b, kMiB));       // cuGetProcAddress("cuMemAlloc", 3020) via the 4-arg ABI
-    MUST(alloc_default(&c, 2000));   // dlsym(RTLD_DEFAULT, "cuMemAlloc_v2")
+    MUST(alloc(&a, 1000));         // dlsym(handle, "cuMemAlloc_v2")
+    MUST(alloc_gpa(&b, kMiB));     // cuGetProcAddress("cuMemAlloc", 3020) via the 4-arg ABI
+    MUST(alloc_default(&c, 2000)); // dlsym(RTLD_DEFAULT, "cuMemAlloc_v2")
     MUST(mfree(a));
     MUST(mfree(b));
     MUST(mfree(c));

@@ -24,7 +24,8 @@ int main() {
     MUST(cuMemsetD8_v2(p, 3, pitch * 3));
     unsigned char h[1000];
     MUST(cuMemcpyDtoH_v2(h, a, sizeof h));
-    for (unsigned char x : h) EXPECT(x == 1);
+    for (unsigned char x : h)
+        EXPECT(x == 1);
     MUST(cuMemFree_v2(a));
     MUST(cuMemFree_v2(b));
     MUST(cuMemFree_v2(p));

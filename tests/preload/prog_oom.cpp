@@ -32,7 +32,8 @@ int main() {
     put("more_12m", more);
     put("oom_code", last);
     put("last_error", cudaGetLastError());
-    for (void* p : held) MUST(cudaFree(p));
+    for (void* p : held)
+        MUST(cudaFree(p));
     void* after = nullptr;
     put("alloc_after_oom", cudaMalloc(&after, kMiB));
     MUST(cudaFree(after));

@@ -324,7 +324,8 @@ def case_bad_free(args, tmp):
     for k in ("double_free", "interior_free", "unknown_free", "last_error"):
         c.eq("plain: %s" % k, plain.val(k), 1)
     c.eq("plain: last_error_after", plain.val("last_error_after"), 0)
-    same_values(c, plain, pre, ["double_free", "interior_free", "unknown_free", "last_error", "last_error_after",
+    same_values(c, plain, pre, ["double_free", "interior_free", "unknown_free", "last_error",
+                                "last_error_after",
                                 "program_mallocs"])
     rep = pre.report()
     dev = device_entry(rep) or {}
@@ -410,9 +411,10 @@ def case_fork_child(args, tmp):
         c.eq("%s: child exit status" % r.label, r.val("child_status"), 0)
     parent, child = pre.val("parent_pid"), pre.val("child_pid")
     c.eq("preload: reports written (parent + child)", len(pre.reports), 2)
-    c.true("child report has the child's pid", pre.report(child) is not None, [r.get("pid") for r in pre.reports])
+    pids = [r.get("pid") for r in pre.reports]
+    c.true("child report has the child's pid", pre.report(child) is not None, pids)
     rep = pre.report(parent)
-    c.true("parent report has the parent's pid", rep is not None, [r.get("pid") for r in pre.reports])
+    c.true("parent report has the parent's pid", rep is not None, pids)
     # Parent: 1 MiB + 1 MiB fill one 2 MiB small segment; b freed; c = 1000 -> 1024 reuses b's
     # block; a freed: 3 allocations, 1 segment, unaffected by the child.
     check_stats(c, rep, {
@@ -457,7 +459,8 @@ def case_pool_off(args, tmp):
     n = pre.val("program_mallocs")
     c.eq("program_mallocs", n, 6)
     c.eq("preload: sim cuMemAlloc_v2 ok == program mallocs", pre.sim_ok("cuMemAlloc_v2"), n)
-    c.eq("preload: sim cuMemFree_v2 ok == program frees", pre.sim_ok("cuMemFree_v2"), pre.val("program_frees"))
+    c.eq("preload: sim cuMemFree_v2 ok == program frees", pre.sim_ok("cuMemFree_v2"),
+         pre.val("program_frees"))
     rep = pre.report()
     c.eq("pool", (rep or {}).get("pool"), "passthrough")
     check_stats(c, rep, {

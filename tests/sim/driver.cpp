@@ -104,9 +104,12 @@ __attribute__((destructor)) void write_log() {
         used += st.used[d];
         peak += st.peak[d];
     }
-    for (auto& [b, a] : st.allocs) live += a.kind != Kind::Host;
-    std::fprintf(f, "}, \"bytes_in_use\": %zu, \"peak_bytes\": %zu, \"live_allocations\": %zu, "
-                 "\"capacity\": %zu}\n", used, peak, live, st.capacity);
+    for (auto& [b, a] : st.allocs)
+        live += a.kind != Kind::Host;
+    std::fprintf(f,
+                 "}, \"bytes_in_use\": %zu, \"peak_bytes\": %zu, \"live_allocations\": %zu, "
+                 "\"capacity\": %zu}\n",
+                 used, peak, live, st.capacity);
     std::fclose(f);
 }
 
@@ -153,12 +156,14 @@ SIM_EXPORT long long simcuda_stat(const char* key) {
     std::string k = key ? key : "";
     if (k == "bytes_in_use" || k == "peak_bytes") {
         long long sum = 0;
-        for (std::size_t d = 0; d < st.used.size(); ++d) sum += k == "bytes_in_use" ? st.used[d] : st.peak[d];
+        for (std::size_t d = 0; d < st.used.size(); ++d)
+            sum += k == "bytes_in_use" ? st.used[d] : st.peak[d];
         return sum;
     }
     if (k == "live_allocations") {
         long long n = 0;
-        for (auto& [b, a] : st.allocs) n += a.kind != Kind::Host;
+        for (auto& [b, a] : st.allocs)
+            n += a.kind != Kind::Host;
         return n;
     }
     if (k == "capacity") return static_cast<long long>(st.capacity);
@@ -186,7 +191,8 @@ SIM_EXPORT CUresult cuInit(unsigned int flags) {
         st.used.assign(st.device_count, 0);
         st.peak.assign(st.device_count, 0);
         st.primary.resize(st.device_count);
-        for (int d = 0; d < st.device_count; ++d) st.primary[d] = new_context(d, true, 0);
+        for (int d = 0; d < st.device_count; ++d)
+            st.primary[d] = new_context(d, true, 0);
         st.initialized = true;
     }
     ++st.ok["cuInit"];
@@ -508,7 +514,8 @@ constexpr ErrorText kErrors[] = {
      "operation not permitted when stream is capturing"},
     {CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
      "operation failed due to a previous error during capture"},
-    {CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE", "the operation cannot be performed in the present state"},
+    {CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE",
+     "the operation cannot be performed in the present state"},
     {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 } // namespace

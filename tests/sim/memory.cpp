@@ -36,8 +36,9 @@ bool capture_forbids_locked(State& st) {
 /// a use after a real free faults instead of silently reading stale data.
 CUresult allocate(CUdeviceptr* out, std::size_t size, Kind kind, CUctx_st* ctx, bool low32) {
     if (!out) return CUDA_ERROR_INVALID_VALUE;
-    if (size == 0) return CUDA_ERROR_INVALID_VALUE; // cuMemAlloc: "If bytesize is 0, ... returns
-                                                    // CUDA_ERROR_INVALID_VALUE" (cuda.h)
+    if (size == 0)
+        return CUDA_ERROR_INVALID_VALUE; // cuMemAlloc: "If bytesize is 0, ... returns
+                                         // CUDA_ERROR_INVALID_VALUE" (cuda.h)
     State& st = state();
     const std::size_t charged = kind == Kind::Host ? 0 : round_up(size, kAllocAlign);
     const int dev = ctx ? ctx->device : 0;
@@ -177,7 +178,8 @@ CUresult async_free(CUdeviceptr dptr, CUstream h) {
 CUresult pool_alloc(CUdeviceptr* dptr, std::size_t size, CUmemoryPool pool, CUstream h) {
     if (CUresult r = check_init()) return r;
     bool known = false;
-    for (int d = 0; d < state().device_count; ++d) known |= pool == default_pool(d);
+    for (int d = 0; d < state().device_count; ++d)
+        known |= pool == default_pool(d);
     if (!known) return CUDA_ERROR_INVALID_VALUE; // only default pools are simulated
     return async_alloc(dptr, size, h);
 }
@@ -204,10 +206,10 @@ void release_locked(State& st, std::uintptr_t base) {
 
 using namespace gpumemprof::sim;
 
-#define SIM_COUNTED(name, expr)                                                                    \
-    do {                                                                                           \
-        count_call(name);                                                                          \
-        return count_result(name, (expr));                                                         \
+#define SIM_COUNTED(name, expr)                                                                              \
+    do {                                                                                                     \
+        count_call(name);                                                                                    \
+        return count_result(name, (expr));                                                                   \
     } while (0)
 
 // ---- plain device allocations -----------------------------------------------------------------
@@ -331,11 +333,13 @@ SIM_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool_out, CUdevice d
 static CUresult check_prop(const CUmemAllocationProp* prop, int* device) {
     if (!prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED) return CUDA_ERROR_INVALID_VALUE;
     if (prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
-        if (prop->location.id < 0 || prop->location.id >= state().device_count) return CUDA_ERROR_INVALID_DEVICE;
+        if (prop->location.id < 0 || prop->location.id >= state().device_count)
+            return CUDA_ERROR_INVALID_DEVICE;
         *device = prop->location.id;
         return CUDA_SUCCESS;
     }
-    if (prop->location.type == CU_MEM_LOCATION_TYPE_HOST || prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA) {
+    if (prop->location.type == CU_MEM_LOCATION_TYPE_HOST ||
+        prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA) {
         *device = -1; // host memory (NCCL, ggml): not charged to a device
         return CUDA_SUCCESS;
     }
@@ -353,8 +357,8 @@ SIM_EXPORT CUresult cuMemGetAllocationGranularity(size_t* granularity, const CUm
     return CUDA_SUCCESS;
 }
 
-SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
-                                unsigned long long flags) {
+SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
+                                const CUmemAllocationProp* prop, unsigned long long flags) {
     count_call("cuMemCreate");
     if (CUresult r = check_init()) return r;
     int dev = 0;

@@ -30,9 +30,10 @@ struct Impl {
 
 // The static_cast to the PFN typedef of exactly that version makes the compiler check that the
 // function handed out for (base, version) has the ABI the caller will cast it to.
-#define SIM_ABI(base, ver, fn) {#base, ver, 0, reinterpret_cast<void*>(static_cast<PFN_##base##_v##ver>(&fn))}
-#define SIM_ABI_PT(base, ver, sfx, fn)                                                             \
-    {#base, ver, 1, reinterpret_cast<void*>(static_cast<PFN_##base##_v##ver##_##sfx>(&fn))}
+#define SIM_ABI(base, ver, fn)                                                                               \
+    { #base, ver, 0, reinterpret_cast < void*>(static_cast <PFN_##base##_v##ver>(&fn)) }
+#define SIM_ABI_PT(base, ver, sfx, fn)                                                                       \
+    { #base, ver, 1, reinterpret_cast < void*>(static_cast <PFN_##base##_v##ver##_##sfx>(&fn)) }
 
 const Impl kImpl[] = {
     SIM_ABI(cuInit, 2000, cuInit),
@@ -171,12 +172,14 @@ CUresult lookup(const char* symbol, void** pfn, int version, cuuint64_t flags,
     const KnownAbi* pick = best[0];
     if (flags == CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM && best[1]) pick = best[1];
     if (!pick) {
-        if (status) *status = known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
-                                    : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+        if (status)
+            *status =
+                known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
         return CUDA_SUCCESS;
     }
     for (const Impl& i : kImpl) {
-        if (i.version == pick->version && i.per_thread == pick->per_thread && std::strcmp(i.base, symbol) == 0) {
+        if (i.version == pick->version && i.per_thread == pick->per_thread &&
+            std::strcmp(i.base, symbol) == 0) {
             *pfn = i.fn;
             if (status) *status = CU_GET_PROC_ADDRESS_SUCCESS;
             return CUDA_SUCCESS;
@@ -212,7 +215,8 @@ SIM_EXPORT int simcuda_unknown_abis() {
     for (const Impl& i : kImpl) {
         bool found = false;
         for (const KnownAbi& k : kKnown) {
-            found |= k.version == i.version && k.per_thread == i.per_thread && std::strcmp(k.base, i.base) == 0;
+            found |=
+                k.version == i.version && k.per_thread == i.per_thread && std::strcmp(k.base, i.base) == 0;
         }
         n += !found;
     }

@@ -18,20 +18,25 @@ namespace gpumemprof::sim::rt {
 namespace {
 
 // name, ABI version: the PFN_<name>_v<version> type is the member's type.
-#define SIM_RT_DRIVER_FUNCS(X)                                                                     \
-    X(cuInit, 2000) X(cuDriverGetVersion, 2020) X(cuDeviceGet, 2000) X(cuDeviceGetCount, 2000)     \
-    X(cuDevicePrimaryCtxRetain, 7000) X(cuDevicePrimaryCtxReset, 11000) X(cuCtxGetCurrent, 4000)   \
-    X(cuCtxSetCurrent, 4000) X(cuCtxGetDevice, 2000) X(cuCtxSynchronize, 2000)                     \
-    X(cuMemAlloc, 3020) X(cuMemFree, 3020) X(cuMemAllocPitch, 3020) X(cuMemAllocManaged, 6000)     \
-    X(cuMemAllocHost, 3020) X(cuMemHostAlloc, 2020) X(cuMemFreeHost, 2000)                         \
-    X(cuMemAllocAsync, 11020) X(cuMemFreeAsync, 11020) X(cuMemGetInfo, 3020)                       \
-    X(cuStreamCreate, 2000) X(cuStreamDestroy, 4000) X(cuStreamSynchronize, 2000)                  \
-    X(cuStreamQuery, 2000) X(cuMemcpyAsync, 4000) X(cuMemcpyHtoD, 3020) X(cuMemcpyDtoH, 3020)      \
-    X(cuMemcpyDtoD, 3020) X(cuMemsetD8, 3020) X(cuMemsetD8Async, 3020) X(cuLaunchHostFunc, 10000)  \
-    X(cuEventCreate, 2000) X(cuEventRecord, 2000) X(cuEventSynchronize, 2000)                      \
-    X(cuEventQuery, 2000) X(cuEventDestroy, 4000) X(cuStreamBeginCapture, 10010)                   \
-    X(cuStreamEndCapture, 10000) X(cuStreamIsCapturing, 10000) X(cuIpcGetMemHandle, 4010)          \
-    X(cuPointerGetAttributes, 7000)
+#define SIM_RT_DRIVER_FUNCS(X)                                                                               \
+    X(cuInit, 2000)                                                                                          \
+    X(cuDriverGetVersion, 2020) X(cuDeviceGet, 2000) X(cuDeviceGetCount, 2000)                               \
+        X(cuDevicePrimaryCtxRetain, 7000) X(cuDevicePrimaryCtxReset, 11000) X(cuCtxGetCurrent, 4000)         \
+            X(cuCtxSetCurrent, 4000) X(cuCtxGetDevice, 2000) X(cuCtxSynchronize, 2000) X(cuMemAlloc, 3020)   \
+                X(cuMemFree, 3020) X(cuMemAllocPitch, 3020) X(cuMemAllocManaged, 6000)                       \
+                    X(cuMemAllocHost, 3020) X(cuMemHostAlloc, 2020) X(cuMemFreeHost, 2000)                   \
+                        X(cuMemAllocAsync, 11020) X(cuMemFreeAsync, 11020) X(cuMemGetInfo, 3020)             \
+                            X(cuStreamCreate, 2000) X(cuStreamDestroy, 4000) X(cuStreamSynchronize, 2000)    \
+                                X(cuStreamQuery, 2000) X(cuMemcpyAsync, 4000) X(cuMemcpyHtoD, 3020)          \
+                                    X(cuMemcpyDtoH, 3020) X(cuMemcpyDtoD, 3020) X(cuMemsetD8, 3020)          \
+                                        X(cuMemsetD8Async, 3020) X(cuLaunchHostFunc, 10000)                  \
+                                            X(cuEventCreate, 2000) X(cuEventRecord, 2000)                    \
+                                                X(cuEventSynchronize, 2000) X(cuEventQuery, 2000)            \
+                                                    X(cuEventDestroy, 4000) X(cuStreamBeginCapture, 10010)   \
+                                                        X(cuStreamEndCapture, 10000)                         \
+                                                            X(cuStreamIsCapturing, 10000)                    \
+                                                                X(cuIpcGetMemHandle, 4010)                   \
+                                                                    X(cuPointerGetAttributes, 7000)
 
 struct Driver {
 #define X(name, ver) PFN_##name##_v##ver name = nullptr;
@@ -102,9 +107,9 @@ void load_driver() {
         return;
     }
     g_get_proc = reinterpret_cast<PFN_cuGetProcAddress_v12000>(p);
-#define X(name, ver)                                                                               \
-    p = nullptr;                                                                                   \
-    g_get_proc(#name, &p, ver, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &st);                            \
+#define X(name, ver)                                                                                         \
+    p = nullptr;                                                                                             \
+    g_get_proc(#name, &p, ver, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &st);                                      \
     g_drv.name = reinterpret_cast<PFN_##name##_v##ver>(p);
     SIM_RT_DRIVER_FUNCS(X)
 #undef X
@@ -150,9 +155,9 @@ CUdeviceptr dp(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
 
 using namespace gpumemprof::sim::rt;
 
-#define RT_CTX()                                                                                   \
-    do {                                                                                           \
-        if (cudaError_t e_ = ensure_context()) return record(e_);                                  \
+#define RT_CTX()                                                                                             \
+    do {                                                                                                     \
+        if (cudaError_t e_ = ensure_context()) return record(e_);                                            \
     } while (0)
 
 // ---- device management ------------------------------------------------------------------------
@@ -290,7 +295,8 @@ RT_EXPORT cudaError_t CUDARTAPI cudaMemGetInfo(size_t* free, size_t* total) {
     return record(g_drv.cuMemGetInfo(free, total));
 }
 
-RT_EXPORT cudaError_t CUDARTAPI cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
+RT_EXPORT cudaError_t CUDARTAPI cudaMemcpy(void* dst, const void* src, size_t count,
+                                           enum cudaMemcpyKind kind) {
     RT_CTX();
     switch (kind) {
     case cudaMemcpyHostToHost: std::memmove(dst, src, count); return cudaSuccess;
@@ -304,10 +310,11 @@ RT_EXPORT cudaError_t CUDARTAPI cudaMemcpy(void* dst, const void* src, size_t co
     return record(cudaErrorInvalidMemcpyDirection);
 }
 
-RT_EXPORT cudaError_t CUDARTAPI cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind,
-                                                cudaStream_t stream) {
+RT_EXPORT cudaError_t CUDARTAPI cudaMemcpyAsync(void* dst, const void* src, size_t count,
+                                                enum cudaMemcpyKind kind, cudaStream_t stream) {
     RT_CTX();
-    if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) return record(cudaErrorInvalidMemcpyDirection);
+    if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault)
+        return record(cudaErrorInvalidMemcpyDirection);
     return record(g_drv.cuMemcpyAsync(dp(dst), dp(src), count, stream));
 }
 
@@ -328,7 +335,8 @@ RT_EXPORT cudaError_t CUDARTAPI cudaIpcGetMemHandle(cudaIpcMemHandle_t* handle, 
     return record(g_drv.cuIpcGetMemHandle(reinterpret_cast<CUipcMemHandle*>(handle), dp(devPtr)));
 }
 
-RT_EXPORT cudaError_t CUDARTAPI cudaPointerGetAttributes(struct cudaPointerAttributes* attributes, const void* ptr) {
+RT_EXPORT cudaError_t CUDARTAPI cudaPointerGetAttributes(struct cudaPointerAttributes* attributes,
+                                                         const void* ptr) {
     if (!attributes) return record(cudaErrorInvalidValue);
     RT_CTX();
     unsigned mem_type = 0;
@@ -428,7 +436,8 @@ RT_EXPORT cudaError_t CUDARTAPI cudaStreamEndCapture(cudaStream_t stream, cudaGr
     return record(g_drv.cuStreamEndCapture(stream, pGraph));
 }
 
-RT_EXPORT cudaError_t CUDARTAPI cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus* pCaptureStatus) {
+RT_EXPORT cudaError_t CUDARTAPI cudaStreamIsCapturing(cudaStream_t stream,
+                                                      enum cudaStreamCaptureStatus* pCaptureStatus) {
     RT_CTX();
     CUstreamCaptureStatus s = CU_STREAM_CAPTURE_STATUS_NONE;
     if (CUresult r = g_drv.cuStreamIsCapturing(stream, &s)) return record(r);
@@ -438,9 +447,9 @@ RT_EXPORT cudaError_t CUDARTAPI cudaStreamIsCapturing(cudaStream_t stream, enum 
 
 // ---- driver entry points ----------------------------------------------------------------------
 
-RT_EXPORT cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion(const char* symbol, void** funcPtr,
-                                                                 unsigned int cudaVersion, unsigned long long flags,
-                                                                 enum cudaDriverEntryPointQueryResult* driverStatus) {
+RT_EXPORT cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion(
+    const char* symbol, void** funcPtr, unsigned int cudaVersion, unsigned long long flags,
+    enum cudaDriverEntryPointQueryResult* driverStatus) {
     if (cudaError_t e = ensure_driver()) return record(e);
     if (!symbol || !funcPtr) return record(cudaErrorInvalidValue);
     CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
@@ -450,7 +459,8 @@ RT_EXPORT cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion(const char* sym
     return record(r);
 }
 
-RT_EXPORT cudaError_t CUDARTAPI cudaGetDriverEntryPoint(const char* symbol, void** funcPtr, unsigned long long flags,
+RT_EXPORT cudaError_t CUDARTAPI cudaGetDriverEntryPoint(const char* symbol, void** funcPtr,
+                                                        unsigned long long flags,
                                                         enum cudaDriverEntryPointQueryResult* driverStatus) {
     // The version-less form asks for the ABI of the runtime's own version.
     return cudaGetDriverEntryPointByVersion(symbol, funcPtr, CUDART_VERSION, flags, driverStatus);
@@ -486,7 +496,8 @@ constexpr RtError kRtErrors[] = {
     {cudaErrorDeviceUninitialized, "cudaErrorDeviceUninitialized", "invalid device context"},
     {cudaErrorAlreadyMapped, "cudaErrorAlreadyMapped", "resource already mapped"},
     {cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle", "invalid resource handle"},
-    {cudaErrorIllegalState, "cudaErrorIllegalState", "the operation cannot be performed in the present state"},
+    {cudaErrorIllegalState, "cudaErrorIllegalState",
+     "the operation cannot be performed in the present state"},
     {cudaErrorSymbolNotFound, "cudaErrorSymbolNotFound", "named symbol not found"},
     {cudaErrorNotReady, "cudaErrorNotReady", "device not ready"},
     {cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported"},

@@ -42,12 +42,12 @@ struct CUstream_st;
 struct CUctx_st {
     int device = 0;
     bool primary = false;
-    bool alive = true;       // false after cuCtxDestroy / last primary release
-    int retain_count = 0;    // primary contexts only
+    bool alive = true;    // false after cuCtxDestroy / last primary release
+    int retain_count = 0; // primary contexts only
     unsigned flags = 0;
-    std::mutex mu;           // guards every stream queue of this context
+    std::mutex mu; // guards every stream queue of this context
     std::condition_variable cv;
-    CUstream_st* legacy = nullptr; // handle 0 / CU_STREAM_LEGACY / CU_STREAM_PER_THREAD
+    CUstream_st* legacy = nullptr;     // handle 0 / CU_STREAM_LEGACY / CU_STREAM_PER_THREAD
     std::vector<CUstream_st*> streams; // user-created streams (never freed, see streams.cpp)
 };
 
@@ -83,25 +83,25 @@ struct CUgraph_st {
 namespace gpumemprof::sim {
 
 struct Alloc {
-    std::size_t size = 0;       // bytes the caller asked for (pitch: pitch*height)
-    std::size_t charged = 0;    // bytes counted against the device capacity (0 for host memory)
-    std::size_t map_len = 0;    // bytes of host address space behind it
+    std::size_t size = 0;    // bytes the caller asked for (pitch: pitch*height)
+    std::size_t charged = 0; // bytes counted against the device capacity (0 for host memory)
+    std::size_t map_len = 0; // bytes of host address space behind it
     Kind kind = Kind::Device;
     CUctx_st* ctx = nullptr;
     int device = 0;
     std::uint64_t buffer_id = 0;
-    bool freeing = false;       // cuMemFreeAsync queued
+    bool freeing = false; // cuMemFreeAsync queued
 };
 
-struct Physical {   // cuMemCreate
+struct Physical { // cuMemCreate
     int fd = -1;
     std::size_t size = 0;
-    int device = -1;            // -1: host location, not charged
+    int device = -1; // -1: host location, not charged
     int mappings = 0;
     bool released = false;
 };
 
-struct Mapping {    // cuMemMap
+struct Mapping { // cuMemMap
     std::size_t size = 0;
     CUmemGenericAllocationHandle handle = 0;
 };

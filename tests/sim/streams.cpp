@@ -325,7 +325,8 @@ void wait_for(CUstream_st* s, std::uint64_t seq) {
 void sync_context(CUctx_st* c) {
     std::unique_lock lk(c->mu);
     std::vector<std::pair<CUstream_st*, std::uint64_t>> targets{{c->legacy, c->legacy->enqueued}};
-    for (CUstream_st* o : c->streams) targets.emplace_back(o, o->enqueued);
+    for (CUstream_st* o : c->streams)
+        targets.emplace_back(o, o->enqueued);
     c->cv.wait(lk, [&] {
         for (auto& [o, seq] : targets) {
             if (o->completed < seq) return false;
@@ -340,10 +341,10 @@ void run_sync(CUstream_st* s, std::function<void()> fn) { wait_for(s, enqueue(s,
 
 using namespace gpumemprof::sim;
 
-#define SIM_COUNTED(name, expr)                                                                    \
-    do {                                                                                           \
-        count_call(name);                                                                          \
-        return count_result(name, (expr));                                                         \
+#define SIM_COUNTED(name, expr)                                                                              \
+    do {                                                                                                     \
+        count_call(name);                                                                                    \
+        return count_result(name, (expr));                                                                   \
     } while (0)
 
 // ---- streams ----------------------------------------------------------------------------------
@@ -354,14 +355,22 @@ SIM_EXPORT CUresult cuStreamCreate(CUstream* phStream, unsigned int Flags) {
 SIM_EXPORT CUresult cuStreamCreateWithPriority(CUstream* phStream, unsigned int flags, int priority) {
     SIM_COUNTED("cuStreamCreateWithPriority", stream_create(phStream, flags, priority));
 }
-SIM_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream) { SIM_COUNTED("cuStreamDestroy_v2", stream_destroy(hStream)); }
-SIM_EXPORT CUresult cuStreamDestroy(CUstream hStream) { SIM_COUNTED("cuStreamDestroy", stream_destroy(hStream)); }
-SIM_EXPORT CUresult cuStreamSynchronize(CUstream hStream) { SIM_COUNTED("cuStreamSynchronize", stream_sync(hStream)); }
+SIM_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream) {
+    SIM_COUNTED("cuStreamDestroy_v2", stream_destroy(hStream));
+}
+SIM_EXPORT CUresult cuStreamDestroy(CUstream hStream) {
+    SIM_COUNTED("cuStreamDestroy", stream_destroy(hStream));
+}
+SIM_EXPORT CUresult cuStreamSynchronize(CUstream hStream) {
+    SIM_COUNTED("cuStreamSynchronize", stream_sync(hStream));
+}
 SIM_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream) {
     SIM_COUNTED("cuStreamSynchronize_ptsz", stream_sync(hStream));
 }
 SIM_EXPORT CUresult cuStreamQuery(CUstream hStream) { SIM_COUNTED("cuStreamQuery", stream_query(hStream)); }
-SIM_EXPORT CUresult cuStreamQuery_ptsz(CUstream hStream) { SIM_COUNTED("cuStreamQuery_ptsz", stream_query(hStream)); }
+SIM_EXPORT CUresult cuStreamQuery_ptsz(CUstream hStream) {
+    SIM_COUNTED("cuStreamQuery_ptsz", stream_query(hStream));
+}
 SIM_EXPORT CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) {
     SIM_COUNTED("cuStreamWaitEvent", stream_wait_event(hStream, hEvent, Flags));
 }
@@ -454,7 +463,9 @@ static CUresult event_destroy(CUevent e) {
     delete e; // queued markers hold no reference to the event
     return CUDA_SUCCESS;
 }
-SIM_EXPORT CUresult cuEventDestroy_v2(CUevent hEvent) { SIM_COUNTED("cuEventDestroy_v2", event_destroy(hEvent)); }
+SIM_EXPORT CUresult cuEventDestroy_v2(CUevent hEvent) {
+    SIM_COUNTED("cuEventDestroy_v2", event_destroy(hEvent));
+}
 SIM_EXPORT CUresult cuEventDestroy(CUevent hEvent) { SIM_COUNTED("cuEventDestroy", event_destroy(hEvent)); }
 
 // ---- copies and memsets -----------------------------------------------------------------------

@@ -173,9 +173,9 @@ TEST_CASE("legacy default stream orders against blocking streams, not non-blocki
     REQUIRE(cuStreamCreate(&nonblocking, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
 
     g_step = 0;
-    Probe slow_blocking{60, -1, 1};  // sets step 1 after 60 ms
-    Probe on_legacy{0, -1, 2};       // must see 1: waits for the blocking stream's prior work
-    Probe after_legacy{0, -1, -1};   // blocking stream again: must see 2 (waits for legacy)
+    Probe slow_blocking{60, -1, 1}; // sets step 1 after 60 ms
+    Probe on_legacy{0, -1, 2};      // must see 1: waits for the blocking stream's prior work
+    Probe after_legacy{0, -1, -1};  // blocking stream again: must see 2 (waits for legacy)
     REQUIRE(cuLaunchHostFunc(blocking, probe_fn, &slow_blocking) == CUDA_SUCCESS);
     REQUIRE(cuLaunchHostFunc(nullptr, probe_fn, &on_legacy) == CUDA_SUCCESS);
     REQUIRE(cuLaunchHostFunc(blocking, probe_fn, &after_legacy) == CUDA_SUCCESS);
@@ -222,7 +222,8 @@ void read_later(void* arg) {
     auto* r = static_cast<Reader*>(arg);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     r->intact = true;
-    for (size_t i = 0; i < r->n; ++i) r->intact &= r->buf[i] == 0x5a;
+    for (size_t i = 0; i < r->n; ++i)
+        r->intact &= r->buf[i] == 0x5a;
 }
 } // namespace
 
@@ -246,7 +247,7 @@ TEST_CASE("cuMemFree_v2 waits for queued work; cuMemFreeAsync is stream-ordered"
     REQUIRE(cuLaunchHostFunc(s, probe_fn, &hold) == CUDA_SUCCESS);
     REQUIRE(cuMemFreeAsync(b, s) == CUDA_SUCCESS);
     CHECK(simcuda_stat("bytes_in_use") == used0 + 2 * static_cast<long long>(kMiB)); // not yet
-    CHECK(cuMemFreeAsync(b, s) == CUDA_ERROR_INVALID_VALUE);                        // already queued
+    CHECK(cuMemFreeAsync(b, s) == CUDA_ERROR_INVALID_VALUE);                         // already queued
     REQUIRE(cuStreamSynchronize(s) == CUDA_SUCCESS);
     CHECK(simcuda_stat("bytes_in_use") == used0);
     REQUIRE(cuStreamDestroy_v2(s) == CUDA_SUCCESS);
@@ -312,7 +313,8 @@ TEST_CASE("pointer queries and IPC describe the containing allocation", "[sim][m
     CHECK(encoded == a);
     REQUIRE(cuMemFree_v2(a) == CUDA_SUCCESS);
     REQUIRE(cuMemFree_v2(a2) == CUDA_SUCCESS);
-    CHECK(cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, a) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, a) ==
+          CUDA_ERROR_INVALID_VALUE);
 }
 
 TEST_CASE("runtime reaches the driver through cuGetProcAddress and maps error codes", "[sim][runtime]") {
@@ -330,8 +332,8 @@ TEST_CASE("runtime reaches the driver through cuGetProcAddress and maps error co
     CHECK(simcuda_stat("cuGetProcAddress_v2") >= 1); // the runtime's dlsym'd entry
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult st{};
-    REQUIRE(cudaGetDriverEntryPointByVersion("cuMemAllocAsync", &fn, 11020, cudaEnablePerThreadDefaultStream, &st) ==
-            cudaSuccess);
+    REQUIRE(cudaGetDriverEntryPointByVersion("cuMemAllocAsync", &fn, 11020, cudaEnablePerThreadDefaultStream,
+                                             &st) == cudaSuccess);
     CHECK(st == cudaDriverEntryPointSuccess);
     CHECK(fn == sim_symbol("cuMemAllocAsync_ptsz"));
     size_t f = 0, t = 0;
