@@ -219,12 +219,23 @@ struct ProcessSymbolizer::Impl {
         base.offset = ip - static_cast<std::uintptr_t>(start);
         GElf_Off sym_off = 0;
         GElf_Sym sym;
-        if (const char* s = dwfl_module_addrinfo(m, ip, &sym_off, &sym, nullptr, nullptr, nullptr))
-            base.function = demangle(s);
+        if (const char* s = dwfl_module_addrinfo(m, ip, &sym_off, &sym, nullptr, nullptr, nullptr)) {
+            // Drop an ELF symbol version ("__libc_start_main@@GLIBC_2.34").
+            std::string name(s);
+            const std::size_t at = name.find('@');
+            if (at != std::string::npos && at > 0)
+                name.resize(at);
+            base.function = demangle(name.c_str());
+        }
 
         std::string file;
         int line = 0;
-        if (Dwfl_Line* l = dwfl_module_getsrc(m, ip)) {
+        Dwarf_Addr bias = 0;
+        Dwarf_Die* cudie = dwfl_module_addrdie(m, ip, &bias);
+        // Only trust a line-table match when a CU covers the address: code without debug info
+        // (crt1.o's _start, hand-written assembly) otherwise picks up a neighbouring CU's last row.
+        Dwfl_Line* l = cudie != nullptr ? dwfl_module_getsrc(m, ip) : nullptr;
+        if (l != nullptr) {
             int lineno = 0;
             if (const char* f = dwfl_lineinfo(l, nullptr, &lineno, nullptr, nullptr, nullptr)) {
                 file = normal_path(f);
@@ -232,8 +243,6 @@ struct ProcessSymbolizer::Impl {
             }
         }
 
-        Dwarf_Addr bias = 0;
-        Dwarf_Die* cudie = dwfl_module_addrdie(m, ip, &bias);
         std::vector<Dwarf_Die> scopes;
         if (cudie != nullptr) {
             const Dwarf_Addr addr = ip - bias;
@@ -254,6 +263,17 @@ struct ProcessSymbolizer::Impl {
                     break;
                 }
             }
+        }
+        if (scopes.empty()) {
+            // No DWARF function covers the address (e.g. crt1.o's _start): a line-table row found
+            // for it belongs to some neighbouring code, so report no file:line at all.
+            file.clear();
+            line = 0;
+        } else if (!file.empty() && file[0] != '/') {
+            // Relative names are relative to the CU's compilation directory.
+            Dwarf_Attribute attr;
+            if (const char* dir = dwarf_formstring(dwarf_attr(cudie, DW_AT_comp_dir, &attr)))
+                file = normal_path((std::string(dir) + "/" + file).c_str());
         }
         const int n = static_cast<int>(scopes.size());
         Dwarf_Files* files = nullptr;
