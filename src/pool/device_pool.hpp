@@ -23,8 +23,9 @@ namespace gpumemprof::pool {
 
 enum class Mode {
     caching,     ///< PyTorch policy.
-    passthrough, ///< No cache: every malloc is one exact-size segment, every free releases it.
-                 ///< Stats still kept (allocation == segment). For GPUMEMPROF_POOL=0.
+    passthrough, ///< No cache: every malloc is one segment of max(size, 1) rounded up to 512 B,
+                 ///< every free releases it at once (defer_frees ignored). Stats still kept
+                 ///< (allocation == segment). For GPUMEMPROF_POOL=0.
 };
 
 struct PoolOptions {
@@ -116,7 +117,8 @@ public:
 
     Lookup lookup(std::uintptr_t ptr) const;
 
-    /// Retire pending blocks whose fences are done (never blocks).
+    /// Retire pending blocks whose fences are done (never blocks). Blocks freed since the last
+    /// fence get one new fence first, so after the device went idle this retires everything.
     void process_fences();
     /// torch.cuda.empty_cache(): wait for all fences, release every wholly-free segment.
     void empty_cache();
