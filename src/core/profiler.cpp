@@ -95,8 +95,9 @@ Profiler::Profiler() : start_(std::chrono::steady_clock::now()) {
 // Started at the first CUDA allocation, so that processes that never touch CUDA (shells and
 // other children that inherit LD_PRELOAD) get no thread, no handlers and no report files.
 void Profiler::start_signal_thread() noexcept {
+    cuda_seen_.store(true, std::memory_order_relaxed);
     bool expected = false;
-    if (options_.output.empty() || !cuda_seen_.compare_exchange_strong(expected, true))
+    if (options_.output.empty() || !signal_thread_started_.compare_exchange_strong(expected, true))
         return;
     install_signal_handlers(options_.dump_signal, [this](bool fatal) {
         if (fatal)
@@ -286,8 +287,10 @@ CUresult Profiler::mem_get_info(const DriverApi& api, std::size_t* free_bytes, s
     // themselves from this figure (JAX, vLLM) must not be starved by our cache.
     std::size_t cached = 0;
     for (PoolSlot* s : live_slots())
-        if (s->device == static_cast<int>(dev))
+        if (s->device == static_cast<int>(dev)) {
+            s->pool->process_fences(); // blocks the device is done with become releasable
             cached += s->pool->releasable_bytes();
+        }
     std::size_t f = *free_bytes + cached;
     if (total_bytes && f > *total_bytes)
         f = *total_bytes;
@@ -672,7 +675,9 @@ void Profiler::fork_child() noexcept {
     start_ = std::chrono::steady_clock::now();
     // The parent's trace belongs to the parent; the child's events are not recorded.
     (void)trace_.release();
-    cuda_seen_ = false; // threads do not survive fork: the child starts its own when it uses CUDA
+    // Threads do not survive fork: the child starts its own signal thread when it uses CUDA.
+    // cuda_seen_ stays: a child of a CUDA process writes its own report (pid in the name).
+    signal_thread_started_ = false;
     slots_mutex_.unlock();
 }
 

@@ -121,6 +121,7 @@ private:
     std::chrono::steady_clock::time_point start_;
     std::unique_ptr<trace::Writer> trace_; ///< GPUMEMPROF_TRACE, null when off
     std::atomic<bool> cuda_seen_{false};   ///< the process allocated through us at least once
+    std::atomic<bool> signal_thread_started_{false};
 };
 
 } // namespace gpumemprof::core

@@ -202,6 +202,7 @@ struct DevicePool::Impl {
 
     stats::DeviceStats st;
     std::int64_t invalid_frees = 0;
+    PoolCounters counters;
     std::size_t total_allocated_memory = 0; ///< bytes held from the backend (== reserved)
 
     std::size_t max_split_size = 0;
@@ -577,6 +578,7 @@ struct DevicePool::Impl {
         const FenceId id = backend.fence_record();
         if (id == 0)
             return;
+        ++counters.fences_recorded;
         try {
             fenced.push_back(FenceGroup{id, unfenced_head});
         } catch (...) {
@@ -592,6 +594,7 @@ struct DevicePool::Impl {
         bool any = false;
         while (!fenced.empty()) {
             const FenceGroup g = fenced.front();
+            ++counters.fence_polls;
             if (!backend.fence_done(g.id))
                 break;
             fenced.pop_front();
@@ -684,13 +687,18 @@ struct DevicePool::Impl {
 
     // DeviceCachingAllocator::malloc.
     int malloc_caching(std::size_t size, std::uintptr_t stream, std::uintptr_t* out) {
-        process_fences_locked(); // process_events
         const std::size_t rounded = round_size(options.conf, size);
         BlockPool& pool = pool_for(rounded);
         const std::size_t alloc_size = allocation_size(rounded);
         ensure_spares();
 
+        // PyTorch runs process_events before every lookup; its events are rare (record_stream)
+        // while ours cover every free, so a fence is polled only when the cache has no fit:
+        // a hit makes no device call. (With defer_frees off there are no fences at all and the
+        // order is PyTorch's.)
         Block* b = get_free_block(pool, stream, rounded);
+        if (b == nullptr && !fenced.empty() && process_fences_locked())
+            b = get_free_block(pool, stream, rounded);
         if (b == nullptr && unfenced_head != nullptr) {
             // Our stand-in for the free-memory callbacks: fence what was freed since the last
             // fence and look again if that fence is already passed.
@@ -698,6 +706,8 @@ struct DevicePool::Impl {
             if (process_fences_locked())
                 b = get_free_block(pool, stream, rounded);
         }
+        if (b == nullptr)
+            ++counters.misses;
         int err = kOutOfMemory;
         if (b == nullptr) {
             if (gc_enabled)
@@ -774,6 +784,12 @@ struct DevicePool::Impl {
             else
                 unfenced_head = b;
             unfenced_tail = b;
+            // Keep one fence in flight: one recorded now is usually passed by the time a later
+            // malloc needs this memory, whereas one recorded at that malloc never is yet, and
+            // the pool would grow instead. At most one device call per free, none while a
+            // fence is outstanding.
+            if (fenced.empty())
+                fence_unfenced();
         } else {
             free_block(b);
         }
@@ -917,6 +933,11 @@ void DevicePool::reset_peak_stats() {
 void DevicePool::reset_accumulated_stats() {
     std::lock_guard<std::mutex> lock(impl_->mu);
     impl_->st.reset_accumulated();
+}
+
+PoolCounters DevicePool::counters() const {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    return impl_->counters;
 }
 
 std::int64_t DevicePool::invalid_frees() const {

@@ -94,6 +94,13 @@ struct Lookup {
     std::size_t block_size = 0;
 };
 
+/// How the deferred-free machinery behaved (not torch stats; for tuning and reports).
+struct PoolCounters {
+    std::int64_t fences_recorded = 0; ///< Backend::fence_record calls that produced a fence
+    std::int64_t fence_polls = 0;     ///< Backend::fence_done calls
+    std::int64_t misses = 0;          ///< requests no cached block could serve
+};
+
 /// Returned by DevicePool::free for an address that lies in no segment of this pool.
 inline constexpr int kNotOwned = -1;
 
@@ -127,6 +134,7 @@ public:
     void reset_peak_stats();
     void reset_accumulated_stats();
     std::int64_t invalid_frees() const;
+    PoolCounters counters() const;
 
     /// Bytes in wholly-free cached segments: what empty_cache() would give back.
     std::size_t releasable_bytes() const;

@@ -341,19 +341,24 @@ TEST_CASE("deferred frees wait for their fence", "[pool][defer]") {
     CHECK(s.requested_bytes[kAll].current == 1000);
     CHECK(pool.snapshot()[0].blocks[0].state == BlockState::active_pending_free);
 
-    // A hit elsewhere needs no fence: the pending block is skipped.
+    // The free found no fence in flight, so it recorded one at once (one device call).
+    CHECK(dev.counters().fence_records == 1);
+    // A hit elsewhere needs no fence and no poll: the pending block is skipped.
     const auto q = must_malloc(pool, 1000);
     CHECK(q == B + 1024);
-    CHECK(dev.counters().fence_records == 0);
+    CHECK(dev.counters().fence_records == 1);
+    CHECK(pool.counters().fence_polls == 0);
 
     CHECK(pool.free(p) == kInvalidValue); // double free of a pending block
     CHECK(pool.invalid_frees() == 1);
     REQUIRE(pool.free(q) == kSuccess);
 
-    // A miss (other stream) fences the two pending blocks once; the fence is busy -> new segment.
+    // q's free saw p's fence in flight: no second fence then. A miss (other stream) polls p's
+    // fence (busy), fences q, polls again (busy) -> new segment.
     const auto r = must_malloc(pool, 1000, 9);
     CHECK(r == B + 2 * MiB);
-    CHECK(dev.counters().fence_records == 1);
+    CHECK(dev.counters().fence_records == 2);
+    CHECK(pool.counters().misses == 2); // p's first malloc (empty pool) and r
     CHECK(pool.stats().active[kAll].current == 3);
 
     // A busy fence is polled by later mallocs but retires nothing.
@@ -367,7 +372,7 @@ TEST_CASE("deferred frees wait for their fence", "[pool][defer]") {
     CHECK(s.requested_bytes[kAll].current == 2000);
     CHECK(s.inactive_split[kAll].current == 1); // segment 1 whole again, segment 2 split
     CHECK(pool.releasable_bytes() == 2 * MiB);
-    CHECK(dev.counters().fence_releases == 1);
+    CHECK(dev.counters().fence_releases == 2);
 }
 
 TEST_CASE("a miss fences pending blocks and reuses them when the fence is done", "[pool][defer]") {
@@ -376,15 +381,17 @@ TEST_CASE("a miss fences pending blocks and reuses them when the fence is done",
     const auto p = must_malloc(pool, MiB); // 1 MiB small block, 1 MiB remainder
     const auto q = must_malloc(pool, MiB); // takes the remainder whole
     CHECK(q == B + MiB);
-    REQUIRE(pool.free(p) == kSuccess);
-    REQUIRE(pool.free(q) == kSuccess);
-    CHECK(dev.counters().fence_records == 0);
-    // Nothing free: fence both, the fence is done, they merge, the retry hits at B.
+    REQUIRE(pool.free(p) == kSuccess); // no fence in flight: p is fenced at once
+    REQUIRE(pool.free(q) == kSuccess); // p's fence is in flight: q waits for the next one
+    CHECK(dev.counters().fence_records == 1);
+    // Nothing free: poll p's fence (done), p becomes free (q still pending, so no merge), the
+    // retry hits at B without a new segment or a new fence.
     const auto r = must_malloc(pool, MiB);
     CHECK(r == B);
     CHECK(dev.counters().fence_records == 1);
     CHECK(pool.stats().num_device_alloc == 1);
-    CHECK(pool.stats().active[kAll].current == 1);
+    CHECK(pool.stats().active[kAll].current == 2); // r, and q pending
+    CHECK(pool.counters().misses == 1); // only p's first malloc, into the empty pool
 }
 
 TEST_CASE("empty_cache waits for fences; unfenceable blocks stay pending", "[pool][defer]") {
@@ -392,9 +399,8 @@ TEST_CASE("empty_cache waits for fences; unfenceable blocks stay pending", "[poo
     dev.set_fences_busy(true);
     DevicePool pool(dev, opts("", true));
     const auto p = must_malloc(pool, 1000);
-    REQUIRE(pool.free(p) == kSuccess);
-
     dev.set_fence_record_allowed(false); // e.g. a stream capture is running
+    REQUIRE(pool.free(p) == kSuccess);   // the free cannot fence p
     pool.empty_cache();
     CHECK(pool.stats().segment[kAll].current == 1);
     CHECK(pool.stats().active[kAll].current == 1);
