@@ -36,12 +36,14 @@ stacks::StackId current_request_stack() noexcept { return t_request_stack; }
 void set_current_request_stack(stacks::StackId id) noexcept { t_request_stack = id; }
 
 void PoolEvents::on_alloc(std::uintptr_t ptr, std::size_t size, std::size_t requested, std::uintptr_t) {
-    stacks::Recorder::instance().on_alloc(device_, ptr, size, requested, t_request_stack);
+    if (sites_)
+        stacks::Recorder::instance().on_alloc(device_, ptr, size, requested, t_request_stack);
     emit(trace_, trace::EventType::alloc, device_, ptr, requested, size, t_request_stack);
 }
 
 void PoolEvents::on_free_requested(std::uintptr_t ptr, std::size_t size, std::size_t requested) {
-    stacks::Recorder::instance().on_free(device_, ptr);
+    if (sites_)
+        stacks::Recorder::instance().on_free(device_, ptr);
     emit(trace_, trace::EventType::free_requested, device_, ptr, requested, size);
 }
 
@@ -50,7 +52,8 @@ void PoolEvents::on_free_completed(std::uintptr_t ptr, std::size_t size, std::si
 }
 
 void PoolEvents::on_segment_alloc(std::uintptr_t ptr, std::size_t size) {
-    stacks::Recorder::instance().on_acquire(device_, size, t_request_stack);
+    if (sites_)
+        stacks::Recorder::instance().on_acquire(device_, size, t_request_stack);
     emit(trace_, trace::EventType::segment_alloc, device_, ptr, size, size);
 }
 

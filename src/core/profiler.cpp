@@ -123,8 +123,9 @@ PoolSlot* Profiler::current_slot(const DriverApi& api) noexcept {
     CUcontext ctx = nullptr;
     if (api.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx)
         return nullptr;
-    for (const auto& s : live_) {
-        PoolSlot* p = s.load(std::memory_order_acquire);
+    const int n = live_count_.load(std::memory_order_acquire);
+    for (int i = 0; i < n; ++i) {
+        PoolSlot* p = live_[i].load(std::memory_order_acquire);
         if (p && p->ctx.load(std::memory_order_acquire) == ctx)
             return p;
     }
@@ -171,7 +172,7 @@ PoolSlot* Profiler::create_slot(const DriverApi& api, CUcontext ctx) noexcept {
         slot->primary = primary;
         slot->index = static_cast<int>(all_slots_.size());
         slot->backend = std::make_unique<DriverBackend>(api, ctx, streams_);
-        slot->events = std::make_unique<PoolEvents>(slot->device, conf_, trace_.get());
+        slot->events = std::make_unique<PoolEvents>(slot->device, conf_, trace_.get(), options_.stack_depth > 0);
         std::size_t total = 0;
         if (api.cuDeviceTotalMem_v2 && api.cuDeviceTotalMem_v2(&total, dev) == CUDA_SUCCESS)
             slot->total_bytes = total;
@@ -185,7 +186,7 @@ PoolSlot* Profiler::create_slot(const DriverApi& api, CUcontext ctx) noexcept {
         pool::PoolOptions po;
         po.conf = conf_;
         po.mode = options_.pool ? pool::Mode::caching : pool::Mode::passthrough;
-        po.defer_frees = true;
+        po.defer_frees = options_.fenced_reuse;
         po.device = slot->device;
         slot->pool = std::make_unique<pool::DevicePool>(*slot->backend, po, slot->events.get());
         slot->ctx.store(ctx, std::memory_order_release);
@@ -193,6 +194,8 @@ PoolSlot* Profiler::create_slot(const DriverApi& api, CUcontext ctx) noexcept {
         all_slots_.push_back(std::move(slot));
         start_signal_thread();
         live_[free_index].store(raw, std::memory_order_release);
+        if (free_index >= live_count_.load(std::memory_order_relaxed))
+            live_count_.store(free_index + 1, std::memory_order_release);
         log::debug("new pool for context {} on device {} ({})", static_cast<void*>(ctx), raw->device,
                    primary ? "primary" : "created");
         return raw;
@@ -210,10 +213,13 @@ CUresult Profiler::mem_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_
         return api.cuMemAlloc_v2(dptr, bytes);
     // Unwind before any lock: the pool's listener charges the block (and any segment the pool
     // has to obtain for it) to this stack.
-    set_current_request_stack(stacks::Recorder::instance().capture());
+    const bool with_stack = options_.stack_depth > 0;
+    if (with_stack)
+        set_current_request_stack(stacks::Recorder::instance().capture());
     std::uintptr_t p = 0;
     int r = slot->pool->malloc(bytes, 0, &p);
-    set_current_request_stack(0);
+    if (with_stack)
+        set_current_request_stack(0);
     if (r == pool::kSuccess)
         *dptr = static_cast<CUdeviceptr>(p);
     return static_cast<CUresult>(r);
@@ -234,7 +240,12 @@ CUresult Profiler::mem_alloc_pitch(const DriverApi& api, CUdeviceptr* dptr, std:
 
 CUresult Profiler::mem_free(const DriverApi& api, CUdeviceptr ptr) noexcept {
     if (ptr != 0) {
-        for (PoolSlot* s : live_slots()) {
+        // Hot path: no allocation, no lock but the owning pool's.
+        const int n = live_count_.load(std::memory_order_acquire);
+        for (int i = 0; i < n; ++i) {
+            PoolSlot* s = live_[i].load(std::memory_order_acquire);
+            if (!s || !s->ctx.load(std::memory_order_acquire))
+                continue;
             int r = s->pool->free(static_cast<std::uintptr_t>(ptr));
             if (r == pool::kSuccess)
                 return CUDA_SUCCESS;
@@ -251,8 +262,9 @@ CUresult Profiler::mem_free(const DriverApi& api, CUdeviceptr ptr) noexcept {
         int device = 0;
         if (ledger_.remove(static_cast<std::uintptr_t>(ptr), {Kind::managed, Kind::async}, nullptr, &device))
             stacks::Recorder::instance().on_free(device, static_cast<std::uintptr_t>(ptr));
-    } else
+    } else {
         invalid_foreign_frees_.fetch_add(1, std::memory_order_relaxed);
+    }
     return r;
 }
 
@@ -565,6 +577,12 @@ std::string Profiler::report_json(const std::string& prefix) noexcept {
             w.key("memory_stats").raw(stats::to_json(merged_stats(s.get())));
             w.field("invalid_frees", s->pool->invalid_frees());
             w.field("ipc_refused", s->ipc_refused.load());
+            pool::PoolCounters pc = s->pool->counters();
+            w.key("pool_counters").begin_object();
+            w.field("fences_recorded", pc.fences_recorded);
+            w.field("fence_polls", pc.fence_polls);
+            w.field("misses", pc.misses);
+            w.end_object();
             write_passthrough(s->device);
             w.end_object();
         }

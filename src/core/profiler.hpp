@@ -116,6 +116,7 @@ private:
     mutable std::mutex slots_mutex_;
     static constexpr int kMaxLive = 64;
     std::atomic<PoolSlot*> live_[kMaxLive] = {};
+    std::atomic<int> live_count_{0}; ///< slots [0, live_count_) have ever been used
     std::vector<std::unique_ptr<PoolSlot>> all_slots_;
     std::atomic<std::int64_t> invalid_foreign_frees_{0};
     std::chrono::steady_clock::time_point start_;

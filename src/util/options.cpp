@@ -21,6 +21,7 @@ const OptionDoc kDocs[] = {
     {"GPUMEMPROF_LOG", "warning", "debug, info, warning or error"},
     {"GPUMEMPROF_MAX_WARNINGS", "100", "cap on warnings printed by one process"},
     {"GPUMEMPROF_REPORT", "1", "0: write no report at exit"},
+    {"GPUMEMPROF_REUSE", "fenced", "fenced: reuse freed memory once the device has passed the free; immediate: at once (unsafe across streams)"},
 };
 
 const char* env(const char* name) {
@@ -118,6 +119,14 @@ Options read_options(std::string* warnings) {
         warn_bad(warnings, "GPUMEMPROF_MAX_WARNINGS", v, "expected a non-negative integer", "100");
     if (const char* v = env("GPUMEMPROF_REPORT"); v && !parse_bool(v, &o.report_at_exit))
         warn_bad(warnings, "GPUMEMPROF_REPORT", v, "expected 0 or 1", "1");
+    if (const char* v = env("GPUMEMPROF_REUSE")) {
+        if (strcasecmp(v, "fenced") == 0)
+            o.fenced_reuse = true;
+        else if (strcasecmp(v, "immediate") == 0)
+            o.fenced_reuse = false;
+        else
+            warn_bad(warnings, "GPUMEMPROF_REUSE", v, "expected fenced or immediate", "fenced");
+    }
     return o;
 }
 

@@ -16,6 +16,10 @@ struct Options {
     int log_level = 2;                        ///< GPUMEMPROF_LOG: 0 debug, 1 info, 2 warning, 3 error
     int max_warnings = 100;                   ///< GPUMEMPROF_MAX_WARNINGS
     bool report_at_exit = true;               ///< GPUMEMPROF_REPORT: 0 = write nothing at exit
+    /// GPUMEMPROF_REUSE: "fenced" (default) = a freed block is reused only after the device has
+    /// passed the free; "immediate" = reused at once, as PyTorch does within one stream. Unsafe
+    /// for programs that free memory still used by queued work on another stream.
+    bool fenced_reuse = true;
 };
 
 /// Parse the environment. Every malformed value produces one warning naming the variable and the

@@ -1,0 +1,221 @@
+# SPDX-License-Identifier: MIT
+"""Checks libgpumemprof.so on a real GPU. Called by scripts/gpu-check.sh; prints a table and writes
+gpu-check.json. Every check compares against the truth measured in the same run (the program's own
+counts, the same program without the preload, PyTorch's own allocator)."""
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+RESULTS = []
+
+
+def record(name, ok, **numbers):
+    RESULTS.append({"check": name, "pass": bool(ok), **numbers})
+    print(("PASS " if ok else "FAIL ") + name + " " + json.dumps(numbers), flush=True)
+
+
+def run(cmd, env_extra=None, preload=None, timeout=600):
+    env = dict(os.environ)
+    env.update(env_extra or {})
+    out_dir = tempfile.mkdtemp(prefix="gpumemprof-")
+    env["GPUMEMPROF_OUTPUT"] = os.path.join(out_dir, "prof-%p")
+    if preload:
+        env["LD_PRELOAD"] = preload
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    wall = time.perf_counter() - t0
+    reports = []
+    for f in sorted(glob.glob(os.path.join(out_dir, "prof-*.json"))):
+        with open(f) as fh:
+            reports.append(json.load(fh))
+    last = None
+    for line in p.stdout.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                last = json.loads(line)
+            except ValueError:
+                pass
+    return {"rc": p.returncode, "out": last, "reports": reports, "stderr": p.stderr[-3000:], "wall": wall,
+            "dir": out_dir}
+
+
+def device_stats(report, device=0):
+    for d in report.get("devices", []):
+        if d["device"] == device and d.get("context_alive", True):
+            return d
+    devs = [d for d in report.get("devices", []) if d["device"] == device]
+    return devs[0] if devs else None
+
+
+def check_cuda_programs(lib, bindir):
+    for kind in ("static", "shared"):
+        exe = os.path.join(bindir, f"alloc_pattern_{kind}")
+        base = run([exe])
+        prof = run([exe], preload=lib)
+        if prof["rc"] != 0 or not prof["reports"]:
+            record(f"cuda_{kind}_cudart_counts", False, rc=prof["rc"], stderr=prof["stderr"])
+            continue
+        truth = prof["out"]
+        d = device_stats(prof["reports"][-1])
+        ms = d["memory_stats"]
+        pt = d["passthrough"]
+        ok = (ms["allocation.all.allocated"] == truth["allocs"] and ms["allocation.all.freed"] == truth["frees"]
+              and ms["requested_bytes.all.allocated"] == truth["bytes"] and ms["allocation.all.current"] == 0
+              and pt["async"]["calls"] >= 1 and pt["managed"]["calls"] >= 1 and base["rc"] == 0)
+        record(f"cuda_{kind}_cudart_counts", ok, program_allocs=truth["allocs"],
+               seen_allocs=ms["allocation.all.allocated"], program_bytes=truth["bytes"],
+               seen_requested=ms["requested_bytes.all.allocated"], device_allocs=ms["num_device_alloc"],
+               async_seen=pt["async"]["calls"], managed_seen=pt["managed"]["calls"],
+               doors=prof["reports"][-1]["doors"], wall_prof_s=round(prof["wall"], 3),
+               wall_plain_s=round(base["wall"], 3))
+
+
+def check_cross_stream(lib, bindir, tries):
+    exe = os.path.join(bindir, "cross_stream")
+    plain = run([exe, str(tries)])
+    prof = run([exe, str(tries)], preload=lib)
+    o = prof["out"] or {}
+    counters = device_stats(prof["reports"][-1]).get("pool_counters") if prof["reports"] else None
+    record("cross_stream_reuse", prof["rc"] == 0 and o.get("corrupted", 1) == 0 and o.get("tries") == tries,
+           tries=o.get("tries"), corrupted=o.get("corrupted"), address_reused=o.get("address_reused"),
+           plain_address_reused=(plain["out"] or {}).get("address_reused"), rc=prof["rc"], pool_counters=counters)
+    # Negative control: with immediate reuse (PyTorch's same-stream rule, wrong here) the same
+    # test must see corruption, or it proves nothing.
+    unsafe = run([exe, str(min(tries, 200))], {"GPUMEMPROF_REUSE": "immediate"}, preload=lib)
+    u = unsafe["out"] or {}
+    record("cross_stream_test_detects_unsafe_reuse", (u.get("corrupted") or 0) > 0,
+           tries=u.get("tries"), corrupted=u.get("corrupted"), address_reused=u.get("address_reused"))
+
+
+def check_bench(lib, bindir):
+    exe = os.path.join(bindir, "alloc_bench")
+    plain = run([exe])
+    prof = run([exe], preload=lib)
+    if not plain["out"] or not prof["out"]:
+        record("alloc_bench", False, rc_plain=plain["rc"], rc_prof=prof["rc"], stderr=prof["stderr"])
+        return
+    rows = []
+    for a, b in zip(plain["out"]["results"], prof["out"]["results"]):
+        rows.append({"size": a["size"], "raw_pair_ns": a["pair_ns"], "pool_pair_ns": b["pair_ns"],
+                     "speedup": round(a["pair_ns"] / b["pair_ns"], 1),
+                     "raw_pair_kernel_ns": a["pair_with_kernel_ns"], "pool_pair_kernel_ns": b["pair_with_kernel_ns"],
+                     "async_pair_ns": a["async_pair_ns"]})
+    record("alloc_bench_pool_faster_than_raw", all(r["pool_pair_ns"] < r["raw_pair_ns"] for r in rows), rows=rows)
+
+
+def keep(artifacts, result, name):
+    if not artifacts or not result["reports"]:
+        return
+    os.makedirs(artifacts, exist_ok=True)
+    for ext in (".txt", ".json", ".folded"):
+        for f in glob.glob(os.path.join(result["dir"], "prof-*" + ext)):
+            if not f.endswith(".alloc.folded"):
+                with open(f) as src, open(os.path.join(artifacts, name + ext), "w") as dst:
+                    dst.write(src.read())
+
+
+def check_torch(lib, steps, artifacts=None):
+    script = os.path.join(os.path.dirname(__file__), "torch_loop.py")
+    env = {"STEPS": str(steps), "PYTHONUNBUFFERED": "1"}
+    # Losses: the same deterministic loop without and with the preload (both uncached in PyTorch).
+    det = dict(env, DETERMINISTIC="1", STEPS="4", PYTORCH_NO_CUDA_MEMORY_CACHING="1")
+    d_plain = run([sys.executable, script], det)
+    d_ours = run([sys.executable, script], det, preload=lib)
+    if d_plain["out"] and d_ours["out"]:
+        la, lb = d_plain["out"]["losses"], d_ours["out"]["losses"]
+        worst = max(abs(a - b) / max(abs(a), 1e-12) for a, b in zip(la, lb))
+        record("torch_same_losses_1e-5", worst <= 1e-5 and len(la) == len(lb), worst_rel=worst, plain=la, ours=lb)
+    else:
+        record("torch_same_losses_1e-5", False, rc_plain=d_plain["rc"], rc_ours=d_ours["rc"],
+               stderr=d_ours["stderr"] or d_plain["stderr"])
+    ref = run([sys.executable, script], env)
+    ours = run([sys.executable, script], dict(env, PYTORCH_NO_CUDA_MEMORY_CACHING="1", GPUMEMPROF_STACK_DEPTH="0"),
+               preload=lib)
+    stacks = run([sys.executable, script], dict(env, PYTORCH_NO_CUDA_MEMORY_CACHING="1"), preload=lib)
+    raw = run([sys.executable, script], dict(env, PYTORCH_NO_CUDA_MEMORY_CACHING="1"))
+    if ours["rc"] != 0 or not ours["reports"] or ref["rc"] != 0:
+        record("torch_loop", False, rc_ref=ref["rc"], rc_ours=ours["rc"], stderr=ours["stderr"] or ref["stderr"])
+        return
+    ms = device_stats(ours["reports"][-1])["memory_stats"]
+    peak, torch_peak = ms["allocated_bytes.all.peak"], ref["out"]["torch_max_allocated"]
+    # We see every byte, PyTorch only its own allocator's: cuBLAS/cuDNN allocate workspaces with
+    # cuMemAlloc themselves. Compare PyTorch's figure with the bytes our peak attribution charges
+    # to call sites inside PyTorch's allocator (libc10_cuda), and report the rest.
+    torch_part = None
+    if stacks["reports"]:
+        rep = stacks["reports"][-1]
+        torch_part = sum(s["peak_live_bytes"] for s in rep.get("sites", [])
+                         if any(f["module"].startswith("libc10_cuda") for f in s["frames"]))
+    rel = abs(torch_part - torch_peak) / torch_peak if torch_part else 1.0
+    record("torch_peak_allocated_within_1pct", rel <= 0.01, ours_torch_allocations_at_peak=torch_part,
+           torch=torch_peak, rel_diff=round(rel, 5), ours_all_bytes_peak=peak,
+           not_seen_by_torch=(peak - torch_part) if torch_part else None,
+           ours_reserved_peak=ms["reserved_bytes.all.peak"], torch_reserved_peak=ref["out"]["torch_max_reserved"])
+    keep(artifacts, stacks, "torch_stacks")
+    keep(artifacts, ours, "torch_nostacks")
+    record("torch_pool_behaviour", True, device_allocs_per_step=ours["out"].get("profiler_device_allocs_after_each_step"),
+           pool_counters=device_stats(ours["reports"][-1]).get("pool_counters"),
+           segments_peak=ms["segment.all.peak"], doors=ours["reports"][-1]["doors"])
+    t_ref, t_ours = ref["out"]["step_ms_median"], ours["out"]["step_ms_median"]
+    t_raw = raw["out"]["step_ms_median"] if raw["out"] else None
+    record("torch_step_time_vs_caching_1.10x", t_ours / t_ref <= 1.10, torch_caching_ms=round(t_ref, 2),
+           ours_ms=round(t_ours, 2), ratio=round(t_ours / t_ref, 3),
+           raw_cudamalloc_ms=round(t_raw, 2) if t_raw else None,
+           raw_ratio=round(t_raw / t_ref, 3) if t_raw else None)
+    if stacks["out"]:
+        t_st = stacks["out"]["step_ms_median"]
+        record("torch_stacks_on_vs_off_1.15x", t_st / t_ours <= 1.15, stacks_on_ms=round(t_st, 2),
+               stacks_off_ms=round(t_ours, 2), ratio=round(t_st / t_ours, 3))
+
+
+def check_frameworks(lib):
+    script = os.path.join(os.path.dirname(__file__), "frameworks_check.py")
+    for fw in ("jax", "cupy"):
+        r = run([sys.executable, script, fw], preload=lib)
+        if r["rc"] != 0 or not r["reports"]:
+            record(f"{fw}_allocations_seen", False, rc=r["rc"], stderr=r["stderr"])
+            continue
+        rep = r["reports"][-1]
+        seen = 0
+        for d in rep["devices"]:
+            seen += d["memory_stats"]["requested_bytes.all.allocated"]
+            seen += sum(d["passthrough"][k]["total_bytes"] for k in ("async", "managed", "vmm_mapped"))
+        need = r["out"]["bytes_requested_at_least"]
+        record(f"{fw}_allocations_seen", seen >= need, bytes_seen=seen, program_bytes=need, doors=rep["doors"])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--bindir", required=True)
+    ap.add_argument("--tries", type=int, default=1000)
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--only", default="cuda,cross,bench,torch,frameworks")
+    ap.add_argument("--artifacts", default=None, help="copy the torch runs' reports here")
+    ap.add_argument("--out", default="gpu-check.json")
+    a = ap.parse_args()
+    only = a.only.split(",")
+    if "cuda" in only:
+        check_cuda_programs(a.lib, a.bindir)
+    if "cross" in only:
+        check_cross_stream(a.lib, a.bindir, a.tries)
+    if "bench" in only:
+        check_bench(a.lib, a.bindir)
+    if "torch" in only:
+        check_torch(a.lib, a.steps, a.artifacts)
+    if "frameworks" in only:
+        check_frameworks(a.lib)
+    with open(a.out, "w") as f:
+        json.dump(RESULTS, f, indent=1)
+    print("\n%d passed, %d failed" % (sum(r["pass"] for r in RESULTS), sum(not r["pass"] for r in RESULTS)))
+    return 0 if all(r["pass"] for r in RESULTS) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+# SPDX-License-Identifier: MIT
+"""GPU check (2): the headline PyTorch training loop of h200-baselines.md.
+
+8-layer transformer, d_model 1024, 16 heads, batch 8 x 512 tokens, vocab 32000, bf16 autocast,
+AdamW. Prints one JSON line: losses, median step time, torch's own peak figures (meaningful only
+with its caching allocator on). Run it under the profiler with PYTORCH_NO_CUDA_MEMORY_CACHING=1 so
+that every tensor allocation is a cudaMalloc/cudaFree that our pool serves.
+"""
+import json
+import os
+import sys
+import time
+
+import ctypes
+
+import torch
+import torch.nn as nn
+
+
+def profiler_stats():
+    """memory_stats from libgpumemprof.so when it is preloaded (its C API), else None."""
+    try:
+        fn = ctypes.CDLL(None).gpumemprof_memory_stats
+    except (AttributeError, OSError):
+        return None
+    fn.restype = ctypes.c_size_t
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
+    buf = ctypes.create_string_buffer(1 << 16)
+    fn(-1, buf, len(buf))
+    return json.loads(buf.value.decode())
+
+
+def main():
+    steps = int(os.environ.get("STEPS", "6"))
+    torch.manual_seed(0)
+    if os.environ.get("DETERMINISTIC") == "1":
+        # Loss comparisons between allocators need bit-reproducible kernels (embedding backward
+        # uses atomics otherwise).
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    dev = "cuda"
+    vocab, d, heads, layers, batch, seq = 32000, 1024, 16, 8, 8, 512
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(vocab, d)
+            layer = nn.TransformerEncoderLayer(d, heads, 4 * d, dropout=0.0, batch_first=True)
+            self.enc = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+            self.head = nn.Linear(d, vocab)
+
+        def forward(self, x):
+            return self.head(self.enc(self.emb(x)))
+
+    model = Model().to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    gen = torch.Generator(device="cpu").manual_seed(1)
+    data = [torch.randint(0, vocab, (batch, seq + 1), generator=gen) for _ in range(steps)]
+    losses, times, device_allocs = [], [], []
+    for i in range(steps):
+        x = data[i][:, :-1].to(dev)
+        y = data[i][:, 1:].to(dev)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            out = model(x)
+            loss = nn.functional.cross_entropy(out.float().view(-1, vocab), y.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+        losses.append(loss.item())
+        st = profiler_stats()
+        if st:
+            device_allocs.append(st["num_device_alloc"])
+    timed = sorted(times[1:])  # the first step warms up
+    print(json.dumps({
+        "losses": losses,
+        "step_ms_median": 1000 * timed[len(timed) // 2],
+        "torch_max_allocated": torch.cuda.max_memory_allocated(),
+        "torch_max_reserved": torch.cuda.max_memory_reserved(),
+        "caching": os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING", "0") != "1",
+        "profiler_device_allocs_after_each_step": device_allocs,
+    }))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
