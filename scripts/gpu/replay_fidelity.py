@@ -84,7 +84,7 @@ def _start_history(torch, max_entries):
     try:
         rec(enabled="all", context=None, stacks="python", max_entries=max_entries)
         return "enabled=all, context=None, stacks=python, max_entries=%d" % max_entries
-    except TypeError:  # an older signature: the defaults also record the history
+    except (TypeError, ValueError, RuntimeError):  # another signature: the defaults record it too
         rec(max_entries=max_entries)
         return "defaults, max_entries=%d" % max_entries
 
@@ -304,6 +304,24 @@ def snapshot_diagnostics(snap, device, max_entries, conf, torch_stats, pre_stats
         notes.append(("info", "%d frees completed after other events and %d never completed (record_stream); "
                               "the replay frees at free_completed, as PyTorch did" % (deferred, len(pending))))
 
+    # PyTorch breaks best-fit ties between equal free blocks by address. The replay's simulated
+    # device hands out segment addresses in increasing order, so ties resolve alike only when the
+    # real cudaMalloc addresses also increased in allocation order (no segment was freed here).
+    # Only order within one pool of one stream matters (small-pool segments are exactly 2 MiB;
+    # large-pool ones are 20 MiB or >= 10 MiB).
+    seg_addrs = [e for e in entries if e.get("action") == "segment_alloc"]
+    inversions, top = 0, {}
+    for e in seg_addrs:
+        key, a = (e.get("stream"), e.get("size") == 2 * MiB), e.get("addr") or 0
+        if a < top.get(key, -1):
+            inversions += 1
+        top[key] = max(top.get(key, -1), a)
+    facts["segment_address_inversions"] = inversions
+    if inversions:
+        notes.append(("info", "%d of %d segments got a lower address than an earlier one: where equal-sized free "
+                              "blocks tie, PyTorch picks the lowest real address and the replay its simulated "
+                              "order, which can differ" % (inversions, len(seg_addrs))))
+
     settings = snap.get("allocator_settings") or {}
     segments = [s for s in (snap.get("segments") or []) if isinstance(s, dict) and s.get("device", 0) == device]
     if counts.get("segment_map") or counts.get("segment_unmap") or any(s.get("is_expandable") for s in segments) \
@@ -334,8 +352,9 @@ def snapshot_diagnostics(snap, device, max_entries, conf, torch_stats, pre_stats
                   and pre_stats.get("reserved_bytes.all.current", 0) == 0)
     facts["recorded_from_first_alloc"] = from_first
     if from_first:
-        # Every allocation and cudaMalloc of the process must be in the trace.
-        pairs = [("alloc", "allocation.all.allocated"), ("free_completed", "allocation.all.freed"),
+        # Every allocation, free request (allocation.freed counts requests) and cudaMalloc/cudaFree of
+        # the process must be in the trace.
+        pairs = [("alloc", "allocation.all.allocated"), ("free_requested", "allocation.all.freed"),
                  ("segment_alloc", "num_device_alloc"), ("segment_free", "num_device_free")]
         for action, key in pairs:
             if key in torch_stats and counts.get(action, 0) != torch_stats[key]:
@@ -389,7 +408,8 @@ def run_case(args, workload, conf, steps, workdir, index, total, scenario=None):
     for k in ALLOC_ENV:
         env.pop(k, None)
     if env_conf:
-        env["PYTORCH_CUDA_ALLOC_CONF"] = env_conf
+        # Newer torch reads PYTORCH_ALLOC_CONF first; the same text in both is unambiguous.
+        env["PYTORCH_CUDA_ALLOC_CONF"] = env["PYTORCH_ALLOC_CONF"] = env_conf
     if "gpumemprof" in env.get("LD_PRELOAD", ""):
         env.pop("LD_PRELOAD")  # PyTorch's own allocator is what is measured here
     env["PYTHONHASHSEED"] = "0"
@@ -467,6 +487,9 @@ def run_case(args, workload, conf, steps, workdir, index, total, scenario=None):
     facts, notes = snapshot_diagnostics(snap, DEVICE, args.max_entries, env_conf, ts, w.get("pre_stats") or {})
     r["facts"] = facts
     r["notes"].extend(notes)
+    backend = ((w.get("environment") or {}).get("allocator_backend"))
+    if backend not in (None, "?", "native"):
+        r["notes"].append(("invalid", "PyTorch used the %r allocator backend, not its caching allocator" % backend))
     rp = r["replay"]
     if rp.get("failed_allocs"):
         r["notes"].append(("invalid", "%d requests ran out of memory in the replay (capacity %s)"
@@ -587,6 +610,13 @@ def selftest_unit_checks(workdir):
     out.append(("first allocation without a segment flagged",
                 any("did not start at the first" in t for s, t in notes), ""))
     out.append(("OOM in the recording flagged", any("OOM" in t for s, t in notes if s == "invalid"), ""))
+    # Two 20 MiB large-pool segments on stream 0, the second at a lower address: one inversion; a
+    # 2 MiB small-pool segment below both is another pool and does not count.
+    fake = {"device_traces": [[{"action": "segment_alloc", "addr": a, "size": n, "stream": 0}
+                               for a, n in ((0x9000000, 20 * MiB), (0x2000000, 20 * MiB), (0x1000000, 2 * MiB))]]}
+    facts, _ = snapshot_diagnostics(fake, 0, 100, "", {}, {})
+    out.append(("segment address inversions counted per pool", facts["segment_address_inversions"] == 1,
+                str(facts["segment_address_inversions"])))
     ok, text = check_settings("max_split_size_mb:64", snap.get("allocator_settings"))
     out.append(("settings not applied flagged", ok is False and "max_split_size" in text, text))
     ok, text = check_settings("roundup_power2_divisions:4",
