@@ -8,16 +8,19 @@ import glob
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 MIB = 1 << 20
 
 
 class Run:
-    def __init__(self, label, rc, stdout, stderr, reports, sim):
+    def __init__(self, label, rc, stdout, stderr, reports, sim, out_dir=None):
         self.label, self.rc, self.stdout, self.stderr = label, rc, stdout, stderr
+        self.out_dir = out_dir  # GPUMEMPROF_OUTPUT is <out_dir>/out-%p
         self.reports = reports  # list of parsed JSON reports (one per process)
         self.sim = sim          # list of SIMCUDA_LOG records (one per process)
         self.values = {}
@@ -103,9 +106,8 @@ def stat(report, key, device=0):
     return d.get("memory_stats", {}).get(key, "<missing %s>" % key)
 
 
-def run_prog(args, tmp, label, preload, extra_env=None, argv=()):
-    out_dir = os.path.join(tmp, label)
-    os.makedirs(out_dir)
+def prog_env(args, out_dir, preload, extra_env=None):
+    """The environment of one run: simulated driver first on the library path, outputs in out_dir."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUMEMPROF_", "SIMCUDA_"))}
     env.pop("LD_PRELOAD", None)
     lib_path = [os.path.abspath(args.sim_dir), os.path.dirname(os.path.abspath(args.prog))]
@@ -115,15 +117,15 @@ def run_prog(args, tmp, label, preload, extra_env=None, argv=()):
     env["SIMCUDA_LOG"] = os.path.join(out_dir, "sim-%p.log")
     env["GPUMEMPROF_OUTPUT"] = os.path.join(out_dir, "out-%p")
     if preload:
-        env["LD_PRELOAD"] = os.path.abspath(args.lib)
+        # An ASan-instrumented library (-Db_sanitize=address) needs the ASan runtime loaded first.
+        env["LD_PRELOAD"] = " ".join(([args.asan_runtime] if args.asan_runtime else []) +
+                                     [os.path.abspath(args.lib)])
     env.update(extra_env or {})
-    try:
-        p = subprocess.run([args.prog, *argv], env=env, capture_output=True, text=True, timeout=120)
-        rc, so, se = p.returncode, p.stdout, p.stderr
-    except subprocess.TimeoutExpired as e:
-        rc = "timeout"
-        so = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-        se = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
+    return env
+
+
+def collect(out_dir):
+    """The JSON reports and SIMCUDA_LOG records a run left in out_dir."""
     reports = []
     for path in sorted(glob.glob(os.path.join(out_dir, "out-*.json"))):
         try:
@@ -137,7 +139,22 @@ def run_prog(args, tmp, label, preload, extra_env=None, argv=()):
             for line in f:
                 if line.strip():
                     sim.append(json.loads(line))
-    return Run(label, rc, so, se, reports, sim)
+    return reports, sim
+
+
+def run_prog(args, tmp, label, preload, extra_env=None, argv=()):
+    out_dir = os.path.join(tmp, label)
+    os.makedirs(out_dir)
+    env = prog_env(args, out_dir, preload, extra_env)
+    try:
+        p = subprocess.run([args.prog, *argv], env=env, capture_output=True, text=True, timeout=120)
+        rc, so, se = p.returncode, p.stdout, p.stderr
+    except subprocess.TimeoutExpired as e:
+        rc = "timeout"
+        so = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        se = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
+    reports, sim = collect(out_dir)
+    return Run(label, rc, so, se, reports, sim, out_dir)
 
 
 def both(args, tmp, extra_env=None):
@@ -489,6 +506,284 @@ def case_bad_config(args, tmp):
     })
     return c.finish([plain, pre])
 
+def case_early_ctor(args, tmp):
+    c = Checker(args.case)
+    plain = run_prog(args, tmp, "plain", False)
+    # LD_DEBUG=libs: the dynamic loader also names each constructor it runs ("calling init:"), in
+    # order, on stderr.
+    pre = run_prog(args, tmp, "preload", True, {"LD_DEBUG": "libs"})
+    for r in (plain, pre):
+        c.eq("%s: exit code" % r.label, r.rc, 0)
+        c.eq("%s: cudaMalloc+cudaFree in the constructor" % r.label, r.val("ctor_cudart"), 0)
+        c.eq("%s: dlsym'd cuMemAlloc_v2+cuMemFree_v2 in the constructor" % r.label, r.val("ctor_driver"), 0)
+        c.eq("%s: main's 100 blocks held their data" % r.label, r.val("main_bad"), 0)
+        c.eq("%s: the worker's 100 blocks held their data" % r.label, r.val("worker_bad"), 0)
+    inits = [l.split("calling init:", 1)[1].strip() for l in pre.stderr.splitlines() if "calling init:" in l]
+    ctor_at = [i for i, path in enumerate(inits) if "libearly_ctor_lib.so" in path]
+    prof_at = [i for i, path in enumerate(inits) if "libgpumemprof.so" in path]
+    c.true("loader ran libearly_ctor_lib's constructor before libgpumemprof's",
+           ctor_at and prof_at and ctor_at[0] < prof_at[0], inits)
+    # Program allocations: constructor 1000 B + 3 MiB, worker 100 x 4096, main 100 x 8192 = 202.
+    c.eq("plain: sim cuMemAlloc_v2 ok (every allocation)", plain.sim_ok("cuMemAlloc_v2"), 202)
+    # Pool: 1000 -> 1024 opens a 2 MiB small segment; 3 MiB opens a 20 MiB large one. Every later
+    # block is small, and all of them together (1024 + 100*4096 + 100*8192 = 1229824 bytes) fit in
+    # the 2 MiB segment even if none were reused: 2 device allocations whatever the interleaving.
+    c.eq("preload: sim cuMemAlloc_v2 ok (segments)", pre.sim_ok("cuMemAlloc_v2"), 2)
+    rep = pre.report()
+    # bytes: 1024 + 3145728 + 100*4096 + 100*8192 = 4375552; requested: 1000 + 3145728 + 409600 +
+    # 819200 = 4375528.
+    check_stats(c, rep, {
+        "allocation.all.allocated": 202,
+        "allocation.all.freed": 202,
+        "allocation.all.current": 0,
+        "allocated_bytes.all.allocated": 4375552,
+        "requested_bytes.all.allocated": 4375528,
+        "segment.all.allocated": 2,
+        "num_device_alloc": 2,
+        "reserved_bytes.all.current": 22 * MIB,
+    })
+    doors = (rep or {}).get("doors", {})
+    c.ge("doors.dlsym_substitutions (cuMemAlloc_v2, cuMemFree_v2 from the constructor)",
+         doors.get("dlsym_substitutions"), 2)
+    return c.finish([plain, pre])
+
+
+def case_entry_point(args, tmp):
+    c = Checker(args.case)
+    plain, pre = both(args, tmp)
+    for r in (plain, pre):
+        c.eq("%s: exit code" % r.label, r.rc, 0)
+        c.eq("%s: cudaGetDriverEntryPointByVersion status" % r.label, r.val("alloc_status"), 0)
+        c.eq("%s: cudaGetDriverEntryPoint status" % r.label, r.val("free_status"), 0)
+    c.eq("plain: sim cuMemAlloc_v2 ok", plain.sim_ok("cuMemAlloc_v2"), 4)
+    c.eq("plain: sim cuMemFree_v2 ok", plain.sim_ok("cuMemFree_v2"), 4)
+    # Through the pool: a (3 MiB) opens a 20 MiB large segment, b (17 MiB) takes exactly its rest,
+    # d (1000 -> 1024) opens a 2 MiB small segment. a is freed; once the device is idle, c (3 MiB)
+    # finds no free large block, retires the free's fence and gets a's block.
+    c.eq("preload: c (3 MiB) is a's block again", pre.val("c_reuses_a"), 1)
+    c.eq("preload: sim cuMemAlloc_v2 ok (segments only)", pre.sim_ok("cuMemAlloc_v2"), 2)
+    c.eq("preload: sim cuMemFree_v2 calls", pre.sim_calls("cuMemFree_v2"), 0)
+    rep = pre.report()
+    # bytes 3145728 + 17825792 + 1024 + 3145728 = 24118272; requested 1000 instead of 1024: 24118248.
+    check_stats(c, rep, {
+        "allocation.all.allocated": 4,
+        "allocation.all.freed": 4,
+        "segment.all.allocated": 2,
+        "num_device_alloc": 2,
+        "allocated_bytes.all.allocated": 24118272,
+        "requested_bytes.all.allocated": 24118248,
+        "allocated_bytes.all.peak": 3145728 + 17825792 + 1024,
+        "reserved_bytes.all.current": 22 * MIB,
+    })
+    c.ge("doors.proc_address_substitutions", (rep or {}).get("doors", {}).get("proc_address_substitutions"), 1)
+    return c.finish([plain, pre])
+
+
+def case_ipc(args, tmp):
+    c = Checker(args.case)
+    plain, pre = both(args, tmp)
+    off = run_prog(args, tmp, "pool_off", True, {"GPUMEMPROF_POOL": "0"})
+    for r in (plain, pre, off):
+        c.eq("%s: exit code" % r.label, r.rc, 0)
+        c.eq("%s: handle of a (its own base)" % r.label, r.val("ipc_a"), 0)
+        c.eq("%s: handle of a names a's address" % r.label, r.val("ipc_a_base_is_a"), 1)
+    # Without the pool every block is its own device allocation: both handles are fine.
+    for r in (plain, off):
+        c.eq("%s: handle of b" % r.label, r.val("ipc_b"), 0)
+        c.eq("%s: last_error" % r.label, r.val("last_error"), 0)
+        c.eq("%s: sim cuIpcGetMemHandle ok" % r.label, r.sim_ok("cuIpcGetMemHandle"), 2)
+    # Pool: b sits 3 MiB (3145728 bytes) into a's 20 MiB segment; a receiver would map the segment
+    # from its base, so the handle is refused with cudaErrorInvalidValue (1), left as last error.
+    c.eq("preload: b's offset in the segment", pre.val("b_offset_from_a"), 3 * MIB)
+    c.eq("preload: handle of b refused", pre.val("ipc_b"), 1)
+    c.eq("preload: last_error", pre.val("last_error"), 1)
+    c.eq("preload: sim cuIpcGetMemHandle ok (a only)", pre.sim_ok("cuIpcGetMemHandle"), 1)
+    dev = device_entry(pre.report()) or {}
+    c.eq("preload: devices[0].ipc_refused", dev.get("ipc_refused"), 1)
+    dev_off = device_entry(off.report()) or {}
+    c.eq("pool_off: pool", (off.report() or {}).get("pool"), "passthrough")
+    c.eq("pool_off: devices[0].ipc_refused", dev_off.get("ipc_refused"), 0)
+    return c.finish([plain, pre, off])
+
+
+CAPTURE_CODES = {
+    "begin": 0, "captured_memset": 0, "stream_create": 0, "free_x": 0, "malloc_y": 0, "memset_y": 0,
+    "sync_y": 0, "is_capturing": 0, "capture_status": 1, "end": 0, "graph": 1, "last_error": 0,
+}
+
+
+def case_capture(args, tmp):
+    c = Checker(args.case)
+    plain, pre = both(args, tmp)
+    for r in (plain, pre):
+        c.eq("%s: exit code" % r.label, r.rc, 0)
+    # Relaxed mode allows cudaMalloc/cudaFree and work on other streams during the capture: every
+    # call succeeds without the profiler, and must with it (same codes).
+    for k, v in CAPTURE_CODES.items():
+        c.eq("plain: %s" % k, plain.val(k), v)
+    same_values(c, plain, pre, list(CAPTURE_CODES))
+    c.eq("preload: 3 MiB after the capture is x's block again", pre.val("z_reuses_x"), 1)
+    # Segments: x+w fill one 20 MiB segment, scratch one 2 MiB, y (20 MiB, during the capture) one
+    # 20 MiB; z reuses x: 3 device allocations, 42 MiB. Bytes 3145728 + 17825792 + 4096 + 20971520 +
+    # 3145728 = 45092864.
+    check_stats(c, pre.report(), {
+        "allocation.all.allocated": 5,
+        "allocation.all.freed": 5,
+        "segment.all.allocated": 3,
+        "num_device_alloc": 3,
+        "allocated_bytes.all.allocated": 45092864,
+        "reserved_bytes.all.current": 42 * MIB,
+    })
+    c.eq("preload: sim cuMemAlloc_v2 ok", pre.sim_ok("cuMemAlloc_v2"), 3)
+    return c.finish([plain, pre])
+
+
+def case_device_reset(args, tmp):
+    c = Checker(args.case)
+    plain, pre = both(args, tmp)
+    for r in (plain, pre):
+        c.eq("%s: exit code" % r.label, r.rc, 0)
+        c.eq("%s: cudaDeviceReset" % r.label, r.val("reset"), 0)
+        c.eq("%s: post-reset block is not at a's address" % r.label, r.val("c_is_a"), 0)
+    # a died with the context: the driver answers cudaErrorInvalidValue (1).
+    c.eq("plain: free of a pre-reset pointer", plain.val("free_old_a"), 1)
+    same_values(c, plain, pre, ["free_old_a", "last_error"])
+    rep = pre.report() or {}
+    entries = [d for d in rep.get("devices", []) if d.get("device") == 0]
+    c.eq("preload: device 0 entries (old pool, new pool)", len(entries), 2)
+    if len(entries) == 2:
+        old, new = entries
+        c.eq("old pool: context_alive", old.get("context_alive"), False)
+        c.eq("new pool: context_alive", new.get("context_alive"), True)
+        # Old: a (1 MiB, 2 MiB segment) and b (3 MiB, 20 MiB segment); b freed, a dropped with the
+        # context (current values zero, not counted as freed); peak reserved 22 MiB.
+        check_stats(c, {"devices": [old]}, {
+            "allocation.all.allocated": 2,
+            "allocation.all.freed": 1,
+            "allocation.all.current": 0,
+            "segment.all.allocated": 2,
+            "reserved_bytes.all.current": 0,
+            "reserved_bytes.all.peak": 22 * MIB,
+        }, prefix="old memory_stats")
+        # New: c (5 MiB, 20 MiB segment), freed.
+        check_stats(c, {"devices": [new]}, {
+            "allocation.all.allocated": 1,
+            "allocation.all.freed": 1,
+            "segment.all.allocated": 1,
+            "reserved_bytes.all.current": 20 * MIB,
+        }, prefix="new memory_stats")
+    # The stale pointer may now lie inside the new pool's segment (the driver reuses address space):
+    # then the pool refuses it, else the driver does. Either way exactly one invalid free is counted.
+    invalid = sum(d.get("invalid_frees", 0) for d in entries) + rep.get("foreign_invalid_frees", 0)
+    c.eq("preload: invalid_frees + foreign_invalid_frees (the pre-reset free)", invalid, 1)
+    return c.finish([plain, pre])
+
+
+def read_json(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        return {"_error": "%s: %s" % (path, e)}
+
+
+def case_signal_dump(args, tmp):
+    c = Checker(args.case)
+    # Preload only: without the profiler SIGUSR2 would end the program (default action).
+    pre = run_prog(args, tmp, "preload", True)
+    c.eq("preload: exit code (normal exit after the dump)", pre.rc, 0)
+    c.eq("preload: <prefix>.json appeared within 2 s of SIGUSR2", pre.val("dump_seen"), 1)
+    c.eq("preload: ran on after the dump", pre.val("survived"), 1)
+    copies = glob.glob(os.path.join(pre.out_dir, "out-*.dump-copy"))
+    c.eq("dump copy written by the program", len(copies), 1)
+    if copies:
+        # At the dump: a (1000 -> 1024) and b (3 MiB) live: 1024 + 3145728 = 3146752 bytes.
+        check_stats(c, read_json(copies[0]), {
+            "allocation.all.allocated": 2,
+            "allocation.all.current": 2,
+            "allocated_bytes.all.current": 3146752,
+        }, prefix="dump memory_stats")
+    c.eq("one JSON report", len(pre.reports), 1)
+    # At exit (overwriting the dump): c (2000 -> 2048) as well, everything freed.
+    check_stats(c, pre.report(), {
+        "allocation.all.allocated": 3,
+        "allocation.all.freed": 3,
+        "allocated_bytes.all.allocated": 1024 + 3 * MIB + 2048,
+    }, prefix="exit memory_stats")
+    c.eq("text report present", len(glob.glob(os.path.join(pre.out_dir, "out-*.txt"))), 1)
+    return c.finish([pre])
+
+
+def run_killed(args, tmp, label, preload):
+    """Start the program, wait for its ready=1 line, send SIGTERM, wait for it to die."""
+    out_dir = os.path.join(tmp, label)
+    os.makedirs(out_dir)
+    env = prog_env(args, out_dir, preload)
+    p = subprocess.Popen([args.prog], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = p.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if line.strip() == "ready=1":
+            p.send_signal(signal.SIGTERM)
+            break
+    try:
+        so, se = p.communicate(timeout=60)
+        rc = p.returncode
+    except subprocess.TimeoutExpired:
+        p.kill()
+        so, se = p.communicate()
+        rc = "timeout"
+    reports, sim = collect(out_dir)
+    return Run(label, rc, "".join(lines) + so, se, reports, sim, out_dir)
+
+
+def case_sigterm(args, tmp):
+    c = Checker(args.case)
+    plain = run_killed(args, tmp, "plain", False)
+    pre = run_killed(args, tmp, "preload", True)
+    for r in (plain, pre):
+        c.eq("%s: allocated before the signal" % r.label, r.val("ready"), 1)
+        c.eq("%s: died by SIGTERM" % r.label, r.rc, -signal.SIGTERM)
+        c.eq("%s: did not outlive the signal" % r.label, r.val("not_killed"), None)
+    c.eq("preload: <prefix>.json written", len(pre.reports), 1)
+    c.eq("preload: <prefix>.txt written", len(glob.glob(os.path.join(pre.out_dir, "out-*.txt"))), 1)
+    # Live at the signal: 1000 -> 1024 and 3 MiB: 3146752 bytes in 2 blocks.
+    check_stats(c, pre.report(), {
+        "allocation.all.allocated": 2,
+        "allocation.all.current": 2,
+        "allocated_bytes.all.current": 1024 + 3 * MIB,
+    })
+    return c.finish([plain, pre])
+
+
+def case_trace_replay(args, tmp):
+    c = Checker(args.case)
+    trace = os.path.join(tmp, "alloc_sequence.gmt")
+    pre = run_prog(args, tmp, "preload", True, {"GPUMEMPROF_TRACE": trace})
+    c.eq("preload: exit code", pre.rc, 0)
+    c.true("trace file written", os.path.exists(trace))
+    check_stats(c, pre.report(), {k: SEQUENCE_STATS[k] for k in ("allocated_bytes.all.peak",
+                                                                  "reserved_bytes.all.peak")})
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    p = subprocess.run([args.cli, "replay", trace, "--json"], capture_output=True, text=True, env=env,
+                       timeout=120)
+    c.eq("gpumemprof replay --json: exit code", p.returncode, 0)
+    try:
+        replay = json.loads(p.stdout)
+    except ValueError as e:
+        replay = {}
+        c.true("replay output is JSON", False, "%s: %s" % (e, p.stdout[:300] + p.stderr[-300:]))
+    # The replay re-runs the recorded requests through the same policy: the peaks must be the
+    # recorded process's exactly (33555456 and 50331648, worked out above SEQUENCE_STATS).
+    for key in ("allocated_bytes.all.peak", "reserved_bytes.all.peak"):
+        c.eq("replay %s == the run's JSON" % key, stat(replay, key), stat(pre.report(), key))
+        c.eq("replay %s (by hand)" % key, stat(replay, key), SEQUENCE_STATS[key])
+    return c.finish([pre])
+
 
 CASES = {
     "shared_cudart": lambda a, t: case_sequence(a, t, static=False),
@@ -504,6 +799,15 @@ CASES = {
     "c_api": case_c_api,
     "pool_off": case_pool_off,
     "bad_config": case_bad_config,
+    "early_ctor": case_early_ctor,
+    "entry_point_shared": case_entry_point,
+    "entry_point_static": case_entry_point,
+    "ipc": case_ipc,
+    "capture": case_capture,
+    "device_reset": case_device_reset,
+    "signal_dump": case_signal_dump,
+    "sigterm": case_sigterm,
+    "trace_replay": case_trace_replay,
 }
 
 
@@ -513,6 +817,9 @@ def main():
     ap.add_argument("--lib", required=True, help="libgpumemprof.so")
     ap.add_argument("--prog", required=True)
     ap.add_argument("--sim-dir", required=True, help="directory holding the simulated libcuda.so.1")
+    ap.add_argument("--cli", help="the gpumemprof command-line tool (case trace_replay)")
+    ap.add_argument("--asan-runtime", default="",
+                    help="ASan runtime to preload before the library (builds with -Db_sanitize=address)")
     ap.add_argument("--keep", action="store_true", help="keep the output directory")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="gpumemprof-%s-" % args.case)

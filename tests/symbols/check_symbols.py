@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+# Check the dynamic interface of libgpumemprof.so: every defined dynamic symbol matches the
+# allow-list of src/intercept/exports.map (cu[A-Z]*, cuda[A-Z]*, dlsym, gpumemprof_*), none is a C++
+# name, the expected doors are there, and no DT_NEEDED entry names libcuda or libcudart (the
+# library is loaded into every process, most of which have no CUDA at all).
+import re
+import subprocess
+import sys
+
+ALLOWED = [re.compile(p) for p in (r"cu[A-Z]\w*", r"cuda[A-Z]\w*", r"dlsym", r"gpumemprof_\w+")]
+# A few names each door must export (driver, runtime, dlsym, C API), so that an empty or wrong
+# list cannot pass.
+REQUIRED = ["cuMemAlloc_v2", "cuMemFree_v2", "cuGetProcAddress_v2", "cuGetProcAddress", "cudaMalloc",
+            "cudaFree", "dlsym", "gpumemprof_memory_stats", "gpumemprof_is_active"]
+FORBIDDEN_WORDS = ["spdlog", "fmt", "unw", "std", "dwfl", "dwarf"]
+
+
+def run(cmd):
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        print("command failed: %s\n%s" % (" ".join(cmd), p.stderr))
+        sys.exit(1)
+    return p.stdout
+
+
+def defined_dynamic_symbols(lib):
+    """(name, type) of every defined symbol in the dynamic symbol table; version suffixes kept."""
+    out = run(["nm", "-D", "--defined-only", lib])
+    syms = []
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 3:
+            syms.append((parts[2], parts[1]))
+        elif len(parts) == 2:  # absolute symbols may have no address column
+            syms.append((parts[1], parts[0]))
+    return syms
+
+
+def main():
+    if len(sys.argv) != 2:
+        print("usage: check_symbols.py libgpumemprof.so")
+        return 2
+    lib = sys.argv[1]
+    failures = []
+    syms = defined_dynamic_symbols(lib)
+    names = [n for n, _ in syms]
+    print("%d defined dynamic symbols" % len(names))
+    for name, kind in syms:
+        # An anonymous version script versions nothing; "@" would mean a named node, which stops
+        # the hooks from interposing (shared/reference/cuda-interception.md 1.3).
+        if "@" in name:
+            failures.append("versioned export %s" % name)
+            continue
+        if name.startswith("_Z"):
+            failures.append("C++ (mangled) export %s" % name)
+            continue
+        if not any(p.fullmatch(name) for p in ALLOWED):
+            failures.append("export outside the allow-list: %s (%s)" % (name, kind))
+            continue
+        lowered = name.lower()
+        # cu/cuda names are CUDA's; a third-party word inside an allowed prefix is still a leak.
+        if name.startswith("gpumemprof_") and any(w in lowered for w in FORBIDDEN_WORDS):
+            failures.append("suspicious C API name %s" % name)
+    for name in REQUIRED:
+        if name not in names:
+            failures.append("missing export %s" % name)
+
+    dyn = run(["readelf", "-d", "-W", lib])
+    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dyn)
+    print("DT_NEEDED: %s" % ", ".join(needed))
+    if not needed:
+        failures.append("no DT_NEEDED entries parsed from readelf -d (format changed?)")
+    for lib_name in needed:
+        if re.match(r"libcuda(rt)?\b", lib_name) or lib_name.startswith("libcuda"):
+            failures.append("DT_NEEDED on %s" % lib_name)
+
+    for f in failures:
+        print("FAIL " + f)
+    print("%d failed" % len(failures))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
