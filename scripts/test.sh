@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The project's test command (README, .ci/run). On Debian 12 with the CUDA Toolkit headers
+# (CUDA_HOME, CUDA_PATH or /usr/local/cuda) it installs what is missing, then runs three stages:
+#   normal  configure + build + every meson test suite (benchmarks are not tests)
+#   asan    -Db_sanitize=address,undefined: every suite
+#   tsan    -Db_sanitize=thread: the 'stress' suite (only its target is built)
+# and ends with one line "N passed, N failed" summed over the three meson test runs.
+#
+# Usage: scripts/test.sh [--quick] [--no-install]
+#   --quick       the normal stage only
+#   --no-install  never call apt-get (fail if something is missing)
+# Environment: BUILD_ROOT (default <repo>/build-test), JOBS (default: all cores).
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+
+QUICK=0
+INSTALL=1
+for arg in "$@"; do
+    case "$arg" in
+    --quick) QUICK=1 ;;
+    --no-install) INSTALL=0 ;;
+    -h | --help)
+        sed -n '3,14p' "$0" | sed 's/^# \{0,1\}//'
+        exit 0
+        ;;
+    *)
+        echo "scripts/test.sh: unknown argument '$arg' (try --help)" >&2
+        exit 2
+        ;;
+    esac
+done
+
+BUILD_ROOT=${BUILD_ROOT:-$ROOT/build-test}
+JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
+export CI=${CI:-}
+
+log() { printf '\n==> %s\n' "$*"; }
+die() {
+    printf 'scripts/test.sh: %s\n' "$*" >&2
+    echo "0 passed, 1 failed"
+    exit 1
+}
+
+# ---- packages -------------------------------------------------------------------------------
+# Debian package names; clang + libclang-rt-dev build the libFuzzer test of the trace reader
+# (tests/unit/trace), which is skipped without clang++. binutils (nm, readelf) comes with g++.
+PACKAGES=(meson ninja-build g++ pkg-config libunwind-dev libspdlog-dev libfmt-dev catch2 libdw-dev python3
+          clang libclang-rt-dev)
+
+installed() { [ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null)" = "installed" ]; }
+
+ensure_packages() {
+    if ! command -v dpkg-query >/dev/null; then
+        echo "not a Debian system: not checking packages (needed: ${PACKAGES[*]})"
+        return 0
+    fi
+    local missing=() p
+    for p in "${PACKAGES[@]}"; do
+        installed "$p" || missing+=("$p")
+    done
+    if [ ${#missing[@]} -eq 0 ]; then
+        echo "all packages present: ${PACKAGES[*]}"
+        return 0
+    fi
+    echo "missing packages: ${missing[*]}"
+    [ "$INSTALL" = 1 ] || die "missing packages and --no-install given: ${missing[*]}"
+    local sudo=()
+    if [ "$(id -u)" != 0 ]; then
+        command -v sudo >/dev/null || die "not root and no sudo: install ${missing[*]}"
+        sudo=(sudo)
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    "${sudo[@]}" apt-get update -q || die "apt-get update failed"
+    "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" ||
+        die "apt-get install failed: ${missing[*]}"
+}
+
+find_cuda() {
+    local d
+    for d in "${CUDA_HOME:-}" "${CUDA_PATH:-}" /usr/local/cuda; do
+        if [ -n "$d" ] && [ -f "$d/include/cuda.h" ]; then
+            echo "$d"
+            return 0
+        fi
+    done
+    return 1
+}
+
+# ---- stages ---------------------------------------------------------------------------------
+TOTAL_PASS=0
+TOTAL_FAIL=0
+SUMMARY=()
+STATUS=0
+
+# Count one meson test run from its testlog.json (one JSON object per test).
+count_results() {
+    python3 - "$1" <<'EOF'
+import json, sys
+ok = bad = 0
+try:
+    with open(sys.argv[1]) as f:
+        for line in f:
+            if line.strip():
+                r = json.loads(line).get("result", "")
+                if r in ("OK", "EXPECTEDFAIL"):
+                    ok += 1
+                elif r != "SKIP":
+                    bad += 1
+except OSError:
+    pass
+print(ok, bad)
+EOF
+}
+
+# stage NAME BUILD_DIR "SETUP OPTIONS" "TARGETS (empty: all)" "TEST OPTIONS"
+stage() {
+    local name=$1 dir=$2 setup=$3 targets=$4 tests=$5
+    local start=$SECONDS pass=0 fail=0 note=""
+    log "stage $name: $dir"
+    # A build directory left by an older configuration is reconfigured, not trusted.
+    if [ -f "$dir/build.ninja" ]; then
+        # shellcheck disable=SC2086
+        meson setup --reconfigure "$dir" $setup >"$dir.setup.log" 2>&1 || { rm -rf "$dir"; }
+    fi
+    if [ ! -f "$dir/build.ninja" ]; then
+        mkdir -p "$(dirname "$dir")"
+        # shellcheck disable=SC2086
+        if ! meson setup "$dir" $setup >"$dir.setup.log" 2>&1; then
+            tail -n 30 "$dir.setup.log"
+            note="configure failed ($dir.setup.log)"
+        fi
+    fi
+    if [ -z "$note" ]; then
+        # shellcheck disable=SC2086
+        if ! meson compile -C "$dir" -j "$JOBS" $targets; then
+            note="build failed"
+        fi
+    fi
+    if [ -z "$note" ]; then
+        rm -f "$dir/meson-logs/testlog.json"
+        # shellcheck disable=SC2086
+        meson test -C "$dir" --no-rebuild --print-errorlogs --num-processes "$JOBS" $tests
+        local rc=$?
+        read -r pass fail < <(count_results "$dir/meson-logs/testlog.json")
+        if [ "$rc" != 0 ] && [ "$fail" = 0 ]; then
+            fail=1
+            note="meson test exited $rc"
+        fi
+    else
+        fail=1 # the stage could not run its tests: count it as one failure
+    fi
+    local secs=$((SECONDS - start))
+    TOTAL_PASS=$((TOTAL_PASS + pass))
+    TOTAL_FAIL=$((TOTAL_FAIL + fail))
+    [ "$fail" = 0 ] || STATUS=1
+    SUMMARY+=("$(printf '%-7s %4d passed %4d failed %5ds%s' "$name" "$pass" "$fail" "$secs" \
+        "${note:+  ($note)}")")
+}
+
+log "packages"
+ensure_packages
+CUDA_DIR=$(find_cuda) || die "CUDA Toolkit headers not found: set CUDA_HOME to a directory with include/cuda.h"
+echo "CUDA headers: $CUDA_DIR/include"
+command -v meson >/dev/null || die "meson not found after installing packages"
+
+T0=$SECONDS
+COMMON="-Dtoolkit_dir=$CUDA_DIR"
+
+stage normal "$BUILD_ROOT/normal" "$COMMON --buildtype=debugoptimized" "" ""
+
+if [ "$QUICK" = 0 ]; then
+    # UBSan only prints by default: make a finding fail its test. Leak checking stays on.
+    export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+    export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
+    # Benchmarks are not tests: build every test target, not the benchmark executables.
+    stage asan "$BUILD_ROOT/asan" "$COMMON --buildtype=debugoptimized -Db_sanitize=address,undefined" "" ""
+    export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+    stage tsan "$BUILD_ROOT/tsan" "$COMMON --buildtype=debugoptimized -Db_sanitize=thread" "pool_stress" \
+        "--suite stress"
+fi
+
+log "summary ($((SECONDS - T0))s)"
+for line in "${SUMMARY[@]}"; do
+    echo "  $line"
+done
+echo "$TOTAL_PASS passed, $TOTAL_FAIL failed"
+exit $STATUS
