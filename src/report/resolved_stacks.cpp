@@ -33,6 +33,16 @@ bool skipped(const std::string& module, const std::vector<std::string>& skip) {
                        [&](const std::string& s) { return module.find(s) != std::string::npos; });
 }
 
+/// A CUDA runtime or driver entry point, or the runtime's internals: with static cudart (nvcc's
+/// default, and inside cuBLAS/cuDNN/NCCL) these sit in the program's own module, where module
+/// names cannot tell them apart from the caller.
+bool cuda_api_frame(const SymbolFrame& f) {
+    const std::string& n = f.function;
+    auto upper_at = [&](std::size_t i) { return n.size() > i && n[i] >= 'A' && n[i] <= 'Z'; };
+    return (n.rfind("cuda", 0) == 0 && upper_at(4)) || (n.rfind("cu", 0) == 0 && upper_at(2)) ||
+           n.rfind("__cudart", 0) == 0 || n.rfind("cudart::", 0) == 0;
+}
+
 /// Innermost-first addresses to root-first source frames, minus the skipped top.
 std::vector<SymbolFrame> symbolise(const std::vector<std::uintptr_t>& ips, Symbolizer& sym,
                                    const std::vector<std::string>& skip) {
@@ -41,7 +51,8 @@ std::vector<SymbolFrame> symbolise(const std::vector<std::uintptr_t>& ips, Symbo
     for (std::uintptr_t ip : ips)
         per_ip.push_back(&sym.resolve(ip));
     std::size_t first = 0;
-    while (first < per_ip.size() && skipped(per_ip[first]->front().module, skip))
+    while (first < per_ip.size() &&
+           (skipped(per_ip[first]->front().module, skip) || cuda_api_frame(per_ip[first]->front())))
         ++first;
     if (first == per_ip.size())
         first = 0; // all frames are "ours": keep them rather than show an empty stack

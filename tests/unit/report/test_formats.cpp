@@ -140,11 +140,15 @@ TEST_CASE("folded stacks: peak, total and leaked bytes", "[report]") {
 TEST_CASE("frame dropping follows the skip list; equal stacks merge", "[report]") {
     auto sym = make_symbols();
     auto data = make_data();
-    // Only the profiler is skipped: the cudart frame now heads site 1's stack.
+    // Only the profiler's module is skipped, but the cudaMalloc frame still goes: CUDA API
+    // frames are dropped by name too (with static cudart they live in the program's module).
     auto r = resolve_report(data, sym, {"libgpumemprof"});
     CHECK(folded_stacks(r, FoldedMetric::peak_live_bytes) ==
-          "main (app.cpp:10);train(int) (app.cpp:20);alloc_a() (app.cpp:30);libcudart.so.12+0x950:cudaMalloc 2097152\n"
+          "main (app.cpp:10);train(int) (app.cpp:20);alloc_a() (app.cpp:30) 2097152\n"
           "main (app.cpp:10);train(int) (app.cpp:20);alloc_b() (app.cpp:40) 524288\n");
+    // An empty skip list keeps the profiler's own frames (a module rule) but not cudaMalloc.
+    r = resolve_report(data, sym, {});
+    CHECK(folded_stacks(r, FoldedMetric::peak_live_bytes).find("cudaMalloc") == std::string::npos);
     // Site 4 differs from site 2 only in the profiler frame: after dropping it they are one site.
     data.sites.push_back(site(4, {0x901, 0x400, 0x200, 0x100}, 100, 0, 1000, 0, 0));
     r = resolve_report(data, sym, parse_skip_list(nullptr));
