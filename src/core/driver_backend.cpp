@@ -67,17 +67,20 @@ pool::FenceId DriverBackend::fence_record() {
     std::vector<CUstream> targets;
     std::vector<CUevent> events;
     streams_.fence_targets(ctx_, &targets, &events);
+    const std::size_t orphans = events.size();
     std::lock_guard lock(mutex_);
     ScopedContext scope(api_, ctx_);
     targets.insert(targets.begin(), static_cast<CUstream>(nullptr)); // legacy default stream
     for (CUstream s : targets) {
         CUevent e = take_event();
         if (!e || api_.cuEventRecord(e, s) != CUDA_SUCCESS) {
-            // Cannot prove this stream is past the free: give up on this fence.
+            // Cannot prove this stream is past the free: give up on this fence. Events of
+            // destroyed streams go back to the registry for the next one.
             if (e)
                 spare_events_.push_back(e);
-            for (CUevent x : events)
-                spare_events_.push_back(x);
+            streams_.return_orphans(ctx_, std::vector<CUevent>(events.begin(), events.begin() + orphans));
+            for (std::size_t i = orphans; i < events.size(); ++i)
+                spare_events_.push_back(events[i]);
             return 0;
         }
         events.push_back(e);
@@ -179,6 +182,14 @@ void StreamRegistry::fence_targets(CUcontext ctx, std::vector<CUstream>* streams
         *orphans = std::move(it->second);
         orphans_.erase(it);
     }
+}
+
+void StreamRegistry::return_orphans(CUcontext ctx, std::vector<CUevent> events) {
+    if (events.empty())
+        return;
+    std::lock_guard lock(mutex_);
+    auto& v = orphans_[ctx];
+    v.insert(v.end(), events.begin(), events.end());
 }
 
 void StreamRegistry::forget_context(CUcontext ctx) {

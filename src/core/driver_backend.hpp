@@ -54,6 +54,8 @@ public:
     void remove(const DriverApi& api, CUstream stream);
     /// Streams of `ctx` plus events left by destroyed streams (handed over and cleared).
     void fence_targets(CUcontext ctx, std::vector<CUstream>* streams, std::vector<CUevent>* orphans);
+    /// Hand back events taken by fence_targets when the fence could not be completed.
+    void return_orphans(CUcontext ctx, std::vector<CUevent> events);
     void forget_context(CUcontext ctx);
     void clear();
 

@@ -527,7 +527,7 @@ report::ReportInput Profiler::report_input(const std::string& prefix) const {
     return in;
 }
 
-std::string Profiler::report_json(const std::string& prefix) noexcept {
+std::string Profiler::report_json(const report::ReportInput& in) noexcept {
     try {
         util::JsonWriter w;
         w.begin_object();
@@ -549,7 +549,7 @@ std::string Profiler::report_json(const std::string& prefix) noexcept {
         PassthroughLedger::write_kind(w, ledgers[-1].kinds[static_cast<int>(Kind::host_pinned)]);
         w.field("foreign_invalid_frees", invalid_foreign_frees_.load());
 
-        std::lock_guard lock(slots_mutex_);
+        std::unique_lock lock(slots_mutex_);
         std::map<int, bool> ledger_written;
         w.key("devices").begin_array();
         auto write_passthrough = [&](int device) {
@@ -606,8 +606,9 @@ std::string Profiler::report_json(const std::string& prefix) noexcept {
             w.end_object();
         }
         w.end_array();
+        lock.unlock(); // symbolising can take a while: let the program create pools meanwhile
         // Call sites, peak attribution, leaks and OOM events (issue 3), same keys as the .txt.
-        report::append_json(w, report_input(prefix));
+        report::append_json(w, in);
         w.end_object();
         return w.take();
     } catch (...) {
@@ -624,14 +625,14 @@ bool Profiler::dump(const std::string& prefix_pattern) noexcept {
         std::string prefix = util::expand_output_prefix(pattern, static_cast<int>(::getpid()));
         std::string error;
         bool ok = true;
-        if (!util::write_file_atomic(prefix + ".json", report_json(prefix), &error)) {
-            log::warn("could not write the report: {}", error);
-            ok = false;
-        }
         report::ReportInput in;
         {
             std::lock_guard lock(slots_mutex_);
             in = report_input(prefix);
+        }
+        if (!util::write_file_atomic(prefix + ".json", report_json(in), &error)) {
+            log::warn("could not write the report: {}", error);
+            ok = false;
         }
         if (!report::write_reports(in, &error)) {
             log::warn("could not write the reports: {}", error);

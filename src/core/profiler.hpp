@@ -84,8 +84,8 @@ public:
     DoorCounters& doors() { return doors_; }
     const util::Options& options() const { return options_; }
 
-    /// The full exit JSON (also used by gpumemprof_dump); `prefix` names the sibling reports.
-    std::string report_json(const std::string& prefix) noexcept;
+    /// The full exit JSON (also used by gpumemprof_dump).
+    std::string report_json(const report::ReportInput& in) noexcept;
 
     void on_exit() noexcept;
     /// Write what a crash would lose (the trace's pending block). Async-signal context: no locks
