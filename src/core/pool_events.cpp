@@ -15,13 +15,15 @@ namespace {
 
 thread_local stacks::StackId t_request_stack = 0;
 
+} // namespace
+
 void emit(trace::Writer* w, trace::EventType type, int device, std::uintptr_t ptr, std::size_t size,
-          std::size_t block_size, std::uint64_t stack = 0, std::uint64_t device_free = 0) {
+          std::size_t block_size, std::uint64_t stack, std::uint64_t device_free) {
     if (!w)
         return;
     trace::Event ev;
     ev.type = type;
-    ev.device = static_cast<std::uint32_t>(device);
+    ev.device = static_cast<std::uint32_t>(std::max(device, 0));
     ev.ptr = ptr;
     ev.size = size;
     ev.block_size = block_size;
@@ -29,8 +31,6 @@ void emit(trace::Writer* w, trace::EventType type, int device, std::uintptr_t pt
     ev.device_free = device_free;
     w->record(ev);
 }
-
-} // namespace
 
 stacks::StackId current_request_stack() noexcept { return t_request_stack; }
 void set_current_request_stack(stacks::StackId id) noexcept { t_request_stack = id; }

@@ -8,6 +8,8 @@
 
 #include <string>
 
+#include "trace/format.hpp"
+
 namespace gpumemprof::trace { class Writer; }
 
 namespace gpumemprof::core {
@@ -15,6 +17,9 @@ namespace gpumemprof::core {
 /// The call stack of the request being served on this thread (set around DevicePool::malloc so
 /// that segment acquisitions and OOMs are charged to it).
 stacks::StackId current_request_stack() noexcept;
+/// Append one event to the trace, if there is one (`w` may be null).
+void emit(trace::Writer* w, trace::EventType type, int device, std::uintptr_t ptr, std::size_t size,
+          std::size_t block_size, std::uint64_t stack = 0, std::uint64_t device_free = 0);
 void set_current_request_stack(stacks::StackId id) noexcept;
 
 class PoolEvents final : public pool::PoolListener {

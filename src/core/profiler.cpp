@@ -176,13 +176,7 @@ PoolSlot* Profiler::create_slot(const DriverApi& api, CUcontext ctx) noexcept {
         std::size_t total = 0;
         if (api.cuDeviceTotalMem_v2 && api.cuDeviceTotalMem_v2(&total, dev) == CUDA_SUCCESS)
             slot->total_bytes = total;
-        if (trace_) {
-            trace::Event ev;
-            ev.type = trace::EventType::device_info;
-            ev.device = static_cast<std::uint32_t>(slot->device);
-            ev.size = ev.block_size = total;
-            trace_->record(ev);
-        }
+        emit(trace_.get(), trace::EventType::device_info, slot->device, 0, total, total);
         pool::PoolOptions po;
         po.conf = conf_;
         po.mode = options_.pool ? pool::Mode::caching : pool::Mode::passthrough;
@@ -347,17 +341,10 @@ void Profiler::record_alloc_with_stack(Kind kind, const DriverApi& api, std::uin
         ledger_.add(kind, device, key, bytes);
         start_signal_thread();
         // Physical VMM handles are not addresses the program frees; what it uses is the mapping.
-        if (kind != Kind::vmm_physical)
+        if (kind != Kind::vmm_physical && options_.stack_depth > 0)
             stacks::Recorder::instance().on_alloc(device, key, bytes, bytes, stack);
-        if (trace_ && kind == Kind::vmm_mapped) {
-            trace::Event ev;
-            ev.type = trace::EventType::vmm_map;
-            ev.device = static_cast<std::uint32_t>(std::max(device, 0));
-            ev.ptr = key;
-            ev.size = ev.block_size = bytes;
-            ev.stack_id = stack;
-            trace_->record(ev);
-        }
+        if (kind == Kind::vmm_mapped)
+            emit(trace_.get(), trace::EventType::vmm_map, device, key, bytes, bytes, stack);
     } catch (...) {
     }
 }
@@ -368,16 +355,10 @@ void Profiler::record_free(Kind kind, std::uintptr_t key) noexcept {
         std::size_t bytes = 0;
         if (!ledger_.remove(key, {kind}, nullptr, &device, &bytes))
             return;
-        if (kind != Kind::vmm_physical)
+        if (kind != Kind::vmm_physical && options_.stack_depth > 0)
             stacks::Recorder::instance().on_free(device, key);
-        if (trace_ && kind == Kind::vmm_mapped) {
-            trace::Event ev;
-            ev.type = trace::EventType::vmm_unmap;
-            ev.device = static_cast<std::uint32_t>(std::max(device, 0));
-            ev.ptr = key;
-            ev.size = ev.block_size = bytes;
-            trace_->record(ev);
-        }
+        if (kind == Kind::vmm_mapped)
+            emit(trace_.get(), trace::EventType::vmm_unmap, device, key, bytes, bytes);
     } catch (...) {
     }
 }

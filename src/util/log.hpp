@@ -15,33 +15,23 @@ void write(Level level, std::string_view message) noexcept;
 bool enabled(Level level) noexcept;
 
 template <typename... Args>
-void warn(fmt::format_string<Args...> f, Args&&... args) noexcept {
-    if (!enabled(Level::warning))
+void emit(Level level, fmt::format_string<Args...> f, Args&&... args) noexcept {
+    if (!enabled(level))
         return;
     try {
-        write(Level::warning, fmt::format(f, std::forward<Args>(args)...));
+        write(level, fmt::format(f, std::forward<Args>(args)...));
     } catch (...) {
     }
 }
 
-template <typename... Args>
-void info(fmt::format_string<Args...> f, Args&&... args) noexcept {
-    if (!enabled(Level::info))
-        return;
-    try {
-        write(Level::info, fmt::format(f, std::forward<Args>(args)...));
-    } catch (...) {
-    }
+template <typename... Args> void warn(fmt::format_string<Args...> f, Args&&... args) noexcept {
+    emit(Level::warning, f, std::forward<Args>(args)...);
 }
-
-template <typename... Args>
-void debug(fmt::format_string<Args...> f, Args&&... args) noexcept {
-    if (!enabled(Level::debug))
-        return;
-    try {
-        write(Level::debug, fmt::format(f, std::forward<Args>(args)...));
-    } catch (...) {
-    }
+template <typename... Args> void info(fmt::format_string<Args...> f, Args&&... args) noexcept {
+    emit(Level::info, f, std::forward<Args>(args)...);
+}
+template <typename... Args> void debug(fmt::format_string<Args...> f, Args&&... args) noexcept {
+    emit(Level::debug, f, std::forward<Args>(args)...);
 }
 
 } // namespace gpumemprof::log
