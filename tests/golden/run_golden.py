@@ -68,8 +68,11 @@ def main():
 
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ)
+        # -Db_sanitize=address: the instrumented library needs the ASan runtime loaded first; meson
+        # passes its path (tests/meson.build, default test setup).
+        asan = os.environ.get("GPUMEMPROF_TEST_ASAN_RUNTIME", "")
         env.update({
-            "LD_PRELOAD": os.path.abspath(a.preload),
+            "LD_PRELOAD": " ".join(([asan] if asan else []) + [os.path.abspath(a.preload)]),
             "LD_LIBRARY_PATH": a.sim_dir,
             "SIMCUDA_CAPACITY": "64M",
             "GPUMEMPROF_OUTPUT": os.path.join(tmp, "golden"),
