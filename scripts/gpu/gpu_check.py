@@ -53,11 +53,12 @@ def device_stats(report, device=0):
     return devs[0] if devs else None
 
 
-def check_cuda_programs(lib, bindir):
+def check_cuda_programs(lib, bindir, artifacts=None):
     for kind in ("static", "shared"):
         exe = os.path.join(bindir, f"alloc_pattern_{kind}")
         base = run([exe])
         prof = run([exe], preload=lib)
+        keep(artifacts, prof, f"cuda_{kind}")
         if prof["rc"] != 0 or not prof["reports"]:
             record(f"cuda_{kind}_cudart_counts", False, rc=prof["rc"], stderr=prof["stderr"])
             continue
@@ -202,7 +203,7 @@ def main():
     a = ap.parse_args()
     only = a.only.split(",")
     if "cuda" in only:
-        check_cuda_programs(a.lib, a.bindir)
+        check_cuda_programs(a.lib, a.bindir, a.artifacts)
     if "cross" in only:
         check_cross_stream(a.lib, a.bindir, a.tries)
     if "bench" in only:
