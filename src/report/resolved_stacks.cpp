@@ -40,7 +40,8 @@ bool cuda_api_frame(const SymbolFrame& f) {
     const std::string& n = f.function;
     auto upper_at = [&](std::size_t i) { return n.size() > i && n[i] >= 'A' && n[i] <= 'Z'; };
     return (n.rfind("cuda", 0) == 0 && upper_at(4)) || (n.rfind("cu", 0) == 0 && upper_at(2)) ||
-           n.rfind("__cudart", 0) == 0 || n.rfind("cudart::", 0) == 0;
+           n.rfind("__cudart", 0) == 0 || n.rfind("cudart::", 0) == 0 ||
+           n.rfind("libcudart_static_", 0) == 0; // nvcc 13's static cudart internals (seen on the H200)
 }
 
 /// Innermost-first addresses to root-first source frames, minus the skipped top.

@@ -146,6 +146,17 @@ TEST_CASE("frame dropping follows the skip list; equal stacks merge", "[report]"
     CHECK(folded_stacks(r, FoldedMetric::peak_live_bytes) ==
           "main (app.cpp:10);train(int) (app.cpp:20);alloc_a() (app.cpp:30) 2097152\n"
           "main (app.cpp:10);train(int) (app.cpp:20);alloc_b() (app.cpp:40) 524288\n");
+    // Static cudart internals as nvcc 13 names them, inside the program's own module, go too.
+    {
+        stacks::ReportData d2;
+        d2.sites.push_back(site(1, {0x7001, 0x7002, 0x300, 0x200, 0x100}, 4096, 0, 4096, 0, 0));
+        test::FakeSymbolizer s2 = make_symbols();
+        s2.add(0x7001, "libcudart_static_5382377d5c77", "", 0, "app");
+        s2.add(0x7002, "cudaMalloc", "", 0, "app");
+        auto r2 = resolve_report(d2, s2, parse_skip_list(nullptr));
+        REQUIRE(r2.sites.size() == 1);
+        CHECK(r2.sites[0].frames.back().function == "alloc_a()"); // innermost kept frame: the caller
+    }
     // An empty skip list keeps the profiler's own frames (a module rule) but not cudaMalloc.
     r = resolve_report(data, sym, {});
     CHECK(folded_stacks(r, FoldedMetric::peak_live_bytes).find("cudaMalloc") == std::string::npos);
