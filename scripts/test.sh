@@ -45,8 +45,9 @@ die() {
 }
 
 # ---- packages -------------------------------------------------------------------------------
-# Debian package names; clang + libclang-rt-dev build the libFuzzer test of the trace reader
-# (tests/unit/trace), which is skipped without clang++. binutils (nm, readelf) comes with g++.
+# scripts/install-deps.sh installs what is missing (apt-get update once, only then). clang and
+# libclang-rt-dev build the libFuzzer test of the trace reader (tests/unit/trace), which meson
+# skips without clang++; binutils (nm, readelf for the symbols suite) comes with g++.
 PACKAGES=(meson ninja-build g++ pkg-config libunwind-dev libspdlog-dev libfmt-dev catch2 libdw-dev python3
           clang libclang-rt-dev)
 
@@ -67,15 +68,11 @@ ensure_packages() {
     fi
     echo "missing packages: ${missing[*]}"
     [ "$INSTALL" = 1 ] || die "missing packages and --no-install given: ${missing[*]}"
-    local sudo=()
-    if [ "$(id -u)" != 0 ]; then
-        command -v sudo >/dev/null || die "not root and no sudo: install ${missing[*]}"
-        sudo=(sudo)
-    fi
-    export DEBIAN_FRONTEND=noninteractive
-    "${sudo[@]}" apt-get update -q || die "apt-get update failed"
-    "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" ||
-        die "apt-get install failed: ${missing[*]}"
+    EXTRA_PACKAGES="clang libclang-rt-dev" bash "$ROOT/scripts/install-deps.sh" ||
+        die "scripts/install-deps.sh failed (missing: ${missing[*]})"
+    for p in "${PACKAGES[@]}"; do
+        installed "$p" || die "package $p still missing after scripts/install-deps.sh"
+    done
 }
 
 find_cuda() {
@@ -115,7 +112,21 @@ print(ok, bad)
 EOF
 }
 
-# stage NAME BUILD_DIR "SETUP OPTIONS" "TARGETS (empty: all)" "TEST OPTIONS"
+# Every build target except the benchmark executables (bench_*), as meson compile arguments: the
+# sanitizer stage runs tests, not benchmarks. Empty output (introspection failed): build all.
+test_targets() {
+    meson introspect --targets "$1" 2>/dev/null | python3 -c '
+import json, os, sys
+root = sys.argv[1]
+for t in json.load(sys.stdin):
+    if t["name"].startswith("bench_"):
+        continue
+    sub = os.path.relpath(os.path.dirname(t["defined_in"]), root)
+    print("%s%s:%s" % ("" if sub == "." else sub + "/", t["name"], t["type"].replace(" ", "_")))
+' "$ROOT" 2>/dev/null | tr '\n' ' '
+}
+
+# stage NAME BUILD_DIR "SETUP OPTIONS" "TARGETS (empty: all; 'tests': all but benchmarks)" "TEST OPTIONS"
 stage() {
     local name=$1 dir=$2 setup=$3 targets=$4 tests=$5
     local start=$SECONDS pass=0 fail=0 note=""
@@ -132,6 +143,9 @@ stage() {
             tail -n 30 "$dir.setup.log"
             note="configure failed ($dir.setup.log)"
         fi
+    fi
+    if [ -z "$note" ] && [ "$targets" = tests ]; then
+        targets=$(test_targets "$dir")
     fi
     if [ -z "$note" ]; then
         # shellcheck disable=SC2086
@@ -176,7 +190,7 @@ if [ "$QUICK" = 0 ]; then
     export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
     export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
     # Benchmarks are not tests: build every test target, not the benchmark executables.
-    stage asan "$BUILD_ROOT/asan" "$COMMON --buildtype=debugoptimized -Db_sanitize=address,undefined" "" ""
+    stage asan "$BUILD_ROOT/asan" "$COMMON --buildtype=debugoptimized -Db_sanitize=address,undefined" tests ""
     export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
     stage tsan "$BUILD_ROOT/tsan" "$COMMON --buildtype=debugoptimized -Db_sanitize=thread" "pool_stress" \
         "--suite stress"
