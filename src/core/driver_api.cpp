@@ -6,7 +6,10 @@
 namespace gpumemprof::core {
 namespace {
 
-std::atomic<DlsymFn> g_real_dlsym{nullptr};
+// Plain pointer with __atomic builtins: real_dlsym() runs inside sanitizer runtimes' own start-up
+// (ASan resolves its interceptors with dlsym(RTLD_NEXT), which reaches our dlsym), before their
+// shadow memory exists, so it must not be instrumented.
+DlsymFn g_real_dlsym = nullptr;
 DriverApi g_api;                       // written only before g_ready is set; racing writers agree
 std::atomic<int> g_ready{0};           // 0 unknown, 1 ready
 thread_local bool t_resolving = false; // our own dlopen may re-enter the dlsym hook
@@ -29,8 +32,8 @@ void fill(void* handle) {
 
 } // namespace
 
-DlsymFn real_dlsym() noexcept {
-    DlsymFn f = g_real_dlsym.load(std::memory_order_acquire);
+__attribute__((no_sanitize("address", "undefined", "thread"))) DlsymFn real_dlsym() noexcept {
+    DlsymFn f = __atomic_load_n(&g_real_dlsym, __ATOMIC_ACQUIRE);
     if (f)
         return f;
     // dlvsym is not hooked; RTLD_NEXT from here finds libc's dlsym. glibc >= 2.34 exports
@@ -39,7 +42,7 @@ DlsymFn real_dlsym() noexcept {
     if (!p)
         p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
     f = reinterpret_cast<DlsymFn>(p);
-    g_real_dlsym.store(f, std::memory_order_release);
+    __atomic_store_n(&g_real_dlsym, f, __ATOMIC_RELEASE);
     return f;
 }
 

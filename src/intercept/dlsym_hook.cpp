@@ -12,7 +12,8 @@ extern "C" {
 // Read by dlsym_entry.S. Hidden: part of no interface.
 __attribute__((visibility("hidden"))) gpumemprof::core::DlsymFn gpumemprof_real_dlsym_ptr = nullptr;
 
-__attribute__((visibility("hidden"))) void* gpumemprof_resolve_real_dlsym() {
+// Called from our dlsym before any sanitizer runtime is ready (see core::real_dlsym).
+__attribute__((visibility("hidden"), no_sanitize("address", "undefined", "thread"))) void* gpumemprof_resolve_real_dlsym() {
     gpumemprof::core::DlsymFn f = gpumemprof::core::real_dlsym();
     __atomic_store_n(&gpumemprof_real_dlsym_ptr, f, __ATOMIC_RELEASE);
     return reinterpret_cast<void*>(f);
