@@ -61,12 +61,5 @@ const DriverApi* driver(bool load) noexcept {
     return g_ready.load(std::memory_order_acquire) ? &g_api : nullptr;
 }
 
-const DriverApi* driver_from_handle(void* handle) noexcept {
-    if (g_ready.load(std::memory_order_acquire))
-        return &g_api;
-    // The program holds a handle that reaches libcuda; fetch the canonical libcuda handle
-    // without loading anything new.
-    return driver(false);
-}
 
 } // namespace gpumemprof::core

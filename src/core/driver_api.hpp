@@ -41,9 +41,6 @@ struct DriverApi {
 /// `load` = false only looks for an already loaded libcuda (RTLD_NOLOAD).
 const DriverApi* driver(bool load = true) noexcept;
 
-/// Resolve with a handle the program gave to dlsym (libcuda or an object that depends on it).
-const DriverApi* driver_from_handle(void* handle) noexcept;
-
 /// glibc's dlsym, found without going through our own exported `dlsym` hook.
 using DlsymFn = void* (*)(void*, const char*);
 DlsymFn real_dlsym() noexcept;

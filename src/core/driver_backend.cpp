@@ -64,30 +64,35 @@ pool::FenceId DriverBackend::fence_record() {
     // (cudaErrorStreamCaptureImplicit); pending blocks simply wait until it ends.
     if (process_exiting() || streams_.captures.load(std::memory_order_acquire) > 0)
         return 0;
-    std::vector<CUstream> targets;
-    std::vector<CUevent> events;
-    streams_.fence_targets(ctx_, &targets, &events);
-    const std::size_t orphans = events.size();
-    std::lock_guard lock(mutex_);
-    ScopedContext scope(api_, ctx_);
-    targets.insert(targets.begin(), static_cast<CUstream>(nullptr)); // legacy default stream
-    for (CUstream s : targets) {
-        CUevent e = take_event();
-        if (!e || api_.cuEventRecord(e, s) != CUDA_SUCCESS) {
-            // Cannot prove this stream is past the free: give up on this fence. Events of
-            // destroyed streams go back to the registry for the next one.
-            if (e)
-                spare_events_.push_back(e);
-            streams_.return_orphans(ctx_, std::vector<CUevent>(events.begin(), events.begin() + orphans));
-            for (std::size_t i = orphans; i < events.size(); ++i)
-                spare_events_.push_back(events[i]);
-            return 0;
+    try {
+        std::lock_guard lock(mutex_);
+        std::vector<CUevent> events;
+        scratch_streams_.clear();
+        scratch_streams_.push_back(nullptr); // the legacy default stream
+        streams_.fence_targets(ctx_, &scratch_streams_, &events);
+        const std::size_t orphans = events.size();
+        events.reserve(orphans + scratch_streams_.size());
+        ScopedContext scope(api_, ctx_);
+        for (CUstream s : scratch_streams_) {
+            CUevent e = take_event();
+            if (!e || api_.cuEventRecord(e, s) != CUDA_SUCCESS) {
+                // Cannot prove this stream is past the free: give up on this fence. Events of
+                // destroyed streams go back to the registry for the next one.
+                if (e)
+                    spare_events_.push_back(e);
+                streams_.return_orphans(ctx_, std::vector<CUevent>(events.begin(), events.begin() + orphans));
+                for (std::size_t i = orphans; i < events.size(); ++i)
+                    spare_events_.push_back(events[i]);
+                return 0;
+            }
+            events.push_back(e);
         }
-        events.push_back(e);
+        pool::FenceId id = next_fence_++;
+        fences_.emplace(id, std::move(events));
+        return id;
+    } catch (...) {
+        return 0; // out of host memory: the blocks stay pending
     }
-    pool::FenceId id = next_fence_++;
-    fences_.emplace(id, std::move(events));
-    return id;
 }
 
 bool DriverBackend::fence_done(pool::FenceId fence) {
@@ -144,8 +149,12 @@ void DriverBackend::forget() {
 }
 
 void StreamRegistry::add(CUcontext ctx, CUstream stream) {
-    std::lock_guard lock(mutex_);
-    stream_ctx_[stream] = ctx;
+    try {
+        std::lock_guard lock(mutex_);
+        stream_ctx_[stream] = ctx;
+    } catch (...) {
+        // Out of host memory: this stream goes unfenced, like one created before we loaded.
+    }
 }
 
 void StreamRegistry::remove(const DriverApi& api, CUstream stream) {
@@ -168,8 +177,11 @@ void StreamRegistry::remove(const DriverApi& api, CUstream stream) {
         api.cuEventDestroy_v2(e);
         return;
     }
-    std::lock_guard lock(mutex_);
-    orphans_[ctx].push_back(e);
+    try {
+        std::lock_guard lock(mutex_);
+        orphans_[ctx].push_back(e);
+    } catch (...) {
+    }
 }
 
 void StreamRegistry::fence_targets(CUcontext ctx, std::vector<CUstream>* streams, std::vector<CUevent>* orphans) {

@@ -30,7 +30,6 @@ public:
     bool fence_wait(pool::FenceId fence) override;
     void fence_release(pool::FenceId fence) override;
 
-    CUcontext context() const { return ctx_; }
     /// Forget all events without driver calls (the context is gone, or we are in a fork child).
     void forget();
 
@@ -42,6 +41,7 @@ private:
     std::mutex mutex_; // guards the members below (fences are used under the pool lock anyway)
     std::vector<CUevent> spare_events_;
     std::unordered_map<pool::FenceId, std::vector<CUevent>> fences_;
+    std::vector<CUstream> scratch_streams_; ///< reused by fence_record (called on most frees)
     pool::FenceId next_fence_ = 1;
 };
 
@@ -58,6 +58,8 @@ public:
     void return_orphans(CUcontext ctx, std::vector<CUevent> events);
     void forget_context(CUcontext ctx);
     void clear();
+    void lock_for_fork() { mutex_.lock(); }
+    void unlock_after_fork() { mutex_.unlock(); }
 
     std::atomic<int> captures{0};
 

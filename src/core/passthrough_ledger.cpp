@@ -52,12 +52,6 @@ bool PassthroughLedger::remove(std::uintptr_t key, std::initializer_list<Kind> k
     return false;
 }
 
-bool PassthroughLedger::contains(std::uintptr_t key, Kind kind) const {
-    std::lock_guard lock(mutex_);
-    auto it = live_.find(slot(kind, key));
-    return it != live_.end() && it->second.kind == kind;
-}
-
 int PassthroughLedger::handle_device(std::uintptr_t handle) const {
     std::lock_guard lock(mutex_);
     auto it = live_.find(slot(Kind::vmm_physical, handle));

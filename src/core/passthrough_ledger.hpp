@@ -38,7 +38,6 @@ public:
     /// Remove it. Returns true and sets *kind/*device if the key was known for one of `kinds`.
     bool remove(std::uintptr_t key, std::initializer_list<Kind> kinds, Kind* kind = nullptr, int* device = nullptr,
                 std::size_t* bytes = nullptr);
-    bool contains(std::uintptr_t key, Kind kind) const;
     /// Device of a VMM physical handle, -1 if unknown or host-located.
     int handle_device(std::uintptr_t handle) const;
 

@@ -36,14 +36,12 @@ stacks::StackId current_request_stack() noexcept { return t_request_stack; }
 void set_current_request_stack(stacks::StackId id) noexcept { t_request_stack = id; }
 
 void PoolEvents::on_alloc(std::uintptr_t ptr, std::size_t size, std::size_t requested, std::uintptr_t) {
-    if (sites_)
-        stacks::Recorder::instance().on_alloc(device_, ptr, size, requested, t_request_stack);
+    stacks::Recorder::instance().on_alloc(device_, ptr, size, requested, t_request_stack);
     emit(trace_, trace::EventType::alloc, device_, ptr, requested, size, t_request_stack);
 }
 
 void PoolEvents::on_free_requested(std::uintptr_t ptr, std::size_t size, std::size_t requested) {
-    if (sites_)
-        stacks::Recorder::instance().on_free(device_, ptr);
+    stacks::Recorder::instance().on_free(device_, ptr);
     emit(trace_, trace::EventType::free_requested, device_, ptr, requested, size);
 }
 
@@ -52,8 +50,7 @@ void PoolEvents::on_free_completed(std::uintptr_t ptr, std::size_t size, std::si
 }
 
 void PoolEvents::on_segment_alloc(std::uintptr_t ptr, std::size_t size) {
-    if (sites_)
-        stacks::Recorder::instance().on_acquire(device_, size, t_request_stack);
+    stacks::Recorder::instance().on_acquire(device_, size, t_request_stack);
     emit(trace_, trace::EventType::segment_alloc, device_, ptr, size, size);
 }
 
@@ -67,8 +64,6 @@ void PoolEvents::on_oom(const pool::OomInfo& info) {
     stacks::Recorder::instance().on_oom(device_, info, t_request_stack, suggestion);
     emit(trace_, trace::EventType::oom, device_, 0, info.requested, info.allocation_size, t_request_stack,
          info.device_free);
-    if (trace_)
-        trace_->flush();
 }
 
 } // namespace gpumemprof::core

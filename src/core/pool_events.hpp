@@ -24,10 +24,8 @@ void set_current_request_stack(stacks::StackId id) noexcept;
 
 class PoolEvents final : public pool::PoolListener {
 public:
-    /// `sites`: keep per-call-site accounting (off when stack capture is off: every block would
-    /// belong to the one unknown site, and the hot path saves the recorder's lock).
-    PoolEvents(int device, const pool::AllocConf& conf, trace::Writer* trace, bool sites)
-        : device_(device), conf_(conf), trace_(trace), sites_(sites) {}
+    PoolEvents(int device, const pool::AllocConf& conf, trace::Writer* trace)
+        : device_(device), conf_(conf), trace_(trace) {}
     void on_alloc(std::uintptr_t ptr, std::size_t size, std::size_t requested, std::uintptr_t stream) override;
     void on_free_requested(std::uintptr_t ptr, std::size_t size, std::size_t requested) override;
     void on_free_completed(std::uintptr_t ptr, std::size_t size, std::size_t requested) override;
@@ -39,7 +37,6 @@ private:
     int device_;
     const pool::AllocConf& conf_;
     trace::Writer* trace_;
-    bool sites_;
 };
 
 } // namespace gpumemprof::core

@@ -16,9 +16,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <limits>
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace gpumemprof::core {
@@ -61,6 +63,7 @@ Profiler& Profiler::instance() noexcept {
 Profiler::Profiler() : start_(std::chrono::steady_clock::now()) {
     std::string warnings;
     options_ = util::read_options(&warnings);
+    log::configure(options_.log_level, options_.max_warnings);
     std::vector<std::string> conf_warnings;
     conf_ = pool::parse_alloc_conf(options_.alloc_conf, &conf_warnings);
     std::istringstream lines(warnings);
@@ -95,6 +98,8 @@ Profiler::Profiler() : start_(std::chrono::steady_clock::now()) {
 // Started at the first CUDA allocation, so that processes that never touch CUDA (shells and
 // other children that inherit LD_PRELOAD) get no thread, no handlers and no report files.
 void Profiler::start_signal_thread() noexcept {
+    if (signal_thread_started_.load(std::memory_order_relaxed))
+        return;
     cuda_seen_.store(true, std::memory_order_relaxed);
     bool expected = false;
     if (options_.output.empty() || !signal_thread_started_.compare_exchange_strong(expected, true))
@@ -108,16 +113,6 @@ void Profiler::start_signal_thread() noexcept {
 }
 
 // ---- pools ------------------------------------------------------------------------------------
-
-std::vector<PoolSlot*> Profiler::live_slots() const {
-    std::vector<PoolSlot*> out;
-    for (const auto& s : live_) {
-        PoolSlot* p = s.load(std::memory_order_acquire);
-        if (p && p->ctx.load(std::memory_order_acquire))
-            out.push_back(p);
-    }
-    return out;
-}
 
 PoolSlot* Profiler::current_slot(const DriverApi& api) noexcept {
     CUcontext ctx = nullptr;
@@ -172,7 +167,7 @@ PoolSlot* Profiler::create_slot(const DriverApi& api, CUcontext ctx) noexcept {
         slot->primary = primary;
         slot->index = static_cast<int>(all_slots_.size());
         slot->backend = std::make_unique<DriverBackend>(api, ctx, streams_);
-        slot->events = std::make_unique<PoolEvents>(slot->device, conf_, trace_.get(), options_.stack_depth > 0);
+        slot->events = std::make_unique<PoolEvents>(slot->device, conf_, trace_.get());
         std::size_t total = 0;
         if (api.cuDeviceTotalMem_v2 && api.cuDeviceTotalMem_v2(&total, dev) == CUDA_SUCCESS)
             slot->total_bytes = total;
@@ -207,13 +202,10 @@ CUresult Profiler::mem_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_
         return api.cuMemAlloc_v2(dptr, bytes);
     // Unwind before any lock: the pool's listener charges the block (and any segment the pool
     // has to obtain for it) to this stack.
-    const bool with_stack = options_.stack_depth > 0;
-    if (with_stack)
-        set_current_request_stack(stacks::Recorder::instance().capture());
+    set_current_request_stack(stacks::Recorder::instance().capture()); // 0 at once when capture is off
     std::uintptr_t p = 0;
     int r = slot->pool->malloc(bytes, 0, &p);
-    if (with_stack)
-        set_current_request_stack(0);
+    set_current_request_stack(0);
     if (r == pool::kSuccess)
         *dptr = static_cast<CUdeviceptr>(p);
     return static_cast<CUresult>(r);
@@ -226,60 +218,61 @@ CUresult Profiler::mem_alloc_pitch(const DriverApi& api, CUdeviceptr* dptr, std:
     if (!valid || process_exiting())
         return api.cuMemAllocPitch_v2(dptr, pitch, width, height, element_size);
     std::size_t row = (width + kPitchAlignment - 1) / kPitchAlignment * kPitchAlignment;
+    if (row < width || height > std::numeric_limits<std::size_t>::max() / row)
+        return api.cuMemAllocPitch_v2(dptr, pitch, width, height, element_size); // the driver's answer
     CUresult r = mem_alloc(api, dptr, row * height);
     if (r == CUDA_SUCCESS)
         *pitch = row;
     return r;
 }
 
+int Profiler::free_in_pools(std::uintptr_t ptr) noexcept {
+    if (ptr == 0)
+        return pool::kNotOwned;
+    int result = pool::kNotOwned;
+    for_each_live([&](PoolSlot* s) {
+        int r = s->pool->free(ptr);
+        if (r == pool::kNotOwned)
+            return false;
+        result = r;
+        return true;
+    });
+    if (result == pool::kInvalidValue)
+        log::warn("cuMemFree/cudaFree of {:#x}: not the start of a live allocation (double or interior free); "
+                  "returning CUDA_ERROR_INVALID_VALUE as the driver does",
+                  ptr);
+    return result;
+}
+
+void Profiler::forget_passthrough(std::uintptr_t ptr) noexcept {
+    int device = 0;
+    if (ledger_.remove(ptr, {Kind::managed, Kind::async}, nullptr, &device))
+        stacks::Recorder::instance().on_free(device, ptr);
+}
+
 CUresult Profiler::mem_free(const DriverApi& api, CUdeviceptr ptr) noexcept {
-    if (ptr != 0) {
-        // Hot path: no allocation, no lock but the owning pool's.
-        const int n = live_count_.load(std::memory_order_acquire);
-        for (int i = 0; i < n; ++i) {
-            PoolSlot* s = live_[i].load(std::memory_order_acquire);
-            if (!s || !s->ctx.load(std::memory_order_acquire))
-                continue;
-            int r = s->pool->free(static_cast<std::uintptr_t>(ptr));
-            if (r == pool::kSuccess)
-                return CUDA_SUCCESS;
-            if (r == pool::kInvalidValue) {
-                log::warn("cuMemFree/cudaFree of {:#x}: not the start of a live allocation (double or interior "
-                          "free); returning CUDA_ERROR_INVALID_VALUE as the driver does",
-                          static_cast<std::uintptr_t>(ptr));
-                return CUDA_ERROR_INVALID_VALUE;
-            }
-        }
-    }
-    CUresult r = api.cuMemFree_v2(ptr);
-    if (r == CUDA_SUCCESS) {
-        int device = 0;
-        if (ledger_.remove(static_cast<std::uintptr_t>(ptr), {Kind::managed, Kind::async}, nullptr, &device))
-            stacks::Recorder::instance().on_free(device, static_cast<std::uintptr_t>(ptr));
-    } else {
+    int r = free_in_pools(static_cast<std::uintptr_t>(ptr));
+    if (r != pool::kNotOwned)
+        return static_cast<CUresult>(r);
+    CUresult d = api.cuMemFree_v2(ptr);
+    if (d == CUDA_SUCCESS)
+        forget_passthrough(static_cast<std::uintptr_t>(ptr));
+    else
         invalid_foreign_frees_.fetch_add(1, std::memory_order_relaxed);
-    }
-    return r;
+    return d;
 }
 
 CUresult Profiler::mem_free_async(const DriverApi& api, CUdeviceptr ptr, CUstream stream, bool ptsz) noexcept {
-    auto real = ptsz ? api.cuMemFreeAsync_ptsz : api.cuMemFreeAsync;
-    if (ptr != 0) {
-        // cudaFreeAsync may free cudaMalloc memory: the block waits for a fence like any free.
-        for (PoolSlot* s : live_slots()) {
-            int r = s->pool->free(static_cast<std::uintptr_t>(ptr));
-            if (r == pool::kSuccess)
-                return CUDA_SUCCESS;
-            if (r == pool::kInvalidValue)
-                return CUDA_ERROR_INVALID_VALUE;
-        }
-    }
-    CUresult r = real(ptr, stream);
-    int device = 0;
-    if (r == CUDA_SUCCESS &&
-        ledger_.remove(static_cast<std::uintptr_t>(ptr), {Kind::async, Kind::managed}, nullptr, &device))
-        stacks::Recorder::instance().on_free(device, static_cast<std::uintptr_t>(ptr));
-    return r;
+    // cudaFreeAsync may free cudaMalloc memory: the block waits for a fence like any free.
+    int r = free_in_pools(static_cast<std::uintptr_t>(ptr));
+    if (r != pool::kNotOwned)
+        return static_cast<CUresult>(r);
+    CUresult d = (ptsz ? api.cuMemFreeAsync_ptsz : api.cuMemFreeAsync)(ptr, stream);
+    if (d == CUDA_SUCCESS)
+        forget_passthrough(static_cast<std::uintptr_t>(ptr));
+    else
+        invalid_foreign_frees_.fetch_add(1, std::memory_order_relaxed);
+    return d;
 }
 
 CUresult Profiler::mem_get_info(const DriverApi& api, std::size_t* free_bytes, std::size_t* total_bytes) noexcept {
@@ -292,11 +285,13 @@ CUresult Profiler::mem_get_info(const DriverApi& api, std::size_t* free_bytes, s
     // Memory the pool holds but could give back at once counts as free: programs that size
     // themselves from this figure (JAX, vLLM) must not be starved by our cache.
     std::size_t cached = 0;
-    for (PoolSlot* s : live_slots())
+    for_each_live([&](PoolSlot* s) {
         if (s->device == static_cast<int>(dev)) {
             s->pool->process_fences(); // blocks the device is done with become releasable
             cached += s->pool->releasable_bytes();
         }
+        return false;
+    });
     std::size_t f = *free_bytes + cached;
     if (total_bytes && f > *total_bytes)
         f = *total_bytes;
@@ -305,21 +300,24 @@ CUresult Profiler::mem_get_info(const DriverApi& api, std::size_t* free_bytes, s
 }
 
 CUresult Profiler::ipc_get_mem_handle(const DriverApi& api, CUipcMemHandle* handle, CUdeviceptr ptr) noexcept {
-    for (PoolSlot* s : live_slots()) {
+    bool refused = false;
+    for_each_live([&](PoolSlot* s) {
         pool::Lookup l = s->pool->lookup(static_cast<std::uintptr_t>(ptr));
         if (!l.in_pool)
-            continue;
+            return false;
+        // A receiver maps the segment from its base: fine when that is exactly this block's start.
         if (l.is_block_start && l.block_address == l.segment_base)
-            break; // a receiver maps the segment from its base: that is exactly this block's start
+            return true;
+        refused = true;
         s->ipc_refused.fetch_add(1, std::memory_order_relaxed);
         log::warn("cuIpcGetMemHandle/cudaIpcGetMemHandle on {:#x}: the pool sub-allocated it at offset {} of a "
                   "{}-byte segment, so another process would map the wrong memory; refusing with "
                   "CUDA_ERROR_INVALID_VALUE. Run with GPUMEMPROF_POOL=0 to profile programs that use legacy CUDA IPC",
                   static_cast<std::uintptr_t>(ptr), static_cast<std::uintptr_t>(ptr) - l.segment_base,
                   l.segment_size);
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    return api.cuIpcGetMemHandle(handle, ptr);
+        return true;
+    });
+    return refused ? CUDA_ERROR_INVALID_VALUE : api.cuIpcGetMemHandle(handle, ptr);
 }
 
 // ---- pass-through ---------------------------------------------------------------------------
@@ -341,7 +339,7 @@ void Profiler::record_alloc_with_stack(Kind kind, const DriverApi& api, std::uin
         ledger_.add(kind, device, key, bytes);
         start_signal_thread();
         // Physical VMM handles are not addresses the program frees; what it uses is the mapping.
-        if (kind != Kind::vmm_physical && options_.stack_depth > 0)
+        if (kind != Kind::vmm_physical)
             stacks::Recorder::instance().on_alloc(device, key, bytes, bytes, stack);
         if (kind == Kind::vmm_mapped)
             emit(trace_.get(), trace::EventType::vmm_map, device, key, bytes, bytes, stack);
@@ -355,7 +353,7 @@ void Profiler::record_free(Kind kind, std::uintptr_t key) noexcept {
         std::size_t bytes = 0;
         if (!ledger_.remove(key, {kind}, nullptr, &device, &bytes))
             return;
-        if (kind != Kind::vmm_physical && options_.stack_depth > 0)
+        if (kind != Kind::vmm_physical)
             stacks::Recorder::instance().on_free(device, key);
         if (kind == Kind::vmm_mapped)
             emit(trace_.get(), trace::EventType::vmm_unmap, device, key, bytes, bytes);
@@ -419,21 +417,32 @@ std::vector<PoolSlot*> Profiler::slots_for_device(int device) const {
     return out;
 }
 
-stats::DeviceStats Profiler::merged_stats(PoolSlot* slot) const {
+// The pass-through ledger is kept per device; of the pools a device had (a reset makes a new
+// one), the newest carries its figures, so each is counted once. Requires slots_mutex_.
+bool Profiler::carries_ledger(const PoolSlot* slot) const {
+    for (auto it = all_slots_.rbegin(); it != all_slots_.rend(); ++it)
+        if ((*it)->device == slot->device)
+            return it->get() == slot;
+    return false;
+}
+
+stats::DeviceStats Profiler::ledger_only_stats(const DeviceLedger* ledger) const {
+    stats::DeviceStats st;
+    st.max_split_size = static_cast<std::int64_t>(conf_.max_split_size); // as the pool: SIZE_MAX reads -1
+    if (ledger) {
+        // VMM maps/unmaps count as device allocations/frees, as torch documents num_device_alloc.
+        st.num_device_alloc = ledger->device_allocs;
+        st.num_device_free = ledger->device_frees;
+    }
+    return st;
+}
+
+stats::DeviceStats Profiler::merged_stats(const PoolSlot* slot, const std::map<int, DeviceLedger>& ledgers) const {
     stats::DeviceStats st = slot->pool->stats();
-    // VMM maps/unmaps count as device allocations/frees, as torch documents num_device_alloc.
-    auto ledgers = ledger_.snapshot();
     auto it = ledgers.find(slot->device);
-    if (it != ledgers.end()) {
-        // Only the first pool of a device carries the device's pass-through figures.
-        for (const auto& s : all_slots_)
-            if (s->device == slot->device) {
-                if (s.get() == slot) {
-                    st.num_device_alloc += it->second.device_allocs;
-                    st.num_device_free += it->second.device_frees;
-                }
-                break;
-            }
+    if (it != ledgers.end() && carries_ledger(slot)) {
+        st.num_device_alloc += it->second.device_allocs;
+        st.num_device_free += it->second.device_frees;
     }
     return st;
 }
@@ -441,28 +450,20 @@ stats::DeviceStats Profiler::merged_stats(PoolSlot* slot) const {
 bool Profiler::device_stats(int device, stats::DeviceStats* out) noexcept {
     try {
         device = resolve_device(device);
-        auto slots = slots_for_device(device);
-        // The live pool of that device if there is one, else the last one it had.
-        PoolSlot* pick = nullptr;
-        for (PoolSlot* s : slots)
-            if (s->ctx.load(std::memory_order_acquire))
-                pick = s;
-        if (!pick && !slots.empty())
-            pick = slots.back();
-        if (!pick) {
-            *out = stats::DeviceStats{};
-            auto ledgers = ledger_.snapshot();
-            if (auto it = ledgers.find(device); it != ledgers.end()) {
-                out->num_device_alloc = it->second.device_allocs;
-                out->num_device_free = it->second.device_frees;
-            }
-            out->max_split_size = conf_.max_split_size == std::numeric_limits<std::size_t>::max()
-                                      ? -1
-                                      : static_cast<std::int64_t>(conf_.max_split_size);
-            return true;
-        }
+        auto ledgers = ledger_.snapshot();
         std::lock_guard lock(slots_mutex_);
-        *out = merged_stats(pick);
+        // The live pool of that device if there is one, else the last one it had.
+        const PoolSlot* pick = nullptr;
+        for (const auto& s : all_slots_)
+            if (s->device == device && (s->ctx.load(std::memory_order_acquire) || !pick ||
+                                        !pick->ctx.load(std::memory_order_acquire)))
+                pick = s.get();
+        if (pick) {
+            *out = merged_stats(pick, ledgers);
+        } else {
+            auto it = ledgers.find(device);
+            *out = ledger_only_stats(it != ledgers.end() ? &it->second : nullptr);
+        }
         return true;
     } catch (...) {
         return false;
@@ -470,22 +471,30 @@ bool Profiler::device_stats(int device, stats::DeviceStats* out) noexcept {
 }
 
 void Profiler::reset_peak(int device) noexcept {
-    device = resolve_device(device);
-    for (PoolSlot* s : slots_for_device(device))
-        s->pool->reset_peak_stats();
+    try {
+        device = resolve_device(device);
+        for (PoolSlot* s : slots_for_device(device))
+            s->pool->reset_peak_stats();
+    } catch (...) {
+    }
 }
 
 void Profiler::reset_accumulated(int device) noexcept {
-    device = resolve_device(device);
-    for (PoolSlot* s : slots_for_device(device))
-        s->pool->reset_accumulated_stats();
+    try {
+        device = resolve_device(device);
+        for (PoolSlot* s : slots_for_device(device))
+            s->pool->reset_accumulated_stats();
+    } catch (...) {
+    }
 }
 
 void Profiler::empty_cache() noexcept {
     if (process_exiting())
         return;
-    for (PoolSlot* s : live_slots())
+    for_each_live([](PoolSlot* s) {
         s->pool->empty_cache();
+        return false;
+    });
 }
 
 // ---- reports ----------------------------------------------------------------------------------
@@ -497,10 +506,11 @@ report::ReportInput Profiler::report_input(const std::string& prefix) const {
     in.exe = read_exe();
     in.seconds_profiled = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     in.alloc_conf = options_.alloc_conf;
+    auto ledgers = ledger_.snapshot();
     for (const auto& s : all_slots_) {
         report::DeviceSummary d;
         d.device = s->device;
-        d.stats = merged_stats(s.get());
+        d.stats = merged_stats(s.get(), ledgers);
         d.invalid_frees = s->pool->invalid_frees();
         d.total_capacity = s->total_bytes;
         in.devices.push_back(std::move(d));
@@ -531,31 +541,31 @@ std::string Profiler::report_json(const report::ReportInput& in) noexcept {
         w.field("foreign_invalid_frees", invalid_foreign_frees_.load());
 
         std::unique_lock lock(slots_mutex_);
-        std::map<int, bool> ledger_written;
-        w.key("devices").begin_array();
-        auto write_passthrough = [&](int device) {
+        auto write_passthrough = [&](const DeviceLedger* ledger) {
             w.key("passthrough").begin_object();
             static const std::pair<const char*, Kind> kKinds[] = {{"async", Kind::async},
                                                                   {"managed", Kind::managed},
                                                                   {"vmm_physical", Kind::vmm_physical},
                                                                   {"vmm_mapped", Kind::vmm_mapped}};
-            bool first_for_device = !ledger_written[device];
-            ledger_written[device] = true;
             for (const auto& [name, kind] : kKinds) {
                 w.key(name);
-                KindCounters k{};
-                if (first_for_device && ledgers.count(device))
-                    k = ledgers[device].kinds[static_cast<int>(kind)];
-                PassthroughLedger::write_kind(w, k);
+                PassthroughLedger::write_kind(w, ledger ? ledger->kinds[static_cast<int>(kind)] : KindCounters{});
             }
             w.end_object();
         };
+        auto ledger_of = [&](int device) -> const DeviceLedger* {
+            auto it = ledgers.find(device);
+            return it != ledgers.end() ? &it->second : nullptr;
+        };
+        w.key("devices").begin_array();
+        std::set<int> with_pool;
         for (const auto& s : all_slots_) {
+            with_pool.insert(s->device);
             w.begin_object();
             w.field("device", s->device);
             w.field("context", s->index);
             w.field("context_alive", s->ctx.load() != nullptr);
-            w.key("memory_stats").raw(stats::to_json(merged_stats(s.get())));
+            w.key("memory_stats").raw(stats::to_json(merged_stats(s.get(), ledgers)));
             w.field("invalid_frees", s->pool->invalid_frees());
             w.field("ipc_refused", s->ipc_refused.load());
             pool::PoolCounters pc = s->pool->counters();
@@ -564,26 +574,20 @@ std::string Profiler::report_json(const report::ReportInput& in) noexcept {
             w.field("fence_polls", pc.fence_polls);
             w.field("misses", pc.misses);
             w.end_object();
-            write_passthrough(s->device);
+            write_passthrough(carries_ledger(s.get()) ? ledger_of(s->device) : nullptr);
             w.end_object();
         }
         for (const auto& [device, ledger] : ledgers) {
-            if (device < 0 || ledger_written[device])
+            if (device < 0 || with_pool.count(device))
                 continue;
-            stats::DeviceStats st;
-            st.num_device_alloc = ledger.device_allocs;
-            st.num_device_free = ledger.device_frees;
-            st.max_split_size = conf_.max_split_size == std::numeric_limits<std::size_t>::max()
-                                    ? -1
-                                    : static_cast<std::int64_t>(conf_.max_split_size);
             w.begin_object();
             w.field("device", device);
             w.field("context", -1);
             w.field("context_alive", false);
-            w.key("memory_stats").raw(stats::to_json(st));
+            w.key("memory_stats").raw(stats::to_json(ledger_only_stats(&ledger)));
             w.field("invalid_frees", 0);
             w.field("ipc_refused", 0);
-            write_passthrough(device);
+            write_passthrough(&ledger);
             w.end_object();
         }
         w.end_array();
@@ -599,6 +603,9 @@ std::string Profiler::report_json(const report::ReportInput& in) noexcept {
 
 bool Profiler::dump(const std::string& prefix_pattern) noexcept {
     try {
+        // One dump at a time (the exit handler, the signal thread and gpumemprof_dump may race):
+        // they would write the same temporary file.
+        std::lock_guard dump_lock(dump_mutex_);
         const std::string& pattern = prefix_pattern.empty() ? options_.output : prefix_pattern;
         // Nothing to say for a process that never allocated device memory (unless asked).
         if (pattern.empty() || (prefix_pattern.empty() && !cuda_seen_.load()))
@@ -635,23 +642,30 @@ void Profiler::on_exit() noexcept {
 
 // ---- fork ---------------------------------------------------------------------------------------
 
+// Every lock another thread could hold at fork is taken here, in the library's lock order
+// (dump -> slots -> pools -> ledger -> recorder -> streams), so the child finds them all free.
 void Profiler::fork_prepare() noexcept {
+    dump_mutex_.lock(); // no report (and so no symbolizer lock) is being written across fork
     slots_mutex_.lock();
     for (auto& s : all_slots_)
         s->pool->lock_for_fork();
     ledger_.lock_for_fork();
     stacks::Recorder::instance().lock_for_fork();
+    streams_.lock_for_fork();
 }
 
 void Profiler::fork_parent() noexcept {
+    streams_.unlock_after_fork();
     stacks::Recorder::instance().unlock_after_fork();
     ledger_.unlock_after_fork();
     for (auto it = all_slots_.rbegin(); it != all_slots_.rend(); ++it)
         (*it)->pool->unlock_after_fork();
     slots_mutex_.unlock();
+    dump_mutex_.unlock();
 }
 
 void Profiler::fork_child() noexcept {
+    streams_.unlock_after_fork();
     stacks::Recorder::instance().unlock_after_fork();
     stacks::Recorder::instance().reset_after_fork();
     ledger_.unlock_after_fork();
@@ -679,6 +693,7 @@ void Profiler::fork_child() noexcept {
     // cuda_seen_ stays: a child of a CUDA process writes its own report (pid in the name).
     signal_thread_started_ = false;
     slots_mutex_.unlock();
+    dump_mutex_.unlock();
 }
 
 } // namespace gpumemprof::core

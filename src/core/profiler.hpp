@@ -17,6 +17,7 @@ namespace gpumemprof::report { struct ReportInput; }
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -91,7 +92,6 @@ public:
     /// Write what a crash would lose (the trace's pending block). Async-signal context: no locks
     /// beyond the trace writer's own.
     void flush_trace() noexcept;
-    trace::Writer* trace_writer() { return trace_.get(); }
     void fork_prepare() noexcept;
     void fork_parent() noexcept;
     void fork_child() noexcept;
@@ -101,10 +101,24 @@ private:
     void start_signal_thread() noexcept;
     PoolSlot* current_slot(const DriverApi& api) noexcept;
     PoolSlot* create_slot(const DriverApi& api, CUcontext ctx) noexcept;
-    std::vector<PoolSlot*> live_slots() const;
+    /// Call fn(slot) for each live pool until it returns true. No allocation, no lock.
+    template <typename Fn> void for_each_live(Fn&& fn) const {
+        const int n = live_count_.load(std::memory_order_acquire);
+        for (int i = 0; i < n; ++i) {
+            PoolSlot* s = live_[i].load(std::memory_order_acquire);
+            if (s && s->ctx.load(std::memory_order_acquire) && fn(s))
+                return;
+        }
+    }
+    /// Free `ptr` in whichever pool owns it: kSuccess, kInvalidValue, or kNotOwned.
+    int free_in_pools(std::uintptr_t ptr) noexcept;
+    /// A pass-through allocation freed by the driver leaves the ledger and the recorder.
+    void forget_passthrough(std::uintptr_t ptr) noexcept;
     std::vector<PoolSlot*> slots_for_device(int device) const;
     int resolve_device(int device) noexcept;
-    stats::DeviceStats merged_stats(PoolSlot* slot) const;
+    bool carries_ledger(const PoolSlot* slot) const; // requires slots_mutex_
+    stats::DeviceStats merged_stats(const PoolSlot* slot, const std::map<int, DeviceLedger>& ledgers) const;
+    stats::DeviceStats ledger_only_stats(const DeviceLedger* ledger) const;
     report::ReportInput report_input(const std::string& prefix) const; // requires slots_mutex_
 
     util::Options options_;
@@ -113,6 +127,7 @@ private:
     PassthroughLedger ledger_;
     DoorCounters doors_;
 
+    std::mutex dump_mutex_;          ///< one report writer at a time; first in the lock order
     mutable std::mutex slots_mutex_;
     static constexpr int kMaxLive = 64;
     std::atomic<PoolSlot*> live_[kMaxLive] = {};

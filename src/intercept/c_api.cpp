@@ -66,7 +66,11 @@ __attribute__((visibility("default"))) void gpumemprof_reset_accumulated_memory_
 }
 __attribute__((visibility("default"))) void gpumemprof_empty_cache(void) { Profiler::instance().empty_cache(); }
 __attribute__((visibility("default"))) int gpumemprof_dump(const char* prefix) {
-    return Profiler::instance().dump(prefix ? std::string(prefix) : std::string()) ? 0 : -1;
+    try {
+        return Profiler::instance().dump(prefix ? std::string(prefix) : std::string()) ? 0 : -1;
+    } catch (...) {
+        return -1;
+    }
 }
 
 } // extern "C"

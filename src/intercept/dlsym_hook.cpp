@@ -26,7 +26,7 @@ __attribute__((visibility("hidden"))) void* gpumemprof_dlsym_handle(void* handle
     // Fast path: Python and friends call dlsym constantly; only "cu[A-Z]..." names matter.
     if (!result || !gpumemprof::intercept::maybe_driver_name(name))
         return result;
-    const gpumemprof::core::DriverApi* api = gpumemprof::core::driver_from_handle(handle);
+    const gpumemprof::core::DriverApi* api = gpumemprof::core::driver(/*load=*/false); // libcuda is loaded: the program holds a handle reaching it
     if (!api)
         return result;
     void* w = gpumemprof::intercept::wrapper_for_name(*api, name, result);

@@ -36,6 +36,8 @@ StackId Recorder::intern(const std::uintptr_t* ips, int n) noexcept {
 
 void Recorder::on_alloc(int device, std::uintptr_t ptr, std::size_t size, std::size_t requested,
                         StackId id) noexcept {
+    if (max_depth_.load(std::memory_order_relaxed) <= 0)
+        return; // capture off: no call sites to account to (and no lock on the hot path)
     try {
         std::lock_guard<std::mutex> lock(mutex_);
         table_.on_alloc(device, ptr, size, requested, id);
@@ -45,6 +47,8 @@ void Recorder::on_alloc(int device, std::uintptr_t ptr, std::size_t size, std::s
 }
 
 void Recorder::on_free(int device, std::uintptr_t ptr) noexcept {
+    if (max_depth_.load(std::memory_order_relaxed) <= 0)
+        return; // capture off: no call sites to account to (and no lock on the hot path)
     try {
         std::lock_guard<std::mutex> lock(mutex_);
         table_.on_free(device, ptr);
@@ -53,6 +57,8 @@ void Recorder::on_free(int device, std::uintptr_t ptr) noexcept {
 }
 
 void Recorder::on_acquire(int device, std::size_t bytes, StackId id) noexcept {
+    if (max_depth_.load(std::memory_order_relaxed) <= 0)
+        return; // capture off: no call sites to account to (and no lock on the hot path)
     try {
         std::lock_guard<std::mutex> lock(mutex_);
         table_.on_acquire(device, bytes, id);

@@ -39,7 +39,8 @@ public:
     /// Interns an already-captured stack (innermost first). For tests and for replay tools.
     StackId intern(const std::uintptr_t* ips, int n) noexcept;
 
-    // Accounting: called by the core, possibly under a pool lock; never calls back.
+    // Accounting: called by the core, possibly under a pool lock; never calls back. All three
+    // do nothing while capture is off (configure(0)); OOMs are always kept.
     /// A block handed to the program (pooled or passthrough); size = bytes it occupies.
     void on_alloc(int device, std::uintptr_t ptr, std::size_t size, std::size_t requested, StackId id) noexcept;
     /// The program freed the block at ptr (unknown pointers are counted and ignored).

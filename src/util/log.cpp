@@ -5,38 +5,14 @@
 #include <spdlog/sinks/stdout_sinks.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <memory>
 
 namespace gpumemprof::log {
 namespace {
 
-std::atomic<int> g_level{-1};
-std::atomic<int> g_budget{-1};
-
-int level() {
-    int l = g_level.load(std::memory_order_relaxed);
-    if (l >= 0)
-        return l;
-    // Read directly: logging may be needed before the options are parsed.
-    l = 2;
-    if (const char* v = std::getenv("GPUMEMPROF_LOG")) {
-        std::string s(v);
-        if (s == "debug") l = 0;
-        else if (s == "info") l = 1;
-        else if (s == "error") l = 3;
-    }
-    int budget = 100;
-    if (const char* v = std::getenv("GPUMEMPROF_MAX_WARNINGS")) {
-        char* end = nullptr;
-        long b = std::strtol(v, &end, 10);
-        if (end != v && *end == '\0' && b >= 0)
-            budget = static_cast<int>(b);
-    }
-    g_budget.store(budget, std::memory_order_relaxed);
-    g_level.store(l, std::memory_order_relaxed);
-    return l;
-}
+// Defaults until configure() runs with the parsed GPUMEMPROF_LOG / GPUMEMPROF_MAX_WARNINGS.
+std::atomic<int> g_level{static_cast<int>(Level::warning)};
+std::atomic<int> g_budget{100};
 
 spdlog::logger* logger() {
     // Never destroyed: warnings may be written while the process tears down static objects.
@@ -53,8 +29,13 @@ spdlog::logger* logger() {
 
 } // namespace
 
+void configure(int level, int max_warnings) noexcept {
+    g_level.store(level, std::memory_order_relaxed);
+    g_budget.store(max_warnings, std::memory_order_relaxed);
+}
+
 bool enabled(Level lv) noexcept {
-    return static_cast<int>(lv) >= level();
+    return static_cast<int>(lv) >= g_level.load(std::memory_order_relaxed);
 }
 
 void write(Level lv, std::string_view message) noexcept {

@@ -11,6 +11,8 @@ namespace gpumemprof::log {
 
 enum class Level { debug, info, warning, error };
 
+/// Level (0 debug .. 3 error) and warning budget, from the parsed options (util::Options).
+void configure(int level, int max_warnings) noexcept;
 void write(Level level, std::string_view message) noexcept;
 bool enabled(Level level) noexcept;
 

@@ -11,18 +11,6 @@
 namespace gpumemprof::util {
 namespace {
 
-const OptionDoc kDocs[] = {
-    {"GPUMEMPROF_POOL", "1", "1: serve cuMemAlloc/cudaMalloc from the caching pool; 0: pass every call through, only observe"},
-    {"GPUMEMPROF_ALLOC_CONF", "(empty)", "pool settings in PYTORCH_CUDA_ALLOC_CONF syntax"},
-    {"GPUMEMPROF_OUTPUT", "gpumemprof-%p", "report path prefix (%p pid, %h host, %r rank); none = write nothing"},
-    {"GPUMEMPROF_STACK_DEPTH", "64", "frames captured per allocation; 0 turns stack capture off"},
-    {"GPUMEMPROF_TRACE", "(empty)", "write every allocator event to this file (for gpumemprof replay)"},
-    {"GPUMEMPROF_DUMP_SIGNAL", "SIGUSR2", "signal that writes the reports on demand; 0 = none"},
-    {"GPUMEMPROF_LOG", "warning", "debug, info, warning or error"},
-    {"GPUMEMPROF_MAX_WARNINGS", "100", "cap on warnings printed by one process"},
-    {"GPUMEMPROF_REPORT", "1", "0: write no report at exit"},
-    {"GPUMEMPROF_REUSE", "fenced", "fenced: reuse freed memory once the device has passed the free; immediate: at once (unsafe across streams)"},
-};
 
 const char* env(const char* name) {
     const char* v = std::getenv(name);
@@ -60,11 +48,6 @@ bool parse_int(const char* s, long lo, long hi, int* out) {
 }
 
 } // namespace
-
-const OptionDoc* option_docs(int* count) {
-    *count = static_cast<int>(sizeof kDocs / sizeof kDocs[0]);
-    return kDocs;
-}
 
 int parse_signal(const std::string& text) {
     if (text.empty())

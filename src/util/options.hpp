@@ -26,14 +26,6 @@ struct Options {
 /// value (appended to `warnings`) and the default is kept.
 Options read_options(std::string* warnings);
 
-/// One row per option for README/--help: name, default, meaning.
-struct OptionDoc {
-    const char* name;
-    const char* default_value;
-    const char* meaning;
-};
-const OptionDoc* option_docs(int* count);
-
 /// Expand %p (pid), %h (host name), %r (rank from RANK, else LOCAL_RANK, else 0) and %% in a
 /// GPUMEMPROF_OUTPUT prefix.
 std::string expand_output_prefix(const std::string& pattern, int pid);
