@@ -15,15 +15,6 @@ constexpr std::uint8_t kHasStream = 0x20;
 constexpr std::uint8_t kHasStack = 0x40;
 constexpr std::uint8_t kReserved = 0x80;
 
-inline std::uint8_t* put_varint(std::uint8_t* out, std::uint64_t v) {
-    while (v >= 0x80) {
-        *out++ = static_cast<std::uint8_t>(v | 0x80);
-        v >>= 7;
-    }
-    *out++ = static_cast<std::uint8_t>(v);
-    return out;
-}
-
 inline std::uint8_t* put_zvarint(std::uint8_t* out, std::uint64_t delta) {
     // delta is a two's-complement difference; zigzag keeps small negative steps short.
     const auto s = static_cast<std::int64_t>(delta);
@@ -54,18 +45,24 @@ inline bool get_zvarint(const std::uint8_t** p, const std::uint8_t* end, std::ui
     return true;
 }
 
-void put_u32(std::vector<std::uint8_t>& out, std::uint32_t v) {
-    for (int i = 0; i < 4; ++i) out.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
+void store_u32(std::uint8_t* p, std::uint32_t v) {
+    for (int i = 0; i < 4; ++i) p[i] = static_cast<std::uint8_t>(v >> (8 * i));
 }
 
-void put_varint(std::vector<std::uint8_t>& out, std::uint64_t v) {
+void put_u32(std::vector<std::uint8_t>& out, std::uint32_t v) {
+    std::uint8_t tmp[4];
+    store_u32(tmp, v);
+    out.insert(out.end(), tmp, tmp + 4);
+}
+
+void append_varint(std::vector<std::uint8_t>& out, std::uint64_t v) {
     std::uint8_t tmp[10];
     std::uint8_t* e = put_varint(tmp, v);
     out.insert(out.end(), tmp, e);
 }
 
 void put_str(std::vector<std::uint8_t>& out, const std::string& s) {
-    put_varint(out, s.size());
+    append_varint(out, s.size());
     out.insert(out.end(), s.begin(), s.end());
 }
 
@@ -85,6 +82,15 @@ const char* to_string(EventType type) {
     case EventType::device_info: return "device_info";
     }
     return "unknown";
+}
+
+std::uint8_t* put_varint(std::uint8_t* out, std::uint64_t v) {
+    while (v >= 0x80) {
+        *out++ = static_cast<std::uint8_t>(v | 0x80);
+        v >>= 7;
+    }
+    *out++ = static_cast<std::uint8_t>(v);
+    return out;
 }
 
 std::size_t encode_event(const Event& ev, CodecState& st, std::uint8_t* out) {
@@ -171,19 +177,34 @@ bool read_varint(const std::uint8_t** p, const std::uint8_t* end, std::uint64_t*
     return get_varint(p, end, v);
 }
 
+std::uint32_t block_crc(const std::uint8_t* block, std::uint32_t payload_len) {
+    // The CRC field sits between (P, N) and the payload, so it is computed in two pieces.
+    const std::uint32_t c = crc32(0, block + 4, 8);
+    return crc32(c, block + kBlockHeaderBytes, payload_len);
+}
+
+std::size_t seal_block(std::uint8_t* block, const char (&magic)[4], std::uint32_t payload_len,
+                       std::uint32_t count) {
+    std::memcpy(block, magic, 4);
+    store_u32(block + 4, payload_len);
+    store_u32(block + 8, count);
+    store_u32(block + 12, block_crc(block, payload_len));
+    return kBlockHeaderBytes + payload_len;
+}
+
 std::vector<std::uint8_t> encode_header(const Header& h) {
     std::vector<std::uint8_t> body;
-    put_varint(body, h.pid);
+    append_varint(body, h.pid);
     put_str(body, h.host);
     put_str(body, h.exe);
     put_str(body, h.alloc_conf);
-    put_varint(body, h.start_time_ns);
-    put_varint(body, h.devices.size());
+    append_varint(body, h.start_time_ns);
+    append_varint(body, h.devices.size());
     for (const auto& d : h.devices) {
-        put_varint(body, d.ordinal);
-        put_varint(body, d.total_bytes);
+        append_varint(body, d.ordinal);
+        append_varint(body, d.total_bytes);
     }
-    put_varint(body, h.metadata.size());
+    append_varint(body, h.metadata.size());
     for (const auto& [k, v] : h.metadata) {
         put_str(body, k);
         put_str(body, v);

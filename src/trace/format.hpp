@@ -158,6 +158,18 @@ bool decode_event(const std::uint8_t** p, const std::uint8_t* end, CodecState& s
 /// One varint from [*p, end); false (and *p unchanged) if it is cut short or exceeds 64 bits.
 bool read_varint(const std::uint8_t** p, const std::uint8_t* end, std::uint64_t* v);
 
+/// Write v as a varint at `out` (room for 10 bytes); returns the byte after it.
+std::uint8_t* put_varint(std::uint8_t* out, std::uint64_t v);
+
+/// The CRC field of the block at `block` (16-byte header, then `payload_len` payload bytes): the CRC
+/// of the header's (P, N) bytes followed by the payload. The writer and the reader both use it.
+std::uint32_t block_crc(const std::uint8_t* block, std::uint32_t payload_len);
+
+/// Fill the 16-byte header at `block` (magic, P, N, CRC) for the payload that follows it; returns
+/// the bytes of the whole block (header + payload).
+std::size_t seal_block(std::uint8_t* block, const char (&magic)[4], std::uint32_t payload_len,
+                       std::uint32_t count);
+
 /// The complete FileHeader bytes (fixed part, body, CRC).
 std::vector<std::uint8_t> encode_header(const Header& header);
 

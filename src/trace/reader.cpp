@@ -176,8 +176,7 @@ bool Reader::load_block() {
                         std::to_string(kBlockHeaderBytes + len) + " bytes, has " +
                         std::to_string(size_ - at) + ")");
     const std::uint32_t stored = load_u32(h + 12);
-    std::uint32_t computed = crc32(0, h + 4, 8);
-    computed = crc32(computed, h + kBlockHeaderBytes, len);
+    const std::uint32_t computed = block_crc(h, len);
     if (stored != computed)
         return fail(ReadError::corrupt, at,
                     "block CRC mismatch (stored " + hex32(stored) + ", computed " + hex32(computed) + ")");

@@ -2,21 +2,12 @@
 // Streaming trace writer (see format.hpp for the bytes it produces).
 #include "trace/writer.hpp"
 
-#include "trace/crc32.hpp"
-
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
 #include <unistd.h>
 
 namespace gpumemprof::trace {
-namespace {
-
-void store_u32(std::uint8_t* p, std::uint32_t v) {
-    for (int i = 0; i < 4; ++i) p[i] = static_cast<std::uint8_t>(v >> (8 * i));
-}
-
-} // namespace
 
 Writer::~Writer() { close(); }
 
@@ -72,15 +63,8 @@ void Writer::record(const Event& ev) {
 
 void Writer::write_block_locked() {
     if (count_ == 0) return;
-    std::uint8_t* h = buf_.data();
-    std::memcpy(h, kBlockMagic, 4);
-    store_u32(h + 4, static_cast<std::uint32_t>(used_));
-    store_u32(h + 8, count_);
-    // The CRC covers (P, N) and then the payload; the CRC field itself sits between them.
-    std::uint32_t c = crc32(0, h + 4, 8);
-    c = crc32(c, h + kBlockHeaderBytes, used_);
-    store_u32(h + 12, c);
-    if (write_all_locked(h, kBlockHeaderBytes + used_)) ++total_blocks_;
+    const std::size_t bytes = seal_block(buf_.data(), kBlockMagic, static_cast<std::uint32_t>(used_), count_);
+    if (write_all_locked(buf_.data(), bytes)) ++total_blocks_;
     else dropped_ += count_;
     used_ = 0;
     count_ = 0;
@@ -116,21 +100,10 @@ void Writer::close() {
         write_block_locked();
         std::uint8_t rec[kBlockHeaderBytes + 20];
         std::uint8_t* p = rec + kBlockHeaderBytes;
-        for (std::uint64_t v : {total_events_ - dropped_, total_blocks_}) {
-            while (v >= 0x80) {
-                *p++ = static_cast<std::uint8_t>(v | 0x80);
-                v >>= 7;
-            }
-            *p++ = static_cast<std::uint8_t>(v);
-        }
+        p = put_varint(p, total_events_ - dropped_);
+        p = put_varint(p, total_blocks_);
         const auto payload = static_cast<std::uint32_t>(p - (rec + kBlockHeaderBytes));
-        std::memcpy(rec, kEndMagic, 4);
-        store_u32(rec + 4, payload);
-        store_u32(rec + 8, 0);
-        std::uint32_t c = crc32(0, rec + 4, 8);
-        c = crc32(c, rec + kBlockHeaderBytes, payload);
-        store_u32(rec + 12, c);
-        write_all_locked(rec, kBlockHeaderBytes + payload);
+        write_all_locked(rec, seal_block(rec, kEndMagic, payload, 0));
     }
     ::close(fd);
     fd_.store(-1, std::memory_order_release);
