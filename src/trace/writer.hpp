@@ -20,9 +20,16 @@ struct WriterOptions {
     bool flush_on_oom = true;
 };
 
-/// Thread-safe. record() encodes into an in-memory block under a mutex (no system call, no
-/// allocation); the block is written with one write(2) when full. Never throws, never aborts: an
-/// I/O error stops recording (later events are counted in dropped()) and is kept in error().
+/// Thread-safe. record() encodes into an in-memory block under mu_ (no system call, no allocation).
+/// A full block is written with one write(2), on the thread whose event filled it, but not under
+/// mu_: that thread swaps the full buffer with a spare one under mu_, takes io_mu_ before it
+/// releases mu_ (so blocks reach the file in the order they were filled), then writes holding
+/// io_mu_ only. Other threads keep recording into the fresh buffer meanwhile; one waits for an
+/// earlier write only if it fills the next block before that write has finished (two buffers).
+/// What this does not change: a caller that holds its own lock around record() (the pool does)
+/// still holds it while the block its event completed is written, once per events_per_block events.
+/// Never throws, never aborts: an I/O error stops recording (later events are dropped, not
+/// written) and is kept in error(). A file cut by a crash holds every block written before it.
 class Writer {
 public:
     Writer() = default;
@@ -49,19 +56,26 @@ public:
     std::string error() const;
 
 private:
-    void write_block_locked(); // requires mu_
-    bool write_all_locked(const std::uint8_t* data, std::size_t size);
+    /// Requires `lock` to hold mu_; returns with mu_ released. Writes the pending block, if any.
+    void ship_block(std::unique_lock<std::mutex>& lock);
+    /// Requires io_mu_. Writes one sealed block of `count` events; counts it or its events as dropped.
+    void write_block_io_locked(const std::uint8_t* block, std::size_t bytes, std::uint32_t count);
+    bool write_all_io_locked(const std::uint8_t* data, std::size_t size); // requires io_mu_
 
-    mutable std::mutex mu_;
-    std::atomic<int> fd_{-1};
+    // Lock order: mu_, then io_mu_. Nothing takes mu_ while holding io_mu_.
+    mutable std::mutex mu_;    // buf_, used_, count_, state_, total_events_, options_
+    mutable std::mutex io_mu_; // the file (writes and close), spare_, total_blocks_, error_
+    std::atomic<int> fd_{-1};  // changed only with both mutexes held
+    std::atomic<bool> failed_{false}; // an I/O error happened: stop writing
     WriterOptions options_;
-    std::vector<std::uint8_t> buf_; // 16-byte block header space, then the payload
-    std::size_t used_ = 0;          // payload bytes in buf_
-    std::uint32_t count_ = 0;       // events in buf_
+    std::vector<std::uint8_t> buf_;   // block being filled: 16-byte header space, then the payload
+    std::vector<std::uint8_t> spare_; // the other buffer: the block being written, or idle
+    std::size_t used_ = 0;            // payload bytes in buf_
+    std::uint32_t count_ = 0;         // events in buf_
     CodecState state_;
     std::uint64_t total_events_ = 0;
     std::uint64_t total_blocks_ = 0;
-    std::uint64_t dropped_ = 0;
+    std::atomic<std::uint64_t> dropped_{0}; // events recorded but not written (I/O error)
     std::string error_;
 };
 
