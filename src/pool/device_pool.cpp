@@ -489,18 +489,15 @@ struct DevicePool::Impl {
         });
     }
 
-    // release_block: give a whole cached segment back (cudaFree). `in_set`: the block is in its
-    // pool's free set (false only for passthrough blocks).
-    void release_block(Block* b, bool in_set = true) {
+    // release_block: give a whole cached segment back (cudaFree).
+    void release_block(Block* b) {
         BlockPool& pool = *b->pool;
         ++st.num_device_free;
         if (listener)
             listener->on_segment_free(b->ptr, b->size);
-        if (in_set) {
-            auto it = pool.blocks.find(b);
-            if (it != pool.blocks.end())
-                pool.blocks.erase(it);
-        }
+        auto it = pool.blocks.find(b);
+        if (it != pool.blocks.end())
+            set_erase(pool, it);
         backend.release(b->ptr, b->size); // an error leaves nothing we could do differently
         total_allocated_memory -= b->size;
         for_types(pool, [&](int t) {
@@ -772,8 +769,10 @@ struct DevicePool::Impl {
         if (b->size >= max_split_size)
             st.oversize_allocations.decrease(1);
         if (options.mode == Mode::passthrough) {
-            b->state = BState::free;
-            free_completed_passthrough(b);
+            // PyTorch's order for an allocator without caching: the free completes, then the
+            // segment goes back. A passthrough block is never split, so free_block merges nothing.
+            free_block(b);
+            release_block(b);
             return kSuccess;
         }
         if (options.defer_frees) {
@@ -794,19 +793,6 @@ struct DevicePool::Impl {
             free_block(b);
         }
         return kSuccess;
-    }
-
-    void free_completed_passthrough(Block* b) {
-        if (listener)
-            listener->on_free_completed(b->ptr, b->size, b->requested);
-        active.erase(b->ptr);
-        BlockPool& pool = *b->pool;
-        for_types(pool, [&](int t) {
-            st.active[t].decrease(1);
-            st.active_bytes[t].decrease(static_cast<std::int64_t>(b->size));
-            st.requested_bytes[t].decrease(static_cast<std::int64_t>(b->requested));
-        });
-        release_block(b, false);
     }
 
     const Segment* segment_of(std::uintptr_t ptr) const {
