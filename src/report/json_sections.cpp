@@ -26,14 +26,8 @@ void frames_json(util::JsonWriter& w, const std::vector<SymbolFrame>& frames) {
 
 template <typename Key>
 void ranked(util::JsonWriter& w, const ResolvedReport& r, Key key) {
-    std::vector<std::size_t> idx;
-    for (std::size_t i = 0; i < r.sites.size(); ++i)
-        if (key(r.sites[i]).first > 0)
-            idx.push_back(i);
-    std::stable_sort(idx.begin(), idx.end(),
-                     [&](std::size_t a, std::size_t b) { return key(r.sites[a]).first > key(r.sites[b]).first; });
     w.begin_array();
-    for (std::size_t i : idx) {
+    for (std::size_t i : ranked_sites(r, key)) {
         w.begin_object();
         w.field("site", static_cast<std::uint64_t>(i));
         w.field("bytes", key(r.sites[i]).first);
@@ -109,7 +103,7 @@ void json_sections(util::JsonWriter& w, const ReportInput& in, const stacks::Rep
         w.field("allowed", static_cast<std::uint64_t>(rec.info.allowed));
         w.field("status", rec.info.status);
         w.field("message", oom_message(rec.device, rec.info));
-        w.field("suggestion", rec.suggestion.empty() ? oom_suggestion(rec.info, in.alloc_conf) : rec.suggestion);
+        w.field("suggestion", o.suggestion);
         w.key("frames");
         frames_json(w, o.frames);
         w.end_object();

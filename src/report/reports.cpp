@@ -44,7 +44,7 @@ void note(std::string* error, const std::string& msg) {
 bool write_reports(const ReportInput& in, const stacks::ReportData& data, Symbolizer& symbolizer,
                    std::string* error) {
     try {
-        const ResolvedReport r = resolve_report(data, symbolizer, skip_list(in));
+        const ResolvedReport r = resolve_report(data, symbolizer, skip_list(in), in.alloc_conf);
         bool ok = true;
         std::string err;
         const std::pair<std::string, std::string> files[] = {
@@ -72,7 +72,7 @@ void append_json(util::JsonWriter& w, const ReportInput& in, const stacks::Repor
                  Symbolizer& symbolizer) {
     try {
         // Everything that can fail (symbolisation) happens before the first key is written.
-        const ResolvedReport r = resolve_report(data, symbolizer, skip_list(in));
+        const ResolvedReport r = resolve_report(data, symbolizer, skip_list(in), in.alloc_conf);
         json_sections(w, in, data, r);
     } catch (...) {
     }

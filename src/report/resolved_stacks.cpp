@@ -2,6 +2,8 @@
 // Symbolising and merging stacks for the reports (see resolved_stacks.hpp).
 #include "report/resolved_stacks.hpp"
 
+#include "report/oom_advice.hpp"
+
 #include <algorithm>
 #include <unordered_map>
 
@@ -82,7 +84,7 @@ void add(stacks::SiteCounters& a, const stacks::SiteCounters& b) {
 } // namespace
 
 ResolvedReport resolve_report(const stacks::ReportData& data, Symbolizer& symbolizer,
-                              const std::vector<std::string>& skip) {
+                              const std::vector<std::string>& skip, const std::string& alloc_conf) {
     ResolvedReport out;
     std::unordered_map<std::string, std::size_t> by_key;
     for (const stacks::SiteData& s : data.sites) {
@@ -107,6 +109,7 @@ ResolvedReport resolve_report(const stacks::ReportData& data, Symbolizer& symbol
         ResolvedOom r;
         r.record = &o;
         r.frames = symbolise(o.frames, symbolizer, skip);
+        r.suggestion = o.suggestion.empty() ? oom_suggestion(o.info, alloc_conf) : o.suggestion;
         out.ooms.push_back(std::move(r));
     }
     return out;

@@ -6,6 +6,8 @@
 #include "report/symbolizer.hpp"
 #include "stacks/report_data.hpp"
 
+#include <algorithm>
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,7 @@ struct ResolvedSite {
 struct ResolvedOom {
     const stacks::OomRecord* record = nullptr;
     std::vector<SymbolFrame> frames; ///< root first
+    std::string suggestion;          ///< the recorded advice, else oom_suggestion() for alloc_conf
 };
 
 struct ResolvedReport {
@@ -32,8 +35,22 @@ struct ResolvedReport {
     std::vector<ResolvedOom> ooms;
 };
 
-/// `data` must outlive the result (OOM records are referenced, not copied).
+/// `data` must outlive the result (OOM records are referenced, not copied). `alloc_conf` (the
+/// GPUMEMPROF_ALLOC_CONF text) judges the advice of OOMs recorded without one.
 ResolvedReport resolve_report(const stacks::ReportData& data, Symbolizer& symbolizer,
-                              const std::vector<std::string>& skip);
+                              const std::vector<std::string>& skip, const std::string& alloc_conf = {});
+
+/// Indices into r.sites of the sites with key(site).first > 0, largest first, ties in report
+/// order. `key` maps a ResolvedSite to a (bytes, count) pair; the tables of every report use it.
+template <typename Key>
+std::vector<std::size_t> ranked_sites(const ResolvedReport& r, Key key) {
+    std::vector<std::size_t> idx;
+    for (std::size_t i = 0; i < r.sites.size(); ++i)
+        if (key(r.sites[i]).first > 0)
+            idx.push_back(i);
+    std::stable_sort(idx.begin(), idx.end(),
+                     [&](std::size_t a, std::size_t b) { return key(r.sites[a]).first > key(r.sites[b]).first; });
+    return idx;
+}
 
 } // namespace gpumemprof::report

@@ -41,20 +41,17 @@ void stack_lines(std::string& out, const std::vector<SymbolFrame>& frames, std::
 
 template <typename Key>
 void top_sites(std::string& out, const ResolvedReport& r, int n, Key key, const char* what) {
-    std::vector<const ResolvedSite*> v;
-    for (const ResolvedSite& s : r.sites)
-        if (key(s).first > 0)
-            v.push_back(&s);
-    std::stable_sort(v.begin(), v.end(), [&](auto* a, auto* b) { return key(*a).first > key(*b).first; });
+    const std::vector<std::size_t> v = ranked_sites(r, key);
     if (v.empty()) {
         out += "(none)\n";
         return;
     }
     for (std::size_t i = 0; i < v.size() && i < static_cast<std::size_t>(n); ++i) {
-        const auto [bytes, count] = key(*v[i]);
+        const ResolvedSite& site = r.sites[v[i]];
+        const auto [bytes, count] = key(site);
         out += "#" + std::to_string(i + 1) + " " + fmt_bytes(bytes) + " " + what + " in " + std::to_string(count) +
                " block" + (count == 1 ? "" : "s") + "\n";
-        stack_lines(out, v[i]->frames, 6, "    ");
+        stack_lines(out, site.frames, 6, "    ");
     }
     if (v.size() > static_cast<std::size_t>(n))
         out += "(" + std::to_string(v.size() - n) + " more call sites)\n";
@@ -142,8 +139,7 @@ std::string text_report(const ReportInput& in, const stacks::ReportData& data, c
         out += "  " + oom_message(rec.device, rec.info) + "\n";
         out += "  stack:\n";
         stack_lines(out, o.frames, 32, "    ");
-        out += "  suggestion: " + (rec.suggestion.empty() ? oom_suggestion(rec.info, in.alloc_conf) : rec.suggestion) +
-               "\n";
+        out += "  suggestion: " + o.suggestion + "\n";
     }
     return out;
 }
