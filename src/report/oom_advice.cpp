@@ -5,6 +5,8 @@
 #include "report/byte_format.hpp"
 
 #include <algorithm>
+#include <limits>
+#include <vector>
 
 namespace gpumemprof::report {
 
@@ -24,25 +26,39 @@ std::string oom_message(int device, const pool::OomInfo& info) {
     return s;
 }
 
-std::string oom_suggestion(const pool::OomInfo& info, const std::string& alloc_conf) {
+std::string oom_suggestion(const pool::OomInfo& info, const pool::AllocConf& conf) {
     const std::int64_t unallocated = info.reserved - info.allocated;
     const auto need = static_cast<std::int64_t>(info.allocation_size);
-    const bool expandable = alloc_conf.find("expandable_segments:True") != std::string::npos;
+    constexpr std::int64_t kMiB = static_cast<std::int64_t>(pool::kMiB);
+    constexpr std::int64_t kMinSplitMb = 20; // PyTorch's (and the parser's) minimum max_split_size_mb
     if (unallocated > 0 && unallocated + static_cast<std::int64_t>(info.device_free) >= need) {
         // Enough memory existed, but split across cached blocks: fragmentation.
-        if (!expandable)
-            return "reserved but unallocated memory (" + torch_size(unallocated) + ") plus free memory would have "
-                   "covered this request: set GPUMEMPROF_ALLOC_CONF=expandable_segments:True so cached segments "
-                   "can grow instead of fragmenting (or max_split_size_mb:" +
-                   std::to_string(std::max<std::int64_t>(20, need / 1048576)) +
-                   " to stop large cached blocks from being split).";
-        return "reserved but unallocated memory (" + torch_size(unallocated) + ") would have covered this request "
-               "even with expandable segments on: free the cache (empty_cache) before the big request, or set "
-               "garbage_collection_threshold:0.6 so idle cached blocks are released earlier.";
+        const std::string head = "reserved but unallocated memory (" + torch_size(unallocated) +
+                                 ") plus free memory would have covered this request";
+        if (conf.max_split_size == std::numeric_limits<std::size_t>::max())
+            return head + ": set GPUMEMPROF_ALLOC_CONF=max_split_size_mb:" +
+                   std::to_string(std::max(kMinSplitMb, need / kMiB)) +
+                   " so large cached blocks are not split for small requests (when running on PyTorch's own "
+                   "allocator instead, expandable_segments:True in PYTORCH_CUDA_ALLOC_CONF also helps).";
+        const auto split_mb = static_cast<std::int64_t>(conf.max_split_size / pool::kMiB);
+        std::string s = head + " even with max_split_size_mb:" + std::to_string(split_mb) + ": ";
+        if (split_mb / 2 >= kMinSplitMb)
+            s += "try a smaller max_split_size_mb (e.g. " + std::to_string(split_mb / 2) + "), ";
+        if (conf.per_process_memory_fraction > 0.0 && conf.garbage_collection_threshold > 0.0)
+            s += "lower garbage_collection_threshold so idle cached blocks are released earlier, ";
+        else
+            s += "set garbage_collection_threshold:0.6 together with per_process_memory_fraction so idle cached "
+                 "blocks are released earlier, ";
+        return s + "or call gpumemprof_empty_cache() between phases of the program.";
     }
     return "live allocations (" + torch_size(info.allocated) + ") leave no room for " + torch_size(need) +
            ": reduce what is live at this point (see the at-peak tree and the top call sites by bytes at the "
            "peak for the lines that hold it), free earlier, or use smaller batches.";
+}
+
+std::string oom_suggestion(const pool::OomInfo& info, const std::string& alloc_conf) {
+    std::vector<std::string> ignored;
+    return oom_suggestion(info, pool::parse_alloc_conf(alloc_conf, &ignored));
 }
 
 } // namespace gpumemprof::report

@@ -41,7 +41,8 @@ int main() {
         reinterpret_cast<std::uintptr_t>(&report::folded_stacks),
         reinterpret_cast<std::uintptr_t>(&report::line_profile_tree),
         reinterpret_cast<std::uintptr_t>(&report::resolve_report),
-        reinterpret_cast<std::uintptr_t>(&report::oom_suggestion),
+        reinterpret_cast<std::uintptr_t>(
+            static_cast<std::string (*)(const pool::OomInfo&, const std::string&)>(&report::oom_suggestion)),
     };
     stacks::ReportData data;
     for (int i = 0; i < 10000; ++i) {

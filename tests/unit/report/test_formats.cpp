@@ -193,10 +193,34 @@ TEST_CASE("OOM text in PyTorch's shape and the suggestion", "[report]") {
           "1024.00 MiB is free. Of the allocated memory 4.00 GiB is allocated by the pool, and 2.00 GiB is reserved "
           "by the pool but unallocated. The largest free cached block is 512.00 MiB. The program asked for "
           "3000000000 bytes (rounded to 3000000512).");
-    // 2 GiB unallocated + 1 GiB free >= 2.79 GiB: fragmentation -> expandable segments.
+    // 2 GiB unallocated + 1 GiB free >= 2.79 GiB: fragmentation. max_split_size_mb unset, so the
+    // advice is to set it, to the request in MiB: 3000000512 / 2^20 = 2861.02 -> 2861.
     const std::string s = oom_suggestion(info, "");
-    CHECK(s.find("GPUMEMPROF_ALLOC_CONF=expandable_segments:True") != std::string::npos);
-    CHECK(s.find("max_split_size_mb:2861") != std::string::npos); // 3000000512 / 2^20 = 2861.02
+    CHECK(s.find("GPUMEMPROF_ALLOC_CONF=max_split_size_mb:2861") != std::string::npos);
+    // This pool has no expandable segments: only a clause for runs on PyTorch's own allocator.
+    CHECK(s.find("GPUMEMPROF_ALLOC_CONF=expandable_segments") == std::string::npos);
+    CHECK(s.find("expandable_segments:True in PYTORCH_CUDA_ALLOC_CONF") != std::string::npos);
+    // The setting is judged from the parsed config, not a substring: "max_split_size_mb:128" is set,
+    // so the advice is a smaller one (128 / 2 = 64 >= 20), GC with a memory fraction, or empty_cache.
+    const std::string set = oom_suggestion(info, "max_split_size_mb:128");
+    CHECK(set.find("even with max_split_size_mb:128") != std::string::npos);
+    CHECK(set.find("smaller max_split_size_mb (e.g. 64)") != std::string::npos);
+    CHECK(set.find("garbage_collection_threshold:0.6 together with per_process_memory_fraction") !=
+          std::string::npos);
+    CHECK(set.find("gpumemprof_empty_cache()") != std::string::npos);
+    CHECK(set.find("expandable_segments") == std::string::npos);
+    gpumemprof::pool::AllocConf conf;
+    conf.max_split_size = 128 * 1048576;
+    CHECK(oom_suggestion(info, conf) == set);
+    // 30 MiB: 30 / 2 = 15 is below PyTorch's minimum of 20, so no smaller value is offered; GC is
+    // already on with a fraction, so the advice is to lower its threshold.
+    conf.max_split_size = 30 * 1048576;
+    conf.per_process_memory_fraction = 0.5;
+    conf.garbage_collection_threshold = 0.8;
+    const std::string gc = oom_suggestion(info, conf);
+    CHECK(gc.find("even with max_split_size_mb:30") != std::string::npos);
+    CHECK(gc.find("smaller max_split_size_mb") == std::string::npos);
+    CHECK(gc.find("lower garbage_collection_threshold") != std::string::npos);
     info.reserved = info.allocated; // nothing cached: the live memory itself is the problem
     CHECK(oom_suggestion(info, "").find("reduce what is live") != std::string::npos);
 }
