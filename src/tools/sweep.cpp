@@ -2,6 +2,8 @@
 // Settings grid, parallel replays, ranking.
 #include "tools/sweep.hpp"
 
+#include "pool/rounding.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -47,11 +49,11 @@ void add(std::vector<SweepEntry>& out, const std::string& text, bool recorded) {
 std::vector<SweepEntry> sweep_grid(const Plan& plan, bool capacity_known, const std::string& recorded_conf) {
     constexpr std::uint64_t kMiB = 1 << 20;
     // Largest segment a request of the trace gets (PyTorch's get_allocation_size of the largest
-    // request): a max_split_size or rounding limit above it cannot change anything.
+    // request, rounded as with the default settings): a max_split_size or rounding limit above it
+    // cannot change anything.
     const std::uint64_t biggest = plan.max_request;
-    std::uint64_t max_segment = biggest <= kMiB ? 2 * kMiB
-                                : biggest < 10 * kMiB ? 20 * kMiB
-                                                      : (biggest + 2 * kMiB - 1) / (2 * kMiB) * (2 * kMiB);
+    const std::uint64_t max_segment =
+        pool::allocation_size(pool::round_size(pool::AllocConf{}, static_cast<std::size_t>(biggest)));
     std::vector<std::string> split = {""};
     if (biggest > kMiB) { // only large-pool blocks can be oversize
         for (std::uint64_t mb : {20, 32, 64, 128, 256, 512, 1024, 2048, 4096})
