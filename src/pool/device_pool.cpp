@@ -969,8 +969,6 @@ std::vector<SegmentInfo> DevicePool::snapshot() const {
     return out;
 }
 
-const PoolOptions& DevicePool::options() const { return impl_->options; }
-
 void DevicePool::drop_all() {
     std::lock_guard<std::mutex> lock(impl_->mu);
     impl_->forget_all();

@@ -139,7 +139,6 @@ public:
     /// Bytes in wholly-free cached segments: what empty_cache() would give back.
     std::size_t releasable_bytes() const;
     std::vector<SegmentInfo> snapshot() const;
-    const PoolOptions& options() const;
 
     /// The context is gone (reset/destroyed): forget every block and segment without calling
     /// the backend. Stats keep their counters; current values drop to zero.

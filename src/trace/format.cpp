@@ -68,22 +68,6 @@ void put_str(std::vector<std::uint8_t>& out, const std::string& s) {
 
 } // namespace
 
-const char* to_string(EventType type) {
-    switch (type) {
-    case EventType::alloc: return "alloc";
-    case EventType::free_requested: return "free_requested";
-    case EventType::free_completed: return "free_completed";
-    case EventType::segment_alloc: return "segment_alloc";
-    case EventType::segment_free: return "segment_free";
-    case EventType::vmm_map: return "vmm_map";
-    case EventType::vmm_unmap: return "vmm_unmap";
-    case EventType::oom: return "oom";
-    case EventType::live_block: return "live_block";
-    case EventType::device_info: return "device_info";
-    }
-    return "unknown";
-}
-
 std::uint8_t* put_varint(std::uint8_t* out, std::uint64_t v) {
     while (v >= 0x80) {
         *out++ = static_cast<std::uint8_t>(v | 0x80);

@@ -104,9 +104,6 @@ enum class EventType : std::uint8_t {
 };
 inline constexpr std::uint8_t kMaxEventType = 10;
 
-/// "alloc", "free_requested", ... (the snapshot action names where one exists).
-const char* to_string(EventType type);
-
 struct Event {
     EventType type = EventType::alloc;
     std::uint32_t device = 0;

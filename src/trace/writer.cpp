@@ -145,8 +145,6 @@ std::uint64_t Writer::events_written() const {
     return total_events_;
 }
 
-std::uint64_t Writer::dropped() const { return dropped_.load(std::memory_order_relaxed); }
-
 std::string Writer::error() const {
     std::lock_guard<std::mutex> io(io_mu_);
     return error_;

@@ -40,7 +40,6 @@ public:
     /// Create/truncate `path` (O_CLOEXEC) and write the file header. False with error() set on
     /// failure.
     bool open(const std::string& path, const Header& header, WriterOptions options = {});
-    bool is_open() const { return fd_.load(std::memory_order_acquire) >= 0; }
 
     /// Append one event. time_ns == 0 is stamped with now_ns(). Safe from any thread; no-op when
     /// not open.
@@ -52,7 +51,6 @@ public:
     void close();
 
     std::uint64_t events_written() const; ///< events recorded while open, including unflushed
-    std::uint64_t dropped() const;        ///< events lost to an I/O error
     std::string error() const;
 
 private:
