@@ -59,7 +59,7 @@ void PoolEvents::on_segment_free(std::uintptr_t ptr, std::size_t size) {
 }
 
 void PoolEvents::on_oom(const pool::OomInfo& info) {
-    std::string suggestion = report::oom_suggestion(info, conf_.source);
+    std::string suggestion = report::oom_suggestion(info, conf_);
     log::warn("{} (request: {} bytes) Suggestion: {}", report::oom_message(device_, info), info.requested, suggestion);
     stacks::Recorder::instance().on_oom(device_, info, t_request_stack, suggestion);
     emit(trace_, trace::EventType::oom, device_, 0, info.requested, info.allocation_size, t_request_stack,
