@@ -518,7 +518,7 @@ report::ReportInput Profiler::report_input(const std::string& prefix) const {
     return in;
 }
 
-std::string Profiler::report_json(const report::ReportInput& in) noexcept {
+std::string Profiler::report_json(const report::ReportInput& in, const report::StackReport& stacks) noexcept {
     try {
         util::JsonWriter w;
         w.begin_object();
@@ -593,7 +593,7 @@ std::string Profiler::report_json(const report::ReportInput& in) noexcept {
         w.end_array();
         lock.unlock(); // symbolising can take a while: let the program create pools meanwhile
         // Call sites, peak attribution, leaks and OOM events (issue 3), same keys as the .txt.
-        report::append_json(w, in);
+        report::append_json(w, in, stacks);
         w.end_object();
         return w.take();
     } catch (...) {
@@ -618,11 +618,13 @@ bool Profiler::dump(const std::string& prefix_pattern) noexcept {
             std::lock_guard lock(slots_mutex_);
             in = report_input(prefix);
         }
-        if (!util::write_file_atomic(prefix + ".json", report_json(in), &error)) {
+        // Collected and symbolised once, outside the pool-table lock, for the JSON and the text.
+        const report::StackReport stacks = report::prepare_stack_report(in);
+        if (!util::write_file_atomic(prefix + ".json", report_json(in, stacks), &error)) {
             log::warn("could not write the report: {}", error);
             ok = false;
         }
-        if (!report::write_reports(in, &error)) {
+        if (!report::write_reports(in, stacks, &error)) {
             log::warn("could not write the reports: {}", error);
             ok = false;
         }

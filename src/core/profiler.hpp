@@ -11,7 +11,7 @@
 #include "util/options.hpp"
 
 namespace gpumemprof::trace { class Writer; }
-namespace gpumemprof::report { struct ReportInput; }
+namespace gpumemprof::report { struct ReportInput; struct StackReport; }
 
 #include "core/cuda_api.hpp"
 
@@ -86,7 +86,7 @@ public:
     const util::Options& options() const { return options_; }
 
     /// The full exit JSON (also used by gpumemprof_dump).
-    std::string report_json(const report::ReportInput& in) noexcept;
+    std::string report_json(const report::ReportInput& in, const report::StackReport& stacks) noexcept;
 
     void on_exit() noexcept;
     /// Write what a crash would lose (the trace's pending block). Async-signal context: no locks

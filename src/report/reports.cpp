@@ -41,14 +41,17 @@ void note(std::string* error, const std::string& msg) {
 
 } // namespace
 
-bool write_reports(const ReportInput& in, const stacks::ReportData& data, Symbolizer& symbolizer,
-                   std::string* error) {
+bool write_reports(const ReportInput& in, const StackReport& report, std::string* error) {
+    if (!report.ok) {
+        note(error, "stack report failed");
+        return false;
+    }
     try {
-        const ResolvedReport r = resolve_report(data, symbolizer, skip_list(in), in.alloc_conf);
+        const ResolvedReport& r = report.resolved;
         bool ok = true;
         std::string err;
         const std::pair<std::string, std::string> files[] = {
-            {in.prefix + ".txt", text_report(in, data, r)},
+            {in.prefix + ".txt", text_report(in, report.data, r)},
             {in.prefix + ".folded", folded_stacks(r, FoldedMetric::peak_live_bytes)},
             {in.prefix + ".alloc.folded", folded_stacks(r, FoldedMetric::total_bytes)},
         };
@@ -68,34 +71,59 @@ bool write_reports(const ReportInput& in, const stacks::ReportData& data, Symbol
     return false;
 }
 
-void append_json(util::JsonWriter& w, const ReportInput& in, const stacks::ReportData& data,
-                 Symbolizer& symbolizer) {
+void append_json(util::JsonWriter& w, const ReportInput& in, const StackReport& report) {
+    if (!report.ok)
+        return;
     try {
-        // Everything that can fail (symbolisation) happens before the first key is written.
-        const ResolvedReport r = resolve_report(data, symbolizer, skip_list(in), in.alloc_conf);
-        json_sections(w, in, data, r);
+        json_sections(w, in, report.data, report.resolved);
     } catch (...) {
     }
+}
+
+namespace {
+
+StackReport resolve(const ReportInput& in, const stacks::ReportData& data, Symbolizer& symbolizer) {
+    StackReport report;
+    try {
+        report.data = data;
+        // The resolved report points into the data it was built from: build it from our copy.
+        report.resolved = resolve_report(report.data, symbolizer, skip_list(in), in.alloc_conf);
+        report.ok = true;
+    } catch (...) {
+        report.ok = false;
+    }
+    return report;
+}
+
+} // namespace
+
+StackReport prepare_stack_report(const ReportInput& in) {
+    try {
+        const stacks::ReportData data = stacks::Recorder::instance().collect();
+        std::lock_guard<std::mutex> lock(symbolizer_mutex());
+        return resolve(in, data, process_symbolizer());
+    } catch (...) {
+        return StackReport{};
+    }
+}
+
+bool write_reports(const ReportInput& in, const stacks::ReportData& data, Symbolizer& symbolizer,
+                   std::string* error) {
+    return write_reports(in, resolve(in, data, symbolizer), error);
+}
+
+void append_json(util::JsonWriter& w, const ReportInput& in, const stacks::ReportData& data,
+                 Symbolizer& symbolizer) {
+    // Everything that can fail (symbolisation) happens before the first key is written.
+    append_json(w, in, resolve(in, data, symbolizer));
 }
 
 bool write_reports(const ReportInput& in, std::string* error) {
-    try {
-        const stacks::ReportData data = stacks::Recorder::instance().collect();
-        std::lock_guard<std::mutex> lock(symbolizer_mutex());
-        return write_reports(in, data, process_symbolizer(), error);
-    } catch (...) {
-        note(error, "stack report failed");
-        return false;
-    }
+    return write_reports(in, prepare_stack_report(in), error);
 }
 
 void append_json(util::JsonWriter& w, const ReportInput& in) {
-    try {
-        const stacks::ReportData data = stacks::Recorder::instance().collect();
-        std::lock_guard<std::mutex> lock(symbolizer_mutex());
-        append_json(w, in, data, process_symbolizer());
-    } catch (...) {
-    }
+    append_json(w, in, prepare_stack_report(in));
 }
 
 } // namespace gpumemprof::report

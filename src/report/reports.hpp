@@ -4,6 +4,7 @@
 #pragma once
 
 #include "report/report_input.hpp"
+#include "report/resolved_stacks.hpp"
 #include "report/symbolizer.hpp"
 #include "stacks/report_data.hpp"
 #include "util/json_writer.hpp"
@@ -11,6 +12,27 @@
 #include <string>
 
 namespace gpumemprof::report {
+
+/// The recorder's data collected once and symbolised once: one dump's JSON and text describe the
+/// same moment, and the work is not done twice.
+/// `resolved` points into `data`: moving keeps both valid (vector buffers move), copying would not.
+struct StackReport {
+    stacks::ReportData data;
+    ResolvedReport resolved;
+    bool ok = false; ///< false: collecting or symbolising failed (reports then say so)
+
+    StackReport() = default;
+    StackReport(StackReport&&) = default;
+    StackReport& operator=(StackReport&&) = default;
+    StackReport(const StackReport&) = delete;
+    StackReport& operator=(const StackReport&) = delete;
+};
+
+/// Collect Recorder::instance() and symbolise in this process. Never throws.
+StackReport prepare_stack_report(const ReportInput& in);
+/// The writers below, from a prepared report.
+bool write_reports(const ReportInput& in, const StackReport& report, std::string* error);
+void append_json(util::JsonWriter& w, const ReportInput& in, const StackReport& report);
 
 /// Writes <prefix>.txt, <prefix>.folded (bytes live at the global peak) and <prefix>.alloc.folded
 /// (total bytes allocated), each atomically, from Recorder::instance().collect(). Symbolises in
