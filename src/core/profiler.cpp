@@ -39,13 +39,6 @@ std::string read_exe() {
     return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
 }
 
-std::string host_name() {
-    char host[256] = {};
-    if (::gethostname(host, sizeof host - 1) != 0)
-        return "unknown";
-    return host;
-}
-
 constexpr std::size_t kPitchAlignment = 512;
 
 } // namespace
@@ -76,7 +69,7 @@ Profiler::Profiler() : start_(std::chrono::steady_clock::now()) {
     if (!options_.trace.empty()) {
         trace::Header h;
         h.pid = static_cast<std::uint64_t>(::getpid());
-        h.host = host_name();
+        h.host = util::host_name();
         h.exe = read_exe();
         h.alloc_conf = pool::format_alloc_conf(conf_);
         h.start_time_ns = static_cast<std::uint64_t>(
@@ -118,12 +111,8 @@ PoolSlot* Profiler::current_slot(const DriverApi& api) noexcept {
     CUcontext ctx = nullptr;
     if (api.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx)
         return nullptr;
-    const int n = live_count_.load(std::memory_order_acquire);
-    for (int i = 0; i < n; ++i) {
-        PoolSlot* p = live_[i].load(std::memory_order_acquire);
-        if (p && p->ctx.load(std::memory_order_acquire) == ctx)
-            return p;
-    }
+    if (PoolSlot* p = find_live(ctx))
+        return p;
     return create_slot(api, ctx);
 }
 
@@ -145,11 +134,8 @@ PoolSlot* Profiler::create_slot(const DriverApi& api, CUcontext ctx) noexcept {
             }
         }
         std::lock_guard lock(slots_mutex_);
-        for (const auto& s : live_) { // another thread may have won the race
-            PoolSlot* p = s.load(std::memory_order_acquire);
-            if (p && p->ctx.load(std::memory_order_acquire) == ctx)
-                return p;
-        }
+        if (PoolSlot* p = find_live(ctx)) // another thread may have won the race
+            return p;
         int free_index = -1;
         for (int i = 0; i < kMaxLive; ++i) {
             PoolSlot* p = live_[i].load(std::memory_order_acquire);
@@ -523,13 +509,12 @@ std::string Profiler::report_json(const report::ReportInput& in, const report::S
         util::JsonWriter w;
         w.begin_object();
         w.field("version", 1);
-        w.field("pid", static_cast<std::int64_t>(::getpid()));
-        w.field("host", host_name());
-        w.field("exe", read_exe());
+        w.field("pid", static_cast<std::int64_t>(in.pid));
+        w.field("host", util::host_name());
+        w.field("exe", in.exe);
         w.field("alloc_conf", pool::format_alloc_conf(conf_));
         w.field("pool", options_.pool ? "caching" : "passthrough");
-        double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-        w.field("seconds_profiled", secs);
+        w.field("seconds_profiled", in.seconds_profiled);
         w.key("doors").begin_object();
         w.field("dlsym_substitutions", doors_.dlsym_substitutions.load());
         w.field("proc_address_substitutions", doors_.proc_address_substitutions.load());

@@ -110,6 +110,14 @@ private:
                 return;
         }
     }
+    PoolSlot* find_live(CUcontext ctx) const {
+        PoolSlot* found = nullptr;
+        for_each_live([&](PoolSlot* s) {
+            found = s->ctx.load(std::memory_order_acquire) == ctx ? s : nullptr;
+            return found != nullptr;
+        });
+        return found;
+    }
     /// Free `ptr` in whichever pool owns it: kSuccess, kInvalidValue, or kNotOwned.
     int free_in_pools(std::uintptr_t ptr) noexcept;
     /// A pass-through allocation freed by the driver leaves the ledger and the recorder.

@@ -113,6 +113,13 @@ Options read_options(std::string* warnings) {
     return o;
 }
 
+std::string host_name() {
+    char host[256] = {};
+    if (::gethostname(host, sizeof host - 1) != 0)
+        return "unknown";
+    return host;
+}
+
 std::string expand_output_prefix(const std::string& pattern, int pid) {
     std::string out;
     for (std::size_t i = 0; i < pattern.size(); ++i) {
@@ -125,10 +132,7 @@ std::string expand_output_prefix(const std::string& pattern, int pid) {
         if (k == 'p') {
             out += std::to_string(pid);
         } else if (k == 'h') {
-            char host[256] = {};
-            if (::gethostname(host, sizeof host - 1) != 0)
-                std::strcpy(host, "unknown");
-            out += host;
+            out += host_name();
         } else if (k == 'r') {
             const char* r = env("RANK");
             if (!r)

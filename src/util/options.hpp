@@ -26,6 +26,9 @@ struct Options {
 /// value (appended to `warnings`) and the default is kept.
 Options read_options(std::string* warnings);
 
+/// gethostname(), "unknown" when it fails.
+std::string host_name();
+
 /// Expand %p (pid), %h (host name), %r (rank from RANK, else LOCAL_RANK, else 0) and %% in a
 /// GPUMEMPROF_OUTPUT prefix.
 std::string expand_output_prefix(const std::string& pattern, int pid);
