@@ -41,6 +41,24 @@ CUresult end_capture(const DriverApi& api, CUstream s, CUgraph* g, bool ptsz) {
     return r;
 }
 
+// A created stream that runs independently of the legacy stream must get its own fence events.
+CUresult track_stream(const DriverApi& api, CUresult r, CUstream* stream, unsigned flags) {
+    CUcontext ctx = nullptr;
+    if (r == CUDA_SUCCESS && (flags & CU_STREAM_NON_BLOCKING) && api.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS)
+        prof().streams().add(ctx, *stream);
+    return r;
+}
+
+// Pinned host memory: not device memory, but seen and reported as such (device -1).
+template <typename Alloc> CUresult host_alloc(const DriverApi& api, void** pp, size_t bytes, Alloc&& alloc) {
+    std::uint32_t stack = prof().capture_stack();
+    CUresult r = alloc();
+    if (r == CUDA_SUCCESS)
+        prof().record_alloc_with_stack(Kind::host_pinned, api, reinterpret_cast<std::uintptr_t>(*pp), bytes, -1,
+                                       stack);
+    return r;
+}
+
 CUresult count_capture(CUresult r) {
     if (r == CUDA_SUCCESS)
         prof().streams().captures.fetch_add(1, std::memory_order_acq_rel);
@@ -89,22 +107,12 @@ CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flag
 
 CUresult cuMemAllocHost_v2(void** pp, size_t bytesize) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuMemAllocHost_v2);
-    std::uint32_t stack = prof().capture_stack();
-    CUresult r = api->cuMemAllocHost_v2(pp, bytesize);
-    if (r == CUDA_SUCCESS)
-        prof().record_alloc_with_stack(Kind::host_pinned, *api, reinterpret_cast<std::uintptr_t>(*pp), bytesize, -1,
-                                       stack);
-    return r;
+    return host_alloc(*api, pp, bytesize, [&] { return api->cuMemAllocHost_v2(pp, bytesize); });
 }
 
 CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int flags) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuMemHostAlloc);
-    std::uint32_t stack = prof().capture_stack();
-    CUresult r = api->cuMemHostAlloc(pp, bytesize, flags);
-    if (r == CUDA_SUCCESS)
-        prof().record_alloc_with_stack(Kind::host_pinned, *api, reinterpret_cast<std::uintptr_t>(*pp), bytesize, -1,
-                                       stack);
-    return r;
+    return host_alloc(*api, pp, bytesize, [&] { return api->cuMemHostAlloc(pp, bytesize, flags); });
 }
 
 CUresult cuMemFreeHost(void* p) {
@@ -191,20 +199,12 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
 // ---- streams and captures: what a fence must cover -----------------------------------------------
 CUresult cuStreamCreate(CUstream* phStream, unsigned int flags) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuStreamCreate);
-    CUresult r = api->cuStreamCreate(phStream, flags);
-    CUcontext ctx = nullptr;
-    if (r == CUDA_SUCCESS && (flags & CU_STREAM_NON_BLOCKING) && api->cuCtxGetCurrent(&ctx) == CUDA_SUCCESS)
-        prof().streams().add(ctx, *phStream);
-    return r;
+    return track_stream(*api, api->cuStreamCreate(phStream, flags), phStream, flags);
 }
 
 CUresult cuStreamCreateWithPriority(CUstream* phStream, unsigned int flags, int priority) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuStreamCreateWithPriority);
-    CUresult r = api->cuStreamCreateWithPriority(phStream, flags, priority);
-    CUcontext ctx = nullptr;
-    if (r == CUDA_SUCCESS && (flags & CU_STREAM_NON_BLOCKING) && api->cuCtxGetCurrent(&ctx) == CUDA_SUCCESS)
-        prof().streams().add(ctx, *phStream);
-    return r;
+    return track_stream(*api, api->cuStreamCreateWithPriority(phStream, flags, priority), phStream, flags);
 }
 
 CUresult cuStreamDestroy_v2(CUstream s) {
