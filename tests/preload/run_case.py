@@ -406,7 +406,12 @@ def case_cross_stream_reuse(args, tmp):
         c.eq("%s: exit code" % r.label, r.rc, 0)
         c.eq("%s: corrupt reads of A (of 20)" % r.label, r.val("corrupt"), 0)
     check_stats(c, pre.report(), {"allocation.all.allocated": 40, "allocation.all.freed": 40})
-    return c.finish([plain, pre])
+    # Negative control: PyTorch's immediate reuse hands A's memory to B while the host function
+    # still reads it. The program must see that, or the zero above proves nothing.
+    unsafe = run_prog(args, tmp, "immediate", True, {"GPUMEMPROF_REUSE": "immediate"})
+    c.eq("immediate reuse: exit code", unsafe.rc, 0)
+    c.ge("immediate reuse: corrupt reads of A", unsafe.val("corrupt"), 1)
+    return c.finish([plain, pre, unsafe])
 
 
 def case_mem_get_info(args, tmp):
