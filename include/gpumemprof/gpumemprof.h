@@ -47,6 +47,13 @@ GPUMEMPROF_API void gpumemprof_empty_cache(void);
  *  given path prefix (NULL: the GPUMEMPROF_OUTPUT prefix). Returns 0 on success, -1 on failure. */
 GPUMEMPROF_API int gpumemprof_dump(const char* prefix);
 
+/** Frames kept per call stack from now on (as GPUMEMPROF_STACK_DEPTH; clamped to 256) and returns
+ *  the previous depth; a negative `depth` only returns the current one. 0 stops capturing stacks,
+ *  e.g. around a phase that is not of interest: allocations made meanwhile still count in the
+ *  totals, peak and leaks of the report, under a site without a stack. Turned on late, blocks
+ *  allocated before are not attributed to call sites. */
+GPUMEMPROF_API int gpumemprof_set_stack_depth(int depth);
+
 #undef GPUMEMPROF_API
 
 /** 1 when libgpumemprof.so is loaded, without calling anything that is absent. */

@@ -187,8 +187,42 @@ def check_torch(lib, steps, artifacts=None, repeat=1):
            raw_ratio=round(t_raw / t_ref, 3) if t_raw else None)
     if stacks["out"]:
         t_st = stacks["out"]["step_ms_median"]
+        st = stacks["reports"][-1].get("stacks", {}) if stacks["reports"] else {}
         record("torch_stacks_on_vs_off_1.15x", t_st / t_ours <= 1.15, stacks_on_ms=round(t_st, 2),
-               stacks_off_ms=round(t_ours, 2), ratio=round(t_st / t_ours, 3))
+               stacks_off_ms=round(t_ours, 2), ratio=round(t_st / t_ours, 3),
+               capture_cost={k: st.get(k) for k in ("captures", "frames_captured", "cache_hits",
+                                                     "unwind_seconds", "intern_seconds")})
+
+
+def check_torch_stacks_ab(lib, steps, runs, depths):
+    """Stacks on vs off in alternate steps of one process (torch_loop.py AB_STACK_DEPTH), `runs`
+    processes per depth; the median of the per-process ratios is checked against 1.15x. The
+    report's own account of capture cost (the "stacks" section) is kept with it."""
+    script = os.path.join(os.path.dirname(__file__), "torch_loop.py")
+    for depth in depths:
+        env = {"STEPS": str(steps), "PYTHONUNBUFFERED": "1", "PYTORCH_NO_CUDA_MEMORY_CACHING": "1",
+               "AB_STACK_DEPTH": str(depth)}
+        ratios, per_run = [], []
+        for _ in range(runs):
+            r = run([sys.executable, script], env, preload=lib)
+            ab = r["out"].get("stacks_ab") if r["out"] else None
+            if r["rc"] != 0 or not ab:
+                record(f"torch_stacks_ab_depth{depth}", False, rc=r["rc"], stderr=r["stderr"])
+                break
+            st = r["reports"][-1].get("stacks", {}) if r["reports"] else {}
+            n = max(st.get("captures", 0), 1)
+            per_run.append({"on_ms": round(ab["on_ms_median"], 2), "off_ms": round(ab["off_ms_median"], 2),
+                            "ratio": round(ab["ratio"], 3), "captures": st.get("captures"),
+                            "frames_per_capture": round(st.get("frames_captured", 0) / n, 1),
+                            "unwind_us_per_capture": round(1e6 * st.get("unwind_seconds", 0) / n, 3),
+                            "intern_us_per_capture": round(1e6 * st.get("intern_seconds", 0) / n, 3),
+                            "cache_hit_rate": round(st.get("cache_hits", 0) / n, 3)})
+            ratios.append(ab["ratio"])
+        else:
+            ratios.sort()
+            med = ratios[len(ratios) // 2]
+            record(f"torch_stacks_on_vs_off_in_process_depth{depth}_1.15x", med <= 1.15,
+                   median_ratio=round(med, 3), runs=per_run, steps_per_run=steps)
 
 
 def check_frameworks(lib):
@@ -214,7 +248,10 @@ def main():
     ap.add_argument("--tries", type=int, default=1000)
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--repeat", type=int, default=3, help="runs of each timed PyTorch configuration")
-    ap.add_argument("--only", default="cuda,cross,bench,torch,frameworks")
+    ap.add_argument("--only", default="cuda,cross,bench,torch,ab,frameworks")
+    ap.add_argument("--ab-runs", type=int, default=3, help="processes per depth for the in-process stacks A/B")
+    ap.add_argument("--ab-steps", type=int, default=42, help="steps per A/B process")
+    ap.add_argument("--ab-depths", default="64", help="stack depths to A/B against no stacks")
     ap.add_argument("--artifacts", default=None, help="copy the torch runs' reports here")
     ap.add_argument("--out", default="gpu-check.json")
     a = ap.parse_args()
@@ -227,6 +264,8 @@ def main():
         check_bench(a.lib, a.bindir)
     if "torch" in only:
         check_torch(a.lib, a.steps, a.artifacts, a.repeat)
+    if "ab" in only:
+        check_torch_stacks_ab(a.lib, a.ab_steps, a.ab_runs, [int(d) for d in a.ab_depths.split(",")])
     if "frameworks" in only:
         check_frameworks(a.lib)
     with open(a.out, "w") as f:

@@ -30,8 +30,24 @@ def profiler_stats():
     return json.loads(buf.value.decode())
 
 
+def stack_depth_setter():
+    """gpumemprof_set_stack_depth from the preloaded library, else None."""
+    try:
+        fn = ctypes.CDLL(None).gpumemprof_set_stack_depth
+    except (AttributeError, OSError):
+        return None
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_int]
+    return fn
+
+
 def main():
     steps = int(os.environ.get("STEPS", "6"))
+    # AB_STACK_DEPTH=n: stack capture on (depth n) and off in alternate steps of this one process,
+    # in the order on, off, off, on, ... so that both halves see the same GPU clocks, CPU and
+    # memory state; the step times of each half are reported separately.
+    ab_depth = int(os.environ.get("AB_STACK_DEPTH", "0"))
+    set_depth = stack_depth_setter() if ab_depth > 0 else None
     torch.manual_seed(0)
     if os.environ.get("DETERMINISTIC") == "1":
         # Loss comparisons between allocators need bit-reproducible kernels (embedding backward
@@ -58,7 +74,12 @@ def main():
     gen = torch.Generator(device="cpu").manual_seed(1)
     data = [torch.randint(0, vocab, (batch, seq + 1), generator=gen) for _ in range(steps)]
     losses, times, device_allocs = [], [], []
+    stacks_on = []
     for i in range(steps):
+        on = (i % 4) in (0, 3)
+        if set_depth:
+            set_depth(ab_depth if on else 0)
+        stacks_on.append(on)
         x = data[i][:, :-1].to(dev)
         y = data[i][:, 1:].to(dev)
         torch.cuda.synchronize()
@@ -76,7 +97,17 @@ def main():
         if st:
             device_allocs.append(st["num_device_alloc"])
     timed = sorted(times[1:])  # the first step warms up
+    ab = None
+    if set_depth:
+        # The first two steps warm up (one of each kind).
+        on_ms = sorted(1000 * t for t, o in zip(times[2:], stacks_on[2:]) if o)
+        off_ms = sorted(1000 * t for t, o in zip(times[2:], stacks_on[2:]) if not o)
+        if on_ms and off_ms:
+            ab = {"depth": ab_depth, "on_ms_median": on_ms[len(on_ms) // 2],
+                  "off_ms_median": off_ms[len(off_ms) // 2], "steps_each": [len(on_ms), len(off_ms)],
+                  "ratio": on_ms[len(on_ms) // 2] / off_ms[len(off_ms) // 2]}
     print(json.dumps({
+        "stacks_ab": ab,
         "losses": losses,
         "step_ms_median": 1000 * timed[len(timed) // 2],
         "torch_max_allocated": torch.cuda.max_memory_allocated(),

@@ -3,6 +3,7 @@
 #include "gpumemprof/gpumemprof.h"
 
 #include "core/profiler.hpp"
+#include "stacks/recorder.hpp"
 #include "stats/device_stats.hpp"
 
 #include <cstring>
@@ -65,6 +66,11 @@ __attribute__((visibility("default"))) void gpumemprof_reset_accumulated_memory_
     Profiler::instance().reset_accumulated(device);
 }
 __attribute__((visibility("default"))) void gpumemprof_empty_cache(void) { Profiler::instance().empty_cache(); }
+__attribute__((visibility("default"))) int gpumemprof_set_stack_depth(int depth) {
+    auto& recorder = gpumemprof::stacks::Recorder::instance();
+    return depth < 0 ? recorder.max_depth() : recorder.configure(depth);
+}
+
 __attribute__((visibility("default"))) int gpumemprof_dump(const char* prefix) {
     try {
         return Profiler::instance().dump(prefix ? std::string(prefix) : std::string()) ? 0 : -1;

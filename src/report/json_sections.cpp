@@ -115,6 +115,12 @@ void json_sections(util::JsonWriter& w, const ReportInput& in, const stacks::Rep
     w.field("unique_sites", static_cast<std::uint64_t>(r.sites.size()));
     w.field("events", data.events);
     w.field("unknown_frees", data.unknown_frees);
+    const stacks::CaptureStats& c = data.capture;
+    w.field("captures", c.captures);
+    w.field("frames_captured", c.frames);
+    w.field("cache_hits", c.cache_hits);
+    w.field("unwind_seconds", c.unwind_seconds);
+    w.field("intern_seconds", c.intern_seconds);
     w.end_object();
 }
 

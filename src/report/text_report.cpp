@@ -104,6 +104,18 @@ std::string text_report(const ReportInput& in, const stacks::ReportData& data, c
     }
     out += "\nunique call sites: " + std::to_string(r.sites.size()) + ", OOMs recorded: " +
            std::to_string(data.ooms.size()) + "\n";
+    if (const stacks::CaptureStats& c = data.capture; c.captures > 0) {
+        const double n = static_cast<double>(c.captures);
+        char line[256];
+        std::snprintf(line, sizeof line,
+                      "stack capture cost: %llu stacks, %.1f frames and %.2f us each on average (unwind %.2f us, "
+                      "intern %.2f us; %.0f%% from the per-thread cache), %.3f s in all\n",
+                      static_cast<unsigned long long>(c.captures), static_cast<double>(c.frames) / n,
+                      (c.unwind_seconds + c.intern_seconds) * 1e6 / n, c.unwind_seconds * 1e6 / n,
+                      c.intern_seconds * 1e6 / n, 100.0 * static_cast<double>(c.cache_hits) / n,
+                      c.unwind_seconds + c.intern_seconds);
+        out += line;
+    }
 
     heading(out, "Top call sites by bytes live at the peak");
     top_sites(out, r, in.top_n,

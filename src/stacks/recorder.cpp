@@ -16,8 +16,18 @@ Recorder& Recorder::instance() {
     return *r;
 }
 
-void Recorder::configure(int max_depth) noexcept {
-    max_depth_.store(std::clamp(max_depth, 0, kMaxFrames), std::memory_order_relaxed);
+int Recorder::configure(int max_depth) noexcept {
+    max_depth = std::clamp(max_depth, 0, kMaxFrames);
+    const int previous = max_depth_.exchange(max_depth, std::memory_order_relaxed);
+    if (max_depth > 0) {
+        accounting_.store(true, std::memory_order_relaxed);
+    } else {
+        // Off from the start (nothing accounted yet): no lock on the hot path at all.
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (table_.empty())
+            accounting_.store(false, std::memory_order_relaxed);
+    }
+    return previous;
 }
 
 __attribute__((noinline)) StackId Recorder::capture() noexcept {
@@ -25,9 +35,31 @@ __attribute__((noinline)) StackId Recorder::capture() noexcept {
     if (depth <= 0)
         return 0;
     std::uintptr_t ips[kMaxFrames];
+    const std::uint64_t t0 = util::CycleClock::now();
     // skip = 0 would keep a frame inside capture() itself; 1 starts at its caller.
     const int n = capture_backtrace(ips, depth, 1);
-    return tree_.intern(ips, n);
+    const std::uint64_t t1 = util::CycleClock::now();
+    bool cached = false;
+    const StackId id = tree_.intern(ips, n, &cached);
+    const std::uint64_t t2 = util::CycleClock::now();
+    captures_.fetch_add(1, std::memory_order_relaxed);
+    frames_.fetch_add(static_cast<std::uint64_t>(n), std::memory_order_relaxed);
+    if (cached)
+        cache_hits_.fetch_add(1, std::memory_order_relaxed);
+    unwind_ticks_.fetch_add(t1 - t0, std::memory_order_relaxed);
+    intern_ticks_.fetch_add(t2 - t1, std::memory_order_relaxed);
+    return id;
+}
+
+CaptureStats Recorder::capture_stats() const noexcept {
+    CaptureStats s;
+    s.captures = captures_.load(std::memory_order_relaxed);
+    s.frames = frames_.load(std::memory_order_relaxed);
+    s.cache_hits = cache_hits_.load(std::memory_order_relaxed);
+    const double ns = clock_.ns_per_tick();
+    s.unwind_seconds = static_cast<double>(unwind_ticks_.load(std::memory_order_relaxed)) * ns * 1e-9;
+    s.intern_seconds = static_cast<double>(intern_ticks_.load(std::memory_order_relaxed)) * ns * 1e-9;
+    return s;
 }
 
 StackId Recorder::intern(const std::uintptr_t* ips, int n) noexcept {
@@ -36,8 +68,8 @@ StackId Recorder::intern(const std::uintptr_t* ips, int n) noexcept {
 
 void Recorder::on_alloc(int device, std::uintptr_t ptr, std::size_t size, std::size_t requested,
                         StackId id) noexcept {
-    if (max_depth_.load(std::memory_order_relaxed) <= 0)
-        return; // capture off: no call sites to account to (and no lock on the hot path)
+    if (!accounting_.load(std::memory_order_relaxed))
+        return; // capture never on: no call sites to account to (and no lock on the hot path)
     try {
         std::lock_guard<std::mutex> lock(mutex_);
         table_.on_alloc(device, ptr, size, requested, id);
@@ -47,8 +79,8 @@ void Recorder::on_alloc(int device, std::uintptr_t ptr, std::size_t size, std::s
 }
 
 void Recorder::on_free(int device, std::uintptr_t ptr) noexcept {
-    if (max_depth_.load(std::memory_order_relaxed) <= 0)
-        return; // capture off: no call sites to account to (and no lock on the hot path)
+    if (!accounting_.load(std::memory_order_relaxed))
+        return; // capture never on: no call sites to account to (and no lock on the hot path)
     try {
         std::lock_guard<std::mutex> lock(mutex_);
         table_.on_free(device, ptr);
@@ -57,8 +89,8 @@ void Recorder::on_free(int device, std::uintptr_t ptr) noexcept {
 }
 
 void Recorder::on_acquire(int device, std::size_t bytes, StackId id) noexcept {
-    if (max_depth_.load(std::memory_order_relaxed) <= 0)
-        return; // capture off: no call sites to account to (and no lock on the hot path)
+    if (!accounting_.load(std::memory_order_relaxed))
+        return; // capture never on: no call sites to account to (and no lock on the hot path)
     try {
         std::lock_guard<std::mutex> lock(mutex_);
         table_.on_acquire(device, bytes, id);
@@ -112,6 +144,7 @@ ReportData Recorder::collect() const {
             s.frames = tree_.frames(s.id);
         for (OomRecord& o : out.ooms)
             o.frames = tree_.frames(o.id);
+        out.capture = capture_stats();
     } catch (...) {
     }
     return out;

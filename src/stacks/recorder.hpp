@@ -8,6 +8,7 @@
 #include "stacks/report_data.hpp"
 #include "stacks/site_table.hpp"
 #include "stacks/trace_tree.hpp"
+#include "util/cycle_clock.hpp"
 
 #include <atomic>
 #include <cstddef>
@@ -30,7 +31,10 @@ public:
     Recorder& operator=(const Recorder&) = delete;
 
     /// GPUMEMPROF_STACK_DEPTH: frames kept per stack (clamped to kMaxFrames); 0 turns capture off.
-    void configure(int max_depth) noexcept;
+    /// May be called at any time (gpumemprof_set_stack_depth) and returns the previous depth.
+    /// Once capture has been on, the call-site accounting stays on: allocations made while it is
+    /// off again are counted under "no stack" (id 0), so totals, peak and leaks stay whole.
+    int configure(int max_depth) noexcept;
     int max_depth() const noexcept { return max_depth_.load(std::memory_order_relaxed); }
 
     /// Unwinds the calling thread and interns the stack. The first frame kept is the caller of
@@ -63,10 +67,20 @@ public:
     /// Frames of one id, innermost first.
     std::vector<std::uintptr_t> frames(StackId id) const { return tree_.frames(id); }
     std::size_t tree_size() const { return tree_.size(); }
+    /// The cost of capture() so far (also part of collect()).
+    CaptureStats capture_stats() const noexcept;
 
 private:
     std::atomic<int> max_depth_{kDefaultStackDepth};
+    std::atomic<bool> accounting_{true}; ///< false only while capture has never been on
     TraceTree tree_;
+    // capture() counters: relaxed, each written once per capture.
+    util::CycleClock clock_;
+    std::atomic<std::uint64_t> captures_{0};
+    std::atomic<std::uint64_t> frames_{0};
+    std::atomic<std::uint64_t> cache_hits_{0};
+    std::atomic<std::uint64_t> unwind_ticks_{0};
+    std::atomic<std::uint64_t> intern_ticks_{0};
     mutable std::mutex mutex_; ///< guards table_ and ooms_
     SiteTable table_;
     std::vector<OomRecord> ooms_;

@@ -41,6 +41,15 @@ struct OomRecord {
     std::string suggestion;
 };
 
+/// What capturing stacks cost the program (the recorder times its own hot path).
+struct CaptureStats {
+    std::uint64_t captures = 0;        ///< stacks captured (one per allocation while capture is on)
+    std::uint64_t frames = 0;          ///< frames kept, summed over captures
+    std::uint64_t cache_hits = 0;      ///< captures interned from the per-thread stack cache
+    double unwind_seconds = 0;         ///< time in libunwind
+    double intern_seconds = 0;         ///< time hashing / interning the frames
+};
+
 struct ReportData {
     std::vector<SiteData> sites;        ///< every site that allocated or acquired, by id
     std::vector<OomRecord> ooms;        ///< in the order they happened
@@ -50,6 +59,7 @@ struct ReportData {
     std::vector<std::int64_t> device_live_at_peak; ///< index = device, at that same moment
     std::int64_t unknown_frees = 0;     ///< on_free of an address the recorder never saw
     std::uint64_t events = 0;           ///< on_alloc + on_free calls
+    CaptureStats capture;
 };
 
 } // namespace gpumemprof::stacks

@@ -35,6 +35,8 @@ public:
     void collect(ReportData* out) const;
 
     std::int64_t live_bytes() const { return live_bytes_; }
+    /// Nothing accounted yet (no site, no event).
+    bool empty() const { return sites_.empty() && events_ == 0; }
     std::int64_t peak_bytes() const { return peak_bytes_; }
 
 private:

@@ -21,7 +21,10 @@ public:
     /// Interns `ips[0..n)` (innermost first, as capture_backtrace writes them) and returns the id
     /// of its innermost node. The same sequence always yields the same id. n == 0 gives 0.
     /// Thread-safe; allocates only when a table has to grow (amortised, never per frame).
-    StackId intern(const std::uintptr_t* ips, int n) noexcept;
+    /// A stack this thread interned recently is answered from a per-thread cache keyed by a
+    /// 128-bit hash of the whole stack, without the lock or the per-frame walk; `*cached` (if
+    /// given) says whether that happened.
+    StackId intern(const std::uintptr_t* ips, int n, bool* cached = nullptr) noexcept;
 
     /// The frames of `id`, innermost first (the inverse of intern). Empty for 0 or unknown ids.
     std::vector<std::uintptr_t> frames(StackId id) const;
@@ -47,8 +50,11 @@ private:
     };
 
     StackId find_or_add(StackId parent, std::uintptr_t ip);
+    StackId intern_locked(const std::uintptr_t* ips, int n) noexcept;
     void grow();
 
+    /// Tells this tree's entries in the per-thread caches from another tree's (tests make many).
+    const std::uint64_t generation_;
     mutable std::mutex mutex_;
     std::vector<Node> nodes_;  ///< index = id; nodes_[0] is the root
     std::vector<Slot> slots_;  ///< power-of-two size, load factor <= 1/2

@@ -32,6 +32,20 @@ int main() {
         gpumemprof_empty_cache();
         put("reserved_after_empty_cache", gpumemprof_memory_reserved(-1));
     }
+    if (available) {
+        // Stacks off around one allocation, then on again: the report still counts it (under a
+        // site without frames) and the next allocation gets its stack again.
+        put("depth_default", gpumemprof_set_stack_depth(-1));
+        put("depth_before_off", gpumemprof_set_stack_depth(0));
+        void* unstacked;
+        MUST(cudaMalloc(&unstacked, 5000)); // rounds to 5120
+        put("depth_while_off", gpumemprof_set_stack_depth(-1));
+        put("depth_before_on", gpumemprof_set_stack_depth(8));
+        void* stacked;
+        MUST(cudaMalloc(&stacked, 7000)); // rounds to 7168; leaked on purpose
+        MUST(cudaFree(unstacked));
+        put("depth_after_on", gpumemprof_set_stack_depth(-1));
+    }
     MUST(cudaFree(a));
     put("done", 1);
     return 0;

@@ -480,6 +480,29 @@ def case_c_api(args, tmp):
         c.true("memory_stats is JSON", False, e)
     # empty_cache gives back the wholly free 20 MiB segment; a's 2 MiB segment stays.
     c.eq("memory_reserved after empty_cache", pre.val("reserved_after_empty_cache"), 2 * MIB)
+    # gpumemprof_set_stack_depth: returns the previous depth; -1 only reads it.
+    c.eq("stack depth by default", pre.val("depth_default"), 64)
+    c.eq("set_stack_depth(0) returns the previous depth", pre.val("depth_before_off"), 64)
+    c.eq("depth while off", pre.val("depth_while_off"), 0)
+    c.eq("set_stack_depth(8) returns 0", pre.val("depth_before_on"), 0)
+    c.eq("depth after", pre.val("depth_after_on"), 8)
+    rep = pre.reports[-1] if pre.reports else {}
+    sites = rep.get("sites", [])
+    unstacked = [s for s in sites if not s["frames"]]
+    c.eq("one site without a stack (the allocation made with capture off)", len(unstacked), 1)
+    if unstacked:
+        c.eq("it holds that 5000 B (5120 B) block, freed", (unstacked[0]["total_bytes"], unstacked[0]["live_bytes"]),
+             (5120, 0))
+    leaked = [s for s in sites if s["live_bytes"] == 7168]
+    c.eq("the 7000 B block allocated after capture came back is a leak with a stack", len(leaked), 1)
+    if leaked:
+        frames = leaked[0]["frames"]
+        # JSON frames run outermost first: the innermost (the caller of cudaMalloc) is last.
+        c.true("its stack is at most 8 frames and its innermost frame is main in prog_c_api.cpp",
+               0 < len(frames) <= 8 and frames[-1]["function"] == "main"
+               and frames[-1]["file"].endswith("prog_c_api.cpp"), frames[-2:])
+    c.eq("leaks at exit: the 7168 B block", rep.get("leaks", {}).get("bytes"), 7168)
+    c.eq("captures counted: a, b and the one after capture came back", rep.get("stacks", {}).get("captures"), 3)
     return c.finish([plain, pre])
 
 

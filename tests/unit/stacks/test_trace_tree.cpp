@@ -88,3 +88,50 @@ TEST_CASE("trace tree: threads interning the same stacks agree on ids", "[trace_
     }
     CHECK(t.size() == kStacks + 2);
 }
+
+TEST_CASE("trace tree: the per-thread stack cache answers repeats and never mixes stacks or trees",
+          "[trace_tree]") {
+    TraceTree t;
+    // 3000 distinct stacks that share all but their innermost or outermost frame: more than the
+    // cache holds, so entries are evicted and refilled, and neighbouring stacks hash close.
+    std::vector<std::vector<std::uintptr_t>> stacks;
+    for (std::uintptr_t i = 0; i < 1500; ++i) {
+        stacks.push_back({0x400000 + i, 0x500000, 0x600000});
+        stacks.push_back({0x400000, 0x500000, 0x600000 + i + 1});
+    }
+    std::vector<StackId> ids;
+    for (const auto& s : stacks) {
+        bool cached = true;
+        ids.push_back(t.intern(s.data(), static_cast<int>(s.size()), &cached));
+        CHECK_FALSE(cached); // first sight of each stack goes through the tree
+    }
+    std::size_t hits = 0;
+    for (int round = 0; round < 3; ++round) {
+        for (std::size_t i = 0; i < stacks.size(); ++i) {
+            bool cached = false;
+            REQUIRE(t.intern(stacks[i].data(), static_cast<int>(stacks[i].size()), &cached) == ids[i]);
+            hits += cached ? 1 : 0;
+        }
+    }
+    CHECK(hits > 0);
+    for (std::size_t i = 0; i < stacks.size(); ++i)
+        CHECK(t.frames(ids[i]) == stacks[i]);
+    // A prefix of a cached stack is another stack (its own id), not a cache hit.
+    bool cached = true;
+    const StackId prefix = t.intern(stacks[0].data(), 2, &cached);
+    CHECK_FALSE(cached);
+    CHECK(prefix != ids[0]);
+    CHECK(t.frames(prefix) == std::vector<std::uintptr_t>{stacks[0][0], stacks[0][1]});
+
+    // A second tree used on the same thread must not get the first tree's ids from the cache.
+    TraceTree other;
+    const std::uintptr_t x[] = {0x9000, 0x9100};
+    const StackId ox = other.intern(x, 2);
+    const StackId o0 = other.intern(stacks[5].data(), 3, &cached);
+    CHECK_FALSE(cached);
+    CHECK(other.frames(o0) == stacks[5]);
+    CHECK(other.frames(ox) == std::vector<std::uintptr_t>{0x9000, 0x9100});
+    CHECK(other.size() == 2 + 3);
+    // And back on the first tree, ids are still right.
+    CHECK(t.intern(stacks[5].data(), 3) == ids[5]);
+}
