@@ -4,7 +4,7 @@
 # (CUDA_HOME, CUDA_PATH or /usr/local/cuda) it installs what is missing, then runs three stages:
 #   normal  configure + build + every meson test suite (benchmarks are not tests)
 #   asan    -Db_sanitize=address,undefined: every suite
-#   tsan    -Db_sanitize=thread: the 'stress' suite (only its target is built)
+#   tsan    -Db_sanitize=thread: the 'stress' suite (the pool and the stack recorder under threads)
 # and ends with one line "N passed, N failed" summed over the three meson test runs.
 #
 # Usage: scripts/test.sh [--quick] [--no-install]
@@ -192,7 +192,7 @@ if [ "$QUICK" = 0 ]; then
     # Benchmarks are not tests: build every test target, not the benchmark executables.
     stage asan "$BUILD_ROOT/asan" "$COMMON --buildtype=debugoptimized -Db_sanitize=address,undefined" tests ""
     export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
-    stage tsan "$BUILD_ROOT/tsan" "$COMMON --buildtype=debugoptimized -Db_sanitize=thread" "pool_stress" \
+    stage tsan "$BUILD_ROOT/tsan" "$COMMON --buildtype=debugoptimized -Db_sanitize=thread" "pool_stress test_stacks" \
         "--suite stress"
 fi
 
