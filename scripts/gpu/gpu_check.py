@@ -170,6 +170,23 @@ def check_torch(lib, steps, artifacts=None, repeat=1):
            torch=torch_peak, rel_diff=round(rel, 5), ours_all_bytes_peak=peak,
            not_seen_by_torch=(peak - torch_part) if torch_part else None,
            ours_reserved_peak=ms["reserved_bytes.all.peak"], torch_reserved_peak=ref["out"]["torch_max_reserved"])
+    # The PyTorch-allocator model (on by default with stacks) against PyTorch's own figures: the
+    # same requests minus the cuBLAS/cuDNN workspaces, which PyTorch's caching allocator serves
+    # from its own cache but which reach cudaMalloc directly when caching is off.
+    if stacks["reports"]:
+        dev = device_stats(stacks["reports"][-1])
+        mm = (dev or {}).get("pytorch_model", {}).get("memory_stats")
+        if mm:
+            m_res, t_res = mm["reserved_bytes.all.peak"], ref["out"]["torch_max_reserved"]
+            rel_res = abs(m_res - t_res) / t_res
+            record("torch_model_reserved_peak_within_5pct", rel_res <= 0.05, model_reserved_peak=m_res,
+                   torch_reserved_peak=t_res, rel_diff=round(rel_res, 4),
+                   model_allocated_peak=mm["allocated_bytes.all.peak"], torch_allocated_peak=torch_peak,
+                   model_cudamalloc_calls=mm["num_device_alloc"],
+                   pool_reserved_peak=dev["memory_stats"]["reserved_bytes.all.peak"],
+                   unserved=dev["pytorch_model"].get("unserved"))
+        else:
+            record("torch_model_reserved_peak_within_5pct", False, error="no pytorch_model in the report")
     keep(artifacts, stacks, "torch_stacks")
     keep(artifacts, ours, "torch_nostacks")
     record("torch_pool_behaviour", True, device_allocs_per_step=ours["out"].get("profiler_device_allocs_after_each_step"),

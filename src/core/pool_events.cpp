@@ -35,13 +35,17 @@ void emit(trace::Writer* w, trace::EventType type, int device, std::uintptr_t pt
 stacks::StackId current_request_stack() noexcept { return t_request_stack; }
 void set_current_request_stack(stacks::StackId id) noexcept { t_request_stack = id; }
 
-void PoolEvents::on_alloc(std::uintptr_t ptr, std::size_t size, std::size_t requested, std::uintptr_t) {
+void PoolEvents::on_alloc(std::uintptr_t ptr, std::size_t size, std::size_t requested, std::uintptr_t stream) {
     stacks::Recorder::instance().on_alloc(device_, ptr, size, requested, t_request_stack);
+    if (model_)
+        model_->on_alloc(ptr, requested, stream);
     emit(trace_, trace::EventType::alloc, device_, ptr, requested, size, t_request_stack);
 }
 
 void PoolEvents::on_free_requested(std::uintptr_t ptr, std::size_t size, std::size_t requested) {
     stacks::Recorder::instance().on_free(device_, ptr);
+    if (model_)
+        model_->on_free(ptr);
     emit(trace_, trace::EventType::free_requested, device_, ptr, requested, size);
 }
 

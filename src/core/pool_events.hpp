@@ -4,6 +4,7 @@
 #pragma once
 
 #include "pool/device_pool.hpp"
+#include "pool/pool_model.hpp"
 #include "stacks/trace_tree.hpp"
 
 #include <string>
@@ -24,8 +25,9 @@ void set_current_request_stack(stacks::StackId id) noexcept;
 
 class PoolEvents final : public pool::PoolListener {
 public:
-    PoolEvents(int device, const pool::AllocConf& conf, trace::Writer* trace)
-        : device_(device), conf_(conf), trace_(trace) {}
+    /// `model` (may be null) is fed every allocation and free, in the pool's order.
+    PoolEvents(int device, const pool::AllocConf& conf, trace::Writer* trace, pool::PoolModel* model)
+        : device_(device), conf_(conf), trace_(trace), model_(model) {}
     void on_alloc(std::uintptr_t ptr, std::size_t size, std::size_t requested, std::uintptr_t stream) override;
     void on_free_requested(std::uintptr_t ptr, std::size_t size, std::size_t requested) override;
     void on_free_completed(std::uintptr_t ptr, std::size_t size, std::size_t requested) override;
@@ -37,6 +39,7 @@ private:
     int device_;
     const pool::AllocConf& conf_;
     trace::Writer* trace_;
+    pool::PoolModel* model_;
 };
 
 } // namespace gpumemprof::core

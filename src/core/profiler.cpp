@@ -153,10 +153,12 @@ PoolSlot* Profiler::create_slot(const DriverApi& api, CUcontext ctx) noexcept {
         slot->primary = primary;
         slot->index = static_cast<int>(all_slots_.size());
         slot->backend = std::make_unique<DriverBackend>(api, ctx, streams_);
-        slot->events = std::make_unique<PoolEvents>(slot->device, conf_, trace_.get());
         std::size_t total = 0;
         if (api.cuDeviceTotalMem_v2 && api.cuDeviceTotalMem_v2(&total, dev) == CUDA_SUCCESS)
             slot->total_bytes = total;
+        if (options_.model)
+            slot->model = std::make_unique<pool::PoolModel>(conf_, slot->device, total);
+        slot->events = std::make_unique<PoolEvents>(slot->device, conf_, trace_.get(), slot->model.get());
         emit(trace_.get(), trace::EventType::device_info, slot->device, 0, total, total);
         pool::PoolOptions po;
         po.conf = conf_;
@@ -360,6 +362,8 @@ void Profiler::drop_context(CUcontext ctx) noexcept {
         PoolSlot* p = s.load(std::memory_order_acquire);
         if (p && p->ctx.load(std::memory_order_acquire) == ctx) {
             p->pool->drop_all();
+            if (p->model)
+                p->model->drop_all();
             p->backend->forget();
             p->ctx.store(nullptr, std::memory_order_release);
             s.store(nullptr, std::memory_order_release);
@@ -459,8 +463,11 @@ bool Profiler::device_stats(int device, stats::DeviceStats* out) noexcept {
 void Profiler::reset_peak(int device) noexcept {
     try {
         device = resolve_device(device);
-        for (PoolSlot* s : slots_for_device(device))
+        for (PoolSlot* s : slots_for_device(device)) {
             s->pool->reset_peak_stats();
+            if (s->model)
+                s->model->reset_peak_stats();
+        }
     } catch (...) {
     }
 }
@@ -468,8 +475,11 @@ void Profiler::reset_peak(int device) noexcept {
 void Profiler::reset_accumulated(int device) noexcept {
     try {
         device = resolve_device(device);
-        for (PoolSlot* s : slots_for_device(device))
+        for (PoolSlot* s : slots_for_device(device)) {
             s->pool->reset_accumulated_stats();
+            if (s->model)
+                s->model->reset_accumulated_stats();
+        }
     } catch (...) {
     }
 }
@@ -479,6 +489,8 @@ void Profiler::empty_cache() noexcept {
         return;
     for_each_live([](PoolSlot* s) {
         s->pool->empty_cache();
+        if (s->model)
+            s->model->empty_cache();
         return false;
     });
 }
@@ -499,6 +511,11 @@ report::ReportInput Profiler::report_input(const std::string& prefix) const {
         d.stats = merged_stats(s.get(), ledgers);
         d.invalid_frees = s->pool->invalid_frees();
         d.total_capacity = s->total_bytes;
+        if (s->model) {
+            d.has_model = true;
+            d.model = s->model->stats();
+            d.model_unserved = s->model->unserved();
+        }
         in.devices.push_back(std::move(d));
     }
     return in;
@@ -559,6 +576,14 @@ std::string Profiler::report_json(const report::ReportInput& in, const report::S
             w.field("fence_polls", pc.fence_polls);
             w.field("misses", pc.misses);
             w.end_object();
+            if (s->model) {
+                // The same 122 keys as PyTorch's caching allocator would report them for the
+                // requests our pool served (pool::PoolModel).
+                w.key("pytorch_model").begin_object();
+                w.key("memory_stats").raw(stats::to_json(s->model->stats()));
+                w.field("unserved", s->model->unserved());
+                w.end_object();
+            }
             write_passthrough(carries_ledger(s.get()) ? ledger_of(s->device) : nullptr);
             w.end_object();
         }

@@ -8,6 +8,7 @@
 #include "core/driver_backend.hpp"
 #include "core/passthrough_ledger.hpp"
 #include "pool/device_pool.hpp"
+#include "pool/pool_model.hpp"
 #include "util/options.hpp"
 
 namespace gpumemprof::trace { class Writer; }
@@ -35,6 +36,7 @@ struct PoolSlot {
     bool primary = true;
     int index = 0;
     std::unique_ptr<DriverBackend> backend;
+    std::unique_ptr<pool::PoolModel> model; ///< null with GPUMEMPROF_MODEL=0
     std::unique_ptr<PoolEvents> events;
     std::unique_ptr<pool::DevicePool> pool;
     std::atomic<std::int64_t> ipc_refused{0};

@@ -17,6 +17,10 @@ struct DeviceSummary {
     stats::DeviceStats stats;
     std::int64_t invalid_frees = 0;
     std::size_t total_capacity = 0;
+    /// PyTorch's allocator on the same requests (pool::PoolModel), when GPUMEMPROF_MODEL is on.
+    bool has_model = false;
+    stats::DeviceStats model;
+    std::int64_t model_unserved = 0;
 };
 
 struct ReportInput {

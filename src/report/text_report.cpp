@@ -101,6 +101,21 @@ std::string text_report(const ReportInput& in, const stacks::ReportData& data, c
                std::to_string(st.num_device_free) + ", alloc retries: " + std::to_string(st.num_alloc_retries) +
                ", OOMs: " + std::to_string(st.num_ooms) + ", invalid frees: " + std::to_string(d.invalid_frees) +
                "\n";
+        if (d.has_model) {
+            const auto& m = d.model;
+            out += "  PyTorch's caching allocator on the same requests (model; it reuses a freed block at once on\n"
+                   "  its stream, where this pool waits until the device has passed the free):\n";
+            out += "    peak reserved:  " + fmt_bytes(m.reserved_bytes[all].peak) + ", peak allocated: " +
+                   fmt_bytes(m.allocated_bytes[all].peak) + "\n";
+            out += "    fragmentation at the peak: " +
+                   fmt_bytes(m.reserved_bytes[all].peak - m.allocated_bytes[all].peak) +
+                   ", of which in split segments: " + fmt_bytes(m.inactive_split_bytes[all].peak) + "\n";
+            out += "    cudaMalloc calls: " + std::to_string(m.num_device_alloc) + ", segments at the peak: " +
+                   std::to_string(m.segment[all].peak) + ", OOMs: " + std::to_string(m.num_ooms) +
+                   (d.model_unserved > 0 ? ", requests it could not serve: " + std::to_string(d.model_unserved)
+                                         : std::string()) +
+                   "\n";
+        }
     }
     out += "\nunique call sites: " + std::to_string(r.sites.size()) + ", OOMs recorded: " +
            std::to_string(data.ooms.size()) + "\n";

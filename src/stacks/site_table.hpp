@@ -3,7 +3,7 @@
 // the moment the process-wide live total peaked, in O(1) per event (lazy peak epochs).
 #pragma once
 
-#include "stacks/flat_map.hpp"
+#include "util/flat_map.hpp"
 #include "stacks/report_data.hpp"
 
 #include <cstddef>
@@ -57,8 +57,8 @@ private:
     void add_device_live(int device, std::int64_t delta);
 
     std::vector<Site> sites_;
-    FlatMap<std::uint32_t> site_index_; ///< StackId -> index into sites_
-    FlatMap<Block> live_;               ///< pointer -> live block
+    util::FlatMap<std::uint32_t> site_index_; ///< StackId -> index into sites_
+    util::FlatMap<Block> live_;               ///< pointer -> live block
     std::int64_t live_bytes_ = 0;
     std::int64_t live_count_ = 0;
     std::int64_t peak_bytes_ = 0;

@@ -20,6 +20,11 @@ struct Options {
     /// passed the free; "immediate" = reused at once, as PyTorch does within one stream. Unsafe
     /// for programs that free memory still used by queued work on another stream.
     bool fenced_reuse = true;
+    /// GPUMEMPROF_MODEL: 1 = also run PyTorch's allocator on the same requests (pool::PoolModel)
+    /// and report its figures beside ours; 0 = off; unset = on while stack capture is on (the
+    /// model costs about 90 ns per allocation+free pair, which the lean stacks-off mode keeps out).
+    bool model = true;
+    bool model_given = false; ///< GPUMEMPROF_MODEL was set (valid); else model follows stack_depth
 };
 
 /// Parse the environment. Every malformed value produces one warning naming the variable and the

@@ -106,6 +106,14 @@ def stat(report, key, device=0):
     return d.get("memory_stats", {}).get(key, "<missing %s>" % key)
 
 
+def model_stat(report, key, device=0):
+    """A memory_stats key of the PyTorch-allocator model (devices[i].pytorch_model)."""
+    d = device_entry(report, device)
+    if d is None:
+        return "<no devices[%d] entry>" % device
+    return d.get("pytorch_model", {}).get("memory_stats", {}).get(key, "<missing %s>" % key)
+
+
 def prog_env(args, out_dir, preload, extra_env=None):
     """The environment of one run: simulated driver first on the library path, outputs in out_dir."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUMEMPROF_", "SIMCUDA_"))}
@@ -248,6 +256,10 @@ def case_sequence(args, tmp, static):
         c.eq("pool", rep.get("pool"), "caching")
         c.eq("version", rep.get("version"), 1)
         check_stats(c, rep, SEQUENCE_STATS)
+        # Every free here is synchronised before the memory is asked for again, so PyTorch's
+        # allocator (the model) makes exactly the pool's decisions.
+        for key, value in SEQUENCE_STATS.items():
+            c.eq("pytorch_model[%s]" % key, model_stat(rep, key), value)
         if static:
             # Static cudart: dlsym(libcuda, "cuGetProcAddress_v2") and the cuGetProcAddress table
             # are the only ways in.
@@ -406,6 +418,14 @@ def case_cross_stream_reuse(args, tmp):
         c.eq("%s: exit code" % r.label, r.rc, 0)
         c.eq("%s: corrupt reads of A (of 20)" % r.label, r.val("corrupt"), 0)
     check_stats(c, pre.report(), {"allocation.all.allocated": 40, "allocation.all.freed": 40})
+    # PyTorch's allocator on the same requests (the model) reuses A's block for B at once: one
+    # 2 MiB small-pool segment serves all 40 requests, never more than 1 MiB allocated. The pool
+    # itself cannot (A is still being read), so it needs a second segment.
+    rep = pre.report()
+    for key, value in {"reserved_bytes.all.peak": 2 * MIB, "num_device_alloc": 1, "segment.all.peak": 1,
+                       "allocation.all.allocated": 40, "allocated_bytes.all.peak": MIB}.items():
+        c.eq("pytorch_model[%s]" % key, model_stat(rep, key), value)
+    c.ge("pool's own reserved peak: at least two segments", stat(rep, "reserved_bytes.all.peak"), 4 * MIB)
     # Negative control: PyTorch's immediate reuse hands A's memory to B while the host function
     # still reads it. The program must see that, or the zero above proves nothing.
     unsafe = run_prog(args, tmp, "immediate", True, {"GPUMEMPROF_REUSE": "immediate"})
@@ -542,7 +562,25 @@ def case_bad_config(args, tmp):
         "reserved_bytes.all.peak": SEQUENCE_STATS["reserved_bytes.all.peak"],
         "max_split_size": -1,  # default: unlimited
     })
-    return c.finish([plain, pre])
+    # GPUMEMPROF_MODEL: a bad value is one warning and the default (on); 0 drops the model.
+    bad_model = run_prog(args, tmp, "model_bad", True, {"GPUMEMPROF_MODEL": "maybe"})
+    c.eq("GPUMEMPROF_MODEL=maybe: stderr lines naming 'maybe'",
+         len([l for l in bad_model.stderr.splitlines() if "maybe" in l]), 1)
+    c.eq("GPUMEMPROF_MODEL=maybe: model on (default)", model_stat(bad_model.report(), "num_device_alloc"),
+         SEQUENCE_STATS["num_device_alloc"])
+    no_model = run_prog(args, tmp, "model_off", True, {"GPUMEMPROF_MODEL": "0"})
+    c.eq("GPUMEMPROF_MODEL=0: no pytorch_model section",
+         "pytorch_model" in (device_entry(no_model.report(), 0) or {}), False)
+    c.eq("GPUMEMPROF_MODEL=0: the pool's own stats unchanged", stat(no_model.report(), "reserved_bytes.all.peak"),
+         SEQUENCE_STATS["reserved_bytes.all.peak"])
+    # Unset, the model follows stack capture: off with GPUMEMPROF_STACK_DEPTH=0 unless asked for.
+    lean = run_prog(args, tmp, "lean", True, {"GPUMEMPROF_STACK_DEPTH": "0"})
+    c.eq("GPUMEMPROF_STACK_DEPTH=0: no pytorch_model section",
+         "pytorch_model" in (device_entry(lean.report(), 0) or {}), False)
+    lean_model = run_prog(args, tmp, "lean_model", True, {"GPUMEMPROF_STACK_DEPTH": "0", "GPUMEMPROF_MODEL": "1"})
+    c.eq("GPUMEMPROF_STACK_DEPTH=0 GPUMEMPROF_MODEL=1: model on", model_stat(lean_model.report(), "num_device_alloc"),
+         SEQUENCE_STATS["num_device_alloc"])
+    return c.finish([plain, pre, bad_model, no_model, lean, lean_model])
 
 def case_early_ctor(args, tmp):
     c = Checker(args.case)

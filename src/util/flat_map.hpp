@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-namespace gpumemprof::stacks {
+namespace gpumemprof::util {
 
 /// Linear probing with backward-shift deletion (no tombstones). Key ~0 is reserved as "empty".
 /// Not thread-safe: the owner locks.
@@ -127,4 +127,4 @@ private:
     std::size_t size_ = 0;
 };
 
-} // namespace gpumemprof::stacks
+} // namespace gpumemprof::util
