@@ -14,9 +14,15 @@ import time
 RESULTS = []
 
 
+OUT_PATH = None  # set by main: results are rewritten after every check, so a run cut short keeps them
+
+
 def record(name, ok, **numbers):
     RESULTS.append({"check": name, "pass": bool(ok), **numbers})
     print(("PASS " if ok else "FAIL ") + name + " " + json.dumps(numbers), flush=True)
+    if OUT_PATH:
+        with open(OUT_PATH, "w") as f:
+            json.dump(RESULTS, f, indent=1)
 
 
 def run(cmd, env_extra=None, preload=None, timeout=600):
@@ -272,6 +278,8 @@ def main():
     ap.add_argument("--artifacts", default=None, help="copy the torch runs' reports here")
     ap.add_argument("--out", default="gpu-check.json")
     a = ap.parse_args()
+    global OUT_PATH
+    OUT_PATH = a.out
     only = a.only.split(",")
     if "cuda" in only:
         check_cuda_programs(a.lib, a.bindir, a.artifacts)
