@@ -656,6 +656,8 @@ void Profiler::on_exit() noexcept {
 
 // Every lock another thread could hold at fork is taken here, in the library's lock order
 // (dump -> slots -> pools -> ledger -> recorder -> streams), so the child finds them all free.
+// The PyTorch-allocator models' locks are not: the child abandons the parent's slots, models
+// included, without touching them (fork_child).
 void Profiler::fork_prepare() noexcept {
     dump_mutex_.lock(); // no report (and so no symbolizer lock) is being written across fork
     slots_mutex_.lock();
