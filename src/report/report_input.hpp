@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,9 @@ struct ReportInput {
     /// Module-name substrings dropped from the top of stacks; empty = GPUMEMPROF_STACK_SKIP or
     /// its default.
     std::vector<std::string> stack_skip;
+    /// Frames the .txt stack listings leave out (FrameFilter syntax); unset = GPUMEMPROF_HIDE_FRAMES
+    /// or its default.
+    std::optional<std::string> hide_frames;
 };
 
 } // namespace gpumemprof::report

@@ -3,6 +3,7 @@
 #include "report/resolved_stacks.hpp"
 
 #include "report/oom_advice.hpp"
+#include "util/options.hpp"
 
 #include <algorithm>
 #include <unordered_map>
@@ -10,22 +11,7 @@
 namespace gpumemprof::report {
 
 std::vector<std::string> parse_skip_list(const char* spec) {
-    std::string s = spec != nullptr ? spec : kDefaultStackSkip;
-    std::vector<std::string> out;
-    std::size_t pos = 0;
-    while (pos <= s.size()) {
-        std::size_t comma = s.find(',', pos);
-        if (comma == std::string::npos)
-            comma = s.size();
-        std::string item = s.substr(pos, comma - pos);
-        // Trim spaces so "a, b" works.
-        item.erase(0, item.find_first_not_of(' '));
-        item.erase(item.find_last_not_of(' ') + 1);
-        if (!item.empty())
-            out.push_back(item);
-        pos = comma + 1;
-    }
-    return out;
+    return util::split_list(spec != nullptr ? spec : kDefaultStackSkip);
 }
 
 namespace {

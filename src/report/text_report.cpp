@@ -3,11 +3,13 @@
 #include "report/text_report.hpp"
 
 #include "report/byte_format.hpp"
+#include "report/frame_filter.hpp"
 #include "report/line_profile.hpp"
 #include "report/oom_advice.hpp"
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 namespace gpumemprof::report {
 
@@ -21,26 +23,46 @@ void heading(std::string& out, const std::string& title) {
     out += "\n== " + title + " ==\n";
 }
 
-/// The innermost `max` frames of a site, innermost first, indented.
-void stack_lines(std::string& out, const std::vector<SymbolFrame>& frames, std::size_t max, const char* indent) {
+/// The innermost `max` frames of a site that the filter does not hide, innermost first,
+/// indented, then how many were hidden among them and how many outer frames follow.
+void stack_lines(std::string& out, const std::vector<SymbolFrame>& frames, std::size_t max, const char* indent,
+                 const FrameFilter& filter) {
     if (frames.empty()) {
         out += indent;
         out += "[no stack captured]\n";
         return;
     }
-    std::size_t shown = 0;
-    for (auto it = frames.rbegin(); it != frames.rend() && shown < max; ++it, ++shown) {
+    const bool all_hidden =
+        std::all_of(frames.begin(), frames.end(), [&](const SymbolFrame& f) { return filter.hidden(f); });
+    std::size_t shown = 0, hidden = 0;
+    auto it = frames.rbegin();
+    for (; it != frames.rend() && shown < max; ++it) {
+        if (!all_hidden && filter.hidden(*it)) {
+            ++hidden;
+            continue;
+        }
         out += indent;
         out += shown == 0 ? "at " : "from ";
         out += frame_label(*it);
         out += '\n';
+        ++shown;
     }
-    if (frames.size() > max)
-        out += std::string(indent) + "... " + std::to_string(frames.size() - max) + " outer frames\n";
+    const auto outer = static_cast<std::size_t>(frames.rend() - it);
+    if (hidden > 0 || outer > 0) {
+        out += std::string(indent) + "(";
+        if (hidden > 0)
+            out += std::to_string(hidden) + " allocator/dispatch frame" + (hidden == 1 ? "" : "s") +
+                   " not shown (GPUMEMPROF_HIDE_FRAMES)";
+        if (hidden > 0 && outer > 0)
+            out += "; ";
+        if (outer > 0)
+            out += std::to_string(outer) + " outer frame" + (outer == 1 ? "" : "s");
+        out += ")\n";
+    }
 }
 
 template <typename Key>
-void top_sites(std::string& out, const ResolvedReport& r, int n, Key key, const char* what) {
+void top_sites(std::string& out, const ResolvedReport& r, int n, Key key, const char* what, const FrameFilter& filter) {
     const std::vector<std::size_t> v = ranked_sites(r, key);
     if (v.empty()) {
         out += "(none)\n";
@@ -51,7 +73,7 @@ void top_sites(std::string& out, const ResolvedReport& r, int n, Key key, const 
         const auto [bytes, count] = key(site);
         out += "#" + std::to_string(i + 1) + " " + fmt_bytes(bytes) + " " + what + " in " + std::to_string(count) +
                " block" + (count == 1 ? "" : "s") + "\n";
-        stack_lines(out, site.frames, 6, "    ");
+        stack_lines(out, site.frames, 6, "    ", filter);
     }
     if (v.size() > static_cast<std::size_t>(n))
         out += "(" + std::to_string(v.size() - n) + " more call sites)\n";
@@ -60,6 +82,7 @@ void top_sites(std::string& out, const ResolvedReport& r, int n, Key key, const 
 } // namespace
 
 std::string text_report(const ReportInput& in, const stacks::ReportData& data, const ResolvedReport& r) {
+    const FrameFilter filter(in.hide_frames ? in.hide_frames->c_str() : std::getenv("GPUMEMPROF_HIDE_FRAMES"));
     std::string out;
     out += "gpumemprof report for " + (in.exe.empty() ? std::string("?") : in.exe) + " (pid " +
            std::to_string(in.pid) + ")\n";
@@ -135,11 +158,11 @@ std::string text_report(const ReportInput& in, const stacks::ReportData& data, c
     heading(out, "Top call sites by bytes live at the peak");
     top_sites(out, r, in.top_n,
               [](const ResolvedSite& s) { return std::make_pair(s.counters.peak_live_bytes, s.counters.peak_live_count); },
-              "live at the peak");
+              "live at the peak", filter);
     heading(out, "Top call sites by total bytes allocated");
     top_sites(out, r, in.top_n,
               [](const ResolvedSite& s) { return std::make_pair(s.counters.total_bytes, s.counters.total_count); },
-              "allocated");
+              "allocated", filter);
 
     heading(out, "Line profile, cumulative (used_bytes, acquired_bytes)");
     out += "used_bytes: bytes the pool handed out for requests made under the frame over the whole run;\n"
@@ -153,7 +176,7 @@ std::string text_report(const ReportInput& in, const stacks::ReportData& data, c
     heading(out, "Leaks at exit (live blocks grouped by call site)");
     top_sites(out, r, 1 << 30,
               [](const ResolvedSite& s) { return std::make_pair(s.counters.live_bytes, s.counters.live_count); },
-              "leaked");
+              "leaked", filter);
 
     heading(out, "Out-of-memory events");
     if (r.ooms.empty())
@@ -165,7 +188,7 @@ std::string text_report(const ReportInput& in, const stacks::ReportData& data, c
                fmt_bytes(static_cast<std::int64_t>(rec.info.requested)) + "\n";
         out += "  " + oom_message(rec.device, rec.info) + "\n";
         out += "  stack:\n";
-        stack_lines(out, o.frames, 32, "    ");
+        stack_lines(out, o.frames, 32, "    ", filter);
         out += "  suggestion: " + o.suggestion + "\n";
     }
     return out;

@@ -121,6 +121,23 @@ Options read_options(std::string* warnings) {
     return o;
 }
 
+std::vector<std::string> split_list(const std::string& text) {
+    std::vector<std::string> out;
+    std::size_t pos = 0;
+    while (pos <= text.size()) {
+        std::size_t comma = text.find(',', pos);
+        if (comma == std::string::npos)
+            comma = text.size();
+        std::string item = text.substr(pos, comma - pos);
+        item.erase(0, item.find_first_not_of(' '));
+        item.erase(item.find_last_not_of(' ') + 1);
+        if (!item.empty())
+            out.push_back(std::move(item));
+        pos = comma + 1;
+    }
+    return out;
+}
+
 std::string host_name() {
     char host[256] = {};
     if (::gethostname(host, sizeof host - 1) != 0)

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace gpumemprof::util {
 
@@ -37,6 +38,9 @@ std::string host_name();
 /// Expand %p (pid), %h (host name), %r (rank from RANK, else LOCAL_RANK, else 0) and %% in a
 /// GPUMEMPROF_OUTPUT prefix.
 std::string expand_output_prefix(const std::string& pattern, int pid);
+
+/// "a, b,,c" -> {"a", "b", "c"}: comma-separated items, spaces trimmed, empty items dropped.
+std::vector<std::string> split_list(const std::string& text);
 
 /// Parse a signal given as a number or a name ("SIGUSR2", "USR2"); -1 if invalid.
 int parse_signal(const std::string& text);

@@ -305,3 +305,53 @@ TEST_CASE("write_reports writes the three files atomically and reports failures"
         std::remove((std::string(dir) + "/run" + ext).c_str());
     rmdir(dir);
 }
+
+TEST_CASE("the text listings leave out allocation and dispatch plumbing (GPUMEMPROF_HIDE_FRAMES)", "[report]") {
+    // A PyTorch-shaped stack (listed root first here; SiteData takes it innermost first): the
+    // operator sits under the allocator and the tensor-creation and dispatch plumbing.
+    test::FakeSymbolizer s;
+    s.add(0x100, "main", "/src/train.cpp", 10);
+    s.add(0x110, "at::native::layer_norm(at::Tensor const&)", "", 0, "libtorch_cpu.so");
+    s.add(0x120, "c10::impl::wrap_kernel_functor_unboxed_<F>::call(c10::OperatorKernel*)", "", 0, "libtorch_cpu.so");
+    s.add(0x130, "at::_ops::native_layer_norm::call(at::Tensor const&)", "", 0, "libtorch_cpu.so");
+    s.add(0x140, "at::native::layer_norm_cuda(at::Tensor const&)", "", 0, "libtorch_cuda.so");
+    s.add(0x150, "at::empty_like(at::Tensor const&)", "", 0, "libtorch_cpu.so");
+    s.add(0x160, "at::native::empty_cuda(c10::ArrayRef<long>)", "", 0, "libtorch_cuda.so");
+    s.add(0x170, "at::(anonymous namespace)::(anonymous namespace)::wrapper_CUDA_memory_format_empty(c10::ArrayRef<c10::SymInt>)",
+          "", 0, "libtorch_cuda.so");
+    s.add(0x180, "at::detail::empty_generic(c10::ArrayRef<long>)", "", 0, "libtorch_cpu.so");
+    s.add(0x190, "c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::allocate(unsigned long)", "", 0,
+          "libc10_cuda.so");
+    stacks::ReportData d;
+    d.sites.push_back(site(1, {0x190, 0x180, 0x170, 0x160, 0x150, 0x140, 0x130, 0x120, 0x110, 0x100}, 4096, 0, 4096,
+                           0, 0));
+    d.peak_bytes = 4096;
+    const ResolvedReport r = resolve_report(d, s, parse_skip_list(nullptr));
+    ReportInput in; // hide_frames unset: GPUMEMPROF_HIDE_FRAMES, and without it the default
+    ::unsetenv("GPUMEMPROF_HIDE_FRAMES");
+    const std::string def = text_report(in, d, r);
+    // Default patterns: five frames from the allocator up to at::empty_like are hidden, the
+    // operator comes first; the two dispatch frames between it and its caller are hidden too.
+    CHECK(def.find("    at libtorch_cuda.so+0x140:at::native::layer_norm_cuda(at::Tensor const&)\n"
+                   "    from libtorch_cpu.so+0x110:at::native::layer_norm(at::Tensor const&)\n"
+                   "    from /src/train.cpp:10:main\n"
+                   "    (7 allocator/dispatch frames not shown (GPUMEMPROF_HIDE_FRAMES))\n") != std::string::npos);
+    // "none": every frame, innermost (the allocator) first, 6 of them and the rest counted.
+    in.hide_frames = "none";
+    const std::string all = text_report(in, d, r);
+    CHECK(all.find("    at libc10_cuda.so+0x190:c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::"
+                   "allocate(unsigned long)\n") != std::string::npos);
+    CHECK(all.find("    (4 outer frames)\n") != std::string::npos);
+    // A custom list replaces the default.
+    in.hide_frames = "c10::*, at::detail::*";
+    const std::string custom = text_report(in, d, r);
+    CHECK(custom.find("    at libtorch_cuda.so+0x170:at::(anonymous namespace)::(anonymous namespace)::wrapper_CUDA_memory_format_empty") !=
+          std::string::npos);
+    // Hidden: the allocator, at::detail::empty_generic and the c10::impl wrapper between the two
+    // layer_norm frames; shown: six frames from the wrapper to at::native::layer_norm; main is outer.
+    CHECK(custom.find("    from libtorch_cpu.so+0x110:at::native::layer_norm(at::Tensor const&)\n"
+                      "    (3 allocator/dispatch frames not shown (GPUMEMPROF_HIDE_FRAMES); 1 outer frame)\n") !=
+          std::string::npos);
+    // The tree and the folded file keep every frame.
+    CHECK(folded_stacks(r, FoldedMetric::total_bytes).find("NativeCachingAllocator") != std::string::npos);
+}

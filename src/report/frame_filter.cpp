@@ -1,0 +1,30 @@
+// SPDX-License-Identifier: MIT
+// FrameFilter (see frame_filter.hpp).
+#include "report/frame_filter.hpp"
+
+#include "util/options.hpp"
+
+#include <fnmatch.h>
+
+#include <cstring>
+
+namespace gpumemprof::report {
+
+FrameFilter::FrameFilter(const char* spec) {
+    if (spec == nullptr)
+        spec = kDefaultHiddenFrames;
+    if (std::strcmp(spec, "none") != 0)
+        patterns_ = util::split_list(spec);
+}
+
+bool FrameFilter::hidden(const SymbolFrame& f) const {
+    if (f.function.empty())
+        return false;
+    for (const std::string& p : patterns_)
+        // No FNM_PATHNAME: '*' also crosses the '/' of operator/ and of template arguments.
+        if (fnmatch(p.c_str(), f.function.c_str(), 0) == 0)
+            return true;
+    return false;
+}
+
+} // namespace gpumemprof::report

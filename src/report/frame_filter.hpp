@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: MIT
+// Which frames the people-facing stack listings leave out: allocation and dispatch plumbing
+// between the allocator and the code that asked for memory. A PyTorch stack starts with about
+// a dozen such frames (the caching allocator, at::empty*, the dispatcher's wrappers), which
+// would fill the six lines a call site gets in the .txt before any operator appears.
+// Display only: the line-profile tree, the folded files and the JSON keep every frame.
+#pragma once
+
+#include "report/symbolizer.hpp"
+
+#include <string>
+#include <vector>
+
+namespace gpumemprof::report {
+
+/// GPUMEMPROF_HIDE_FRAMES when unset: glob patterns (fnmatch) on demangled function names.
+inline constexpr const char* kDefaultHiddenFrames =
+    "c10::cuda::CUDACachingAllocator::*,"   // PyTorch's allocator front end
+    "at::detail::empty*,at::empty*,at::native::empty_*,"  // tensor creation helpers
+    "at::*::create_out*,*::set_output_raw_strided*,at::meta::structured_*::meta*," // structured outputs
+    "at::*wrapper_*,"                       // generated dispatcher entry points per backend
+    "c10::impl::*,c10::Dispatcher::*,c10::KernelFunction::*,c10::BoxedKernel::*,at::_ops::*," // dispatch
+    "torch::autograd::VariableType::*,"     // autograd's per-operator wrappers
+    "std::_Function_handler*,std::function*,std::__invoke*"; // std::function trampolines
+
+class FrameFilter {
+public:
+    /// `spec`: comma-separated patterns; nullptr = kDefaultHiddenFrames; "" or "none" = hide
+    /// nothing.
+    explicit FrameFilter(const char* spec);
+    /// A frame whose function matches a pattern (frames without a name are never hidden).
+    bool hidden(const SymbolFrame& f) const;
+    const std::vector<std::string>& patterns() const { return patterns_; }
+
+private:
+    std::vector<std::string> patterns_;
+};
+
+} // namespace gpumemprof::report
