@@ -18,9 +18,10 @@ inline constexpr const char* kDefaultHiddenFrames =
     "c10::cuda::CUDACachingAllocator::*,"   // PyTorch's allocator front end
     "at::detail::empty*,at::empty*,at::native::empty_*,"  // tensor creation helpers
     "at::*::create_out*,*::set_output_raw_strided*,at::meta::structured_*::meta*," // structured outputs
+    "at::TensorIteratorBase::*,at::TensorIterator::*," // output allocation of elementwise operators
     "at::*wrapper_*,"                       // generated dispatcher entry points per backend
     "c10::impl::*,c10::Dispatcher::*,c10::KernelFunction::*,c10::BoxedKernel::*,at::_ops::*," // dispatch
-    "torch::autograd::VariableType::*,"     // autograd's per-operator wrappers
+    "torch::autograd::VariableType::*,at::autocast::WrapFunction_*," // autograd and autocast wrappers
     "std::_Function_handler*,std::function*,std::__invoke*"; // std::function trampolines
 
 class FrameFilter {
