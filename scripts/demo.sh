@@ -18,7 +18,8 @@ cuda=${CUDA_HOME:-${CUDA_PATH:-/usr/local/cuda}}
 nvcc=$(command -v nvcc || echo "$cuda/bin/nvcc")
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && [ -x "$nvcc" ]; then
   echo "demo: real GPU: $(nvidia-smi -L | head -1)"
-  "$nvcc" -O2 -x cu "$root/scripts/demo/demo_app.cpp" -o "$out/demo_app"
+  # -g: host debug info, so that the report names file:line (device code needs none here)
+  "$nvcc" -O2 -g -x cu "$root/scripts/demo/demo_app.cpp" -o "$out/demo_app"
   env=()
 else
   echo "demo: no GPU here: using the simulated CUDA driver and runtime (tests/sim), 2 GiB device"
