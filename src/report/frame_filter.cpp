@@ -18,12 +18,13 @@ FrameFilter::FrameFilter(const char* spec) {
 }
 
 bool FrameFilter::hidden(const SymbolFrame& f) const {
-    if (f.function.empty())
-        return false;
-    for (const std::string& p : patterns_)
+    for (const std::string& p : patterns_) {
         // No FNM_PATHNAME: '*' also crosses the '/' of operator/ and of template arguments.
-        if (fnmatch(p.c_str(), f.function.c_str(), 0) == 0)
+        if (!f.function.empty() && fnmatch(p.c_str(), f.function.c_str(), 0) == 0)
             return true;
+        if (!f.module.empty() && fnmatch(p.c_str(), f.module.c_str(), 0) == 0)
+            return true;
+    }
     return false;
 }
 

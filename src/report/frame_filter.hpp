@@ -13,7 +13,8 @@
 
 namespace gpumemprof::report {
 
-/// GPUMEMPROF_HIDE_FRAMES when unset: glob patterns (fnmatch) on demangled function names.
+/// GPUMEMPROF_HIDE_FRAMES when unset: glob patterns (fnmatch), each matched against a frame's
+/// demangled function name and against its module's file name.
 inline constexpr const char* kDefaultHiddenFrames =
     "c10::cuda::CUDACachingAllocator::*,"   // PyTorch's allocator front end
     "at::detail::empty*,at::empty*,at::native::empty_*,"  // tensor creation helpers
@@ -22,14 +23,15 @@ inline constexpr const char* kDefaultHiddenFrames =
     "at::*wrapper_*,"                       // generated dispatcher entry points per backend
     "c10::impl::*,c10::Dispatcher::*,c10::KernelFunction::*,c10::BoxedKernel::*,at::_ops::*," // dispatch
     "torch::autograd::VariableType::*,at::autocast::WrapFunction_*," // autograd and autocast wrappers
-    "std::_Function_handler*,std::function*,std::__invoke*"; // std::function trampolines
+    "std::_Function_handler*,std::function*,std::__invoke*," // std::function trampolines
+    "python3*,libpython3*";                 // the interpreter: no Python file:line in native frames
 
 class FrameFilter {
 public:
     /// `spec`: comma-separated patterns; nullptr = kDefaultHiddenFrames; "" or "none" = hide
     /// nothing.
     explicit FrameFilter(const char* spec);
-    /// A frame whose function matches a pattern (frames without a name are never hidden).
+    /// A frame whose function name or module name matches a pattern.
     bool hidden(const SymbolFrame& f) const;
     const std::vector<std::string>& patterns() const { return patterns_; }
 

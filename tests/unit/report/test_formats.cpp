@@ -4,6 +4,7 @@
 #include "fake_symbolizer.hpp"
 #include "report/byte_format.hpp"
 #include "report/folded_writer.hpp"
+#include "report/frame_filter.hpp"
 #include "report/line_profile.hpp"
 #include "report/oom_advice.hpp"
 #include "report/reports.hpp"
@@ -354,4 +355,30 @@ TEST_CASE("the text listings leave out allocation and dispatch plumbing (GPUMEMP
           std::string::npos);
     // The tree and the folded file keep every frame.
     CHECK(folded_stacks(r, FoldedMetric::total_bytes).find("NativeCachingAllocator") != std::string::npos);
+}
+
+TEST_CASE("frame filter: patterns match the function or the module; interpreter frames hidden", "[report]") {
+    const FrameFilter def(nullptr);
+    auto frame = [](std::string fn, std::string module) {
+        SymbolFrame f;
+        f.function = std::move(fn);
+        f.module = std::move(module);
+        return f;
+    };
+    CHECK(def.hidden(frame("", "python3.12")));                        // unnamed interpreter frame
+    CHECK(def.hidden(frame("_PyEval_EvalFrameDefault", "python3.12")));
+    CHECK(def.hidden(frame("PyObject_Call", "libpython3.11.so.1.0")));
+    CHECK(def.hidden(frame("at::_ops::mm::call(at::Tensor const&, at::Tensor const&)", "libtorch_cpu.so")));
+    CHECK_FALSE(def.hidden(frame("at::native::mm(at::Tensor const&, at::Tensor const&)", "libtorch_cpu.so")));
+    CHECK_FALSE(def.hidden(frame("torch::autograd::THPVariable_matmul(_object*, _object*, _object*)",
+                                 "libtorch_python.so")));
+    CHECK_FALSE(def.hidden(frame("main", "app")));
+    CHECK_FALSE(def.hidden(frame("", "app")));
+    const FrameFilter none("none");
+    CHECK(none.patterns().empty());
+    CHECK_FALSE(none.hidden(frame("at::_ops::mm::call()", "libtorch_cpu.so")));
+    const FrameFilter custom("libfoo*, bar::*");
+    CHECK(custom.hidden(frame("anything", "libfoo.so.1")));
+    CHECK(custom.hidden(frame("bar::baz()", "app")));
+    CHECK_FALSE(custom.hidden(frame("_PyEval_EvalFrameDefault", "python3.12"))); // replaces the default
 }
