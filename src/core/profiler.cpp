@@ -28,6 +28,15 @@ namespace {
 
 std::atomic<bool> g_exiting{false};
 
+/// "at_reserved_peak": the pool at the moment its reserved bytes peaked (pool::ReservedPeak).
+void write_reserved_peak(util::JsonWriter& w, const pool::ReservedPeak& p) {
+    w.key("at_reserved_peak").begin_object();
+    w.field("reserved", p.reserved);
+    w.field("allocated", p.allocated);
+    w.field("inactive_split_bytes", p.inactive_split_bytes);
+    w.end_object();
+}
+
 void exit_handler() { Profiler::instance().on_exit(); }
 void atfork_prepare() { Profiler::instance().fork_prepare(); }
 void atfork_parent() { Profiler::instance().fork_parent(); }
@@ -511,10 +520,12 @@ report::ReportInput Profiler::report_input(const std::string& prefix) const {
         d.stats = merged_stats(s.get(), ledgers);
         d.invalid_frees = s->pool->invalid_frees();
         d.total_capacity = s->total_bytes;
+        d.at_reserved_peak = s->pool->reserved_peak();
         if (s->model) {
             d.has_model = true;
             d.model = s->model->stats();
             d.model_unserved = s->model->unserved();
+            d.model_at_reserved_peak = s->model->reserved_peak();
         }
         in.devices.push_back(std::move(d));
     }
@@ -576,12 +587,14 @@ std::string Profiler::report_json(const report::ReportInput& in, const report::S
             w.field("fence_polls", pc.fence_polls);
             w.field("misses", pc.misses);
             w.end_object();
+            write_reserved_peak(w, s->pool->reserved_peak());
             if (s->model) {
                 // The same 122 keys as PyTorch's caching allocator would report them for the
                 // requests our pool served (pool::PoolModel).
                 w.key("pytorch_model").begin_object();
                 w.key("memory_stats").raw(stats::to_json(s->model->stats()));
                 w.field("unserved", s->model->unserved());
+                write_reserved_peak(w, s->model->reserved_peak());
                 w.end_object();
             }
             write_passthrough(carries_ledger(s.get()) ? ledger_of(s->device) : nullptr);

@@ -203,6 +203,7 @@ struct DevicePool::Impl {
     stats::DeviceStats st;
     std::int64_t invalid_frees = 0;
     PoolCounters counters;
+    ReservedPeak reserved_peak;
     std::size_t total_allocated_memory = 0; ///< bytes held from the backend (== reserved)
 
     std::size_t max_split_size = 0;
@@ -727,7 +728,17 @@ struct DevicePool::Impl {
         const bool split = should_split(b, rounded);
         b = alloc_found_block(b, rounded, size, split);
         *out = b->ptr;
+        note_reserved_peak();
         return kSuccess;
+    }
+
+    /// After a request: if reserved bytes have just exceeded every earlier value, remember the
+    /// pool's state now (ReservedPeak). Reserved bytes only grow inside a request.
+    void note_reserved_peak() {
+        const std::int64_t r = st.reserved_bytes[stats::kAll].current;
+        if (r > reserved_peak.reserved)
+            reserved_peak = ReservedPeak{r, st.allocated_bytes[stats::kAll].current,
+                                         st.inactive_split_bytes[stats::kAll].current};
     }
 
     // Passthrough (PYTORCH_NO_CUDA_MEMORY_CACHING-like). Decision: block size = segment size =
@@ -746,6 +757,7 @@ struct DevicePool::Impl {
         }
         b = alloc_found_block(b, bsize, size, false);
         *out = b->ptr;
+        note_reserved_peak();
         return kSuccess;
     }
 
@@ -914,6 +926,14 @@ stats::DeviceStats DevicePool::stats() const {
 void DevicePool::reset_peak_stats() {
     std::lock_guard<std::mutex> lock(impl_->mu);
     impl_->st.reset_peak();
+    const auto& st = impl_->st;
+    impl_->reserved_peak = ReservedPeak{st.reserved_bytes[stats::kAll].current, st.allocated_bytes[stats::kAll].current,
+                                        st.inactive_split_bytes[stats::kAll].current};
+}
+
+ReservedPeak DevicePool::reserved_peak() const {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    return impl_->reserved_peak;
 }
 
 void DevicePool::reset_accumulated_stats() {

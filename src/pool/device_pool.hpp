@@ -101,6 +101,15 @@ struct PoolCounters {
     std::int64_t misses = 0;          ///< requests no cached block could serve
 };
 
+/// The pool at the moment its reserved bytes first reached their peak (right after the request
+/// that took them there). Peaks of reserved and allocated bytes are usually reached at different
+/// moments, so fragmentation at the peak is measured here, at one instant, not from the peaks.
+struct ReservedPeak {
+    std::int64_t reserved = 0;
+    std::int64_t allocated = 0;            ///< allocated_bytes.all at that moment
+    std::int64_t inactive_split_bytes = 0; ///< free bytes inside split segments at that moment
+};
+
 /// Returned by DevicePool::free for an address that lies in no segment of this pool.
 inline constexpr int kNotOwned = -1;
 
@@ -135,6 +144,8 @@ public:
     void reset_accumulated_stats();
     std::int64_t invalid_frees() const;
     PoolCounters counters() const;
+    /// Reset by reset_peak_stats() to the present moment, as the peaks are.
+    ReservedPeak reserved_peak() const;
 
     /// Bytes in wholly-free cached segments: what empty_cache() would give back.
     std::size_t releasable_bytes() const;

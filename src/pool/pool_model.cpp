@@ -42,6 +42,7 @@ void PoolModel::on_free(std::uintptr_t real_ptr) noexcept {
 }
 
 stats::DeviceStats PoolModel::stats() const { return pool_.stats(); }
+ReservedPeak PoolModel::reserved_peak() const { return pool_.reserved_peak(); }
 void PoolModel::reset_peak_stats() { pool_.reset_peak_stats(); }
 void PoolModel::reset_accumulated_stats() { pool_.reset_accumulated_stats(); }
 void PoolModel::empty_cache() { pool_.empty_cache(); }

@@ -33,6 +33,7 @@ public:
     void on_free(std::uintptr_t real_ptr) noexcept;
 
     stats::DeviceStats stats() const;
+    ReservedPeak reserved_peak() const;
     void reset_peak_stats();
     void reset_accumulated_stats();
     /// torch.cuda.empty_cache() on the model (the program called gpumemprof_empty_cache).

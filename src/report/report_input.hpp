@@ -3,6 +3,7 @@
 // each device's memory_stats.
 #pragma once
 
+#include "pool/device_pool.hpp"
 #include "stats/device_stats.hpp"
 
 #include <cstddef>
@@ -18,10 +19,12 @@ struct DeviceSummary {
     stats::DeviceStats stats;
     std::int64_t invalid_frees = 0;
     std::size_t total_capacity = 0;
+    pool::ReservedPeak at_reserved_peak; ///< the pool when its reserved bytes peaked
     /// PyTorch's allocator on the same requests (pool::PoolModel), when GPUMEMPROF_MODEL is on.
     bool has_model = false;
     stats::DeviceStats model;
     std::int64_t model_unserved = 0;
+    pool::ReservedPeak model_at_reserved_peak;
 };
 
 struct ReportInput {

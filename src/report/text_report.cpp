@@ -19,6 +19,13 @@ std::string fmt_bytes(std::int64_t b) {
     return torch_size(b) + " (" + std::to_string(b) + " bytes)";
 }
 
+/// Fragmentation measured at one instant: when reserved bytes peaked (pool::ReservedPeak).
+void fragmentation_line(std::string& out, const char* indent, const pool::ReservedPeak& p) {
+    out += std::string(indent) + "fragmentation when reserved peaked: " + fmt_bytes(p.reserved - p.allocated) +
+           " reserved but not allocated (of " + torch_size(p.reserved) + "), of which " +
+           fmt_bytes(p.inactive_split_bytes) + " free inside split segments\n";
+}
+
 void heading(std::string& out, const std::string& title) {
     out += "\n== " + title + " ==\n";
 }
@@ -109,11 +116,7 @@ std::string text_report(const ReportInput& in, const stacks::ReportData& data, c
         if (d.device >= 0 && dev < data.device_live_at_peak.size())
             out += "  live on this device at the process-wide peak: " + fmt_bytes(data.device_live_at_peak[dev]) +
                    "\n";
-        // Peaks of reserved and allocated may come from different moments, so their difference
-        // is the cache's largest possible overhang, not a measurement at one instant.
-        out += "  fragmentation at the peak (peak reserved - peak allocated): " +
-               fmt_bytes(st.reserved_bytes[all].peak - st.allocated_bytes[all].peak) + ", of which in split "
-               "segments (peak inactive_split_bytes): " + fmt_bytes(st.inactive_split_bytes[all].peak) + "\n";
+        fragmentation_line(out, "  ", d.at_reserved_peak);
         out += "  now: reserved - allocated = " +
                fmt_bytes(st.reserved_bytes[all].current - st.allocated_bytes[all].current) +
                ", inactive split = " + fmt_bytes(st.inactive_split_bytes[all].current) + "\n";
@@ -130,9 +133,7 @@ std::string text_report(const ReportInput& in, const stacks::ReportData& data, c
                    "  its stream, where this pool waits until the device has passed the free):\n";
             out += "    peak reserved:  " + fmt_bytes(m.reserved_bytes[all].peak) + ", peak allocated: " +
                    fmt_bytes(m.allocated_bytes[all].peak) + "\n";
-            out += "    fragmentation at the peak: " +
-                   fmt_bytes(m.reserved_bytes[all].peak - m.allocated_bytes[all].peak) +
-                   ", of which in split segments: " + fmt_bytes(m.inactive_split_bytes[all].peak) + "\n";
+            fragmentation_line(out, "    ", d.model_at_reserved_peak);
             out += "    cudaMalloc calls: " + std::to_string(m.num_device_alloc) + ", segments at the peak: " +
                    std::to_string(m.segment[all].peak) + ", OOMs: " + std::to_string(m.num_ooms) +
                    (d.model_unserved > 0 ? ", requests it could not serve: " + std::to_string(d.model_unserved)

@@ -260,6 +260,13 @@ def case_sequence(args, tmp, static):
         # allocator (the model) makes exactly the pool's decisions.
         for key, value in SEQUENCE_STATS.items():
             c.eq("pytorch_model[%s]" % key, model_stat(rep, key), value)
+        # Reserved bytes peak when d (25 MiB -> an unsplit 26 MiB block in its own segment) is
+        # allocated. Then: allocated a 1024 + b 1 MiB + c 3 MiB + d 26 MiB = 31458304; free inside
+        # split segments: 2 MiB - 1024 - 1 MiB = 1047552 (small) + 20 MiB - 3 MiB (large) = 18873344.
+        moment = {"reserved": 50331648, "allocated": 31458304, "inactive_split_bytes": 18873344}
+        dev = device_entry(rep, 0) or {}
+        c.eq("at_reserved_peak", dev.get("at_reserved_peak"), moment)
+        c.eq("pytorch_model.at_reserved_peak", dev.get("pytorch_model", {}).get("at_reserved_peak"), moment)
         if static:
             # Static cudart: dlsym(libcuda, "cuGetProcAddress_v2") and the cuGetProcAddress table
             # are the only ways in.

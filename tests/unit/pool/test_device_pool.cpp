@@ -546,3 +546,41 @@ TEST_CASE("drop_all forgets everything without calling the backend", "[pool]") {
     const auto n = must_malloc(pool, 4096);
     CHECK(n == B + 32 * MiB); // the simulated device never reuses addresses
 }
+
+TEST_CASE("reserved peak moment: fragmentation measured at one instant", "[pool]") {
+    SimBackend dev;
+    DevicePool pool(dev, opts());
+    // 3 MiB: a 20 MiB large segment, split; at that moment 17 MiB of it is free inside a split
+    // segment.
+    const auto a = must_malloc(pool, 3 * MiB);
+    auto m = pool.reserved_peak();
+    CHECK(m.reserved == static_cast<std::int64_t>(20 * MiB));
+    CHECK(m.allocated == static_cast<std::int64_t>(3 * MiB));
+    CHECK(m.inactive_split_bytes == static_cast<std::int64_t>(17 * MiB));
+    // 4 MiB more from the same segment: reserved does not grow, the moment stays.
+    const auto b = must_malloc(pool, 4 * MiB);
+    CHECK(pool.reserved_peak().allocated == static_cast<std::int64_t>(3 * MiB));
+    REQUIRE(pool.free(a) == kSuccess);
+    REQUIRE(pool.free(b) == kSuccess);
+    // 25 MiB: its own 26 MiB segment, and the 1 MiB remainder is not > 1 MiB, so the block is
+    // not split and counts whole (26 MiB allocated); the 20 MiB segment is whole again, so nothing
+    // free sits in a split segment. Peak inactive_split_bytes (17 MiB) is from another moment.
+    const auto c = must_malloc(pool, 25 * MiB);
+    m = pool.reserved_peak();
+    CHECK(m.reserved == static_cast<std::int64_t>(46 * MiB));
+    CHECK(m.allocated == static_cast<std::int64_t>(26 * MiB));
+    CHECK(m.inactive_split_bytes == 0);
+    CHECK(pool.stats().inactive_split_bytes[kAll].peak == static_cast<std::int64_t>(17 * MiB));
+    // reset_peak_stats moves the moment to now, as it does the peaks.
+    REQUIRE(pool.free(c) == kSuccess);
+    pool.empty_cache();
+    pool.reset_peak_stats();
+    m = pool.reserved_peak();
+    CHECK(m.reserved == 0);
+    CHECK(m.allocated == 0);
+    (void)must_malloc(pool, 1000); // a 2 MiB small segment: a new peak since the reset
+    m = pool.reserved_peak();
+    CHECK(m.reserved == static_cast<std::int64_t>(2 * MiB));
+    CHECK(m.allocated == 1024);
+    CHECK(m.inactive_split_bytes == static_cast<std::int64_t>(2 * MiB - 1024));
+}
