@@ -17,14 +17,22 @@ import torch
 import torch.nn as nn
 
 
-def profiler_stats():
-    """memory_stats from libgpumemprof.so when it is preloaded (its C API), else None."""
+def c_api(name, restype, argtypes):
+    """A gpumemprof_* function of the preloaded libgpumemprof.so, else None."""
     try:
-        fn = ctypes.CDLL(None).gpumemprof_memory_stats
+        fn = getattr(ctypes.CDLL(None), name)
     except (AttributeError, OSError):
         return None
-    fn.restype = ctypes.c_size_t
-    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
+    fn.restype = restype
+    fn.argtypes = argtypes
+    return fn
+
+
+def profiler_stats():
+    """memory_stats from libgpumemprof.so when it is preloaded (its C API), else None."""
+    fn = c_api("gpumemprof_memory_stats", ctypes.c_size_t, [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t])
+    if fn is None:
+        return None
     buf = ctypes.create_string_buffer(1 << 16)
     fn(-1, buf, len(buf))
     return json.loads(buf.value.decode())
@@ -32,13 +40,7 @@ def profiler_stats():
 
 def stack_depth_setter():
     """gpumemprof_set_stack_depth from the preloaded library, else None."""
-    try:
-        fn = ctypes.CDLL(None).gpumemprof_set_stack_depth
-    except (AttributeError, OSError):
-        return None
-    fn.restype = ctypes.c_int
-    fn.argtypes = [ctypes.c_int]
-    return fn
+    return c_api("gpumemprof_set_stack_depth", ctypes.c_int, [ctypes.c_int])
 
 
 def main():
