@@ -56,6 +56,8 @@ int main() {
     put("end", cudaStreamEndCapture(cap, &graph));
     put("graph", graph != nullptr);
     put("last_error", cudaGetLastError());
+    if (graph != nullptr)
+        MUST(cudaGraphDestroy(graph));
 
     // After the capture: freeing w lets the pool fence what was freed meanwhile (x); once the
     // device is idle both are free and merge into the whole 20 MiB segment, the only free large

@@ -133,13 +133,16 @@ CUresult require_ctx(CUctx_st** out) {
 
 void drop_context_memory(CUctx_st* ctx) {
     sync_context(ctx);
-    State& st = state();
-    std::lock_guard lk(st.mu);
-    for (auto it = st.allocs.begin(); it != st.allocs.end();) {
-        auto next = std::next(it);
-        if (it->second.ctx == ctx && it->second.kind != Kind::Host) release_locked(st, it->first);
-        it = next;
+    {
+        State& st = state();
+        std::lock_guard lk(st.mu);
+        for (auto it = st.allocs.begin(); it != st.allocs.end();) {
+            auto next = std::next(it);
+            if (it->second.ctx == ctx && it->second.kind != Kind::Host) release_locked(st, it->first);
+            it = next;
+        }
     }
+    drop_context_events(ctx);
 }
 
 } // namespace gpumemprof::sim

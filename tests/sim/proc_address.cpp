@@ -126,6 +126,7 @@ const Impl kImpl[] = {
     SIM_ABI(cuStreamEndCapture, 10000, cuStreamEndCapture),
     SIM_ABI_PT(cuStreamEndCapture, 10000, ptsz, cuStreamEndCapture_ptsz),
     SIM_ABI(cuStreamIsCapturing, 10000, cuStreamIsCapturing),
+    SIM_ABI(cuGraphDestroy, 10000, cuGraphDestroy),
     SIM_ABI_PT(cuStreamIsCapturing, 10000, ptsz, cuStreamIsCapturing_ptsz),
     SIM_ABI(cuEventCreate, 2000, cuEventCreate),
     SIM_ABI(cuEventRecord, 2000, cuEventRecord),

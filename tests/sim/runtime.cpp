@@ -36,7 +36,8 @@ namespace {
                                                         X(cuStreamEndCapture, 10000)                         \
                                                             X(cuStreamIsCapturing, 10000)                    \
                                                                 X(cuIpcGetMemHandle, 4010)                   \
-                                                                    X(cuPointerGetAttributes, 7000)
+                                                                    X(cuPointerGetAttributes, 7000)             \
+                                                                        X(cuGraphDestroy, 10000)
 
 struct Driver {
 #define X(name, ver) PFN_##name##_v##ver name = nullptr;
@@ -434,6 +435,11 @@ RT_EXPORT cudaError_t CUDARTAPI cudaStreamBeginCapture(cudaStream_t stream, enum
 RT_EXPORT cudaError_t CUDARTAPI cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* pGraph) {
     RT_CTX();
     return record(g_drv.cuStreamEndCapture(stream, pGraph));
+}
+
+RT_EXPORT cudaError_t CUDARTAPI cudaGraphDestroy(cudaGraph_t graph) {
+    RT_CTX();
+    return record(g_drv.cuGraphDestroy(graph));
 }
 
 RT_EXPORT cudaError_t CUDARTAPI cudaStreamIsCapturing(cudaStream_t stream,

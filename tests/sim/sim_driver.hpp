@@ -71,6 +71,7 @@ struct CUstream_st {
 };
 
 struct CUevent_st {
+    CUctx_st* ctx = nullptr;       // the context current at creation; its teardown frees the event
     CUstream_st* stream = nullptr; // last record, nullptr if never recorded
     std::uint64_t seq = 0;
     unsigned flags = 0;
@@ -141,10 +142,13 @@ CUresult check_init();
 CUctx_st* current_ctx();
 /// check_init plus a live current context in *out.
 CUresult require_ctx(CUctx_st** out);
-/// Release every allocation that belongs to `ctx` (context destroy / primary reset).
+/// Release every allocation and event that belongs to `ctx` (context destroy / primary reset),
+/// as the real driver does.
 void drop_context_memory(CUctx_st* ctx);
 
 // ---- stream helpers (streams.cpp) ----
+/// Destroy the events created in `ctx` (part of drop_context_memory).
+void drop_context_events(CUctx_st* ctx);
 /// Resolve a stream handle for the current context (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD
 /// are the context's legacy stream). Returns nullptr on an invalid handle.
 CUstream_st* resolve_stream(CUctx_st* ctx, CUstream h);

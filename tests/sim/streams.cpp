@@ -418,6 +418,7 @@ SIM_EXPORT CUresult cuEventCreate(CUevent* phEvent, unsigned int Flags) {
     if (CUresult r = require_ctx(&ctx)) return r;
     if (!phEvent) return CUDA_ERROR_INVALID_VALUE;
     auto* e = new CUevent_st;
+    e->ctx = ctx;
     e->flags = Flags;
     std::lock_guard lk(g_registry_mu);
     g_events.insert(e);
@@ -467,6 +468,30 @@ SIM_EXPORT CUresult cuEventDestroy_v2(CUevent hEvent) {
     SIM_COUNTED("cuEventDestroy_v2", event_destroy(hEvent));
 }
 SIM_EXPORT CUresult cuEventDestroy(CUevent hEvent) { SIM_COUNTED("cuEventDestroy", event_destroy(hEvent)); }
+
+namespace gpumemprof::sim {
+void drop_context_events(CUctx_st* ctx) {
+    std::lock_guard lk(g_registry_mu);
+    for (auto it = g_events.begin(); it != g_events.end();) {
+        if ((*it)->ctx == ctx) {
+            delete *it; // queued markers hold no reference to the event
+            it = g_events.erase(it);
+        } else {
+            ++it;
+        }
+    }
+}
+} // namespace gpumemprof::sim
+
+// ---- graphs (what a capture returns) -----------------------------------------------------------
+
+SIM_EXPORT CUresult cuGraphDestroy(CUgraph hGraph) {
+    count_call("cuGraphDestroy");
+    if (CUresult r = check_init()) return r;
+    if (!hGraph) return CUDA_ERROR_INVALID_VALUE;
+    delete hGraph;
+    return CUDA_SUCCESS;
+}
 
 // ---- copies and memsets -----------------------------------------------------------------------
 

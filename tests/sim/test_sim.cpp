@@ -358,6 +358,29 @@ TEST_CASE("global-mode capture forbids cuMemAlloc and invalidates the capture", 
     REQUIRE(cuMemAlloc_v2(&d, 1024) == CUDA_SUCCESS); // relaxed mode allows it
     REQUIRE(cuStreamEndCapture(s, &g) == CUDA_SUCCESS);
     CHECK(g != nullptr);
+    CHECK(cuGraphDestroy(g) == CUDA_SUCCESS);
+    CHECK(cuGraphDestroy(nullptr) == CUDA_ERROR_INVALID_VALUE);
     REQUIRE(cuMemFree_v2(d) == CUDA_SUCCESS);
     REQUIRE(cuStreamDestroy_v2(s) == CUDA_SUCCESS);
+}
+
+TEST_CASE("destroying a context destroys its events, as the real driver does", "[sim][events]") {
+    init_sim();
+    CUcontext mine = nullptr;
+    REQUIRE(cuCtxCreate_v2(&mine, 0, 0) == CUDA_SUCCESS); // also makes it current
+    CUevent e = nullptr, spare = nullptr;
+    REQUIRE(cuEventCreate(&e, 0) == CUDA_SUCCESS);
+    REQUIRE(cuEventCreate(&spare, 0) == CUDA_SUCCESS);
+    REQUIRE(cuEventRecord(e, nullptr) == CUDA_SUCCESS);
+    REQUIRE(cuEventSynchronize(e) == CUDA_SUCCESS);
+    REQUIRE(cuEventDestroy_v2(spare) == CUDA_SUCCESS);
+    // Another context's event survives the teardown.
+    init_sim();
+    CUevent other = nullptr;
+    REQUIRE(cuEventCreate(&other, 0) == CUDA_SUCCESS);
+    REQUIRE(cuCtxDestroy_v2(mine) == CUDA_SUCCESS);
+    CHECK(cuEventQuery(e) == CUDA_ERROR_INVALID_HANDLE);
+    CHECK(cuEventDestroy_v2(e) == CUDA_ERROR_INVALID_HANDLE);
+    CHECK(cuEventQuery(other) == CUDA_SUCCESS);
+    CHECK(cuEventDestroy_v2(other) == CUDA_SUCCESS);
 }
