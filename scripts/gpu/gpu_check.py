@@ -248,6 +248,32 @@ def check_torch_stacks_ab(lib, steps, runs, depths):
                    median_ratio=round(med, 3), runs=per_run, steps_per_run=steps)
 
 
+def check_torch_oom(lib, artifacts=None):
+    """A PyTorch program runs out of memory (5% of the device via per_process_memory_fraction),
+    catches it and goes on: the error PyTorch raises must be an out-of-memory one, and the report
+    must hold the OOM in PyTorch's words with the request, a stack that reaches torch.empty, and a
+    suggestion."""
+    script = os.path.join(os.path.dirname(__file__), "torch_oom.py")
+    r = run([sys.executable, script], {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1",
+                                       "GPUMEMPROF_ALLOC_CONF": "per_process_memory_fraction:0.05"}, preload=lib)
+    keep(artifacts, r, "torch_oom")
+    out, rep = r["out"] or {}, (r["reports"][-1] if r["reports"] else {})
+    ooms = rep.get("ooms", [])
+    first = ooms[0] if ooms else {}
+    frames = [f.get("function", "") for f in first.get("frames", [])]
+    # The pool's limit (5% of the device) holds this many whole 512 MiB segments.
+    expect = first["allowed"] // (512 << 20) if first.get("allowed") else None
+    ok = (r["rc"] == 0 and out.get("error_type") in ("OutOfMemoryError", "RuntimeError")
+          and "out of memory" in (out.get("error") or "").lower() and out.get("recovered_sum") is not None
+          and len(ooms) >= 1 and first.get("requested") == 512 << 20
+          and first.get("message", "").startswith("CUDA out of memory. Tried to allocate 512.00 MiB")
+          and any("empty" in f for f in frames) and bool(first.get("suggestion"))
+          and out.get("allocated_before_oom") == expect)
+    record("torch_oom_reported_and_survived", ok, rc=r["rc"], program=out, ooms=len(ooms),
+           expected_tensors_before_oom=expect, message=first.get("message"), suggestion=first.get("suggestion"),
+           allowed=first.get("allowed"), innermost_frames=frames[-4:], stderr=r["stderr"][-600:] if not ok else "")
+
+
 def check_frameworks(lib):
     script = os.path.join(os.path.dirname(__file__), "frameworks_check.py")
     for fw in ("jax", "cupy"):
@@ -271,7 +297,7 @@ def main():
     ap.add_argument("--tries", type=int, default=1000)
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--repeat", type=int, default=3, help="runs of each timed PyTorch configuration")
-    ap.add_argument("--only", default="cuda,cross,bench,torch,ab,frameworks")
+    ap.add_argument("--only", default="cuda,cross,bench,torch,ab,oom,frameworks")
     ap.add_argument("--ab-runs", type=int, default=3, help="processes per depth for the in-process stacks A/B")
     ap.add_argument("--ab-steps", type=int, default=42, help="steps per A/B process")
     ap.add_argument("--ab-depths", default="64", help="stack depths to A/B against no stacks")
@@ -291,6 +317,8 @@ def main():
         check_torch(a.lib, a.steps, a.artifacts, a.repeat)
     if "ab" in only:
         check_torch_stacks_ab(a.lib, a.ab_steps, a.ab_runs, [int(d) for d in a.ab_depths.split(",")])
+    if "oom" in only:
+        check_torch_oom(a.lib, a.artifacts)
     if "frameworks" in only:
         check_frameworks(a.lib)
     with open(a.out, "w") as f:
