@@ -9,6 +9,7 @@
 #include "report/symbolizer.hpp"
 
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace gpumemprof::report {
@@ -31,12 +32,16 @@ public:
     /// `spec`: comma-separated patterns; nullptr = kDefaultHiddenFrames; "" or "none" = hide
     /// nothing.
     explicit FrameFilter(const char* spec);
-    /// A frame whose function name or module name matches a pattern.
+    /// A frame whose function name or module name matches a pattern. Each (module, function)
+    /// pair is matched once: a report asks about the same frames over and over.
     bool hidden(const SymbolFrame& f) const;
     const std::vector<std::string>& patterns() const { return patterns_; }
 
 private:
+    bool matches(const SymbolFrame& f) const;
+
     std::vector<std::string> patterns_;
+    mutable std::unordered_map<std::string, bool> decided_; ///< key: module '\0' function
 };
 
 } // namespace gpumemprof::report
