@@ -514,22 +514,25 @@ report::ReportInput Profiler::report_input(const std::string& prefix) const {
     in.seconds_profiled = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     in.alloc_conf = options_.alloc_conf;
     auto ledgers = ledger_.snapshot();
-    for (const auto& s : all_slots_) {
-        report::DeviceSummary d;
-        d.device = s->device;
-        d.stats = merged_stats(s.get(), ledgers);
-        d.invalid_frees = s->pool->invalid_frees();
-        d.total_capacity = s->total_bytes;
-        d.at_reserved_peak = s->pool->reserved_peak();
-        if (s->model) {
-            d.has_model = true;
-            d.model = s->model->stats();
-            d.model_unserved = s->model->unserved();
-            d.model_at_reserved_peak = s->model->reserved_peak();
-        }
-        in.devices.push_back(std::move(d));
-    }
+    for (const auto& s : all_slots_)
+        in.devices.push_back(device_summary(*s, ledgers));
     return in;
+}
+
+report::DeviceSummary Profiler::device_summary(const PoolSlot& s, const std::map<int, DeviceLedger>& ledgers) const {
+    report::DeviceSummary d;
+    d.device = s.device;
+    d.stats = merged_stats(&s, ledgers);
+    d.invalid_frees = s.pool->invalid_frees();
+    d.total_capacity = s.total_bytes;
+    d.at_reserved_peak = s.pool->reserved_peak();
+    if (s.model) {
+        d.has_model = true;
+        d.model = s.model->stats();
+        d.model_unserved = s.model->unserved();
+        d.model_at_reserved_peak = s.model->reserved_peak();
+    }
+    return d;
 }
 
 std::string Profiler::report_json(const report::ReportInput& in, const report::StackReport& stacks) noexcept {
@@ -572,14 +575,18 @@ std::string Profiler::report_json(const report::ReportInput& in, const report::S
         };
         w.key("devices").begin_array();
         std::set<int> with_pool;
-        for (const auto& s : all_slots_) {
+        for (std::size_t i = 0; i < all_slots_.size(); ++i) {
+            const PoolSlot* s = all_slots_[i].get();
+            // The figures the .txt was given (slots are only ever appended), so that both files
+            // describe one moment; a pool made since then is described as it is now.
+            const report::DeviceSummary d = i < in.devices.size() ? in.devices[i] : device_summary(*s, ledgers);
             with_pool.insert(s->device);
             w.begin_object();
             w.field("device", s->device);
             w.field("context", s->index);
             w.field("context_alive", s->ctx.load() != nullptr);
-            w.key("memory_stats").raw(stats::to_json(merged_stats(s.get(), ledgers)));
-            w.field("invalid_frees", s->pool->invalid_frees());
+            w.key("memory_stats").raw(stats::to_json(d.stats));
+            w.field("invalid_frees", d.invalid_frees);
             w.field("ipc_refused", s->ipc_refused.load());
             pool::PoolCounters pc = s->pool->counters();
             w.key("pool_counters").begin_object();
@@ -587,17 +594,17 @@ std::string Profiler::report_json(const report::ReportInput& in, const report::S
             w.field("fence_polls", pc.fence_polls);
             w.field("misses", pc.misses);
             w.end_object();
-            write_reserved_peak(w, s->pool->reserved_peak());
-            if (s->model) {
+            write_reserved_peak(w, d.at_reserved_peak);
+            if (d.has_model) {
                 // The same 122 keys as PyTorch's caching allocator would report them for the
                 // requests our pool served (pool::PoolModel).
                 w.key("pytorch_model").begin_object();
-                w.key("memory_stats").raw(stats::to_json(s->model->stats()));
-                w.field("unserved", s->model->unserved());
-                write_reserved_peak(w, s->model->reserved_peak());
+                w.key("memory_stats").raw(stats::to_json(d.model));
+                w.field("unserved", d.model_unserved);
+                write_reserved_peak(w, d.model_at_reserved_peak);
                 w.end_object();
             }
-            write_passthrough(carries_ledger(s.get()) ? ledger_of(s->device) : nullptr);
+            write_passthrough(carries_ledger(s) ? ledger_of(s->device) : nullptr);
             w.end_object();
         }
         for (const auto& [device, ledger] : ledgers) {

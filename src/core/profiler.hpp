@@ -12,7 +12,7 @@
 #include "util/options.hpp"
 
 namespace gpumemprof::trace { class Writer; }
-namespace gpumemprof::report { struct ReportInput; struct StackReport; }
+namespace gpumemprof::report { struct DeviceSummary; struct ReportInput; struct StackReport; }
 
 #include "core/cuda_api.hpp"
 
@@ -130,6 +130,8 @@ private:
     stats::DeviceStats merged_stats(const PoolSlot* slot, const std::map<int, DeviceLedger>& ledgers) const;
     stats::DeviceStats ledger_only_stats(const DeviceLedger* ledger) const;
     report::ReportInput report_input(const std::string& prefix) const; // requires slots_mutex_
+    /// One pool's figures for the reports (requires slots_mutex_).
+    report::DeviceSummary device_summary(const PoolSlot& s, const std::map<int, DeviceLedger>& ledgers) const;
 
     util::Options options_;
     pool::AllocConf conf_;
