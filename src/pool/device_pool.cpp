@@ -735,10 +735,14 @@ struct DevicePool::Impl {
     /// After a request: if reserved bytes have just exceeded every earlier value, remember the
     /// pool's state now (ReservedPeak). Reserved bytes only grow inside a request.
     void note_reserved_peak() {
-        const std::int64_t r = st.reserved_bytes[stats::kAll].current;
-        if (r > reserved_peak.reserved)
-            reserved_peak = ReservedPeak{r, st.allocated_bytes[stats::kAll].current,
-                                         st.inactive_split_bytes[stats::kAll].current};
+        if (st.reserved_bytes[stats::kAll].current > reserved_peak.reserved)
+            reserved_peak = moment();
+    }
+
+    /// The figures a ReservedPeak keeps, as they are now.
+    ReservedPeak moment() const {
+        return ReservedPeak{st.reserved_bytes[stats::kAll].current, st.allocated_bytes[stats::kAll].current,
+                            st.inactive_split_bytes[stats::kAll].current};
     }
 
     // Passthrough (PYTORCH_NO_CUDA_MEMORY_CACHING-like). Decision: block size = segment size =
@@ -926,9 +930,7 @@ stats::DeviceStats DevicePool::stats() const {
 void DevicePool::reset_peak_stats() {
     std::lock_guard<std::mutex> lock(impl_->mu);
     impl_->st.reset_peak();
-    const auto& st = impl_->st;
-    impl_->reserved_peak = ReservedPeak{st.reserved_bytes[stats::kAll].current, st.allocated_bytes[stats::kAll].current,
-                                        st.inactive_split_bytes[stats::kAll].current};
+    impl_->reserved_peak = impl_->moment();
 }
 
 ReservedPeak DevicePool::reserved_peak() const {

@@ -110,14 +110,9 @@ Options read_options(std::string* warnings) {
         else
             warn_bad(warnings, "GPUMEMPROF_REUSE", v, "expected fenced or immediate", "fenced");
     }
-    if (const char* v = env("GPUMEMPROF_MODEL")) {
-        if (parse_bool(v, &o.model))
-            o.model_given = true;
-        else
-            warn_bad(warnings, "GPUMEMPROF_MODEL", v, "expected 0 or 1", "on while stack capture is on");
-    }
-    if (!o.model_given)
-        o.model = o.stack_depth > 0;
+    o.model = o.stack_depth > 0; // unless GPUMEMPROF_MODEL says otherwise
+    if (const char* v = env("GPUMEMPROF_MODEL"); v && !parse_bool(v, &o.model))
+        warn_bad(warnings, "GPUMEMPROF_MODEL", v, "expected 0 or 1", "on while stack capture is on");
     return o;
 }
 

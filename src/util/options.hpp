@@ -25,7 +25,6 @@ struct Options {
     /// and report its figures beside ours; 0 = off; unset = on while stack capture is on (the
     /// model costs about 90 ns per allocation+free pair, which the lean stacks-off mode keeps out).
     bool model = true;
-    bool model_given = false; ///< GPUMEMPROF_MODEL was set (valid); else model follows stack_depth
 };
 
 /// Parse the environment. Every malformed value produces one warning naming the variable and the
