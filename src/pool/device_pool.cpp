@@ -993,16 +993,34 @@ std::vector<SegmentInfo> DevicePool::snapshot() const {
 
 void DevicePool::drop_all() {
     std::lock_guard<std::mutex> lock(impl_->mu);
+    // The context vanished with the memory (cudaDeviceReset, cuCtxDestroy): every block the
+    // program still held and every segment are gone. The listener hears of each, as if freed, so
+    // that call-site accounting and the trace no longer count them live; the statistics count
+    // them as freed/released so that allocated - freed = current holds for every key.
+    if (impl_->listener) {
+        for (const auto& [base, seg] : impl_->segments) {
+            for (const Block* b = seg.head; b != nullptr; b = b->next) {
+                if (b->state == BState::allocated)
+                    impl_->listener->on_free_requested(b->ptr, b->size, b->requested);
+                if (b->state != BState::free)
+                    impl_->listener->on_free_completed(b->ptr, b->size, b->requested);
+            }
+            impl_->listener->on_segment_free(seg.base, seg.size);
+        }
+    }
     impl_->forget_all();
-    // Decision: the memory was not freed by the program, the context vanished; current values
-    // drop to zero without counting as "freed", peaks and counters stay.
     auto& st = impl_->st;
+    auto drop = [](stats::Stat& s) {
+        if (s.current > 0)
+            s.freed += s.current;
+        s.current = 0;
+    };
 #define X(name)                                                                                      \
     for (auto& s : st.name)                                                                          \
-        s.current = 0;
+        drop(s);
     GPUMEMPROF_STAT_ARRAYS(X)
 #undef X
-#define X(name) st.name.current = 0;
+#define X(name) drop(st.name);
     GPUMEMPROF_STAT_SINGLES(X)
 #undef X
 }

@@ -540,6 +540,11 @@ TEST_CASE("drop_all forgets everything without calling the backend", "[pool]") {
     CHECK(s.active[kAll].current == 0);
     CHECK(s.reserved_bytes[kAll].peak == static_cast<std::int64_t>(32 * MiB));
     CHECK(s.num_device_alloc == 2);
+    // What the context took with it counts as freed: allocated - freed = current (0) everywhere.
+    CHECK(s.allocation[kAll].allocated == 2);
+    CHECK(s.allocation[kAll].freed == 2);
+    CHECK(s.segment[kAll].freed == 2);
+    CHECK(s.reserved_bytes[kAll].freed == static_cast<std::int64_t>(32 * MiB));
     CHECK(pool.snapshot().empty());
     CHECK(pool.free(a) == kNotOwned);
     // The pool is usable again afterwards.

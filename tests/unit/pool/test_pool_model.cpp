@@ -83,8 +83,9 @@ TEST_CASE("pool model: per_process_memory_fraction applies as in PyTorch", "[poo
     m.on_alloc(kReal, 40 * kMiB, 0); // allowed: 50 MiB
     m.on_alloc(kReal + 64 * kMiB, 20 * kMiB, 0);
     CHECK(m.unserved() == 1);
-    m.drop_all(); // the context vanished: nothing is live any more
+    m.drop_all(); // the context vanished: nothing is live any more (the block counts as freed)
     CHECK(m.stats().allocated_bytes[kAll].current == 0);
-    m.on_free(kReal); // forgotten with the context
-    CHECK(m.stats().allocation[kAll].freed == 0);
+    CHECK(m.stats().allocation[kAll].freed == 1);
+    m.on_free(kReal); // forgotten with the context: not freed a second time
+    CHECK(m.stats().allocation[kAll].freed == 1);
 }
