@@ -142,6 +142,13 @@ void DriverBackend::fence_release(pool::FenceId fence) {
     fences_.erase(it);
 }
 
+bool DriverBackend::synchronize() {
+    if (streams_.captures.load(std::memory_order_acquire) > 0 || process_exiting() || !api_.cuCtxSynchronize)
+        return false;
+    ScopedContext scope(api_, ctx_);
+    return api_.cuCtxSynchronize() == CUDA_SUCCESS;
+}
+
 void DriverBackend::forget() {
     std::lock_guard lock(mutex_);
     fences_.clear();

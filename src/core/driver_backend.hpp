@@ -29,6 +29,7 @@ public:
     bool fence_done(pool::FenceId fence) override;
     bool fence_wait(pool::FenceId fence) override;
     void fence_release(pool::FenceId fence) override;
+    bool synchronize() override;
 
     /// Forget all events without driver calls (the context is gone, or we are in a fork child).
     void forget();

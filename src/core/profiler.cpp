@@ -205,6 +205,8 @@ CUresult Profiler::mem_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_
     set_current_request_stack(0);
     if (r == pool::kSuccess)
         *dptr = static_cast<CUdeviceptr>(p);
+    else if (r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_CONTEXT_IS_DESTROYED)
+        context_lost(slot, static_cast<CUresult>(r));
     return static_cast<CUresult>(r);
 }
 
@@ -379,6 +381,19 @@ void Profiler::drop_context(CUcontext ctx) noexcept {
         }
     }
     streams_.forget_context(ctx);
+}
+
+void Profiler::context_lost(PoolSlot* slot, CUresult code) noexcept {
+    // The driver says the pool's context is gone, though no cuCtxDestroy or reset came through
+    // us: its memory went with it. Drop the pool, so that frees of its pointers get the driver's
+    // own answer and the report stops counting its blocks live.
+    CUcontext ctx = slot->ctx.load(std::memory_order_acquire);
+    if (!ctx)
+        return;
+    log::warn("the CUDA context {} of device {} was lost without cuCtxDestroy or a reset (the driver answered "
+              "error {} to an allocation): its pool and the memory it held are dropped",
+              static_cast<void*>(ctx), slot->device, static_cast<int>(code));
+    drop_context(ctx);
 }
 
 void Profiler::drop_primary(int device) noexcept {

@@ -75,6 +75,9 @@ public:
     // ---- streams, captures, contexts ----------------------------------------------------
     StreamRegistry& streams() { return streams_; }
     void drop_context(CUcontext ctx) noexcept;
+    /// The driver answered `code` (the context is invalid or destroyed) to a request of `slot`'s
+    /// pool: the context died outside our view; warn and drop its pool.
+    void context_lost(PoolSlot* slot, CUresult code) noexcept;
     void drop_primary(int device) noexcept;
 
     // ---- C API -------------------------------------------------------------------------

@@ -38,6 +38,10 @@ public:
     virtual bool fence_wait(FenceId fence) = 0;
     /// The fence is no longer needed.
     virtual void fence_release(FenceId fence) = 0;
+    /// Block until all work queued so far on the device has finished, without a fence: the last
+    /// resort when no fence can be recorded (the driver refuses events). Returns false if that is
+    /// not possible or not allowed now (capture, teardown).
+    virtual bool synchronize() { return false; }
 };
 
 } // namespace gpumemprof::pool

@@ -615,6 +615,13 @@ struct DevicePool::Impl {
             retire_group(g.head);
             backend.fence_release(g.id);
         }
+        if (unfenced_head != nullptr && fenced.empty() && backend.synchronize()) {
+            // No fence could be recorded (the driver refused an event): a synchronisation of the
+            // whole context shows the device past every free so far. Without it these blocks would
+            // stay pending for good and the program would run out of memory it has freed.
+            retire_group(unfenced_head);
+            unfenced_head = unfenced_tail = nullptr;
+        }
     }
 
     // release_cached_blocks (empty cache): sync fences, then free large then small unsplit blocks.

@@ -16,10 +16,13 @@ State& state() {
     return *s;
 }
 
-void count_call(const char* name) {
+CUresult count_call(const char* name) {
     State& st = state();
-    std::lock_guard lk(st.mu);
-    ++st.calls[name];
+    {
+        std::lock_guard lk(st.mu);
+        ++st.calls[name];
+    }
+    return injected_fault(name);
 }
 
 CUresult count_result(const char* name, CUresult r) {
@@ -181,7 +184,7 @@ SIM_EXPORT long long simcuda_stat(const char* key) {
 // ---- initialisation and devices ---------------------------------------------------------------
 
 SIM_EXPORT CUresult cuInit(unsigned int flags) {
-    count_call("cuInit");
+    if (CUresult fault = count_call("cuInit")) return fault;
     if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
     State& st = state();
     std::lock_guard lk(st.mu);
@@ -203,14 +206,14 @@ SIM_EXPORT CUresult cuInit(unsigned int flags) {
 }
 
 SIM_EXPORT CUresult cuDriverGetVersion(int* v) {
-    count_call("cuDriverGetVersion");
+    if (CUresult fault = count_call("cuDriverGetVersion")) return fault;
     if (!v) return CUDA_ERROR_INVALID_VALUE; // allowed before cuInit, like the real one
     *v = kDriverVersion;
     return CUDA_SUCCESS;
 }
 
 SIM_EXPORT CUresult cuDeviceGet(CUdevice* dev, int ordinal) {
-    count_call("cuDeviceGet");
+    if (CUresult fault = count_call("cuDeviceGet")) return fault;
     if (CUresult r = check_init()) return r;
     if (!dev) return CUDA_ERROR_INVALID_VALUE;
     if (ordinal < 0 || ordinal >= state().device_count) return CUDA_ERROR_INVALID_DEVICE;
@@ -219,7 +222,7 @@ SIM_EXPORT CUresult cuDeviceGet(CUdevice* dev, int ordinal) {
 }
 
 SIM_EXPORT CUresult cuDeviceGetCount(int* count) {
-    count_call("cuDeviceGetCount");
+    if (CUresult fault = count_call("cuDeviceGetCount")) return fault;
     if (CUresult r = check_init()) return r;
     if (!count) return CUDA_ERROR_INVALID_VALUE;
     *count = state().device_count;
@@ -227,7 +230,7 @@ SIM_EXPORT CUresult cuDeviceGetCount(int* count) {
 }
 
 SIM_EXPORT CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
-    count_call("cuDeviceGetName");
+    if (CUresult fault = count_call("cuDeviceGetName")) return fault;
     if (CUresult r = check_device(dev)) return r;
     if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
     std::snprintf(name, static_cast<std::size_t>(len), "Simulated CUDA Device %d", dev);
@@ -235,7 +238,7 @@ SIM_EXPORT CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
 }
 
 SIM_EXPORT CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
-    count_call("cuDeviceTotalMem_v2");
+    if (CUresult fault = count_call("cuDeviceTotalMem_v2")) return fault;
     if (CUresult r = check_device(dev)) return r;
     if (!bytes) return CUDA_ERROR_INVALID_VALUE;
     *bytes = state().capacity;
@@ -243,7 +246,7 @@ SIM_EXPORT CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
 }
 
 SIM_EXPORT CUresult cuDeviceTotalMem(unsigned int* bytes, CUdevice dev) {
-    count_call("cuDeviceTotalMem");
+    if (CUresult fault = count_call("cuDeviceTotalMem")) return fault;
     if (CUresult r = check_device(dev)) return r;
     if (!bytes) return CUDA_ERROR_INVALID_VALUE;
     std::size_t cap = state().capacity;
@@ -252,7 +255,7 @@ SIM_EXPORT CUresult cuDeviceTotalMem(unsigned int* bytes, CUdevice dev) {
 }
 
 SIM_EXPORT CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attrib, CUdevice dev) {
-    count_call("cuDeviceGetAttribute");
+    if (CUresult fault = count_call("cuDeviceGetAttribute")) return fault;
     if (CUresult r = check_device(dev)) return r;
     if (!value || attrib <= 0 || attrib >= CU_DEVICE_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
     switch (attrib) {
@@ -277,7 +280,7 @@ SIM_EXPORT CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attrib, 
 // ---- primary contexts -------------------------------------------------------------------------
 
 SIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
-    count_call("cuDevicePrimaryCtxRetain");
+    if (CUresult fault = count_call("cuDevicePrimaryCtxRetain")) return fault;
     if (CUresult r = check_device(dev)) return r;
     if (!pctx) return CUDA_ERROR_INVALID_VALUE;
     State& st = state();
@@ -305,11 +308,11 @@ static CUresult primary_release(CUdevice dev) {
 }
 
 SIM_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
-    count_call("cuDevicePrimaryCtxRelease_v2");
+    if (CUresult fault = count_call("cuDevicePrimaryCtxRelease_v2")) return fault;
     return count_result("cuDevicePrimaryCtxRelease_v2", primary_release(dev));
 }
 SIM_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
-    count_call("cuDevicePrimaryCtxRelease");
+    if (CUresult fault = count_call("cuDevicePrimaryCtxRelease")) return fault;
     return primary_release(dev);
 }
 
@@ -322,16 +325,16 @@ static CUresult primary_reset(CUdevice dev) {
 }
 
 SIM_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
-    count_call("cuDevicePrimaryCtxReset_v2");
+    if (CUresult fault = count_call("cuDevicePrimaryCtxReset_v2")) return fault;
     return count_result("cuDevicePrimaryCtxReset_v2", primary_reset(dev));
 }
 SIM_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev) {
-    count_call("cuDevicePrimaryCtxReset");
+    if (CUresult fault = count_call("cuDevicePrimaryCtxReset")) return fault;
     return primary_reset(dev);
 }
 
 SIM_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, int* active) {
-    count_call("cuDevicePrimaryCtxGetState");
+    if (CUresult fault = count_call("cuDevicePrimaryCtxGetState")) return fault;
     if (CUresult r = check_device(dev)) return r;
     if (!flags || !active) return CUDA_ERROR_INVALID_VALUE;
     std::lock_guard lk(state().mu);
@@ -353,16 +356,16 @@ static CUresult ctx_create(CUcontext* pctx, unsigned flags, CUdevice dev) {
 }
 
 SIM_EXPORT CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
-    count_call("cuCtxCreate_v2");
+    if (CUresult fault = count_call("cuCtxCreate_v2")) return fault;
     return count_result("cuCtxCreate_v2", ctx_create(pctx, flags, dev));
 }
 SIM_EXPORT CUresult cuCtxCreate(CUcontext* pctx, unsigned int flags, CUdevice dev) {
-    count_call("cuCtxCreate");
+    if (CUresult fault = count_call("cuCtxCreate")) return fault;
     return ctx_create(pctx, flags, dev);
 }
 SIM_EXPORT CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* params, unsigned int flags,
                                    CUdevice dev) {
-    count_call("cuCtxCreate_v4");
+    if (CUresult fault = count_call("cuCtxCreate_v4")) return fault;
     return count_result("cuCtxCreate_v4", ctx_create(pctx, flags, dev));
 }
 
@@ -379,16 +382,16 @@ static CUresult ctx_destroy(CUcontext ctx) {
 }
 
 SIM_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
-    count_call("cuCtxDestroy_v2");
+    if (CUresult fault = count_call("cuCtxDestroy_v2")) return fault;
     return count_result("cuCtxDestroy_v2", ctx_destroy(ctx));
 }
 SIM_EXPORT CUresult cuCtxDestroy(CUcontext ctx) {
-    count_call("cuCtxDestroy");
+    if (CUresult fault = count_call("cuCtxDestroy")) return fault;
     return ctx_destroy(ctx);
 }
 
 SIM_EXPORT CUresult cuCtxGetCurrent(CUcontext* pctx) {
-    count_call("cuCtxGetCurrent");
+    if (CUresult fault = count_call("cuCtxGetCurrent")) return fault;
     if (CUresult r = check_init()) return r;
     if (!pctx) return CUDA_ERROR_INVALID_VALUE;
     *pctx = current_ctx();
@@ -396,7 +399,7 @@ SIM_EXPORT CUresult cuCtxGetCurrent(CUcontext* pctx) {
 }
 
 SIM_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
-    count_call("cuCtxSetCurrent");
+    if (CUresult fault = count_call("cuCtxSetCurrent")) return fault;
     if (CUresult r = check_init()) return r;
     if (ctx && !ctx->alive) return CUDA_ERROR_INVALID_CONTEXT;
     if (!ctx) {
@@ -416,11 +419,11 @@ static CUresult ctx_push(CUcontext ctx) {
     return CUDA_SUCCESS;
 }
 SIM_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
-    count_call("cuCtxPushCurrent_v2");
+    if (CUresult fault = count_call("cuCtxPushCurrent_v2")) return fault;
     return ctx_push(ctx);
 }
 SIM_EXPORT CUresult cuCtxPushCurrent(CUcontext ctx) {
-    count_call("cuCtxPushCurrent");
+    if (CUresult fault = count_call("cuCtxPushCurrent")) return fault;
     return ctx_push(ctx);
 }
 
@@ -432,16 +435,16 @@ static CUresult ctx_pop(CUcontext* pctx) {
     return CUDA_SUCCESS;
 }
 SIM_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext* pctx) {
-    count_call("cuCtxPopCurrent_v2");
+    if (CUresult fault = count_call("cuCtxPopCurrent_v2")) return fault;
     return ctx_pop(pctx);
 }
 SIM_EXPORT CUresult cuCtxPopCurrent(CUcontext* pctx) {
-    count_call("cuCtxPopCurrent");
+    if (CUresult fault = count_call("cuCtxPopCurrent")) return fault;
     return ctx_pop(pctx);
 }
 
 SIM_EXPORT CUresult cuCtxGetDevice(CUdevice* dev) {
-    count_call("cuCtxGetDevice");
+    if (CUresult fault = count_call("cuCtxGetDevice")) return fault;
     CUctx_st* c = nullptr;
     if (CUresult r = require_ctx(&c)) return r;
     if (!dev) return CUDA_ERROR_INVALID_VALUE;
@@ -450,7 +453,7 @@ SIM_EXPORT CUresult cuCtxGetDevice(CUdevice* dev) {
 }
 
 SIM_EXPORT CUresult cuCtxGetDevice_v2(CUdevice* dev, CUcontext ctx) {
-    count_call("cuCtxGetDevice_v2");
+    if (CUresult fault = count_call("cuCtxGetDevice_v2")) return fault;
     if (!ctx) return cuCtxGetDevice(dev);
     if (CUresult r = check_init()) return r;
     if (!ctx->alive) return CUDA_ERROR_INVALID_CONTEXT;
@@ -473,14 +476,14 @@ static CUresult ctx_sync(CUctx_st* c) {
 }
 
 SIM_EXPORT CUresult cuCtxSynchronize() {
-    count_call("cuCtxSynchronize");
+    if (CUresult fault = count_call("cuCtxSynchronize")) return fault;
     CUctx_st* c = nullptr;
     if (CUresult r = require_ctx(&c)) return r;
     return count_result("cuCtxSynchronize", ctx_sync(c));
 }
 
 SIM_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) {
-    count_call("cuCtxSynchronize_v2");
+    if (CUresult fault = count_call("cuCtxSynchronize_v2")) return fault;
     CUctx_st* c = ctx;
     if (!c) {
         if (CUresult r = require_ctx(&c)) return r;
@@ -548,7 +551,7 @@ SIM_EXPORT CUresult cuGetErrorName(CUresult error, const char** str) {
 }
 
 SIM_EXPORT CUresult cuGetExportTable(const void** table, const CUuuid* id) {
-    count_call("cuGetExportTable");
+    if (CUresult fault = count_call("cuGetExportTable")) return fault;
     if (table) *table = nullptr;
     return CUDA_ERROR_NOT_SUPPORTED;
 }

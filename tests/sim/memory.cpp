@@ -208,21 +208,21 @@ using namespace gpumemprof::sim;
 
 #define SIM_COUNTED(name, expr)                                                                              \
     do {                                                                                                     \
-        count_call(name);                                                                                    \
+        if (CUresult fault = count_call(name)) return fault;                                                 \
         return count_result(name, (expr));                                                                   \
     } while (0)
 
 // ---- plain device allocations -----------------------------------------------------------------
 
 SIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
-    count_call("cuMemAlloc_v2");
+    if (CUresult fault = count_call("cuMemAlloc_v2")) return fault;
     CUctx_st* ctx = nullptr;
     if (CUresult r = require_ctx(&ctx)) return r;
     return count_result("cuMemAlloc_v2", allocate(dptr, bytesize, Kind::Device, ctx, false));
 }
 
 SIM_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1* dptr, unsigned int bytesize) {
-    count_call("cuMemAlloc");
+    if (CUresult fault = count_call("cuMemAlloc")) return fault;
     CUctx_st* ctx = nullptr;
     if (CUresult r = require_ctx(&ctx)) return r;
     if (!dptr) return CUDA_ERROR_INVALID_VALUE;
@@ -249,7 +249,7 @@ SIM_EXPORT CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
 }
 
 SIM_EXPORT CUresult cuMemGetInfo(unsigned int* free, unsigned int* total) {
-    count_call("cuMemGetInfo");
+    if (CUresult fault = count_call("cuMemGetInfo")) return fault;
     std::size_t f = 0, t = 0;
     CUresult r = mem_get_info(&f, &t);
     if (r == CUDA_SUCCESS) {
@@ -264,7 +264,7 @@ SIM_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize, C
 }
 
 SIM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
-    count_call("cuMemAllocManaged");
+    if (CUresult fault = count_call("cuMemAllocManaged")) return fault;
     CUctx_st* ctx = nullptr;
     if (CUresult r = require_ctx(&ctx)) return r;
     if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) return CUDA_ERROR_INVALID_VALUE;
@@ -284,7 +284,7 @@ SIM_EXPORT CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flag
 }
 
 SIM_EXPORT CUresult cuMemFreeHost(void* p) {
-    count_call("cuMemFreeHost");
+    if (CUresult fault = count_call("cuMemFreeHost")) return fault;
     if (CUresult r = check_init()) return r;
     if (!p) return CUDA_SUCCESS; // free(NULL) semantics on the real driver (lupine PR #858 probe)
     State& st = state();
@@ -320,7 +320,7 @@ SIM_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytes
 }
 
 SIM_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool_out, CUdevice dev) {
-    count_call("cuDeviceGetDefaultMemPool");
+    if (CUresult fault = count_call("cuDeviceGetDefaultMemPool")) return fault;
     if (CUresult r = check_init()) return r;
     if (!pool_out) return CUDA_ERROR_INVALID_VALUE;
     if (dev < 0 || dev >= state().device_count) return CUDA_ERROR_INVALID_DEVICE;
@@ -348,7 +348,7 @@ static CUresult check_prop(const CUmemAllocationProp* prop, int* device) {
 
 SIM_EXPORT CUresult cuMemGetAllocationGranularity(size_t* granularity, const CUmemAllocationProp* prop,
                                                   CUmemAllocationGranularity_flags option) {
-    count_call("cuMemGetAllocationGranularity");
+    if (CUresult fault = count_call("cuMemGetAllocationGranularity")) return fault;
     if (CUresult r = check_init()) return r;
     int dev = 0;
     if (!granularity) return CUDA_ERROR_INVALID_VALUE;
@@ -359,7 +359,7 @@ SIM_EXPORT CUresult cuMemGetAllocationGranularity(size_t* granularity, const CUm
 
 SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
                                 const CUmemAllocationProp* prop, unsigned long long flags) {
-    count_call("cuMemCreate");
+    if (CUresult fault = count_call("cuMemCreate")) return fault;
     if (CUresult r = check_init()) return r;
     int dev = 0;
     if (!handle || size == 0 || size % kGranularity != 0 || flags != 0) return CUDA_ERROR_INVALID_VALUE;
@@ -400,7 +400,7 @@ static void destroy_physical_locked(State& st, CUmemGenericAllocationHandle h) {
 }
 
 SIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
-    count_call("cuMemRelease");
+    if (CUresult fault = count_call("cuMemRelease")) return fault;
     if (CUresult r = check_init()) return r;
     State& st = state();
     std::lock_guard lk(st.mu);
@@ -415,7 +415,7 @@ SIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
 
 SIM_EXPORT CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr,
                                         unsigned long long flags) {
-    count_call("cuMemAddressReserve");
+    if (CUresult fault = count_call("cuMemAddressReserve")) return fault;
     if (CUresult r = check_init()) return r;
     if (!ptr || size == 0 || size % kGranularity != 0) return CUDA_ERROR_INVALID_VALUE;
     if (alignment == 0) alignment = kGranularity;
@@ -437,7 +437,7 @@ SIM_EXPORT CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t al
 }
 
 SIM_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
-    count_call("cuMemAddressFree");
+    if (CUresult fault = count_call("cuMemAddressFree")) return fault;
     if (CUresult r = check_init()) return r;
     State& st = state();
     std::lock_guard lk(st.mu);
@@ -461,7 +461,7 @@ static bool in_reservation(State& st, std::uintptr_t p, std::size_t size) {
 
 SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                              unsigned long long flags) {
-    count_call("cuMemMap");
+    if (CUresult fault = count_call("cuMemMap")) return fault;
     if (CUresult r = check_init()) return r;
     if (size == 0 || ptr % kGranularity || size % kGranularity || offset % kGranularity || flags)
         return CUDA_ERROR_INVALID_VALUE;
@@ -484,7 +484,7 @@ SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemG
 }
 
 SIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
-    count_call("cuMemUnmap");
+    if (CUresult fault = count_call("cuMemUnmap")) return fault;
     if (CUresult r = check_init()) return r;
     State& st = state();
     std::lock_guard lk(st.mu);
@@ -509,7 +509,7 @@ SIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
 }
 
 SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc, size_t count) {
-    count_call("cuMemSetAccess");
+    if (CUresult fault = count_call("cuMemSetAccess")) return fault;
     if (CUresult r = check_init()) return r;
     if (!desc || count == 0) return CUDA_ERROR_INVALID_VALUE;
     State& st = state();
@@ -572,7 +572,7 @@ static CUresult pointer_attribute(void* data, CUpointer_attribute attr, CUdevice
 }
 
 SIM_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
-    count_call("cuPointerGetAttribute");
+    if (CUresult fault = count_call("cuPointerGetAttribute")) return fault;
     if (CUresult r = check_init()) return r;
     if (!data) return CUDA_ERROR_INVALID_VALUE;
     return pointer_attribute(data, attribute, ptr, false);
@@ -580,7 +580,7 @@ SIM_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attrib
 
 SIM_EXPORT CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute* attributes,
                                            void** data, CUdeviceptr ptr) {
-    count_call("cuPointerGetAttributes");
+    if (CUresult fault = count_call("cuPointerGetAttributes")) return fault;
     if (CUresult r = check_init()) return r;
     if (!attributes || !data) return CUDA_ERROR_INVALID_VALUE;
     for (unsigned i = 0; i < numAttributes; ++i) {
@@ -597,7 +597,7 @@ struct SimIpcHandle {
 static_assert(sizeof(SimIpcHandle) <= sizeof(CUipcMemHandle));
 
 SIM_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle* pHandle, CUdeviceptr dptr) {
-    count_call("cuIpcGetMemHandle");
+    if (CUresult fault = count_call("cuIpcGetMemHandle")) return fault;
     if (CUresult r = check_init()) return r;
     if (!pHandle) return CUDA_ERROR_INVALID_VALUE;
     State& st = state();

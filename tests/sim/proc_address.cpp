@@ -200,12 +200,12 @@ using namespace gpumemprof::sim;
 
 SIM_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
                                         CUdriverProcAddressQueryResult* symbolStatus) {
-    count_call("cuGetProcAddress_v2");
+    if (CUresult fault = count_call("cuGetProcAddress_v2")) return fault;
     return lookup(symbol, pfn, cudaVersion, flags, symbolStatus);
 }
 
 SIM_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags) {
-    count_call("cuGetProcAddress");
+    if (CUresult fault = count_call("cuGetProcAddress")) return fault;
     return lookup(symbol, pfn, cudaVersion, flags, nullptr);
 }
 

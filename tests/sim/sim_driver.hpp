@@ -130,8 +130,16 @@ struct State {
 /// reporting may still read it while static destructors run).
 State& state();
 
-/// Count one call of entry point `name` (for SIMCUDA_LOG / simcuda_stat).
-void count_call(const char* name);
+/// Count one call of entry point `name` (for SIMCUDA_LOG / simcuda_stat). Returns the error an
+/// injected fault makes this call fail with (SIMCUDA_FAULTS), CUDA_SUCCESS otherwise.
+CUresult count_call(const char* name);
+
+// ---- injected faults (faults.cpp) ----
+/// The SIMCUDA_FAULTS rule matching this call of `name`, if any: its error code (CUDA_SUCCESS
+/// when none), after carrying out a "lost" rule (the current context dies).
+CUresult injected_fault(const char* name);
+/// SIMCUDA_FAULTS has events_stuck: cuEventQuery never reports a recorded event complete.
+bool events_stuck();
 /// Count one successful call and return `r` unchanged.
 CUresult count_result(const char* name, CUresult r);
 

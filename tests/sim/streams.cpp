@@ -343,7 +343,7 @@ using namespace gpumemprof::sim;
 
 #define SIM_COUNTED(name, expr)                                                                              \
     do {                                                                                                     \
-        count_call(name);                                                                                    \
+        if (CUresult fault = count_call(name)) return fault;                                                 \
         return count_result(name, (expr));                                                                   \
     } while (0)
 
@@ -413,7 +413,7 @@ SIM_EXPORT CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void* u
 // ---- events -----------------------------------------------------------------------------------
 
 SIM_EXPORT CUresult cuEventCreate(CUevent* phEvent, unsigned int Flags) {
-    count_call("cuEventCreate");
+    if (CUresult fault = count_call("cuEventCreate")) return fault;
     CUctx_st* ctx = nullptr;
     if (CUresult r = require_ctx(&ctx)) return r;
     if (!phEvent) return CUDA_ERROR_INVALID_VALUE;
@@ -444,6 +444,7 @@ static CUresult event_state(CUevent e, bool wait) {
         seq = e->seq;
     }
     if (!s) return CUDA_SUCCESS; // never recorded: complete
+    if (!wait && events_stuck()) return CUDA_ERROR_NOT_READY;
     if (wait) {
         wait_for(s, seq);
         return CUDA_SUCCESS;
@@ -486,7 +487,7 @@ void drop_context_events(CUctx_st* ctx) {
 // ---- graphs (what a capture returns) -----------------------------------------------------------
 
 SIM_EXPORT CUresult cuGraphDestroy(CUgraph hGraph) {
-    count_call("cuGraphDestroy");
+    if (CUresult fault = count_call("cuGraphDestroy")) return fault;
     if (CUresult r = check_init()) return r;
     if (!hGraph) return CUDA_ERROR_INVALID_VALUE;
     delete hGraph;
