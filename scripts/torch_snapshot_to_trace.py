@@ -204,12 +204,42 @@ def _int(x, default=0):
     return x if isinstance(x, int) and not isinstance(x, bool) else default
 
 
+# Device numbers a trace may carry: `gpumemprof replay` simulates at most this many devices
+# (tools/replay.hpp kMaxReplayDevices); anything else in a snapshot is malformed.
+MAX_DEVICES = 1024
+
+
+def _u64(x):
+    """x if it is an int that fits an unsigned 64-bit field, else None."""
+    return x if isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= MASK64 else None
+
+
+def _device(x):
+    """A device number replay accepts, else None."""
+    return x if isinstance(x, int) and not isinstance(x, bool) and 0 <= x < MAX_DEVICES else None
+
+
 def convert(snap, out_path, capacity=0, source=""):
     """Write the trace; returns a dict of counts (events, live_blocks, skipped entries)."""
-    segments = [s for s in (snap.get("segments") or []) if isinstance(s, dict)]
+    counts = {"skipped_entries": 0, "skipped_segments": 0}
+    raw_segments = snap.get("segments") or []
+    if not isinstance(raw_segments, list):
+        raw_segments = []
+    segments = []
+    for s in raw_segments:
+        # A segment without a usable device number, address or size cannot be placed.
+        if not isinstance(s, dict) or _device(s.get("device", 0)) is None or \
+                _u64(s.get("address", 0)) is None or _u64(s.get("total_size", 0)) is None:
+            counts["skipped_segments"] += 1
+            continue
+        segments.append(s)
     traces = snap.get("device_traces") or []
     if not isinstance(traces, list):
         traces = []
+    for d in range(MAX_DEVICES, len(traces)):  # more device lists than replay can simulate
+        if traces[d]:
+            counts["skipped_entries"] += len(traces[d]) if isinstance(traces[d], list) else 1
+    traces = traces[:MAX_DEVICES]
     devices = set(range(len(traces)))
     for s in segments:
         devices.add(_int(s.get("device")))
@@ -221,7 +251,6 @@ def convert(snap, out_path, capacity=0, source=""):
     events = []          # (device, etype, kwargs) in trace order, device by device
     live_blocks = {}     # device -> {addr: (size, block_size, stream)}
     reserved_at_start = {}
-    counts = {"skipped_entries": 0}
     for d in sorted(devices):
         entries = traces[d] if d < len(traces) and isinstance(traces[d], list) else []
         live = set()     # addresses allocated in the trace and not yet completely freed
@@ -235,8 +264,11 @@ def convert(snap, out_path, capacity=0, source=""):
             if etype is None:  # snapshot, annotate, ...: nothing to replay
                 counts["skipped_entries"] += 1
                 continue
-            addr = _int(e.get("addr"))
-            size = _int(e.get("size"))
+            addr = _u64(e.get("addr", 0))
+            size = _u64(e.get("size", 0))
+            if addr is None or size is None:  # negative or beyond 64 bits: not a real block
+                counts["skipped_entries"] += 1
+                continue
             stream = _int(e.get("stream")) & MASK64
             t = _int(e.get("time_us")) * 1000
             kw = dict(device=d, stream=stream, ptr=addr, size=size, time_ns=t)
@@ -263,13 +295,14 @@ def convert(snap, out_path, capacity=0, source=""):
                 continue
             addr = _int(s.get("address"))
             stream = _int(s.get("stream")) & MASK64
-            for b in s.get("blocks") or []:
+            blocks = s.get("blocks") or []
+            for b in blocks if isinstance(blocks, list) else []:
                 if not isinstance(b, dict):
                     continue
-                size = _int(b.get("size"))
+                size = _u64(b.get("size", 0)) or 0
                 if b.get("state") in ("active_allocated", "active_pending_free", "active_awaiting_free") \
                         and addr not in live and addr not in pre:
-                    pre[addr] = (_int(b.get("requested_size"), size) or size, size, stream)
+                    pre[addr] = (_u64(b.get("requested_size", size)) or size, size, stream)
                 addr += size
         live_blocks[d] = pre
         # Reserved bytes when recording began = bytes of the final segments minus the trace's net
@@ -328,8 +361,17 @@ def main(argv=None):
     except (OSError, ValueError) as e:
         print("torch_snapshot_to_trace: %s" % e, file=sys.stderr)
         return 1
-    print("wrote %s: %d events on %d device(s), %d blocks live before recording, %d entries skipped"
-          % (args.out, counts["events"], counts["devices"], counts["live_blocks"], counts["skipped_entries"]))
+    except Exception as e:  # noqa: BLE001 - a snapshot shaped in a way not foreseen: say so, no traceback
+        print("torch_snapshot_to_trace: %s: not a usable PyTorch memory snapshot (%s: %s)"
+              % (args.snapshot, type(e).__name__, e), file=sys.stderr)
+        try:
+            os.unlink(args.out)
+        except OSError:
+            pass
+        return 1
+    print("wrote %s: %d events on %d device(s), %d blocks live before recording, %d entries and %d segments "
+          "skipped" % (args.out, counts["events"], counts["devices"], counts["live_blocks"],
+                       counts["skipped_entries"], counts["skipped_segments"]))
     return 0
 
 

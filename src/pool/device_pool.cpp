@@ -343,6 +343,7 @@ struct DevicePool::Impl {
         try {
             seg = &segments.try_emplace(ptr).first->second;
         } catch (...) {
+            ++counters.host_failures;
             backend.release(ptr, alloc_size);
             *err = kOutOfMemory;
             return nullptr;
@@ -872,6 +873,8 @@ int DevicePool::malloc(std::size_t size, std::uintptr_t stream, std::uintptr_t* 
             return impl_->malloc_passthrough(size, stream, ptr);
         return impl_->malloc_caching(size, stream, ptr);
     } catch (...) {
+        std::lock_guard<std::mutex> lock(impl_->mu);
+        ++impl_->counters.host_failures;
         return kOutOfMemory; // host memory exhausted for our own bookkeeping
     }
 }
@@ -881,6 +884,8 @@ int DevicePool::free(std::uintptr_t ptr) {
         std::lock_guard<std::mutex> lock(impl_->mu);
         return impl_->free_locked(ptr);
     } catch (...) {
+        std::lock_guard<std::mutex> lock(impl_->mu);
+        ++impl_->counters.host_failures;
         return kInvalidValue;
     }
 }

@@ -99,6 +99,9 @@ struct PoolCounters {
     std::int64_t fences_recorded = 0; ///< Backend::fence_record calls that produced a fence
     std::int64_t fence_polls = 0;     ///< Backend::fence_done calls
     std::int64_t misses = 0;          ///< requests no cached block could serve
+    /// Requests or frees that failed because host memory ran out for the pool's own bookkeeping
+    /// (answered as out-of-memory / invalid value): the statistics no longer describe the device.
+    std::int64_t host_failures = 0;
 };
 
 /// The pool at the moment its reserved bytes first reached their peak (right after the request

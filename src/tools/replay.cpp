@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <new>
 #include <unordered_map>
 
 namespace gpumemprof::tools {
@@ -180,8 +181,9 @@ bool load_plan(const std::string& path, bool allow_truncated, Plan* plan, std::s
     reader.rewind();
     for (std::uint64_t n = 0; n < usable_events && reader.next(e); ++n) builder.add(e);
     builder.finish();
-    if (plan->devices.size() > 65535) {
-        *error = path + ": more than 65535 devices";
+    if (plan->devices.size() > kMaxReplayDevices) {
+        *error = path + ": the trace names " + std::to_string(plan->devices.size()) + " devices; replay simulates at most " +
+                 std::to_string(kMaxReplayDevices);
         return false;
     }
     return true;
@@ -228,7 +230,12 @@ std::vector<DeviceResult> replay(const Plan& plan, const ReplayOptions& options)
             slot_ptr[op.slot] = 0;
         }
     }
-    for (std::size_t i = 0; i < pools.size(); ++i) results[i].stats = pools[i]->stats();
+    for (std::size_t i = 0; i < pools.size(); ++i) {
+        // A request the pool could not serve for want of host memory is not a simulated OOM:
+        // the figures would be wrong, so the replay fails instead of reporting them.
+        if (pools[i]->counters().host_failures > 0) throw std::bad_alloc();
+        results[i].stats = pools[i]->stats();
+    }
     return results;
 }
 

@@ -81,6 +81,9 @@ struct ReplayOptions {
 };
 
 inline constexpr std::uint64_t kDefaultCapacity = 80ull << 30;
+/// Devices one replay simulates at most (each costs a pool): far above any real node, and it
+/// bounds the memory a trace can make replay use.
+inline constexpr std::size_t kMaxReplayDevices = 1024;
 
 std::vector<DeviceResult> replay(const Plan& plan, const ReplayOptions& options);
 

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <exception>
 #include <mutex>
 #include <thread>
 #include <tuple>
@@ -99,20 +100,33 @@ void run_sweep(const Plan& plan, std::vector<SweepEntry>& entries, std::uint64_t
     std::atomic<std::size_t> done{0};
     std::mutex mu;
     std::condition_variable cv;
+    std::exception_ptr failure; // the first replay that failed (out of host memory): rethrown below
     auto worker = [&] {
         for (;;) {
             const std::size_t i = next.fetch_add(1);
             if (i >= entries.size()) break;
-            ReplayOptions o;
-            o.conf = entries[i].conf;
-            o.capacity = capacity;
-            entries[i].totals = totals(replay(plan, o));
+            try {
+                ReplayOptions o;
+                o.conf = entries[i].conf;
+                o.capacity = capacity;
+                entries[i].totals = totals(replay(plan, o));
+            } catch (...) {
+                std::lock_guard<std::mutex> lock(mu);
+                if (!failure) failure = std::current_exception();
+            }
             done.fetch_add(1);
             cv.notify_one();
         }
     };
     std::vector<std::thread> threads;
-    for (unsigned t = 0; t < jobs; ++t) threads.emplace_back(worker);
+    for (unsigned t = 0; t < jobs; ++t) {
+        try {
+            threads.emplace_back(worker);
+        } catch (...) {
+            break; // no more threads (a memory or process limit): those started do the rest
+        }
+    }
+    if (threads.empty()) worker(); // not even one: the work is done on this thread
     const auto period = std::chrono::duration<double>(progress_every_s);
     {
         std::unique_lock<std::mutex> lock(mu);
@@ -127,6 +141,7 @@ void run_sweep(const Plan& plan, std::vector<SweepEntry>& entries, std::uint64_t
         }
     }
     for (auto& t : threads) t.join();
+    if (failure) std::rethrow_exception(failure);
 }
 
 void rank(std::vector<SweepEntry>& entries) {

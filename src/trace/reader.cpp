@@ -5,6 +5,7 @@
 
 #include "trace/crc32.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -50,15 +51,48 @@ bool Reader::fail(ReadError kind, std::uint64_t offset, const std::string& what)
 bool Reader::load_all_from_fd(int fd, const std::string& path) {
     struct stat st {};
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) owned_.reserve(static_cast<std::size_t>(st.st_size));
-    std::uint8_t chunk[1 << 16];
-    for (;;) {
-        const ssize_t n = ::read(fd, chunk, sizeof chunk);
-        if (n == 0) break;
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            return fail(ReadError::io, owned_.size(), "cannot read " + path + ": " + std::strerror(errno));
+    // Reads exactly `n` more bytes unless the data ends first; false only on a read error.
+    bool eof = false;
+    auto read_more = [&](std::uint64_t n) {
+        std::uint8_t chunk[1 << 16];
+        while (n > 0 && !eof) {
+            const ssize_t got = ::read(fd, chunk, static_cast<std::size_t>(std::min<std::uint64_t>(n, sizeof chunk)));
+            if (got == 0) {
+                eof = true;
+                break;
+            }
+            if (got < 0) {
+                if (errno == EINTR) continue;
+                return fail(ReadError::io, owned_.size(), "cannot read " + path + ": " + std::strerror(errno));
+            }
+            owned_.insert(owned_.end(), chunk, chunk + got);
+            n -= static_cast<std::uint64_t>(got);
         }
-        owned_.insert(owned_.end(), chunk, chunk + n);
+        return true;
+    };
+    // Read no more than the data claims, checking each claim before reading what it covers: a
+    // file that is not a trace (/dev/zero, /dev/urandom) costs its first bytes, not a gigabyte
+    // or forever. read_header and load_block then report what is wrong with what was read.
+    if (!read_more(kFileHeaderFixedBytes)) return false;
+    if (owned_.size() < kFileHeaderFixedBytes || std::memcmp(owned_.data(), kFileMagic, 8) != 0 ||
+        load_u32(owned_.data() + 8) != kFormatVersion)
+        return true;
+    const std::uint32_t body_len = load_u32(owned_.data() + 12);
+    if (body_len > kMaxHeaderBody || !read_more(std::uint64_t{body_len} + 4)) return !failed();
+    while (!eof) {
+        const std::size_t at = owned_.size();
+        if (!read_more(kBlockHeaderBytes)) return false;
+        if (owned_.size() - at < kBlockHeaderBytes) break;
+        const std::uint8_t* h = owned_.data() + at;
+        const bool is_events = std::memcmp(h, kBlockMagic, 4) == 0;
+        const bool is_end = std::memcmp(h, kEndMagic, 4) == 0;
+        const std::uint32_t len = load_u32(h + 4);
+        if ((!is_events && !is_end) || len > kMaxBlockPayload) break;
+        if (!read_more(len)) return false;
+        if (is_end) {
+            if (!read_more(1)) return false; // one byte more tells "data after the end record"
+            break;
+        }
     }
     return true;
 }
