@@ -8,7 +8,8 @@
  *
  * or call gpumemprof_available(), which does that test. Under LD_PRELOAD=libgpumemprof.so the
  * weak references bind to the library. `device` is a CUDA device ordinal; -1 means the device
- * of the calling thread's current context (device 0 if it has none).
+ * of the calling thread's current context (device 0 if it has none). Any other negative number
+ * is an error: the figures below return -1, memory_stats returns 0, the resets do nothing.
  */
 #ifndef GPUMEMPROF_GPUMEMPROF_H
 #define GPUMEMPROF_GPUMEMPROF_H
@@ -27,10 +28,11 @@ GPUMEMPROF_API int gpumemprof_is_active(void);
 
 /** torch.cuda.memory_stats(device) as one JSON object of flat keys ("allocated_bytes.all.current": n, ...).
  *  Writes at most `size` bytes including the terminating NUL into `buf` (may be NULL when size is 0)
- *  and returns the length the full text needs, NUL included (0 on error). */
+ *  and returns the length the full text needs, NUL included (0 on error; `buf` then holds ""). */
 GPUMEMPROF_API size_t gpumemprof_memory_stats(int device, char* buf, size_t size);
 
-/** torch.cuda.memory_allocated / max_memory_allocated / memory_reserved / max_memory_reserved. */
+/** torch.cuda.memory_allocated / max_memory_allocated / memory_reserved / max_memory_reserved
+ *  (-1 on error). */
 GPUMEMPROF_API int64_t gpumemprof_memory_allocated(int device);
 GPUMEMPROF_API int64_t gpumemprof_max_memory_allocated(int device);
 GPUMEMPROF_API int64_t gpumemprof_memory_reserved(int device);

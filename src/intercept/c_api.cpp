@@ -12,10 +12,13 @@ using gpumemprof::core::Profiler;
 
 namespace {
 
+/// -1 is the current device; any other negative number names no device.
+bool valid_device(int device) { return device >= -1; }
+
 std::int64_t stat_value(int device, std::int64_t gpumemprof::stats::Stat::*field, bool reserved) {
     gpumemprof::stats::DeviceStats st;
-    if (!Profiler::instance().device_stats(device, &st))
-        return 0;
+    if (!valid_device(device) || !Profiler::instance().device_stats(device, &st))
+        return -1;
     const auto& arr = reserved ? st.reserved_bytes : st.allocated_bytes;
     return arr[gpumemprof::stats::kAll].*field;
 }
@@ -31,9 +34,12 @@ extern "C" {
 __attribute__((visibility("default"))) int gpumemprof_is_active(void) { return 1; }
 
 __attribute__((visibility("default"))) size_t gpumemprof_memory_stats(int device, char* buf, size_t size) {
+    // Whatever happens, a buffer with room for one byte holds a string afterwards.
+    if (buf && size > 0)
+        buf[0] = '\0';
     try {
         gpumemprof::stats::DeviceStats st;
-        if (!Profiler::instance().device_stats(device, &st))
+        if (!valid_device(device) || !Profiler::instance().device_stats(device, &st))
             return 0;
         std::string json = gpumemprof::stats::to_json(st);
         if (buf && size > 0) {
@@ -60,10 +66,12 @@ __attribute__((visibility("default"))) int64_t gpumemprof_max_memory_reserved(in
     return stat_value(device, &gpumemprof::stats::Stat::peak, true);
 }
 __attribute__((visibility("default"))) void gpumemprof_reset_peak_memory_stats(int device) {
-    Profiler::instance().reset_peak(device);
+    if (valid_device(device))
+        Profiler::instance().reset_peak(device);
 }
 __attribute__((visibility("default"))) void gpumemprof_reset_accumulated_memory_stats(int device) {
-    Profiler::instance().reset_accumulated(device);
+    if (valid_device(device))
+        Profiler::instance().reset_accumulated(device);
 }
 __attribute__((visibility("default"))) void gpumemprof_empty_cache(void) { Profiler::instance().empty_cache(); }
 __attribute__((visibility("default"))) int gpumemprof_set_stack_depth(int depth) {

@@ -864,9 +864,24 @@ int DevicePool::malloc(std::size_t size, std::uintptr_t stream, std::uintptr_t* 
     if (ptr == nullptr)
         return kInvalidValue;
     // NativeCachingAllocator::allocate refuses >= 1 EiB before the allocator sees it (no stats);
-    // this also keeps every rounding below free of overflow.
-    if (size >= kOneExaByte)
+    // this also keeps every rounding below free of overflow. It is an out-of-memory all the same:
+    // the listener hears of it (the report's OOM list, the trace).
+    if (size >= kOneExaByte) {
+        try {
+            std::lock_guard<std::mutex> lock(impl_->mu);
+            if (impl_->listener) {
+                OomInfo info;
+                info.requested = info.rounded = info.allocation_size = size;
+                impl_->backend.memory_info(&info.device_free, &info.device_total);
+                info.allocated = impl_->st.allocated_bytes[stats::kAll].current;
+                info.reserved = impl_->st.reserved_bytes[stats::kAll].current;
+                info.status = kOutOfMemory;
+                impl_->listener->on_oom(info);
+            }
+        } catch (...) {
+        }
         return kOutOfMemory;
+    }
     try {
         std::lock_guard<std::mutex> lock(impl_->mu);
         if (impl_->options.mode == Mode::passthrough)

@@ -29,6 +29,15 @@ int main() {
         EXPECT(gpumemprof_memory_stats(-1, buf.data(), buf.size()) == need);
         buf.resize(need ? need - 1 : 0);
         std::printf("stats_json=%s\n", buf.c_str());
+        // A one-byte buffer gets the NUL (and the needed size back); a device that does not exist
+        // (-7: only -1 means "current") is an error, with an empty string in the buffer.
+        char one[1] = {'X'};
+        put("stats_size1_ret", static_cast<long long>(gpumemprof_memory_stats(-1, one, 1)));
+        put("stats_size1_nul", one[0] == '\0');
+        char bad[8] = {'X', 'X', 'X', 'X', 'X', 'X', 'X', 'X'};
+        put("stats_bad_device_ret", static_cast<long long>(gpumemprof_memory_stats(-7, bad, sizeof bad)));
+        put("stats_bad_device_nul", bad[0] == '\0');
+        put("allocated_bad_device", gpumemprof_memory_allocated(-7));
         gpumemprof_empty_cache();
         put("reserved_after_empty_cache", gpumemprof_memory_reserved(-1));
     }

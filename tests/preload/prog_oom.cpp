@@ -37,5 +37,7 @@ int main() {
     void* after = nullptr;
     put("alloc_after_oom", cudaMalloc(&after, kMiB));
     MUST(cudaFree(after));
+    void* huge = nullptr;
+    put("alloc_1eib", cudaMalloc(&huge, 1ull << 60)); // refused before any pool sees it
     return 0;
 }

@@ -392,7 +392,8 @@ def case_oom(args, tmp):
     c = Checker(args.case)
     plain, pre = both(args, tmp, {"SIMCUDA_CAPACITY": "64M"})
     # 5 x 12 MiB = 60 MiB; free one; 14 MiB fits (62 MiB); one more 12 MiB does not: OOM (code 2).
-    expected = {"alloc_14m": 0, "more_12m": 0, "oom_code": 2, "last_error": 2, "alloc_after_oom": 0}
+    expected = {"alloc_14m": 0, "more_12m": 0, "oom_code": 2, "last_error": 2, "alloc_after_oom": 0,
+                "alloc_1eib": 2}
     for r in (plain, pre):
         c.eq("%s: exit code" % r.label, r.rc, 0)
         for k, v in expected.items():
@@ -415,6 +416,12 @@ def case_oom(args, tmp):
     })
     c.eq("preload: sim cuMemAlloc_v2 ok", pre.sim_ok("cuMemAlloc_v2"), 7)
     c.eq("preload: sim cuMemFree_v2 ok", pre.sim_ok("cuMemFree_v2"), 1)
+    # Both refusals are in the report's OOM list, the 1 EiB one too (PyTorch refuses it before
+    # its allocator, so num_ooms above stays 1).
+    ooms = (pre.report() or {}).get("ooms", [])
+    c.eq("preload: OOMs listed", len(ooms), 2)
+    c.eq("preload: the 1 EiB request is listed", [o.get("requested") for o in ooms if o.get("requested") == 1 << 60],
+         [1 << 60])
     return c.finish([plain, pre])
 
 
@@ -505,6 +512,12 @@ def case_c_api(args, tmp):
         c.eq("memory_stats allocated_bytes.all.current", stats.get("allocated_bytes.all.current"), 1024)
     except ValueError as e:
         c.true("memory_stats is JSON", False, e)
+    need = len(pre.values.get("stats_json", "")) + 1
+    c.eq("memory_stats(-1, buf, 1): the size the text needs", pre.val("stats_size1_ret"), need)
+    c.eq("memory_stats(-1, buf, 1): writes the NUL", pre.val("stats_size1_nul"), 1)
+    c.eq("memory_stats(-7, ...): an error (0)", pre.val("stats_bad_device_ret"), 0)
+    c.eq("memory_stats(-7, ...): an empty string", pre.val("stats_bad_device_nul"), 1)
+    c.eq("memory_allocated(-7): an error (-1), not the current device", pre.val("allocated_bad_device"), -1)
     # empty_cache gives back the wholly free 20 MiB segment; a's 2 MiB segment stays.
     c.eq("memory_reserved after empty_cache", pre.val("reserved_after_empty_cache"), 2 * MIB)
     # gpumemprof_set_stack_depth: returns the previous depth; -1 only reads it.
