@@ -62,6 +62,15 @@ void PoolEvents::on_segment_free(std::uintptr_t ptr, std::size_t size) {
     emit(trace_, trace::EventType::segment_free, device_, ptr, size, size);
 }
 
+void PoolEvents::on_segment_map(std::uintptr_t ptr, std::size_t size) {
+    stacks::Recorder::instance().on_acquire(device_, size, t_request_stack);
+    emit(trace_, trace::EventType::vmm_map, device_, ptr, size, size);
+}
+
+void PoolEvents::on_segment_unmap(std::uintptr_t ptr, std::size_t size) {
+    emit(trace_, trace::EventType::vmm_unmap, device_, ptr, size, size);
+}
+
 void PoolEvents::on_oom(const pool::OomInfo& info) {
     std::string suggestion = report::oom_suggestion(info, conf_);
     log::warn("{} (request: {} bytes) Suggestion: {}", report::oom_message(device_, info), info.requested, suggestion);
