@@ -909,6 +909,21 @@ def case_expandable(args, tmp):
     check_stats(c, rep, EXPANDABLE_STATS)
     for key, value in EXPANDABLE_STATS.items():
         c.eq("pytorch_model[%s]" % key, model_stat(rep, key), value)
+    # The torch-shaped snapshot: one segment per mapped range, marked expandable, and the maps in
+    # the trace (2 MiB small page, then two 20 MiB pages).
+    pickles = glob.glob(os.path.join(pre.out_dir, "out-*.pickle"))
+    c.eq("preload: one .pickle", len(pickles), 1)
+    if pickles:
+        import pickle
+        with open(pickles[0], "rb") as f:
+            snap = pickle.load(f)
+        segs = snap.get("segments", [])
+        c.eq("pickle: segments expandable", [sg.get("is_expandable") for sg in segs], [True] * len(segs))
+        c.eq("pickle: mapped bytes", sum(sg.get("total_size", 0) for sg in segs), 44040192)
+        maps = [(e["action"], e["size"]) for e in (snap.get("device_traces") or [[]])[0]
+                if e["action"].startswith("segment")]
+        c.eq("pickle: segment events", maps, [("segment_map", 2097152), ("segment_map", 20971520),
+                                              ("segment_map", 20971520)])
     # The trace replays with the recorded setting to the same peak; without it the plain policy's.
     env2 = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     for conf, want in ((None, 44040192), ("", SEQUENCE_STATS["reserved_bytes.all.peak"])):
