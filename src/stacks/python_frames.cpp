@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -194,14 +195,9 @@ State discover() noexcept {
             return fail("Python older than 3.11");
         const unsigned long hex = *py_version;
         const int major = static_cast<int>((hex >> 24) & 0xff);
-        int minor = static_cast<int>((hex >> 16) & 0xff);
+        const int minor = static_cast<int>((hex >> 16) & 0xff);
         Interpreter in;
         in.version = std::to_string(major) + "." + std::to_string(minor);
-        if (const char* forced = std::getenv("GPUMEMPROF_PYTHON_TEST_VERSION"); forced && *forced) {
-            // Tests: pretend to be another interpreter version to exercise the fallback.
-            in.version = forced;
-            minor = -1;
-        }
         if (major != 3 || (minor != 11 && minor != 12 && minor != 13))
             return fail("Python " + in.version);
         if (minor == 11) {
@@ -569,6 +565,63 @@ bool describe(std::uintptr_t word, FrameInfo* out) {
     out->line = line > 0 ? line : 0;
     out->entry = is_entry_frame(word);
     return true;
+}
+
+std::vector<std::pair<std::string, std::size_t>> assumed_layout(int minor) {
+    std::vector<std::pair<std::string, std::size_t>> v;
+    // Bits of PyASCIIObject.state (interned:2, kind:3, compact:1, ascii:1) and the shim owner.
+    v.emplace_back("str.kind_mask", 7u << 2);
+    v.emplace_back("str.compact_bit", 1u << 5);
+    v.emplace_back("str.ascii_bit", 1u << 6);
+    if (minor == 11 || minor == 12) {
+        const Layout l = minor == 11 ? layout_311() : layout_312();
+        v.emplace_back("ts.cframe", l.ts_cframe);
+        v.emplace_back("cframe.current_frame", l.cframe_current_frame);
+        v.emplace_back("frame.code", l.fr_code);
+        v.emplace_back("frame.previous", l.fr_previous);
+        v.emplace_back("frame.instr", l.fr_instr);
+        v.emplace_back("frame.owner", l.fr_owner);
+        if (minor == 11)
+            v.emplace_back("frame.is_entry", l.fr_is_entry);
+        else
+            v.emplace_back("owner.cstack", static_cast<std::size_t>(kOwnedByCStack));
+        v.emplace_back("code.filename", l.co_filename);
+        v.emplace_back("code.qualname", l.co_qualname);
+        v.emplace_back("code.linetable", l.co_linetable);
+        v.emplace_back("code.firstlineno", l.co_firstlineno);
+        v.emplace_back("code.code", l.co_code);
+        v.emplace_back("object.type", l.ob_type);
+        v.emplace_back("bytes.size", l.bytes_size);
+        v.emplace_back("bytes.sval", l.bytes_sval);
+        v.emplace_back("str.length", l.str_length);
+        v.emplace_back("str.state", l.str_state);
+        v.emplace_back("str.ascii_size", l.str_ascii_size);
+        v.emplace_back("str.compact_size", l.str_compact_size);
+    } else if (minor == 13) {
+#define GPUMEMPROF_DEBUG_FIELD(name, member) v.emplace_back(name, offsetof(DebugOffsets313, member))
+        GPUMEMPROF_DEBUG_FIELD("debug.version", version);
+        GPUMEMPROF_DEBUG_FIELD("debug.free_threaded", free_threaded);
+        GPUMEMPROF_DEBUG_FIELD("debug.thread_state.current_frame", thread_state.current_frame);
+        GPUMEMPROF_DEBUG_FIELD("debug.interpreter_frame.previous", interpreter_frame.previous);
+        GPUMEMPROF_DEBUG_FIELD("debug.interpreter_frame.executable", interpreter_frame.executable);
+        GPUMEMPROF_DEBUG_FIELD("debug.interpreter_frame.instr_ptr", interpreter_frame.instr_ptr);
+        GPUMEMPROF_DEBUG_FIELD("debug.interpreter_frame.owner", interpreter_frame.owner);
+        GPUMEMPROF_DEBUG_FIELD("debug.code_object.filename", code_object.filename);
+        GPUMEMPROF_DEBUG_FIELD("debug.code_object.qualname", code_object.qualname);
+        GPUMEMPROF_DEBUG_FIELD("debug.code_object.linetable", code_object.linetable);
+        GPUMEMPROF_DEBUG_FIELD("debug.code_object.firstlineno", code_object.firstlineno);
+        GPUMEMPROF_DEBUG_FIELD("debug.code_object.co_code_adaptive", code_object.co_code_adaptive);
+        GPUMEMPROF_DEBUG_FIELD("debug.pyobject.ob_type", pyobject.ob_type);
+        GPUMEMPROF_DEBUG_FIELD("debug.bytes_object.ob_size", bytes_object.ob_size);
+        GPUMEMPROF_DEBUG_FIELD("debug.bytes_object.ob_sval", bytes_object.ob_sval);
+        GPUMEMPROF_DEBUG_FIELD("debug.unicode_object.state", unicode_object.state);
+        GPUMEMPROF_DEBUG_FIELD("debug.unicode_object.length", unicode_object.length);
+        GPUMEMPROF_DEBUG_FIELD("debug.unicode_object.asciiobject_size", unicode_object.asciiobject_size);
+#undef GPUMEMPROF_DEBUG_FIELD
+        v.emplace_back("str.compact_extra", 2 * sizeof(void*));
+        v.emplace_back("owner.cstack", static_cast<std::size_t>(kOwnedByCStack));
+    }
+    return v;
 }
 
 void lock_for_fork() noexcept {

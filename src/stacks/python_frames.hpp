@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace gpumemprof::stacks::python {
 
@@ -59,6 +61,11 @@ bool describe(std::uintptr_t word, FrameInfo* out);
 /// The line of instruction `offset` (code units) in a CPython 3.11+ location table
 /// (Objects/locations.md); -1 for an instruction without a line or an offset past the table.
 int line_for_offset(const unsigned char* table, std::size_t size, int first_line, int offset) noexcept;
+
+/// Every layout fact the reader assumes for CPython 3.`minor` (11, 12: struct offsets; 13: the
+/// offsets of the fields it reads inside _Py_DebugOffsets), as (name, value). The test
+/// tests/python/check_layouts.py compares them with the real headers of each installed Python.
+std::vector<std::pair<std::string, std::size_t>> assumed_layout(int minor);
 
 /// fork support: the locks are taken before fork and released after it in both processes (the
 /// child's copies of the code table stay valid: same addresses, same code objects).

@@ -52,6 +52,22 @@ def with_gil():
     malloc(cudart_gil, 7 * MIB)  # @site:pydll
 
 
+def from_native_callback():
+    # Python -> libc qsort (native) -> Python comparator -> allocation: the native frames must sit
+    # between the two Python frames (the merge puts each eval-loop call's frames in its place).
+    libc = ctypes.CDLL(None)
+    cmp_type = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int))
+    done = []
+
+    def compare(a, b):
+        if not done:
+            done.append(malloc(cudart, 4 * MIB))  # @site:callback
+        return a[0] - b[0]
+
+    arr = (ctypes.c_int * 2)(2, 1)
+    libc.qsort(arr, 2, ctypes.sizeof(ctypes.c_int), cmp_type(compare))  # @site:qsort
+
+
 def main():
     outer()  # @site:main_outer
     Model().forward()  # @site:main_method
@@ -60,6 +76,7 @@ def main():
     t.start()  # @site:main_thread
     t.join()
     with_gil()  # @site:main_pydll
+    from_native_callback()  # @site:main_callback
     print("allocated=%d" % len(kept))
 
 
