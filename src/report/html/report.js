@@ -530,6 +530,7 @@ function main() {
   applyHash();
   window.addEventListener("hashchange", applyHash);
   document.body.dataset.ready = "1";
+  document.body.dataset.loadMs = performance.now().toFixed(0); // since navigation began (bench/html_load.py)
 }
 
 try { main(); } catch (e) { reportError(e && e.stack ? e.stack : e); }
