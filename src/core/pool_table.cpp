@@ -7,15 +7,6 @@ namespace gpumemprof::core {
 
 PoolSlot::~PoolSlot() = default;
 
-PoolSlot* PoolTable::find_live(CUcontext ctx) const {
-    PoolSlot* found = nullptr;
-    for_each_live([&](PoolSlot* s) {
-        found = s->ctx.load(std::memory_order_acquire) == ctx ? s : nullptr;
-        return found != nullptr;
-    });
-    return found;
-}
-
 int PoolTable::free_live_index() const {
     for (int i = 0; i < kMaxLive; ++i) {
         PoolSlot* p = live_[i].load(std::memory_order_acquire);

@@ -49,8 +49,15 @@ public:
                 return;
         }
     }
-    /// The live pool of `ctx`, or null. No lock.
-    PoolSlot* find_live(CUcontext ctx) const;
+    /// The live pool of `ctx`, or null. No lock (the hot path's lookup).
+    PoolSlot* find_live(CUcontext ctx) const {
+        PoolSlot* found = nullptr;
+        for_each_live([&](PoolSlot* s) {
+            found = s->ctx.load(std::memory_order_acquire) == ctx ? s : nullptr;
+            return found != nullptr;
+        });
+        return found;
+    }
 
     /// The live pool of `ctx`; if there is none, make(index) builds one (with `ctx` not yet
     /// set), which is then published. Null when kMaxLive contexts are live or make returns null.

@@ -463,8 +463,7 @@ report::ReportInput Profiler::snapshot(const std::string& prefix) const {
     in.alloc_conf = options_.alloc_conf;
     in.effective_alloc_conf = pool::format_alloc_conf(conf_);
     in.caching = options_.pool;
-    if (options_.stack_skip)
-        in.stack_skip = util::split_list(*options_.stack_skip);
+    in.stack_skip = options_.stack_skip;
     in.hide_frames = options_.hide_frames;
     auto lock = pools_.lock();
     in.seconds_profiled = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();

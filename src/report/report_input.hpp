@@ -69,9 +69,9 @@ struct ReportInput {
     /// Devices with pass-through memory but no pool (JSON only: context -1, ledger figures).
     std::vector<DeviceSummary> devices_without_pool;
     int top_n = 10;             ///< rows in the "top call sites" tables
-    /// Module-name substrings dropped from the top of stacks (GPUMEMPROF_STACK_SKIP); empty =
-    /// kDefaultStackSkip.
-    std::vector<std::string> stack_skip;
+    /// Module-name substrings dropped from the top of stacks (GPUMEMPROF_STACK_SKIP, a
+    /// comma-separated list); unset = kDefaultStackSkip.
+    std::optional<std::string> stack_skip;
     /// Frames the .txt stack listings leave out (GPUMEMPROF_HIDE_FRAMES, FrameFilter syntax);
     /// unset = kDefaultHiddenFrames.
     std::optional<std::string> hide_frames;

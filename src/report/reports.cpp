@@ -28,7 +28,7 @@ ProcessSymbolizer& process_symbolizer() {
 }
 
 std::vector<std::string> skip_list(const ReportInput& in) {
-    return in.stack_skip.empty() ? parse_skip_list(nullptr) : in.stack_skip;
+    return parse_skip_list(in.stack_skip ? in.stack_skip->c_str() : nullptr);
 }
 
 void note(std::string* error, const std::string& msg) {

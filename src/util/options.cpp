@@ -108,14 +108,15 @@ constexpr OptionSpec kOptions[] = {
      "expected an integer 0..256", set_int<&Options::stack_depth, 0, 256>, show_int<&Options::stack_depth>},
     {"GPUMEMPROF_STACK_SKIP", nullptr, "`libgpumemprof,libcudart,libcuda.so,ld-linux,libdl`",
      "module-name substrings whose frames are dropped from the top of each stack",
-     "a comma-separated list", set_optional<&Options::stack_skip>, show_optional<&Options::stack_skip>},
+     "a comma-separated list", set_optional<&Options::stack_skip>, show_optional<&Options::stack_skip>, true},
     {"GPUMEMPROF_HIDE_FRAMES", nullptr,
      "PyTorch's allocator, tensor-creation and dispatcher frames, `std::function` trampolines, the Python "
      "interpreter (`src/report/frame_filter.hpp`)",
      "comma-separated glob patterns, each matched against a frame's function name and its module's file name, "
      "that the `.txt` stack listings leave out (counted in a note); `none` shows every frame. The tree, folded "
      "files and JSON keep all frames",
-     "comma-separated patterns or none", set_optional<&Options::hide_frames>, show_optional<&Options::hide_frames>},
+     "comma-separated patterns or none", set_optional<&Options::hide_frames>, show_optional<&Options::hide_frames>,
+     true},
     {"GPUMEMPROF_TRACE", "", "(empty)",
      "record every allocator event to this file (`%p` allowed) for `gpumemprof replay`",
      "a path", set_string<&Options::trace>, show_string<&Options::trace>},

@@ -113,7 +113,7 @@ TEST_CASE("the model follows stack capture unless GPUMEMPROF_MODEL says otherwis
     }
 }
 
-TEST_CASE("GPUMEMPROF_OUTPUT: none and the empty string write nothing", "[options]") {
+TEST_CASE("empty values: OUTPUT and the frame lists take them, the others ignore them", "[options]") {
     {
         Env env({{"GPUMEMPROF_OUTPUT", "none"}});
         CHECK(read_options(nullptr).output.empty());
@@ -125,6 +125,12 @@ TEST_CASE("GPUMEMPROF_OUTPUT: none and the empty string write nothing", "[option
     {
         Env env({{"GPUMEMPROF_STACK_DEPTH", ""}}); // empty elsewhere = unset
         CHECK(read_options(nullptr).stack_depth == 64);
+    }
+    {
+        // Empty lists are lists: no frames skipped, none hidden.
+        Env env({{"GPUMEMPROF_STACK_SKIP", ""}, {"GPUMEMPROF_HIDE_FRAMES", ""}});
+        CHECK(read_options(nullptr).stack_skip == std::optional<std::string>(""));
+        CHECK(read_options(nullptr).hide_frames == std::optional<std::string>(""));
     }
 }
 
