@@ -4,7 +4,9 @@
 #include "core/pool_events.hpp"
 #include "core/process_state.hpp"
 #include "core/signals.hpp"
+#include "report/html_report.hpp"
 #include "report/reports.hpp"
+#include "report/torch_snapshot.hpp"
 #include "stacks/recorder.hpp"
 #include "trace/writer.hpp"
 #include "stats/device_stats.hpp"
@@ -152,7 +154,8 @@ PoolSlot* Profiler::create_slot(const DriverApi& api, CUcontext ctx) noexcept {
                 slot->total_bytes = total;
             if (options_.model)
                 slot->model = std::make_unique<pool::PoolModel>(conf_, slot->device, total);
-            slot->events = std::make_unique<PoolEvents>(slot->device, conf_, trace_.get(), slot->model.get());
+            slot->events = std::make_unique<PoolEvents>(slot->device, conf_, trace_.get(), slot->model.get(), start_,
+                                                        options_.html || options_.pickle);
             emit(trace_.get(), trace::EventType::device_info, slot->device, 0, total, total);
             pool::PoolOptions po;
             po.conf = conf_;
@@ -445,7 +448,9 @@ void Profiler::empty_cache() noexcept {
     if (process_exiting())
         return;
     pools_.for_each_live([](PoolSlot* s) {
+        const std::int64_t reserved = s->pool->stats().reserved_bytes[stats::kAll].current;
         s->pool->empty_cache();
+        s->events->on_empty_cache(reserved);
         if (s->model)
             s->model->empty_cache();
         return false;
@@ -511,6 +516,11 @@ report::DeviceSummary Profiler::device_summary(const PoolSlot& s, const std::map
         auto it = ledgers.find(s.device);
         d.passthrough = passthrough_figures(it != ledgers.end() ? &it->second : nullptr);
     }
+    d.history.segments = s.pool->snapshot();
+    // Right after the segments (the viewer replays the trace backwards from them; an allocation
+    // made by another thread in between would appear in the events only).
+    d.history.events = s.events->events(&d.history.events_overwritten);
+    d.history.series = s.events->series();
     return d;
 }
 
@@ -537,9 +547,35 @@ bool Profiler::dump(const std::string& prefix_pattern) noexcept {
             log::warn("could not write the reports: {}", error);
             ok = false;
         }
+        if (options_.pickle && stacks.ok) {
+            error.clear();
+            if (!util::write_file_atomic(prefix + ".pickle",
+                                         report::torch_snapshot_pickle(in, stacks.data, stacks.resolved), &error)) {
+                log::warn("could not write the snapshot: {}", error);
+                ok = false;
+            }
+        }
+        if (options_.html) {
+            error.clear();
+            if (!util::write_file_atomic(prefix + ".html", report::html_report(in, stacks), &error)) {
+                log::warn("could not write the HTML report: {}", error);
+                ok = false;
+            }
+        }
         return ok;
     } catch (...) {
         return false;
+    }
+}
+
+std::string Profiler::snapshot_json() noexcept {
+    try {
+        std::lock_guard dump_lock(dump_mutex_);
+        const report::ReportInput in = snapshot(std::string());
+        const report::StackReport stacks = report::prepare_stack_report(in);
+        return report::torch_snapshot_json(in, stacks.data, stacks.resolved);
+    } catch (...) {
+        return {};
     }
 }
 

@@ -141,6 +141,13 @@ constexpr OptionSpec kOptions[] = {
      "expected a non-negative integer", set_int<&Options::max_warnings, 0, 1000000>, show_int<&Options::max_warnings>},
     {"GPUMEMPROF_REPORT", "1", "`1`", "`0`: write nothing at exit (on-demand dumps still work)",
      "expected 0 or 1", set_bool<&Options::report_at_exit>, show_bool<&Options::report_at_exit>},
+    {"GPUMEMPROF_HTML", "1", "`1`",
+     "`0`: no `<prefix>.html` (memory timeline, live blocks at a moment, flame graph, line-profile tree, tables)",
+     "expected 0 or 1", set_bool<&Options::html>, show_bool<&Options::html>},
+    {"GPUMEMPROF_PICKLE", nullptr, "on while stack capture is on",
+     "`1`/`0`: write (or not) `<prefix>.pickle`, a snapshot in the shape of `torch.cuda.memory._snapshot()`",
+     "expected 0 or 1", set_bool<&Options::pickle>, show_bool<&Options::pickle>, false,
+     [](Options& o) { o.pickle = o.stack_depth > 0; }},
 };
 // clang-format on
 

@@ -36,6 +36,10 @@ struct Options {
     int log_level = 2;            ///< GPUMEMPROF_LOG: 0 debug, 1 info, 2 warning, 3 error
     int max_warnings = 0;         ///< GPUMEMPROF_MAX_WARNINGS
     bool report_at_exit = true;   ///< GPUMEMPROF_REPORT: false = write nothing at exit
+    bool html = false;            ///< GPUMEMPROF_HTML: write <prefix>.html (timeline, flame graph, tables)
+    /// GPUMEMPROF_PICKLE: write <prefix>.pickle (torch.cuda.memory._dump_snapshot's format);
+    /// unset = on while stack capture is on.
+    bool pickle = false;
 };
 
 /// One GPUMEMPROF_* variable.
