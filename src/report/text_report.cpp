@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 
 namespace gpumemprof::report {
 
@@ -89,7 +88,7 @@ void top_sites(std::string& out, const ResolvedReport& r, int n, Key key, const 
 } // namespace
 
 std::string text_report(const ReportInput& in, const stacks::ReportData& data, const ResolvedReport& r) {
-    const FrameFilter filter(in.hide_frames ? in.hide_frames->c_str() : std::getenv("GPUMEMPROF_HIDE_FRAMES"));
+    const FrameFilter filter(in.hide_frames ? in.hide_frames->c_str() : nullptr);
     std::string out;
     out += "gpumemprof report for " + (in.exe.empty() ? std::string("?") : in.exe) + " (pid " +
            std::to_string(in.pid) + ")\n";
