@@ -501,9 +501,14 @@ function leaks() {
   box.append(siteTable(rows.slice(0, 100), "leaked", rows.reduce((a, r) => a + r[1], 0)));
 }
 
-// Deep links: #t=<ns> selects a time; #expand=<levels> opens the line-profile trees that deep.
+// Deep links: #t=<ns> selects a time; #expand=<levels> opens the line-profile trees that deep;
+// #view=<section id> shows that section alone (e.g. #view=sec-flame).
 function applyHash() {
   const params = new URLSearchParams(location.hash.slice(1));
+  if (params.has("view")) {
+    for (const s of document.querySelectorAll("main > section")) s.hidden = s.id !== params.get("view");
+    if (params.get("view") === "sec-flame") drawFlame(); // its width may have changed
+  }
   if (params.has("t")) selectTime(Number(params.get("t")));
   const levels = Number(params.get("expand") || 0);
   for (let level = 0; level < levels; ++level)
@@ -530,6 +535,7 @@ function main() {
   applyHash();
   window.addEventListener("hashchange", applyHash);
   document.body.dataset.ready = "1";
+  document.body.dataset.loadMs = performance.now().toFixed(0); // since navigation began (bench/html_load.py)
 }
 
 try { main(); } catch (e) { reportError(e && e.stack ? e.stack : e); }
