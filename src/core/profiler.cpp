@@ -192,10 +192,19 @@ CUresult Profiler::mem_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_
     std::uintptr_t p = 0;
     int r = slot->pool->malloc(bytes, 0, &p);
     set_current_request_stack(0);
-    if (r == pool::kSuccess)
+    if (r == pool::kSuccess) {
         *dptr = static_cast<CUdeviceptr>(p);
-    else if (r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_CONTEXT_IS_DESTROYED)
+    } else if (r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_CONTEXT_IS_DESTROYED) {
         context_lost(slot, static_cast<CUresult>(r));
+    } else if (r != pool::kOutOfMemory) {
+        // A device error: the program gets it as the driver gave it. Said here (a few times) and
+        // counted per code in the report (devices[].driver_errors).
+        static std::atomic<int> warned{0};
+        if (warned.fetch_add(1, std::memory_order_relaxed) < 5)
+            log::warn("the driver answered CUDA error {} to a cuMemAlloc of the pool on device {}; the program's "
+                      "request of {} bytes gets that error (counted in the report)",
+                      r, slot->device, bytes);
+    }
     return static_cast<CUresult>(r);
 }
 

@@ -341,6 +341,14 @@ struct DevicePool::Impl {
         return size < max_split_size && remaining > kSmallSize;
     }
 
+    void note_driver_error(int code) {
+        try {
+            ++counters.driver_errors[code];
+        } catch (...) {
+            ++counters.host_failures;
+        }
+    }
+
     // alloc_block: one new segment from the backend (not put in the free set: the caller hands it
     // out at once). isRetry counts num_alloc_retries even if the attempt then fails.
     // With expandable segments: map pages for `rounded` bytes instead (handed out like a found block).
@@ -357,6 +365,8 @@ struct DevicePool::Impl {
         std::uintptr_t ptr = 0;
         const int rc = backend.allocate(alloc_size, &ptr);
         if (rc != kSuccess) {
+            if (rc != kOutOfMemory)
+                note_driver_error(rc);
             *err = rc;
             return nullptr;
         }
@@ -528,7 +538,9 @@ struct DevicePool::Impl {
         auto it = pool.blocks.find(b);
         if (it != pool.blocks.end())
             set_erase(pool, it);
-        backend.release(b->ptr, b->size); // an error leaves nothing we could do differently
+        // An error leaves nothing we could do differently; it is counted for the report.
+        if (const int rc = backend.release(b->ptr, b->size); rc != kSuccess)
+            note_driver_error(rc);
         total_allocated_memory -= b->size;
         for_types(pool, [&](int t) {
             st.segment[t].decrease(1);

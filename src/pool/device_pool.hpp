@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -107,6 +108,9 @@ struct PoolCounters {
     /// Requests or frees that failed because host memory ran out for the pool's own bookkeeping
     /// (answered as out-of-memory / invalid value): the statistics no longer describe the device.
     std::int64_t host_failures = 0;
+    /// Codes other than out-of-memory the device answered segment requests and releases with
+    /// (a device error, a lost context), and how often: each failed request got that code.
+    std::map<int, std::int64_t> driver_errors;
 };
 
 /// The pool at the moment its reserved bytes first reached their peak (right after the request

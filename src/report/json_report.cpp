@@ -53,6 +53,12 @@ void write_pool_device(util::JsonWriter& w, const DeviceSummary& d) {
     w.field("fences_recorded", d.pool_counters.fences_recorded);
     w.field("fence_polls", d.pool_counters.fence_polls);
     w.field("misses", d.pool_counters.misses);
+    w.field("host_failures", d.pool_counters.host_failures);
+    w.end_object();
+    // Codes other than out-of-memory the driver answered the pool's cuMemAlloc/cuMemFree with.
+    w.key("driver_errors").begin_object();
+    for (const auto& [code, count] : d.pool_counters.driver_errors)
+        w.field(std::to_string(code), count);
     w.end_object();
     write_reserved_peak(w, d.at_reserved_peak);
     if (d.has_model) {

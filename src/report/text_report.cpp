@@ -126,6 +126,14 @@ std::string text_report(const ReportInput& in, const stacks::ReportData& data, c
                std::to_string(st.num_device_free) + ", alloc retries: " + std::to_string(st.num_alloc_retries) +
                ", OOMs: " + std::to_string(st.num_ooms) + ", invalid frees: " + std::to_string(d.invalid_frees) +
                "\n";
+        for (const auto& [code, count] : d.pool_counters.driver_errors)
+            out += "  driver errors: CUDA error " + std::to_string(code) + " answered " + std::to_string(count) +
+                   " device allocation or free call(s); the requests that needed them got that error\n";
+        if (d.pool_counters.host_failures > 0)
+            out += "  host memory ran out " + std::to_string(d.pool_counters.host_failures) +
+                   " time(s) for the pool's bookkeeping: those requests got out-of-memory\n";
+        if (!d.context_alive && d.context >= 0)
+            out += "  its context is gone (destroyed, reset or lost): what it held was dropped with it\n";
         if (d.has_model) {
             const auto& m = d.model;
             out += "  PyTorch's caching allocator on the same requests (model; it reuses a freed block at once on\n"
