@@ -93,6 +93,8 @@ public:
     std::string report_json(const report::ReportInput& in, const report::StackReport& stacks) noexcept;
 
     void on_exit() noexcept;
+    /// The trace's stack blocks: each call stack its events name, symbolised (before close).
+    void write_trace_stacks() noexcept;
     /// Write what a crash would lose (the trace's pending block). Async-signal context: no locks
     /// beyond the trace writer's own.
     void flush_trace() noexcept;

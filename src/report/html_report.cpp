@@ -157,7 +157,7 @@ void write_device(util::JsonWriter& w, const DeviceSummary& d, std::size_t conte
                 in_pool.insert(b.address);
     std::map<std::uint64_t, std::int64_t> live_end;
     for (const stacks::LiveBlock& b : r.data.live_blocks)
-        if (b.device == d.device && in_pool.count(b.ptr))
+        if (b.device == d.device && (!d.history.segments_known || in_pool.count(b.ptr)))
             live_end[site_of(b.id)] += static_cast<std::int64_t>(b.size);
     w.key("live_end").begin_array();
     for (const auto& [site, bytes] : live_end) {
