@@ -32,6 +32,7 @@ public:
         s.line = static_cast<int>(f.line);
         s.module = f.module.empty() ? std::string("??") : f.module;
         s.offset = static_cast<decltype(s.offset)>(f.offset);
+        s.python = f.kind == "python";
         frames_.push_back({std::move(s)});
         return frames_.size(); // 1-based: 0 is never an address
     }
