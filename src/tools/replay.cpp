@@ -235,6 +235,7 @@ std::vector<DeviceResult> replay(const Plan& plan, const ReplayOptions& options)
         // the figures would be wrong, so the replay fails instead of reporting them.
         if (pools[i]->counters().host_failures > 0) throw std::bad_alloc();
         results[i].stats = pools[i]->stats();
+        results[i].at_reserved_peak = pools[i]->reserved_peak();
     }
     return results;
 }
