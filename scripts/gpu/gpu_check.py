@@ -422,6 +422,14 @@ def main():
         check_torch_html(a.lib, a.steps, a.artifacts)
     if "expandable" in only:
         check_expandable(a.lib, a.bindir, a.tries, a.steps)
+    # Two GPUs (nvidia-h200-x2): not in the default list; --only ddp,twodev
+    if "ddp" in only or "twodev" in only:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import multi_gpu_check  # noqa: E402
+        if "twodev" in only:
+            multi_gpu_check.check_two_devices(record, a.lib)
+        if "ddp" in only:
+            multi_gpu_check.check_ddp(record, a.lib, artifacts=a.artifacts)
     with open(a.out, "w") as f:
         json.dump(RESULTS, f, indent=1)
     print("\n%d passed, %d failed" % (sum(r["pass"] for r in RESULTS), sum(not r["pass"] for r in RESULTS)))
