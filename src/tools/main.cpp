@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The gpumemprof command-line tool: `gpumemprof replay TRACE ...` (what-if replays and sweeps).
+#include "config.h"
 #include "pool/alloc_conf.hpp"
 #include "stats/device_stats.hpp"
 #include "tools/replay.hpp"
