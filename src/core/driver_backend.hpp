@@ -29,11 +29,23 @@ public:
     bool fence_wait(pool::FenceId fence) override;
     void fence_release(pool::FenceId fence) override;
 
+    // Expandable segments: the real driver's cuMem* calls (never our hooks), on this context's device.
+    int vmm_granularity(std::size_t* bytes) override;
+    int address_reserve(std::size_t size, std::uintptr_t* va) override;
+    int address_free(std::uintptr_t va, std::size_t size) override;
+    int page_create(std::size_t size, pool::PageHandle* page) override;
+    int page_release(pool::PageHandle page) override;
+    int page_map(std::uintptr_t va, std::size_t size, pool::PageHandle page) override;
+    int page_unmap(std::uintptr_t va, std::size_t size) override;
+    int set_access(std::uintptr_t va, std::size_t size) override;
+
     /// Forget all events without driver calls (the context is gone, or we are in a fork child).
     void forget();
 
 private:
     CUevent take_event();
+    /// The context's device ordinal (-1 when it cannot be had).
+    int device();
     const DriverApi& api_;
     CUcontext ctx_;
     StreamRegistry& streams_;
@@ -42,6 +54,7 @@ private:
     std::unordered_map<pool::FenceId, std::vector<CUevent>> fences_;
     std::vector<CUstream> scratch_streams_; ///< reused by fence_record (called on most frees)
     pool::FenceId next_fence_ = 1;
+    int device_ = -1; ///< cached by device()
 };
 
 } // namespace gpumemprof::core

@@ -92,7 +92,8 @@ StackReport resolve(const ReportInput& in, const stacks::ReportData& data, Symbo
     try {
         report.data = data;
         // The resolved report points into the data it was built from: build it from our copy.
-        report.resolved = resolve_report(report.data, symbolizer, skip_list(in), in.alloc_conf);
+        report.resolved = resolve_report(report.data, symbolizer, skip_list(in), in.alloc_conf,
+                                         parse_python_frames(std::getenv("GPUMEMPROF_PYTHON")));
         report.ok = true;
     } catch (...) {
         report.ok = false;

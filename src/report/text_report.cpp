@@ -153,6 +153,13 @@ std::string text_report(const ReportInput& in, const stacks::ReportData& data, c
                       c.intern_seconds * 1e6 / n, 100.0 * static_cast<double>(c.cache_hits) / n,
                       c.unwind_seconds + c.intern_seconds);
         out += line;
+        if (c.python_captures > 0) {
+            std::snprintf(line, sizeof line,
+                          "Python frames: found in %llu stacks (%.1f frames each on average), included in that cost\n",
+                          static_cast<unsigned long long>(c.python_captures),
+                          static_cast<double>(c.python_frames) / static_cast<double>(c.python_captures));
+            out += line;
+        }
     }
 
     heading(out, "Top call sites by bytes live at the peak");
