@@ -3,6 +3,7 @@
 
 #include "report/byte_format.hpp"
 #include "report/oom_advice.hpp"
+#include "core/oom_notices.hpp"
 #include "stacks/recorder.hpp"
 #include "trace/writer.hpp"
 #include "util/log.hpp"
@@ -18,7 +19,7 @@ thread_local stacks::StackId t_request_stack = 0;
 } // namespace
 
 void emit(trace::Writer* w, trace::EventType type, int device, std::uintptr_t ptr, std::size_t size,
-          std::size_t block_size, std::uint64_t stack, std::uint64_t device_free) {
+          std::size_t block_size, std::uint64_t stack, std::uint64_t device_free, std::uint64_t largest_free) {
     if (!w)
         return;
     trace::Event ev;
@@ -29,6 +30,7 @@ void emit(trace::Writer* w, trace::EventType type, int device, std::uintptr_t pt
     ev.block_size = block_size;
     ev.stack_id = stack;
     ev.device_free = device_free;
+    ev.largest_free = largest_free;
     w->record(ev);
 }
 
@@ -140,8 +142,10 @@ void PoolEvents::on_oom(const pool::OomInfo& info) {
     std::string suggestion = report::oom_suggestion(info, conf_);
     log::warn("{} (request: {} bytes) Suggestion: {}", report::oom_message(device_, info), info.requested, suggestion);
     stacks::Recorder::instance().on_oom(device_, info, t_request_stack, suggestion);
+    OomNotices::instance().add(OomNotice{device_, static_cast<std::int64_t>(info.requested), info.allocated,
+                                         static_cast<std::int64_t>(info.device_free)});
     emit(trace_, trace::EventType::oom, device_, 0, info.requested, info.allocation_size, t_request_stack,
-         info.device_free);
+         info.device_free, info.largest_free_block);
     if (history_) {
         try {
             std::lock_guard lock(history_mutex_);

@@ -75,11 +75,16 @@ public:
     const util::Options& options() const { return options_; }
 
     void on_exit() noexcept;
+    /// The trace's stack blocks: each call stack its events name, symbolised (before close).
+    void write_trace_stacks() noexcept;
     /// Write what a crash would lose (the trace's pending block), after a fatal signal's dump.
     void flush_trace() noexcept;
     void fork_prepare() noexcept;
     void fork_parent() noexcept;
     void fork_child() noexcept;
+
+    /// GPUMEMPROF_FRAMEWORK_ENV: called once from the library's constructor.
+    void set_framework_env() noexcept;
 
 private:
     Profiler();
@@ -98,6 +103,7 @@ private:
     /// One pool's figures for the reports (requires pools_.lock()).
     report::DeviceSummary device_summary(const PoolSlot& s, const std::map<int, DeviceLedger>& ledgers) const;
 
+    std::vector<std::string> framework_env_; ///< "NAME=value" set by set_framework_env
     util::Options options_;
     pool::AllocConf conf_;
     StreamRegistry streams_;

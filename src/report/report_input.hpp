@@ -36,6 +36,7 @@ struct DeviceHistory {
     std::vector<stats::PoolEvent> events;   ///< the latest pool events, oldest first
     std::uint64_t events_overwritten = 0;   ///< older events no longer kept
     std::vector<pool::SegmentInfo> segments; ///< the pool's segments and blocks at the dump
+    bool segments_known = false;             ///< false: rebuilt from a trace, segments unknown
 };
 
 struct DeviceSummary {
@@ -86,6 +87,10 @@ struct ReportInput {
     /// Frames the .txt stack listings leave out (GPUMEMPROF_HIDE_FRAMES, FrameFilter syntax);
     /// unset = kDefaultHiddenFrames.
     std::optional<std::string> hide_frames;
+    /// GPUMEMPROF_PYTHON: 0 native only, 1 Python frames merged, 2 merged and interpreter kept.
+    int python_frames = 1;
+    /// Variables the library set at load time (GPUMEMPROF_FRAMEWORK_ENV), "NAME=value" each.
+    std::vector<std::string> framework_env;
 };
 
 } // namespace gpumemprof::report
