@@ -924,6 +924,9 @@ def case_expandable(args, tmp):
                 if e["action"].startswith("segment")]
         c.eq("pickle: segment events", maps, [("segment_map", 2097152), ("segment_map", 20971520),
                                               ("segment_map", 20971520)])
+    txts = glob.glob(os.path.join(pre.out_dir, "out-*.txt"))
+    text = open(txts[0], encoding="utf-8").read() if txts else ""
+    c.true(".txt: page maps/unmaps line", "page maps/unmaps (expandable segments): 3 / 0," in text, text[:1500])
     # The trace replays with the recorded setting to the same peak; without it the plain policy's.
     env2 = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     for conf, want in ((None, 44040192), ("", SEQUENCE_STATS["reserved_bytes.all.peak"])):
