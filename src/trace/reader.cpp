@@ -74,9 +74,10 @@ bool Reader::load_all_from_fd(int fd, const std::string& path) {
     // file that is not a trace (/dev/zero, /dev/urandom) costs its first bytes, not a gigabyte
     // or forever. read_header and load_block then report what is wrong with what was read.
     if (!read_more(kFileHeaderFixedBytes)) return false;
-    if (owned_.size() < kFileHeaderFixedBytes || std::memcmp(owned_.data(), kFileMagic, 8) != 0 ||
-        load_u32(owned_.data() + 8) != kFormatVersion)
+    if (owned_.size() < kFileHeaderFixedBytes || std::memcmp(owned_.data(), kFileMagic, 8) != 0)
         return true;
+    const std::uint32_t version = load_u32(owned_.data() + 8);
+    if (version < kOldestFormatVersion || version > kFormatVersion) return true;
     const std::uint32_t body_len = load_u32(owned_.data() + 12);
     if (body_len > kMaxHeaderBody || !read_more(std::uint64_t{body_len} + 4)) return !failed();
     while (!eof) {
@@ -86,8 +87,9 @@ bool Reader::load_all_from_fd(int fd, const std::string& path) {
         const std::uint8_t* h = owned_.data() + at;
         const bool is_events = std::memcmp(h, kBlockMagic, 4) == 0;
         const bool is_end = std::memcmp(h, kEndMagic, 4) == 0;
+        const bool is_stacks = version >= 2 && std::memcmp(h, kStackMagic, 4) == 0;
         const std::uint32_t len = load_u32(h + 4);
-        if ((!is_events && !is_end) || len > kMaxBlockPayload) break;
+        if ((!is_events && !is_end && !is_stacks) || len > kMaxBlockPayload) break;
         if (!read_more(len)) return false;
         if (is_end) {
             if (!read_more(1)) return false; // one byte more tells "data after the end record"

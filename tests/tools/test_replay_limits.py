@@ -133,7 +133,8 @@ class HostMemoryLimit(unittest.TestCase):
                     self.assertEqual(out, ref, "%d MB: exit status 0 with other numbers" % mb)
                     outcomes.append((mb, "same"))
                 else:
-                    self.assertEqual(rc, 1, "%d MB: %s" % (mb, err[-300:]))
+                    # Non-zero (the CLI's "internal" status), not a signal: no abort, no crash.
+                    self.assertGreater(rc, 0, "%d MB: %s" % (mb, err[-300:]))
                     self.assertIn("out of memory", err, "%d MB" % mb)
                     outcomes.append((mb, "error"))
             kinds = {k for _, k in outcomes}
