@@ -22,7 +22,7 @@ namespace gpumemprof::core {
     X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) \
     X(cuIpcGetMemHandle) \
     X(cuEventCreate) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize) X(cuEventDestroy_v2) \
-    X(cuStreamCreate) X(cuStreamCreateWithPriority) X(cuStreamDestroy_v2) \
+    X(cuStreamCreate) X(cuStreamCreateWithPriority) X(cuStreamDestroy_v2) X(cuStreamWaitEvent) \
     X(cuStreamIsCapturing) X(cuStreamIsCapturing_ptsz) \
     X(cuStreamBeginCapture) X(cuStreamBeginCapture_ptsz) X(cuStreamBeginCapture_v2) X(cuStreamBeginCapture_v2_ptsz) \
     X(cuStreamBeginCaptureToGraph) X(cuStreamBeginCaptureToGraph_ptsz) \

@@ -28,21 +28,34 @@ public:
     pool::FenceId fence_record() override;
     bool fence_done(pool::FenceId fence) override;
     bool fence_wait(pool::FenceId fence) override;
+    bool fence_wait_for(pool::FenceId fence, std::uint64_t limit_ns) override;
     void fence_release(pool::FenceId fence) override;
+    bool frees_ordered() override;
 
     /// Forget all events without driver calls (the context is gone, or we are in a fork child).
     void forget();
 
 private:
+    /// One fence: its events (one per stream it covers, plus those left by destroyed streams).
+    /// Slots and their vectors are reused, so recording a fence allocates nothing in steady state.
+    struct Fence {
+        pool::FenceId id = 0; ///< 0: free slot
+        std::vector<CUevent> events;
+    };
     CUevent take_event();
+    std::size_t take_slot();               // requires mutex_; may allocate (slot growth only)
+    Fence* find(pool::FenceId fence);       // requires mutex_
+    void copy_events(Fence& f);             // requires mutex_: into wait_events_
     const DriverApi& api_;
     CUcontext ctx_;
     StreamRegistry& streams_;
     std::mutex mutex_; // guards the members below (fences are used under the pool lock anyway)
     std::vector<CUevent> spare_events_;
-    std::unordered_map<pool::FenceId, std::vector<CUevent>> fences_;
-    std::vector<CUstream> scratch_streams_; ///< reused by fence_record (called on most frees)
-    pool::FenceId next_fence_ = 1;
+    std::vector<Fence> fences_;
+    std::vector<std::size_t> free_slots_;
+    std::vector<CUstream> scratch_streams_; ///< reused by fence_record (called on many frees)
+    std::vector<CUevent> wait_events_;      ///< reused by the waits
+    std::uint64_t next_fence_ = 1;
 };
 
 /// Non-blocking streams per context, and the number of stream captures in progress.
@@ -52,7 +65,8 @@ public:
     /// Before a stream is destroyed: if it is registered, record an event on it so that the next
     /// fence of its context still covers the work queued there.
     void remove(const DriverApi& api, CUstream stream);
-    /// Streams of `ctx` plus events left by destroyed streams (handed over and cleared).
+    /// Appends the streams of `ctx` and the events left by its destroyed streams (handed over).
+    /// Allocates only when a vector has to grow.
     void fence_targets(CUcontext ctx, std::vector<CUstream>* streams, std::vector<CUevent>* orphans);
     /// Hand back events taken by fence_targets when the fence could not be completed.
     void return_orphans(CUcontext ctx, std::vector<CUevent> events);
@@ -63,10 +77,17 @@ public:
 
     std::atomic<int> captures{0};
 
+    /// Once the program may queue work in more than one order (it created a stream, used a
+    /// per-thread default stream, or made a second context), freed blocks must wait for fences
+    /// (pool::Backend::frees_ordered). Never goes back.
+    void mark_unordered() noexcept { unordered_.store(true, std::memory_order_release); }
+    bool unordered() const noexcept { return unordered_.load(std::memory_order_acquire); }
+
 private:
     std::mutex mutex_;
     std::unordered_map<CUstream, CUcontext> stream_ctx_;
     std::unordered_map<CUcontext, std::vector<CUevent>> orphans_;
+    std::atomic<bool> unordered_{false};
 };
 
 /// Makes `ctx` current for a scope when it is not already (backend calls may come from a thread

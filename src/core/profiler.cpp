@@ -157,6 +157,11 @@ PoolSlot* Profiler::create_slot(const DriverApi& api, CUcontext ctx) noexcept {
             log::warn("more than {} live CUDA contexts: allocations of the newest pass through unpooled", kMaxLive);
             return nullptr;
         }
+        // Two contexts have two legacy streams, unordered with each other.
+        bool another = false;
+        for_each_live([&](PoolSlot*) { return another = true; });
+        if (another)
+            streams_.mark_unordered();
         auto slot = std::make_unique<PoolSlot>();
         slot->device = static_cast<int>(dev);
         slot->primary = primary;
@@ -173,6 +178,7 @@ PoolSlot* Profiler::create_slot(const DriverApi& api, CUcontext ctx) noexcept {
         po.conf = conf_;
         po.mode = options_.pool ? pool::Mode::caching : pool::Mode::passthrough;
         po.defer_frees = options_.fenced_reuse;
+        po.reuse_when_ordered = options_.reuse_when_ordered;
         po.device = slot->device;
         slot->pool = std::make_unique<pool::DevicePool>(*slot->backend, po, slot->events.get());
         slot->ctx.store(ctx, std::memory_order_release);
@@ -260,7 +266,10 @@ CUresult Profiler::mem_free(const DriverApi& api, CUdeviceptr ptr) noexcept {
 }
 
 CUresult Profiler::mem_free_async(const DriverApi& api, CUdeviceptr ptr, CUstream stream, bool ptsz) noexcept {
-    // cudaFreeAsync may free cudaMalloc memory: the block waits for a fence like any free.
+    // cudaFreeAsync may free cudaMalloc memory: the block waits for a fence like any free. A
+    // per-thread default stream is one order per thread: no more reuse at once.
+    if (ptsz || stream == CU_STREAM_PER_THREAD)
+        streams_.mark_unordered();
     int r = free_in_pools(static_cast<std::uintptr_t>(ptr));
     if (r != pool::kNotOwned)
         return static_cast<CUresult>(r);

@@ -103,12 +103,17 @@ Options read_options(std::string* warnings) {
     if (const char* v = env("GPUMEMPROF_REPORT"); v && !parse_bool(v, &o.report_at_exit))
         warn_bad(warnings, "GPUMEMPROF_REPORT", v, "expected 0 or 1", "1");
     if (const char* v = env("GPUMEMPROF_REUSE")) {
-        if (strcasecmp(v, "fenced") == 0)
+        if (strcasecmp(v, "auto") == 0) {
             o.fenced_reuse = true;
-        else if (strcasecmp(v, "immediate") == 0)
+            o.reuse_when_ordered = true;
+        } else if (strcasecmp(v, "fenced") == 0) {
+            o.fenced_reuse = true;
+            o.reuse_when_ordered = false;
+        } else if (strcasecmp(v, "immediate") == 0) {
             o.fenced_reuse = false;
-        else
-            warn_bad(warnings, "GPUMEMPROF_REUSE", v, "expected fenced or immediate", "fenced");
+        } else {
+            warn_bad(warnings, "GPUMEMPROF_REUSE", v, "expected auto, fenced or immediate", "auto");
+        }
     }
     o.model = o.stack_depth > 0; // unless GPUMEMPROF_MODEL says otherwise
     if (const char* v = env("GPUMEMPROF_MODEL"); v && !parse_bool(v, &o.model))

@@ -17,10 +17,14 @@ struct Options {
     int log_level = 2;                        ///< GPUMEMPROF_LOG: 0 debug, 1 info, 2 warning, 3 error
     int max_warnings = 100;                   ///< GPUMEMPROF_MAX_WARNINGS
     bool report_at_exit = true;               ///< GPUMEMPROF_REPORT: 0 = write nothing at exit
-    /// GPUMEMPROF_REUSE: "fenced" (default) = a freed block is reused only after the device has
-    /// passed the free; "immediate" = reused at once, as PyTorch does within one stream. Unsafe
-    /// for programs that free memory still used by queued work on another stream.
+    /// GPUMEMPROF_REUSE: "auto" (default) = a freed block is reused at once while the program's
+    /// device work runs in one order (one context, no created stream, no per-thread default
+    /// stream), else only after the device has passed the free (bounded wait on a miss);
+    /// "fenced" = always after the device has passed the free; "immediate" = always at once, as
+    /// PyTorch does within one stream (unsafe for programs that free memory still used by
+    /// queued work on another stream).
     bool fenced_reuse = true;
+    bool reuse_when_ordered = true; ///< false with GPUMEMPROF_REUSE=fenced
     /// GPUMEMPROF_MODEL: 1 = also run PyTorch's allocator on the same requests (pool::PoolModel)
     /// and report its figures beside ours; 0 = off; unset = on while stack capture is on (the
     /// model costs about 90 ns per allocation+free pair, which the lean stacks-off mode keeps out).
