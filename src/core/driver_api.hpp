@@ -13,6 +13,7 @@ namespace gpumemprof::core {
 #define GPUMEMPROF_REAL_FUNCTIONS(X) \
     X(cuGetProcAddress) X(cuGetProcAddress_v2) \
     X(cuCtxGetCurrent) X(cuCtxGetDevice) X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2) \
+    X(cuCtxSynchronize) X(cuCtxSynchronize_v2) \
     X(cuCtxDestroy_v2) X(cuDevicePrimaryCtxGetState) X(cuDevicePrimaryCtxRetain) \
     X(cuDevicePrimaryCtxRelease_v2) X(cuDevicePrimaryCtxReset_v2) X(cuDeviceTotalMem_v2) \
     X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuMemAllocPitch_v2) X(cuMemGetInfo_v2) \

@@ -535,6 +535,8 @@ report::DeviceSummary Profiler::device_summary(const PoolSlot& s, const std::map
     d.invalid_frees = s.pool->invalid_frees();
     d.total_capacity = s.total_bytes;
     d.at_reserved_peak = s.pool->reserved_peak();
+    d.pending = s.pool->pending();
+    d.counters = s.pool->counters();
     if (s.model) {
         d.has_model = true;
         d.model = s.model->stats();
@@ -597,11 +599,24 @@ std::string Profiler::report_json(const report::ReportInput& in, const report::S
             w.key("memory_stats").raw(stats::to_json(d.stats));
             w.field("invalid_frees", d.invalid_frees);
             w.field("ipc_refused", s->ipc_refused.load());
-            pool::PoolCounters pc = s->pool->counters();
+            const pool::PoolCounters& pc = d.counters;
             w.key("pool_counters").begin_object();
             w.field("fences_recorded", pc.fences_recorded);
             w.field("fence_polls", pc.fence_polls);
             w.field("misses", pc.misses);
+            w.field("deferred_frees", pc.deferred_frees);
+            w.field("fence_waits", pc.fence_waits);
+            w.field("wait_timeouts", pc.wait_timeouts);
+            w.field("wait_ns", pc.wait_ns);
+            w.end_object();
+            // Freed by the program, waiting for the device to pass the free before the pool may
+            // hand them out again: not allocated, active or requested (those are the program's).
+            w.key("pending_free").begin_object();
+            w.field("bytes_current", d.pending.bytes.current);
+            w.field("bytes_peak", d.pending.bytes.peak);
+            w.field("blocks_current", d.pending.blocks.current);
+            w.field("blocks_peak", d.pending.blocks.peak);
+            w.field("blocks_total", d.pending.blocks.allocated);
             w.end_object();
             write_reserved_peak(w, d.at_reserved_peak);
             if (d.has_model) {

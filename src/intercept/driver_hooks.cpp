@@ -263,6 +263,17 @@ CUresult cuStreamEndCapture_ptsz(CUstream s, CUgraph* g) {
     return end_capture(*api, s, g, true);
 }
 
+// ---- device-wide synchronization: every block freed before it is free --------------------------
+CUresult cuCtxSynchronize() {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuCtxSynchronize);
+    return prof().ctx_synchronize(*api, nullptr, [&] { return api->cuCtxSynchronize(); });
+}
+
+CUresult cuCtxSynchronize_v2(CUcontext ctx) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuCtxSynchronize_v2);
+    return prof().ctx_synchronize(*api, ctx, [&] { return api->cuCtxSynchronize_v2(ctx); });
+}
+
 // ---- context lifetime: a pool must never outlive its context ------------------------------------
 CUresult cuCtxDestroy_v2(CUcontext ctx) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuCtxDestroy_v2);

@@ -20,6 +20,9 @@ struct DeviceSummary {
     std::int64_t invalid_frees = 0;
     std::size_t total_capacity = 0;
     pool::ReservedPeak at_reserved_peak; ///< the pool when its reserved bytes peaked
+    /// Blocks the program freed that waited for a fence (outside the 122 keys), and the waits.
+    pool::PendingStats pending;
+    pool::PoolCounters counters;
     /// PyTorch's allocator on the same requests (pool::PoolModel), when GPUMEMPROF_MODEL is on.
     bool has_model = false;
     stats::DeviceStats model;
