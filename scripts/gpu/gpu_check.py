@@ -6,6 +6,8 @@ import argparse
 import glob
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -276,6 +278,48 @@ def check_torch_oom(lib, artifacts=None):
            allowed=first.get("allowed"), innermost_frames=frames[-4:], stderr=r["stderr"][-600:] if not ok else "")
 
 
+def check_torch_html(lib, steps, artifacts=None):
+    """The PyTorch loop's <prefix>.html and <prefix>.pickle (html_check.py): the page's data (time
+    series peak = the pool's allocated peak), the page in headless Chromium when installed (no
+    script error, chart drawn, flame graph of the live bytes at the peak; screenshots kept), its
+    size and the time it took to build and write (GPUMEMPROF_LOG=info); the pickle read by
+    torch.cuda._memory_viz."""
+    import html_check
+    script = os.path.join(os.path.dirname(__file__), "torch_loop.py")
+    r = run([sys.executable, script], {"STEPS": str(steps), "PYTHONUNBUFFERED": "1", "GPUMEMPROF_LOG": "info",
+                                       "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}, preload=lib)
+    pages = glob.glob(os.path.join(r["dir"], "prof-*.html"))
+    pickles = glob.glob(os.path.join(r["dir"], "prof-*.pickle"))
+    written = {m.group(1): (int(m.group(2)), float(m.group(3))) for m in
+               re.finditer(r"wrote \S+(\.html|\.pickle) \((\d+) bytes\) in ([\d.]+) ms", r["stderr"])}
+    if r["rc"] != 0 or not pages:
+        record("torch_html_report", False, rc=r["rc"], files=os.listdir(r["dir"]), stderr=r["stderr"][-1500:])
+        return
+    out_dir = artifacts or r["dir"]
+    _, summary = html_check.page_data(pages[0])
+    dev = summary["devices"][0] if summary["devices"] else {}
+    shown = html_check.browser(pages[0], out_dir)
+    ok = bool(dev) and dev["peak_allocated"] == dev["stats_allocated_peak"] and summary["sites"] > 0
+    if shown is not None:
+        ok = ok and shown["ready"] and not shown["errors"] and not shown["console"] and \
+            min(shown["chart_points"] or [0]) > 0 and shown["flame_boxes"] > 1
+    if artifacts:
+        os.makedirs(artifacts, exist_ok=True)
+        for f in pages + pickles:
+            shutil.copy(f, os.path.join(artifacts, "torch_loop" + os.path.splitext(f)[1]))
+    record("torch_html_report", ok, html_bytes=summary["bytes"], html_write_ms=written.get(".html", (0, None))[1],
+           page=summary, browser=shown if shown is not None else "no chromium here: page data checked only")
+    if not pickles:
+        record("torch_pickle_memory_viz", False, error="no .pickle written")
+        return
+    try:
+        viz = html_check.memory_viz(pickles[0])
+    except Exception as e:  # noqa: BLE001
+        viz = {"load_error": "%s: %s" % (type(e).__name__, e)}
+    record("torch_pickle_memory_viz", not any(k.endswith("error") for k in viz) and viz.get("trace_events", 0) > 0,
+           pickle_bytes=os.path.getsize(pickles[0]), pickle_write_ms=written.get(".pickle", (0, None))[1], **viz)
+
+
 def check_frameworks(lib):
     script = os.path.join(os.path.dirname(__file__), "frameworks_check.py")
     for fw in ("jax", "cupy"):
@@ -299,7 +343,7 @@ def main():
     ap.add_argument("--tries", type=int, default=1000)
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--repeat", type=int, default=3, help="runs of each timed PyTorch configuration")
-    ap.add_argument("--only", default="cuda,cross,bench,torch,ab,oom,frameworks")
+    ap.add_argument("--only", default="cuda,cross,bench,torch,ab,oom,frameworks,html")
     ap.add_argument("--ab-runs", type=int, default=3, help="processes per depth for the in-process stacks A/B")
     ap.add_argument("--ab-steps", type=int, default=42, help="steps per A/B process")
     ap.add_argument("--ab-depths", default="64", help="stack depths to A/B against no stacks")
@@ -323,6 +367,8 @@ def main():
         check_torch_oom(a.lib, a.artifacts)
     if "frameworks" in only:
         check_frameworks(a.lib)
+    if "html" in only:
+        check_torch_html(a.lib, a.steps, a.artifacts)
     with open(a.out, "w") as f:
         json.dump(RESULTS, f, indent=1)
     print("\n%d passed, %d failed" % (sum(r["pass"] for r in RESULTS), sum(not r["pass"] for r in RESULTS)))

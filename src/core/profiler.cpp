@@ -4,7 +4,9 @@
 #include "core/pool_events.hpp"
 #include "core/process_state.hpp"
 #include "core/signals.hpp"
+#include "report/html_report.hpp"
 #include "report/reports.hpp"
+#include "report/torch_snapshot.hpp"
 #include "stacks/recorder.hpp"
 #include "trace/writer.hpp"
 #include "stats/device_stats.hpp"
@@ -172,7 +174,8 @@ PoolSlot* Profiler::create_slot(const DriverApi& api, CUcontext ctx) noexcept {
             slot->total_bytes = total;
         if (options_.model)
             slot->model = std::make_unique<pool::PoolModel>(conf_, slot->device, total);
-        slot->events = std::make_unique<PoolEvents>(slot->device, conf_, trace_.get(), slot->model.get());
+        slot->events = std::make_unique<PoolEvents>(slot->device, conf_, trace_.get(), slot->model.get(), start_,
+                                                    options_.html || options_.pickle);
         emit(trace_.get(), trace::EventType::device_info, slot->device, 0, total, total);
         pool::PoolOptions po;
         po.conf = conf_;
@@ -506,7 +509,9 @@ void Profiler::empty_cache() noexcept {
     if (process_exiting())
         return;
     for_each_live([](PoolSlot* s) {
+        const std::int64_t reserved = s->pool->stats().reserved_bytes[stats::kAll].current;
         s->pool->empty_cache();
+        s->events->on_empty_cache(reserved);
         if (s->model)
             s->model->empty_cache();
         return false;
@@ -543,6 +548,11 @@ report::DeviceSummary Profiler::device_summary(const PoolSlot& s, const std::map
         d.model_unserved = s.model->unserved();
         d.model_at_reserved_peak = s.model->reserved_peak();
     }
+    d.history.segments = s.pool->snapshot();
+    // Right after the segments (the viewer replays the trace backwards from them; an allocation
+    // made by another thread in between would appear in the events only).
+    d.history.events = s.events->events(&d.history.events_overwritten);
+    d.history.series = s.events->series();
     return d;
 }
 
@@ -682,9 +692,42 @@ bool Profiler::dump(const std::string& prefix_pattern) noexcept {
             log::warn("could not write the reports: {}", error);
             ok = false;
         }
+        // Built and written one after the other, each timed (GPUMEMPROF_LOG=info shows it).
+        auto write_timed = [&](const std::string& path, auto build) {
+            const auto t0 = std::chrono::steady_clock::now();
+            const std::string content = build();
+            error.clear();
+            const bool written = !content.empty() && util::write_file_atomic(path, content, &error);
+            const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+            if (written)
+                log::info("wrote {} ({} bytes) in {:.1f} ms", path, content.size(), ms);
+            else
+                log::warn("could not write {}: {}", path, error.empty() ? "building it failed" : error);
+            ok = ok && written;
+        };
+        if (options_.pickle && stacks.ok)
+            write_timed(prefix + ".pickle",
+                        [&] { return report::torch_snapshot_pickle(in, stacks.data, stacks.resolved); });
+        if (options_.html)
+            write_timed(prefix + ".html", [&] { return report::html_report(in, stacks); });
         return ok;
     } catch (...) {
         return false;
+    }
+}
+
+std::string Profiler::snapshot_json() noexcept {
+    try {
+        std::lock_guard dump_lock(dump_mutex_);
+        report::ReportInput in;
+        {
+            std::lock_guard lock(slots_mutex_);
+            in = report_input(std::string());
+        }
+        const report::StackReport stacks = report::prepare_stack_report(in);
+        return report::torch_snapshot_json(in, stacks.data, stacks.resolved);
+    } catch (...) {
+        return {};
     }
 }
 

@@ -96,6 +96,8 @@ public:
     void reset_accumulated(int device) noexcept;
     void empty_cache() noexcept;
     bool dump(const std::string& prefix) noexcept;
+    /// torch.cuda.memory._snapshot() as JSON (report::write_torch_snapshot); "" on failure.
+    std::string snapshot_json() noexcept;
 
     DoorCounters& doors() { return doors_; }
     const util::Options& options() const { return options_; }

@@ -5,6 +5,8 @@
 
 #include "pool/device_pool.hpp"
 #include "stats/device_stats.hpp"
+#include "stats/event_ring.hpp"
+#include "stats/time_series.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -13,6 +15,14 @@
 #include <vector>
 
 namespace gpumemprof::report {
+
+/// One pool's past and present, for the HTML report and the PyTorch snapshot.
+struct DeviceHistory {
+    stats::SeriesData series;
+    std::vector<stats::PoolEvent> events;   ///< the latest pool events, oldest first
+    std::uint64_t events_overwritten = 0;   ///< older events no longer kept
+    std::vector<pool::SegmentInfo> segments; ///< the pool's segments and blocks at the dump
+};
 
 struct DeviceSummary {
     int device = 0;
@@ -28,6 +38,7 @@ struct DeviceSummary {
     stats::DeviceStats model;
     std::int64_t model_unserved = 0;
     pool::ReservedPeak model_at_reserved_peak;
+    DeviceHistory history;
 };
 
 struct ReportInput {

@@ -81,6 +81,7 @@ ResolvedReport resolve_report(const stacks::ReportData& data, Symbolizer& symbol
             key += '\n';
         }
         auto [it, fresh] = by_key.emplace(key, out.sites.size());
+        out.site_of.push_back(it->second);
         if (fresh) {
             ResolvedSite r;
             r.frames = std::move(frames);

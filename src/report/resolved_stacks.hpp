@@ -33,6 +33,8 @@ struct ResolvedOom {
 struct ResolvedReport {
     std::vector<ResolvedSite> sites; ///< in order of first appearance in ReportData.sites
     std::vector<ResolvedOom> ooms;
+    /// site_of[i]: index in `sites` of ReportData.sites[i] (sites with equal stacks merge).
+    std::vector<std::size_t> site_of;
 };
 
 /// `data` must outlive the result (OOM records are referenced, not copied). `alloc_conf` (the

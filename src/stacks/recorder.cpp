@@ -78,13 +78,14 @@ void Recorder::on_alloc(int device, std::uintptr_t ptr, std::size_t size, std::s
     }
 }
 
-void Recorder::on_free(int device, std::uintptr_t ptr) noexcept {
+StackId Recorder::on_free(int device, std::uintptr_t ptr) noexcept {
     if (!accounting_.load(std::memory_order_relaxed))
-        return; // capture never on: no call sites to account to (and no lock on the hot path)
+        return 0; // capture never on: no call sites to account to (and no lock on the hot path)
     try {
         std::lock_guard<std::mutex> lock(mutex_);
-        table_.on_free(device, ptr);
+        return table_.on_free(device, ptr);
     } catch (...) {
+        return 0;
     }
 }
 

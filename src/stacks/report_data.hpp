@@ -50,6 +50,14 @@ struct CaptureStats {
     double intern_seconds = 0;         ///< time hashing / interning the frames
 };
 
+/// A block handed out and not yet freed, with its call site.
+struct LiveBlock {
+    std::uint64_t ptr = 0;
+    std::uint64_t size = 0;
+    StackId id = 0;
+    int device = 0;
+};
+
 struct ReportData {
     std::vector<SiteData> sites;        ///< every site that allocated or acquired, by id
     std::vector<OomRecord> ooms;        ///< in the order they happened
@@ -59,6 +67,7 @@ struct ReportData {
     std::vector<std::int64_t> device_live_at_peak; ///< index = device, at that same moment
     std::int64_t unknown_frees = 0;     ///< on_free of an address the recorder never saw
     std::uint64_t events = 0;           ///< on_alloc + on_free calls
+    std::vector<LiveBlock> live_blocks; ///< what is live now, in no particular order
     CaptureStats capture;
 };
 

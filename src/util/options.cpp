@@ -118,6 +118,11 @@ Options read_options(std::string* warnings) {
     o.model = o.stack_depth > 0; // unless GPUMEMPROF_MODEL says otherwise
     if (const char* v = env("GPUMEMPROF_MODEL"); v && !parse_bool(v, &o.model))
         warn_bad(warnings, "GPUMEMPROF_MODEL", v, "expected 0 or 1", "on while stack capture is on");
+    if (const char* v = env("GPUMEMPROF_HTML"); v && !parse_bool(v, &o.html))
+        warn_bad(warnings, "GPUMEMPROF_HTML", v, "expected 0 or 1", "1");
+    o.pickle = o.stack_depth > 0; // unless GPUMEMPROF_PICKLE says otherwise
+    if (const char* v = env("GPUMEMPROF_PICKLE"); v && !parse_bool(v, &o.pickle))
+        warn_bad(warnings, "GPUMEMPROF_PICKLE", v, "expected 0 or 1", "on while stack capture is on");
     return o;
 }
 

@@ -29,6 +29,10 @@ struct Options {
     /// and report its figures beside ours; 0 = off; unset = on while stack capture is on (the
     /// model costs about 90 ns per allocation+free pair, which the lean stacks-off mode keeps out).
     bool model = true;
+    bool html = true;                         ///< GPUMEMPROF_HTML: write <prefix>.html (timeline, flame graph, tables)
+    /// GPUMEMPROF_PICKLE: write <prefix>.pickle (torch.cuda.memory._dump_snapshot's format);
+    /// unset = on while stack capture is on.
+    bool pickle = true;
 };
 
 /// Parse the environment. Every malformed value produces one warning naming the variable and the

@@ -519,6 +519,23 @@ def case_c_api(args, tmp):
         c.eq("memory_stats allocated_bytes.all.current", stats.get("allocated_bytes.all.current"), 1024)
     except ValueError as e:
         c.true("memory_stats is JSON", False, e)
+    # gpumemprof_snapshot_json while a (1000 B) and b (3 MiB) are live.
+    try:
+        snap = json.loads(pre.values.get("snapshot_json", ""))
+        segs = sorted(snap.get("segments", []), key=lambda s: s["total_size"])
+        c.eq("snapshot: segments (size, type)", [(s["total_size"], s["segment_type"]) for s in segs],
+             [(2 * MIB, "small"), (20 * MIB, "large")])
+        active = [(b["size"], b["requested_size"], b["state"]) for s in segs for b in s["blocks"]
+                  if b["state"] != "inactive"]
+        c.eq("snapshot: live blocks", active, [(1024, 1000, "active_allocated"), (3 * MIB, 3 * MIB, "active_allocated")])
+        frames = [b["frames"] for s in segs for b in s["blocks"] if b["state"] != "inactive"]
+        c.true("snapshot: each live block's innermost frame is main in prog_c_api.cpp",
+               all(f and f[0]["name"] == "main" and f[0]["filename"].endswith("prog_c_api.cpp") for f in frames), frames)
+        trace = snap.get("device_traces", [[]])[0]
+        c.eq("snapshot: device trace", [(e["action"], e["size"]) for e in trace],
+             [("segment_alloc", 2 * MIB), ("alloc", 1000), ("segment_alloc", 20 * MIB), ("alloc", 3 * MIB)])
+    except (ValueError, KeyError, IndexError) as e:
+        c.true("snapshot_json is the snapshot as JSON", False, e)
     # empty_cache gives back the wholly free 20 MiB segment; a's 2 MiB segment stays.
     c.eq("memory_reserved after empty_cache", pre.val("reserved_after_empty_cache"), 2 * MIB)
     # gpumemprof_set_stack_depth: returns the previous depth; -1 only reads it.
