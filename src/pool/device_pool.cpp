@@ -1163,7 +1163,7 @@ std::vector<SegmentInfo> DevicePool::snapshot() const {
                 BlockInfo bi{b->ptr, b->size, b->requested, Impl::public_state(b->state)};
                 if (b->state == BState::allocated)
                     si.allocated_size += b->size;
-                if (b->state == BState::allocated) { // pending blocks are the pool's, not the program's
+                if (b->state != BState::free) { // as PyTorch's snapshot: pending blocks are active there
                     si.active_size += b->size;
                     si.requested_size += b->requested;
                 }
