@@ -11,7 +11,6 @@
 #include "trace/writer.hpp"
 #include "stats/device_stats.hpp"
 #include "util/atomic_file.hpp"
-#include "util/json_writer.hpp"
 #include "util/log.hpp"
 
 #include <pthread.h>
@@ -28,17 +27,6 @@
 namespace gpumemprof::core {
 namespace {
 
-std::atomic<bool> g_exiting{false};
-
-/// "at_reserved_peak": the pool at the moment its reserved bytes peaked (pool::ReservedPeak).
-void write_reserved_peak(util::JsonWriter& w, const pool::ReservedPeak& p) {
-    w.key("at_reserved_peak").begin_object();
-    w.field("reserved", p.reserved);
-    w.field("allocated", p.allocated);
-    w.field("inactive_split_bytes", p.inactive_split_bytes);
-    w.end_object();
-}
-
 void exit_handler() { Profiler::instance().on_exit(); }
 void atfork_prepare() { Profiler::instance().fork_prepare(); }
 void atfork_parent() { Profiler::instance().fork_parent(); }
@@ -52,10 +40,18 @@ std::string read_exe() {
 
 constexpr std::size_t kPitchAlignment = 512;
 
-} // namespace
+report::PassthroughCounters figures(const KindCounters& k) {
+    return {k.calls, k.frees, k.current_bytes, k.peak_bytes, k.total_bytes};
+}
 
-bool process_exiting() noexcept { return g_exiting.load(std::memory_order_acquire); }
-void set_process_exiting() noexcept { g_exiting.store(true, std::memory_order_release); }
+report::PassthroughSummary passthrough_figures(const DeviceLedger* ledger) {
+    if (!ledger)
+        return {};
+    auto kind = [&](Kind k) { return figures(ledger->kinds[static_cast<int>(k)]); };
+    return {kind(Kind::async), kind(Kind::managed), kind(Kind::vmm_physical), kind(Kind::vmm_mapped)};
+}
+
+} // namespace
 
 Profiler& Profiler::instance() noexcept {
     // Created on first use from whichever hook runs first (possibly before our constructor and
@@ -76,6 +72,9 @@ Profiler::Profiler() : start_(std::chrono::steady_clock::now()) {
             log::warn("{}", line);
     for (const auto& w : conf_warnings)
         log::warn("GPUMEMPROF_ALLOC_CONF: {}", w);
+    if (log::enabled(log::Level::debug))
+        for (const std::string& line : util::describe_options(options_))
+            log::debug("{}", line);
     stacks::Recorder::instance().configure(options_.stack_depth);
     if (!options_.trace.empty()) {
         trace::Header h;
@@ -122,7 +121,7 @@ PoolSlot* Profiler::current_slot(const DriverApi& api) noexcept {
     CUcontext ctx = nullptr;
     if (api.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx)
         return nullptr;
-    if (PoolSlot* p = find_live(ctx))
+    if (PoolSlot* p = pools_.find_live(ctx))
         return p;
     return create_slot(api, ctx);
 }
@@ -144,53 +143,40 @@ PoolSlot* Profiler::create_slot(const DriverApi& api, CUcontext ctx) noexcept {
                 api.cuDevicePrimaryCtxRelease_v2(dev);
             }
         }
-        std::lock_guard lock(slots_mutex_);
-        if (PoolSlot* p = find_live(ctx)) // another thread may have won the race
-            return p;
-        int free_index = -1;
-        for (int i = 0; i < kMaxLive; ++i) {
-            PoolSlot* p = live_[i].load(std::memory_order_acquire);
-            if (!p || !p->ctx.load(std::memory_order_acquire)) {
-                free_index = i;
-                break;
-            }
-        }
-        if (free_index < 0) {
-            log::warn("more than {} live CUDA contexts: allocations of the newest pass through unpooled", kMaxLive);
-            return nullptr;
-        }
         // Two contexts have two legacy streams, unordered with each other.
         bool another = false;
-        for_each_live([&](PoolSlot*) { return another = true; });
+        pools_.for_each_live([&](PoolSlot* s) { return another = s->ctx.load(std::memory_order_acquire) != ctx; });
         if (another)
             streams_.mark_unordered();
-        auto slot = std::make_unique<PoolSlot>();
-        slot->device = static_cast<int>(dev);
-        slot->primary = primary;
-        slot->index = static_cast<int>(all_slots_.size());
-        slot->backend = std::make_unique<DriverBackend>(api, ctx, streams_);
-        std::size_t total = 0;
-        if (api.cuDeviceTotalMem_v2 && api.cuDeviceTotalMem_v2(&total, dev) == CUDA_SUCCESS)
-            slot->total_bytes = total;
-        if (options_.model)
-            slot->model = std::make_unique<pool::PoolModel>(conf_, slot->device, total);
-        slot->events = std::make_unique<PoolEvents>(slot->device, conf_, trace_.get(), slot->model.get(), start_,
-                                                    options_.html || options_.pickle);
-        emit(trace_.get(), trace::EventType::device_info, slot->device, 0, total, total);
-        pool::PoolOptions po;
-        po.conf = conf_;
-        po.mode = options_.pool ? pool::Mode::caching : pool::Mode::passthrough;
-        po.defer_frees = options_.fenced_reuse;
-        po.reuse_when_ordered = options_.reuse_when_ordered;
-        po.device = slot->device;
-        slot->pool = std::make_unique<pool::DevicePool>(*slot->backend, po, slot->events.get());
-        slot->ctx.store(ctx, std::memory_order_release);
-        PoolSlot* raw = slot.get();
-        all_slots_.push_back(std::move(slot));
+        PoolSlot* raw = pools_.find_or_add(ctx, [&](int index) {
+            auto slot = std::make_unique<PoolSlot>();
+            slot->device = static_cast<int>(dev);
+            slot->primary = primary;
+            slot->index = index;
+            slot->backend = std::make_unique<DriverBackend>(api, ctx, streams_);
+            std::size_t total = 0;
+            if (api.cuDeviceTotalMem_v2 && api.cuDeviceTotalMem_v2(&total, dev) == CUDA_SUCCESS)
+                slot->total_bytes = total;
+            if (options_.model)
+                slot->model = std::make_unique<pool::PoolModel>(conf_, slot->device, total);
+            slot->events = std::make_unique<PoolEvents>(slot->device, conf_, trace_.get(), slot->model.get(), start_,
+                                                        options_.html || options_.pickle);
+            emit(trace_.get(), trace::EventType::device_info, slot->device, 0, total, total);
+            pool::PoolOptions po;
+            po.conf = conf_;
+            po.mode = options_.pool ? pool::Mode::caching : pool::Mode::passthrough;
+            po.defer_frees = options_.fenced_reuse;
+            po.reuse_when_ordered = options_.reuse_when_ordered;
+            po.device = slot->device;
+            slot->pool = std::make_unique<pool::DevicePool>(*slot->backend, po, slot->events.get());
+            return slot;
+        });
+        if (!raw) {
+            log::warn("more than {} live CUDA contexts: allocations of the newest pass through unpooled",
+                      PoolTable::kMaxLive);
+            return nullptr;
+        }
         start_signal_thread();
-        live_[free_index].store(raw, std::memory_order_release);
-        if (free_index >= live_count_.load(std::memory_order_relaxed))
-            live_count_.store(free_index + 1, std::memory_order_release);
         log::debug("new pool for context {} on device {} ({})", static_cast<void*>(ctx), raw->device,
                    primary ? "primary" : "created");
         return raw;
@@ -236,7 +222,7 @@ int Profiler::free_in_pools(std::uintptr_t ptr) noexcept {
     if (ptr == 0)
         return pool::kNotOwned;
     int result = pool::kNotOwned;
-    for_each_live([&](PoolSlot* s) {
+    pools_.for_each_live([&](PoolSlot* s) {
         int r = s->pool->free(ptr);
         if (r == pool::kNotOwned)
             return false;
@@ -294,7 +280,7 @@ CUresult Profiler::mem_get_info(const DriverApi& api, std::size_t* free_bytes, s
     // Memory the pool holds but could give back at once counts as free: programs that size
     // themselves from this figure (JAX, vLLM) must not be starved by our cache.
     std::size_t cached = 0;
-    for_each_live([&](PoolSlot* s) {
+    pools_.for_each_live([&](PoolSlot* s) {
         if (s->device == static_cast<int>(dev)) {
             s->pool->process_fences(); // blocks the device is done with become releasable
             cached += s->pool->releasable_bytes();
@@ -310,7 +296,7 @@ CUresult Profiler::mem_get_info(const DriverApi& api, std::size_t* free_bytes, s
 
 CUresult Profiler::ipc_get_mem_handle(const DriverApi& api, CUipcMemHandle* handle, CUdeviceptr ptr) noexcept {
     bool refused = false;
-    for_each_live([&](PoolSlot* s) {
+    pools_.for_each_live([&](PoolSlot* s) {
         pool::Lookup l = s->pool->lookup(static_cast<std::uintptr_t>(ptr));
         if (!l.in_pool)
             return false;
@@ -341,7 +327,7 @@ void Profiler::record_alloc(Kind kind, const DriverApi& api, std::uintptr_t key,
 void Profiler::record_alloc_with_stack(Kind kind, const DriverApi& api, std::uintptr_t key, std::size_t bytes,
                                        int device, std::uint32_t stack) noexcept {
     try {
-        if (device == -2) {
+        if (device == kDeviceOfCurrentContext) {
             CUdevice dev = 0;
             device = (api.cuCtxGetDevice(&dev) == CUDA_SUCCESS) ? static_cast<int>(dev) : 0;
         }
@@ -378,32 +364,12 @@ void Profiler::flush_trace() noexcept {
 // ---- contexts ---------------------------------------------------------------------------------
 
 void Profiler::drop_context(CUcontext ctx) noexcept {
-    std::lock_guard lock(slots_mutex_);
-    for (auto& s : live_) {
-        PoolSlot* p = s.load(std::memory_order_acquire);
-        if (p && p->ctx.load(std::memory_order_acquire) == ctx) {
-            p->pool->drop_all();
-            if (p->model)
-                p->model->drop_all();
-            p->backend->forget();
-            p->ctx.store(nullptr, std::memory_order_release);
-            s.store(nullptr, std::memory_order_release);
-        }
-    }
+    pools_.drop(ctx);
     streams_.forget_context(ctx);
 }
 
 void Profiler::drop_primary(int device) noexcept {
-    std::vector<CUcontext> victims;
-    {
-        std::lock_guard lock(slots_mutex_);
-        for (auto& s : live_) {
-            PoolSlot* p = s.load(std::memory_order_acquire);
-            if (p && p->primary && p->device == device)
-                victims.push_back(p->ctx.load(std::memory_order_acquire));
-        }
-    }
-    for (CUcontext c : victims)
+    for (CUcontext c : pools_.primary_contexts(device))
         drop_context(c);
 }
 
@@ -417,24 +383,6 @@ int Profiler::resolve_device(int device) noexcept {
     if (api && !process_exiting() && api->cuCtxGetDevice(&dev) == CUDA_SUCCESS)
         return static_cast<int>(dev);
     return 0;
-}
-
-std::vector<PoolSlot*> Profiler::slots_for_device(int device) const {
-    std::vector<PoolSlot*> out;
-    std::lock_guard lock(slots_mutex_);
-    for (const auto& s : all_slots_)
-        if (s->device == device)
-            out.push_back(s.get());
-    return out;
-}
-
-// The pass-through ledger is kept per device; of the pools a device had (a reset makes a new
-// one), the newest carries its figures, so each is counted once. Requires slots_mutex_.
-bool Profiler::carries_ledger(const PoolSlot* slot) const {
-    for (auto it = all_slots_.rbegin(); it != all_slots_.rend(); ++it)
-        if ((*it)->device == slot->device)
-            return it->get() == slot;
-    return false;
 }
 
 stats::DeviceStats Profiler::ledger_only_stats(const DeviceLedger* ledger) const {
@@ -451,7 +399,7 @@ stats::DeviceStats Profiler::ledger_only_stats(const DeviceLedger* ledger) const
 stats::DeviceStats Profiler::merged_stats(const PoolSlot* slot, const std::map<int, DeviceLedger>& ledgers) const {
     stats::DeviceStats st = slot->pool->stats();
     auto it = ledgers.find(slot->device);
-    if (it != ledgers.end() && carries_ledger(slot)) {
+    if (it != ledgers.end() && pools_.carries_ledger(slot)) {
         st.num_device_alloc += it->second.device_allocs;
         st.num_device_free += it->second.device_frees;
     }
@@ -462,10 +410,10 @@ bool Profiler::device_stats(int device, stats::DeviceStats* out) noexcept {
     try {
         device = resolve_device(device);
         auto ledgers = ledger_.snapshot();
-        std::lock_guard lock(slots_mutex_);
+        auto lock = pools_.lock();
         // The live pool of that device if there is one, else the last one it had.
         const PoolSlot* pick = nullptr;
-        for (const auto& s : all_slots_)
+        for (const auto& s : pools_.all())
             if (s->device == device && (s->ctx.load(std::memory_order_acquire) || !pick ||
                                         !pick->ctx.load(std::memory_order_acquire)))
                 pick = s.get();
@@ -484,11 +432,11 @@ bool Profiler::device_stats(int device, stats::DeviceStats* out) noexcept {
 void Profiler::reset_peak(int device) noexcept {
     try {
         device = resolve_device(device);
-        for (PoolSlot* s : slots_for_device(device)) {
-            s->pool->reset_peak_stats();
-            if (s->model)
-                s->model->reset_peak_stats();
-        }
+        pools_.for_each_pool_of(device, [](PoolSlot& s) {
+            s.pool->reset_peak_stats();
+            if (s.model)
+                s.model->reset_peak_stats();
+        });
     } catch (...) {
     }
 }
@@ -496,11 +444,11 @@ void Profiler::reset_peak(int device) noexcept {
 void Profiler::reset_accumulated(int device) noexcept {
     try {
         device = resolve_device(device);
-        for (PoolSlot* s : slots_for_device(device)) {
-            s->pool->reset_accumulated_stats();
-            if (s->model)
-                s->model->reset_accumulated_stats();
-        }
+        pools_.for_each_pool_of(device, [](PoolSlot& s) {
+            s.pool->reset_accumulated_stats();
+            if (s.model)
+                s.model->reset_accumulated_stats();
+        });
     } catch (...) {
     }
 }
@@ -508,7 +456,7 @@ void Profiler::reset_accumulated(int device) noexcept {
 void Profiler::empty_cache() noexcept {
     if (process_exiting())
         return;
-    for_each_live([](PoolSlot* s) {
+    pools_.for_each_live([](PoolSlot* s) {
         const std::int64_t reserved = s->pool->stats().reserved_bytes[stats::kAll].current;
         s->pool->empty_cache();
         s->events->on_empty_cache(reserved);
@@ -520,33 +468,63 @@ void Profiler::empty_cache() noexcept {
 
 // ---- reports ----------------------------------------------------------------------------------
 
-report::ReportInput Profiler::report_input(const std::string& prefix) const {
+report::ReportInput Profiler::snapshot(const std::string& prefix) const {
     report::ReportInput in;
     in.prefix = prefix;
     in.pid = static_cast<int>(::getpid());
+    in.host = util::host_name();
     in.exe = read_exe();
-    in.seconds_profiled = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     in.alloc_conf = options_.alloc_conf;
-    auto ledgers = ledger_.snapshot();
-    for (const auto& s : all_slots_)
+    in.effective_alloc_conf = pool::format_alloc_conf(conf_);
+    in.caching = options_.pool;
+    in.stack_skip = options_.stack_skip;
+    in.hide_frames = options_.hide_frames;
+    auto lock = pools_.lock();
+    in.seconds_profiled = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    in.doors = {doors_.dlsym_substitutions.load(), doors_.proc_address_substitutions.load(),
+                doors_.runtime_calls.load()};
+    in.foreign_invalid_frees = invalid_foreign_frees_.load();
+    const auto ledgers = ledger_.snapshot();
+    if (auto host = ledgers.find(kHostMemory); host != ledgers.end())
+        in.host_pinned = figures(host->second.kinds[static_cast<int>(Kind::host_pinned)]);
+    std::set<int> with_pool;
+    for (const auto& s : pools_.all()) {
         in.devices.push_back(device_summary(*s, ledgers));
+        with_pool.insert(s->device);
+    }
+    for (const auto& [device, ledger] : ledgers) {
+        if (device < 0 || with_pool.count(device))
+            continue;
+        report::DeviceSummary d;
+        d.device = device;
+        d.stats = ledger_only_stats(&ledger);
+        d.passthrough = passthrough_figures(&ledger);
+        in.devices_without_pool.push_back(std::move(d));
+    }
     return in;
 }
 
 report::DeviceSummary Profiler::device_summary(const PoolSlot& s, const std::map<int, DeviceLedger>& ledgers) const {
     report::DeviceSummary d;
     d.device = s.device;
+    d.context = s.index;
+    d.context_alive = s.ctx.load() != nullptr;
     d.stats = merged_stats(&s, ledgers);
     d.invalid_frees = s.pool->invalid_frees();
+    d.ipc_refused = s.ipc_refused.load();
+    d.pool_counters = s.pool->counters();
     d.total_capacity = s.total_bytes;
     d.at_reserved_peak = s.pool->reserved_peak();
     d.pending = s.pool->pending();
-    d.counters = s.pool->counters();
     if (s.model) {
         d.has_model = true;
         d.model = s.model->stats();
         d.model_unserved = s.model->unserved();
         d.model_at_reserved_peak = s.model->reserved_peak();
+    }
+    if (pools_.carries_ledger(&s)) {
+        auto it = ledgers.find(s.device);
+        d.passthrough = passthrough_figures(it != ledgers.end() ? &it->second : nullptr);
     }
     d.history.segments = s.pool->snapshot();
     // Right after the segments (the viewer replays the trace backwards from them; an allocation
@@ -554,115 +532,6 @@ report::DeviceSummary Profiler::device_summary(const PoolSlot& s, const std::map
     d.history.events = s.events->events(&d.history.events_overwritten);
     d.history.series = s.events->series();
     return d;
-}
-
-std::string Profiler::report_json(const report::ReportInput& in, const report::StackReport& stacks) noexcept {
-    try {
-        util::JsonWriter w;
-        w.begin_object();
-        w.field("version", 1);
-        w.field("pid", static_cast<std::int64_t>(in.pid));
-        w.field("host", util::host_name());
-        w.field("exe", in.exe);
-        w.field("alloc_conf", pool::format_alloc_conf(conf_));
-        w.field("pool", options_.pool ? "caching" : "passthrough");
-        w.field("seconds_profiled", in.seconds_profiled);
-        w.key("doors").begin_object();
-        w.field("dlsym_substitutions", doors_.dlsym_substitutions.load());
-        w.field("proc_address_substitutions", doors_.proc_address_substitutions.load());
-        w.field("runtime_calls", doors_.runtime_calls.load());
-        w.end_object();
-        auto ledgers = ledger_.snapshot();
-        w.key("host_pinned");
-        PassthroughLedger::write_kind(w, ledgers[-1].kinds[static_cast<int>(Kind::host_pinned)]);
-        w.field("foreign_invalid_frees", invalid_foreign_frees_.load());
-
-        std::unique_lock lock(slots_mutex_);
-        auto write_passthrough = [&](const DeviceLedger* ledger) {
-            w.key("passthrough").begin_object();
-            static const std::pair<const char*, Kind> kKinds[] = {{"async", Kind::async},
-                                                                  {"managed", Kind::managed},
-                                                                  {"vmm_physical", Kind::vmm_physical},
-                                                                  {"vmm_mapped", Kind::vmm_mapped}};
-            for (const auto& [name, kind] : kKinds) {
-                w.key(name);
-                PassthroughLedger::write_kind(w, ledger ? ledger->kinds[static_cast<int>(kind)] : KindCounters{});
-            }
-            w.end_object();
-        };
-        auto ledger_of = [&](int device) -> const DeviceLedger* {
-            auto it = ledgers.find(device);
-            return it != ledgers.end() ? &it->second : nullptr;
-        };
-        w.key("devices").begin_array();
-        std::set<int> with_pool;
-        for (std::size_t i = 0; i < all_slots_.size(); ++i) {
-            const PoolSlot* s = all_slots_[i].get();
-            // The figures the .txt was given (slots are only ever appended), so that both files
-            // describe one moment; a pool made since then is described as it is now.
-            const report::DeviceSummary d = i < in.devices.size() ? in.devices[i] : device_summary(*s, ledgers);
-            with_pool.insert(s->device);
-            w.begin_object();
-            w.field("device", s->device);
-            w.field("context", s->index);
-            w.field("context_alive", s->ctx.load() != nullptr);
-            w.key("memory_stats").raw(stats::to_json(d.stats));
-            w.field("invalid_frees", d.invalid_frees);
-            w.field("ipc_refused", s->ipc_refused.load());
-            const pool::PoolCounters& pc = d.counters;
-            w.key("pool_counters").begin_object();
-            w.field("fences_recorded", pc.fences_recorded);
-            w.field("fence_polls", pc.fence_polls);
-            w.field("misses", pc.misses);
-            w.field("deferred_frees", pc.deferred_frees);
-            w.field("fence_waits", pc.fence_waits);
-            w.field("wait_timeouts", pc.wait_timeouts);
-            w.field("wait_ns", pc.wait_ns);
-            w.end_object();
-            // Freed by the program, waiting for the device to pass the free before the pool may
-            // hand them out again: not allocated, active or requested (those are the program's).
-            w.key("pending_free").begin_object();
-            w.field("bytes_current", d.pending.bytes.current);
-            w.field("bytes_peak", d.pending.bytes.peak);
-            w.field("blocks_current", d.pending.blocks.current);
-            w.field("blocks_peak", d.pending.blocks.peak);
-            w.field("blocks_total", d.pending.blocks.allocated);
-            w.end_object();
-            write_reserved_peak(w, d.at_reserved_peak);
-            if (d.has_model) {
-                // The same 122 keys as PyTorch's caching allocator would report them for the
-                // requests our pool served (pool::PoolModel).
-                w.key("pytorch_model").begin_object();
-                w.key("memory_stats").raw(stats::to_json(d.model));
-                w.field("unserved", d.model_unserved);
-                write_reserved_peak(w, d.model_at_reserved_peak);
-                w.end_object();
-            }
-            write_passthrough(carries_ledger(s) ? ledger_of(s->device) : nullptr);
-            w.end_object();
-        }
-        for (const auto& [device, ledger] : ledgers) {
-            if (device < 0 || with_pool.count(device))
-                continue;
-            w.begin_object();
-            w.field("device", device);
-            w.field("context", -1);
-            w.field("context_alive", false);
-            w.key("memory_stats").raw(stats::to_json(ledger_only_stats(&ledger)));
-            w.field("invalid_frees", 0);
-            w.field("ipc_refused", 0);
-            write_passthrough(&ledger);
-            w.end_object();
-        }
-        w.end_array();
-        lock.unlock(); // symbolising can take a while: let the program create pools meanwhile
-        // Call sites, peak attribution, leaks and OOM events (issue 3), same keys as the .txt.
-        report::append_json(w, in, stacks);
-        w.end_object();
-        return w.take();
-    } catch (...) {
-        return "{}";
-    }
 }
 
 bool Profiler::dump(const std::string& prefix_pattern) noexcept {
@@ -677,14 +546,10 @@ bool Profiler::dump(const std::string& prefix_pattern) noexcept {
         std::string prefix = util::expand_output_prefix(pattern, static_cast<int>(::getpid()));
         std::string error;
         bool ok = true;
-        report::ReportInput in;
-        {
-            std::lock_guard lock(slots_mutex_);
-            in = report_input(prefix);
-        }
+        const report::ReportInput in = snapshot(prefix);
         // Collected and symbolised once, outside the pool-table lock, for the JSON and the text.
         const report::StackReport stacks = report::prepare_stack_report(in);
-        if (!util::write_file_atomic(prefix + ".json", report_json(in, stacks), &error)) {
+        if (!report::write_json_report(in, stacks, &error)) {
             log::warn("could not write the report: {}", error);
             ok = false;
         }
@@ -719,11 +584,7 @@ bool Profiler::dump(const std::string& prefix_pattern) noexcept {
 std::string Profiler::snapshot_json() noexcept {
     try {
         std::lock_guard dump_lock(dump_mutex_);
-        report::ReportInput in;
-        {
-            std::lock_guard lock(slots_mutex_);
-            in = report_input(std::string());
-        }
+        const report::ReportInput in = snapshot(std::string());
         const report::StackReport stacks = report::prepare_stack_report(in);
         return report::torch_snapshot_json(in, stacks.data, stacks.resolved);
     } catch (...) {
@@ -747,9 +608,7 @@ void Profiler::on_exit() noexcept {
 // included, without touching them (fork_child).
 void Profiler::fork_prepare() noexcept {
     dump_mutex_.lock(); // no report (and so no symbolizer lock) is being written across fork
-    slots_mutex_.lock();
-    for (auto& s : all_slots_)
-        s->pool->lock_for_fork();
+    pools_.lock_for_fork();
     ledger_.lock_for_fork();
     stacks::Recorder::instance().lock_for_fork();
     streams_.lock_for_fork();
@@ -759,9 +618,7 @@ void Profiler::fork_parent() noexcept {
     streams_.unlock_after_fork();
     stacks::Recorder::instance().unlock_after_fork();
     ledger_.unlock_after_fork();
-    for (auto it = all_slots_.rbegin(); it != all_slots_.rend(); ++it)
-        (*it)->pool->unlock_after_fork();
-    slots_mutex_.unlock();
+    pools_.unlock_after_fork();
     dump_mutex_.unlock();
 }
 
@@ -770,17 +627,9 @@ void Profiler::fork_child() noexcept {
     stacks::Recorder::instance().unlock_after_fork();
     stacks::Recorder::instance().reset_after_fork();
     ledger_.unlock_after_fork();
-    for (auto it = all_slots_.rbegin(); it != all_slots_.rend(); ++it)
-        (*it)->pool->unlock_after_fork();
     // The child cannot use the parent's CUDA state: start from nothing, without any CUDA call.
     // The parent's pools are leaked on purpose (their owners live in the parent).
-    for (auto& s : live_)
-        s.store(nullptr, std::memory_order_relaxed);
-    for (auto& s : all_slots_) {
-        s->backend->forget();
-        (void)s.release();
-    }
-    all_slots_.clear();
+    pools_.abandon_after_fork();
     ledger_.clear();
     streams_.clear();
     doors_.dlsym_substitutions = 0;
@@ -793,7 +642,6 @@ void Profiler::fork_child() noexcept {
     // Threads do not survive fork: the child starts its own signal thread when it uses CUDA.
     // cuda_seen_ stays: a child of a CUDA process writes its own report (pid in the name).
     signal_thread_started_ = false;
-    slots_mutex_.unlock();
     dump_mutex_.unlock();
 }
 

@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 
 namespace gpumemprof::report {
 
@@ -89,7 +88,7 @@ void top_sites(std::string& out, const ResolvedReport& r, int n, Key key, const 
 } // namespace
 
 std::string text_report(const ReportInput& in, const stacks::ReportData& data, const ResolvedReport& r) {
-    const FrameFilter filter(in.hide_frames ? in.hide_frames->c_str() : std::getenv("GPUMEMPROF_HIDE_FRAMES"));
+    const FrameFilter filter(in.hide_frames ? in.hide_frames->c_str() : nullptr);
     std::string out;
     out += "gpumemprof report for " + (in.exe.empty() ? std::string("?") : in.exe) + " (pid " +
            std::to_string(in.pid) + ")\n";
@@ -129,13 +128,13 @@ std::string text_report(const ReportInput& in, const stacks::ReportData& data, c
                "\n";
         if (d.pending.blocks.allocated > 0) {
             char waited[64];
-            std::snprintf(waited, sizeof waited, "%.3f ms", static_cast<double>(d.counters.wait_ns) / 1e6);
+            std::snprintf(waited, sizeof waited, "%.3f ms", static_cast<double>(d.pool_counters.wait_ns) / 1e6);
             out += "  freed blocks waiting for the device (not allocated/active/requested): now " +
                    fmt_bytes(d.pending.bytes.current) + " in " + std::to_string(d.pending.blocks.current) +
                    " blocks, peak " + fmt_bytes(d.pending.bytes.peak) + " in " +
                    std::to_string(d.pending.blocks.peak) + " blocks; waits on a miss: " +
-                   std::to_string(d.counters.fence_waits) + " (" + waited + ", " +
-                   std::to_string(d.counters.wait_timeouts) + " timed out)\n";
+                   std::to_string(d.pool_counters.fence_waits) + " (" + waited + ", " +
+                   std::to_string(d.pool_counters.wait_timeouts) + " timed out)\n";
         }
         if (d.has_model) {
             const auto& m = d.model;
@@ -164,6 +163,13 @@ std::string text_report(const ReportInput& in, const stacks::ReportData& data, c
                       c.intern_seconds * 1e6 / n, 100.0 * static_cast<double>(c.cache_hits) / n,
                       c.unwind_seconds + c.intern_seconds);
         out += line;
+        if (c.python_captures > 0) {
+            std::snprintf(line, sizeof line,
+                          "Python frames: found in %llu stacks (%.1f frames each on average), included in that cost\n",
+                          static_cast<unsigned long long>(c.python_captures),
+                          static_cast<double>(c.python_frames) / static_cast<double>(c.python_captures));
+            out += line;
+        }
     }
 
     heading(out, "Top call sites by bytes live at the peak");

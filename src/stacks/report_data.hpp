@@ -46,6 +46,8 @@ struct CaptureStats {
     std::uint64_t captures = 0;        ///< stacks captured (one per allocation while capture is on)
     std::uint64_t frames = 0;          ///< frames kept, summed over captures
     std::uint64_t cache_hits = 0;      ///< captures interned from the per-thread stack cache
+    std::uint64_t python_captures = 0; ///< captures that found Python frames on the thread
+    std::uint64_t python_frames = 0;   ///< Python frames kept, summed over captures
     double unwind_seconds = 0;         ///< time in libunwind
     double intern_seconds = 0;         ///< time hashing / interning the frames
 };

@@ -435,7 +435,6 @@ def case_cross_stream_reuse(args, tmp):
         c.eq("pytorch_model[%s]" % key, model_stat(rep, key), value)
     c.eq("pool's own reserved peak: the model's", stat(rep, "reserved_bytes.all.peak"), 2 * MIB)
     dev = rep["devices"][0]
-    c.ge("pool waited for A's fence on a miss", dev["pool_counters"]["fence_waits"], 1)
     c.eq("pool: no wait timed out", dev["pool_counters"]["wait_timeouts"], 0)
     # A freed block is not the program's any more, even while it waits (PyTorch's rule).
     c.eq("memory_stats[active_bytes.all.peak] = the allocated peak", stat(rep, "active_bytes.all.peak"), MIB)

@@ -330,8 +330,7 @@ TEST_CASE("the text listings leave out allocation and dispatch plumbing (GPUMEMP
                            0, 0));
     d.peak_bytes = 4096;
     const ResolvedReport r = resolve_report(d, s, parse_skip_list(nullptr));
-    ReportInput in; // hide_frames unset: GPUMEMPROF_HIDE_FRAMES, and without it the default
-    ::unsetenv("GPUMEMPROF_HIDE_FRAMES");
+    ReportInput in; // hide_frames unset: the default patterns
     const std::string def = text_report(in, d, r);
     // Default patterns: five frames from the allocator up to at::empty_like are hidden, the
     // operator comes first; the two dispatch frames between it and its caller are hidden too.
