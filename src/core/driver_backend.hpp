@@ -31,6 +31,16 @@ public:
     void fence_release(pool::FenceId fence) override;
     bool frees_ordered() override;
 
+    // Expandable segments: the real driver's cuMem* calls (never our hooks), on this context's device.
+    int vmm_granularity(std::size_t* bytes) override;
+    int address_reserve(std::size_t size, std::uintptr_t* va) override;
+    int address_free(std::uintptr_t va, std::size_t size) override;
+    int page_create(std::size_t size, pool::PageHandle* page) override;
+    int page_release(pool::PageHandle page) override;
+    int page_map(std::uintptr_t va, std::size_t size, pool::PageHandle page) override;
+    int page_unmap(std::uintptr_t va, std::size_t size) override;
+    int set_access(std::uintptr_t va, std::size_t size) override;
+
     /// Forget all events without driver calls (the context is gone, or we are in a fork child).
     void forget();
 
@@ -45,6 +55,8 @@ private:
     std::size_t take_slot();               // requires mutex_; may allocate (slot growth only)
     Fence* find(pool::FenceId fence);       // requires mutex_
     void copy_events(Fence& f);             // requires mutex_: into wait_events_
+    /// The context's device ordinal (-1 when it cannot be had).
+    int device();
     const DriverApi& api_;
     CUcontext ctx_;
     StreamRegistry& streams_;
@@ -55,6 +67,7 @@ private:
     std::vector<CUstream> scratch_streams_; ///< reused by fence_record (called on many frees)
     std::vector<CUevent> wait_events_;      ///< reused by the waits
     std::uint64_t next_fence_ = 1;
+    int device_ = -1; ///< cached by device()
 };
 
 } // namespace gpumemprof::core

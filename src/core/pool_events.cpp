@@ -123,6 +123,19 @@ std::vector<stats::PoolEvent> PoolEvents::events(std::uint64_t* overwritten) con
     return ring_.events();
 }
 
+void PoolEvents::on_segment_map(std::uintptr_t ptr, std::size_t size) {
+    stacks::Recorder::instance().on_acquire(device_, size, t_request_stack);
+    emit(trace_, trace::EventType::vmm_map, device_, ptr, size, size);
+    remember(stats::PoolAction::segment_map, ptr, size, size, 0, t_request_stack, stats::Series::reserved,
+             static_cast<std::int64_t>(size));
+}
+
+void PoolEvents::on_segment_unmap(std::uintptr_t ptr, std::size_t size) {
+    emit(trace_, trace::EventType::vmm_unmap, device_, ptr, size, size);
+    remember(stats::PoolAction::segment_unmap, ptr, size, size, 0, 0, stats::Series::reserved,
+             -static_cast<std::int64_t>(size));
+}
+
 void PoolEvents::on_oom(const pool::OomInfo& info) {
     std::string suggestion = report::oom_suggestion(info, conf_);
     log::warn("{} (request: {} bytes) Suggestion: {}", report::oom_message(device_, info), info.requested, suggestion);

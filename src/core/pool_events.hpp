@@ -44,6 +44,8 @@ public:
     void on_free_completed(std::uintptr_t ptr, std::size_t size, std::size_t requested) override;
     void on_segment_alloc(std::uintptr_t ptr, std::size_t size) override;
     void on_segment_free(std::uintptr_t ptr, std::size_t size) override;
+    void on_segment_map(std::uintptr_t ptr, std::size_t size) override;
+    void on_segment_unmap(std::uintptr_t ptr, std::size_t size) override;
     void on_oom(const pool::OomInfo& info) override;
     /// empty_cache released `bytes` (called outside the pool's lock).
     void on_empty_cache(std::int64_t reserved_before) noexcept;

@@ -70,7 +70,7 @@ void write_segments(ObjectWriter& w, const ReportInput& in, const stacks::Report
         for (const stats::PoolEvent& e : d.history.events) {
             if (e.action == stats::PoolAction::alloc)
                 block_site[e.addr] = e.site;
-            else if (e.action == stats::PoolAction::segment_alloc)
+            else if (e.action == stats::PoolAction::segment_alloc || e.action == stats::PoolAction::segment_map)
                 segment_site[e.addr] = e.site;
         }
         for (const stacks::LiveBlock& b : data.live_blocks)
@@ -95,7 +95,7 @@ void write_segments(ObjectWriter& w, const ReportInput& in, const stacks::Report
             w.integer(0);
             w.integer(0);
             w.end_tuple();
-            w.field("is_expandable", false);
+            w.field("is_expandable", s.is_expandable);
             w.key("frames");
             frames.write(w, site_at(segment_site, s.address));
             w.key("blocks");

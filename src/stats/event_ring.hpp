@@ -12,9 +12,13 @@
 
 namespace gpumemprof::stats {
 
-enum class PoolAction : std::uint8_t { alloc, free_requested, free_completed, segment_alloc, segment_free, oom };
+enum class PoolAction : std::uint8_t {
+    alloc, free_requested, free_completed, segment_alloc, segment_free, oom,
+    segment_map, segment_unmap, ///< expandable segments: pages mapped / unmapped
+};
 inline constexpr const char* kPoolActionNames[] = {"alloc",         "free_requested", "free_completed",
-                                                   "segment_alloc", "segment_free",   "oom"};
+                                                   "segment_alloc", "segment_free",   "oom",
+                                                   "segment_map",   "segment_unmap"};
 
 struct PoolEvent {
     std::int64_t t_ns = 0;      ///< since the process started
