@@ -18,7 +18,7 @@ thread_local stacks::StackId t_request_stack = 0;
 } // namespace
 
 void emit(trace::Writer* w, trace::EventType type, int device, std::uintptr_t ptr, std::size_t size,
-          std::size_t block_size, std::uint64_t stack, std::uint64_t device_free) {
+          std::size_t block_size, std::uint64_t stack, std::uint64_t device_free, std::uint64_t largest_free) {
     if (!w)
         return;
     trace::Event ev;
@@ -29,6 +29,7 @@ void emit(trace::Writer* w, trace::EventType type, int device, std::uintptr_t pt
     ev.block_size = block_size;
     ev.stack_id = stack;
     ev.device_free = device_free;
+    ev.largest_free = largest_free;
     w->record(ev);
 }
 
@@ -141,7 +142,7 @@ void PoolEvents::on_oom(const pool::OomInfo& info) {
     log::warn("{} (request: {} bytes) Suggestion: {}", report::oom_message(device_, info), info.requested, suggestion);
     stacks::Recorder::instance().on_oom(device_, info, t_request_stack, suggestion);
     emit(trace_, trace::EventType::oom, device_, 0, info.requested, info.allocation_size, t_request_stack,
-         info.device_free);
+         info.device_free, info.largest_free_block);
     if (history_) {
         try {
             std::lock_guard lock(history_mutex_);

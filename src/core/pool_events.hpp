@@ -27,7 +27,8 @@ namespace gpumemprof::core {
 stacks::StackId current_request_stack() noexcept;
 /// Append one event to the trace, if there is one (`w` may be null).
 void emit(trace::Writer* w, trace::EventType type, int device, std::uintptr_t ptr, std::size_t size,
-          std::size_t block_size, std::uint64_t stack = 0, std::uint64_t device_free = 0);
+          std::size_t block_size, std::uint64_t stack = 0, std::uint64_t device_free = 0,
+          std::uint64_t largest_free = 0);
 void set_current_request_stack(stacks::StackId id) noexcept;
 
 class PoolEvents final : public pool::PoolListener {

@@ -527,6 +527,7 @@ report::DeviceSummary Profiler::device_summary(const PoolSlot& s, const std::map
         d.passthrough = passthrough_figures(it != ledgers.end() ? &it->second : nullptr);
     }
     d.history.segments = s.pool->snapshot();
+    d.history.segments_known = true;
     // Right after the segments (the viewer replays the trace backwards from them; an allocation
     // made by another thread in between would appear in the events only).
     d.history.events = s.events->events(&d.history.events_overwritten);
@@ -596,8 +597,41 @@ void Profiler::on_exit() noexcept {
     set_process_exiting();
     if (options_.report_at_exit)
         dump(std::string());
-    if (trace_)
+    if (trace_) {
+        write_trace_stacks();
         trace_->close();
+    }
+}
+
+void Profiler::write_trace_stacks() noexcept {
+    try {
+        std::lock_guard dump_lock(dump_mutex_);
+        report::ReportInput in;
+        in.alloc_conf = options_.alloc_conf;
+        const report::StackReport r = report::prepare_stack_report(in); // symbols cached by the dump
+        if (!r.ok)
+            return;
+        std::vector<trace::Stack> stacks;
+        std::set<stacks::StackId> seen;
+        auto add = [&](stacks::StackId id, const std::vector<report::SymbolFrame>& frames) {
+            if (!seen.insert(id).second)
+                return;
+            trace::Stack s;
+            s.id = id;
+            for (auto f = frames.rbegin(); f != frames.rend(); ++f) // the trace is innermost first
+                s.frames.push_back({f->function, f->file, static_cast<std::uint32_t>(std::max(f->line, 0)),
+                                    f->module, static_cast<std::uint64_t>(f->offset), f->python ? "python" : ""});
+            stacks.push_back(std::move(s));
+        };
+        for (std::size_t i = 0; i < r.data.sites.size() && i < r.resolved.site_of.size(); ++i)
+            if (r.data.sites[i].id != 0)
+                add(r.data.sites[i].id, r.resolved.sites[r.resolved.site_of[i]].frames);
+        for (const report::ResolvedOom& o : r.resolved.ooms)
+            if (o.record && o.record->id != 0)
+                add(o.record->id, o.frames);
+        trace_->write_stacks(stacks);
+    } catch (...) {
+    }
 }
 
 // ---- fork ---------------------------------------------------------------------------------------

@@ -88,6 +88,8 @@ public:
     const util::Options& options() const { return options_; }
 
     void on_exit() noexcept;
+    /// The trace's stack blocks: each call stack its events name, symbolised (before close).
+    void write_trace_stacks() noexcept;
     /// Write what a crash would lose (the trace's pending block), after a fatal signal's dump.
     void flush_trace() noexcept;
     void fork_prepare() noexcept;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The HTML report's data (see html_report.hpp). Layout of the JSON, read by html/report.js:
-//   frames:  [[function, file, line, module, hidden], ...]   every distinct frame once
+//   frames:  [[function, file, line, module, hidden, "python"?], ...]   every distinct frame once
 //   sites:   [[frame indices root first], live, total, total_count, acquired, peak_live,
 //             peak_acquired, live_count, peak_live_count]                       merged call sites
 //   devices: [{device, context, capacity, memory_stats, at_reserved_peak, model?, series,
@@ -34,6 +34,7 @@ public:
         key += std::to_string(f.line);
         key += '\0';
         key += f.module;
+        key += f.python ? "\1" : "";
         auto [it, fresh] = index_.emplace(std::move(key), frames_.size());
         if (fresh)
             frames_.push_back(&f);
@@ -44,6 +45,8 @@ public:
         for (const SymbolFrame* f : frames_) {
             w.begin_array();
             w.value(f->function).value(f->file).value(f->line).value(f->module).value(filter_.hidden(*f) ? 1 : 0);
+            if (f->python)
+                w.value("python");
             w.end_array();
         }
         w.end_array();
@@ -157,7 +160,7 @@ void write_device(util::JsonWriter& w, const DeviceSummary& d, std::size_t conte
                 in_pool.insert(b.address);
     std::map<std::uint64_t, std::int64_t> live_end;
     for (const stacks::LiveBlock& b : r.data.live_blocks)
-        if (b.device == d.device && in_pool.count(b.ptr))
+        if (b.device == d.device && (!d.history.segments_known || in_pool.count(b.ptr)))
             live_end[site_of(b.id)] += static_cast<std::int64_t>(b.size);
     w.key("live_end").begin_array();
     for (const auto& [site, bytes] : live_end) {

@@ -36,6 +36,7 @@ struct DeviceHistory {
     std::vector<stats::PoolEvent> events;   ///< the latest pool events, oldest first
     std::uint64_t events_overwritten = 0;   ///< older events no longer kept
     std::vector<pool::SegmentInfo> segments; ///< the pool's segments and blocks at the dump
+    bool segments_known = false;             ///< false: rebuilt from a trace, segments unknown
 };
 
 struct DeviceSummary {

@@ -10,6 +10,7 @@
 #   peak, and the line-profile tree opened by clicks; no script error; a screenshot is kept.
 # Expected numbers: see prog_golden.cpp's header (8 + 2 + 4 MiB live at the peak, 1 GiB OOM).
 import argparse
+import json
 import html.parser
 import os
 import pickle
@@ -82,6 +83,7 @@ def run_program(a, tmp):
         # The program uses only the legacy stream, so by default its frees would be reused at
         # once; fenced reuse keeps the freed blocks pending, which the snapshot must show.
         "GPUMEMPROF_REUSE": "fenced",
+        "GPUMEMPROF_TRACE": os.path.join(tmp, "golden.gmt"),
     })
     p = subprocess.run([a.prog], env=env, capture_output=True, text=True, timeout=60)
     check("program exits 0", p.returncode == 0, p.stderr[-2000:])
@@ -250,6 +252,52 @@ def check_html(a, base, trace, L, src):
     check("leaks table: 8 MiB", leaks == [8 * MIB], leaks)
 
 
+def page_json(path):
+    text = open(path, encoding="utf-8").read()
+    m = re.search(r'<script type="application/json" id="data">(.*?)</script>', text, re.S)
+    return json.loads(m.group(1).replace("<\\/", "</"))
+
+
+def labelled_sites(data):
+    """{frame labels root first: (live, total, acquired, peak_live)} of an HTML report's data."""
+    fr = data["frames"]
+    out = {}
+    for s in data["sites"]:
+        key = tuple("%s|%s|%s|%s" % tuple(fr[i][:4]) for i in s[0])
+        out[key] = (s[1], s[2], s[4], s[5])
+    return out
+
+
+def check_offline(a, base, tmp):
+    """`gpumemprof report` of the recorded trace (version 2, stacks inside) says what the live
+    report said: the same call sites with the same bytes, trees, top sites, leaks and OOM."""
+    html, txt = os.path.join(tmp, "offline.html"), os.path.join(tmp, "offline.txt")
+    p = subprocess.run([a.cli, "report", base + ".gmt", "--html", html, "--txt", txt], capture_output=True, text=True,
+                       timeout=60)
+    check("gpumemprof report exits 0", p.returncode == 0, p.stderr)
+    if p.returncode != 0:
+        return
+    check("report names the trace's stacks", "4 call sites (5 named by the trace's stacks)" in p.stdout, p.stdout)
+    live_txt, off_txt = open(base + ".txt").read(), open(txt).read()
+    from run_golden import section
+    for title in ("Line profile, cumulative (used_bytes, acquired_bytes)",
+                  "Line profile at the peak (live_bytes, acquired_bytes)",
+                  "Top call sites by bytes live at the peak", "Top call sites by total bytes allocated",
+                  "Leaks at exit (live blocks grouped by call site)"):
+        check("offline .txt section equals the live one: " + title,
+              section(live_txt, title) == section(off_txt, title) and section(live_txt, title) != "",
+              (section(live_txt, title)[:300], section(off_txt, title)[:300]))
+    live, off = page_json(base + ".html"), page_json(html)
+    check("offline HTML: the same call sites, frames and bytes", labelled_sites(live) == labelled_sites(off),
+          (labelled_sites(live), labelled_sites(off)))
+    check("offline HTML: the same peak of allocated bytes",
+          off["devices"][0]["peak"]["allocated"] == live["devices"][0]["peak"]["allocated"] == 14 * MIB)
+    def oom_frames(data):
+        return [[tuple(data["frames"][i][:4]) for i in o["frames"]] + [o["requested"], o["message"]] for o in data["ooms"]]
+    check("offline HTML: the same OOM, request and stack", oom_frames(off) == oom_frames(live) and len(live["ooms"]) == 1,
+          (oom_frames(live), oom_frames(off)))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--preload", required=True)
@@ -258,6 +306,7 @@ def main():
     ap.add_argument("--sim-dir", required=True)
     ap.add_argument("--chromium", default="")
     ap.add_argument("--artifacts", required=True)
+    ap.add_argument("--cli", required=True)
     a = ap.parse_args()
     L = site_lines(a.source)
     src = os.path.basename(a.source)
@@ -269,6 +318,7 @@ def main():
         else:
             check("pickle written", False, os.listdir(tmp))
         check_html(a, base, trace, L, src)
+        check_offline(a, base, tmp)
     print("%d failed" % len(failures))
     return 1 if failures else 0
 

@@ -225,6 +225,32 @@ class Cli(unittest.TestCase):
         self.assertEqual(rc, 1)
         self.assertIn("cannot open", err)
 
+    def test_report_of_a_version_1_trace(self):
+        # The snapshot converter writes version 1: no stack blocks, every event under stack 0.
+        self.assertEqual(struct.unpack_from("<I", read_bytes(self.t1), 8)[0], 1)
+        html, txt = os.path.join(self.dir.name, "t1.html"), os.path.join(self.dir.name, "t1-report.txt")
+        rc, out, err = run("report", self.t1, "--html", html, "--txt", txt)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("7 events, 1 call sites (0 named by the trace's stacks)", out)
+        text = open(txt).read()
+        # Used bytes: every block handed out, 1000 + 3 + 12 + 25 + 6 MiB; no segment events: 0 acquired.
+        self.assertIn("_root (46.00MB, 0.00B)", text)
+        # Live at exit: a, c and e = 1000 B + 18 MiB, in 3 blocks, under the one site without a stack.
+        self.assertIn("#1 18.00 MiB (%d bytes) leaked in 3 blocks" % (18 * MiB + 1000), text)
+        page = open(html, encoding="utf-8").read()
+        data = json.loads(page.split('<script type="application/json" id="data">')[1].split("</script>")[0])
+        dev = data["devices"][0]
+        # Allocated peaks after step 5 (event time 1004; time zero is the first event, 1000):
+        # a + c + d = 1000 B + 37 MiB.
+        self.assertEqual((dev["peak"]["allocated"], dev["peak"]["allocated_t"]), (37 * MiB + 1000, 4))
+        # Changes: 5 allocations, 2 frees (allocated and waiting each), and the PyTorch model's
+        # reserved bytes growing 3 times (its 2, 20 and 26 MiB segments, as worked out above).
+        self.assertEqual(dev["series"]["changes"], 5 + 2 * 2 + 3)
+        self.assertEqual(max(dev["series"]["model_reserved"]["max"]), 48 * MiB)
+        self.assertEqual(dev["events"]["action"], [0, 0, 0, 1, 0, 1, 0])
+        self.assertEqual(run("report")[0], 2)
+        self.assertEqual(run("report", os.path.join(self.dir.name, "missing.gmt"))[0], 1)
+
     def test_sweep(self):
         rc, out, err = run("replay", self.t1, "--sweep", "--jobs", "2", "--json")
         self.assertEqual(rc, 0, err)
