@@ -520,8 +520,7 @@ report::DeviceSummary Profiler::device_summary(const PoolSlot& s, const std::map
     d.history.segments_known = true;
     // Right after the segments (the viewer replays the trace backwards from them; an allocation
     // made by another thread in between would appear in the events only).
-    d.history.events = s.events->events(&d.history.events_overwritten);
-    d.history.series = s.events->series();
+    s.events->history(&d.history.series, &d.history.events, &d.history.events_overwritten);
     return d;
 }
 
