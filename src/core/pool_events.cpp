@@ -3,6 +3,7 @@
 
 #include "report/byte_format.hpp"
 #include "report/oom_advice.hpp"
+#include "core/oom_notices.hpp"
 #include "stacks/recorder.hpp"
 #include "trace/writer.hpp"
 #include "util/log.hpp"
@@ -158,6 +159,8 @@ void PoolEvents::on_oom(const pool::OomInfo& info) {
     std::string suggestion = report::oom_suggestion(info, conf_);
     log::warn("{} (request: {} bytes) Suggestion: {}", report::oom_message(device_, info), info.requested, suggestion);
     stacks::Recorder::instance().on_oom(device_, info, t_request_stack, suggestion);
+    OomNotices::instance().add(OomNotice{device_, static_cast<std::int64_t>(info.requested), info.allocated,
+                                         static_cast<std::int64_t>(info.device_free)});
     emit(trace_, trace::EventType::oom, device_, 0, info.requested, info.allocation_size, t_request_stack,
          info.device_free, info.largest_free_block);
     if (history_) {

@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: MIT
 #include "core/profiler.hpp"
 
+#include "core/oom_notices.hpp"
 #include "core/pool_events.hpp"
 #include "core/process_state.hpp"
 #include "core/signals.hpp"
 #include "report/html_report.hpp"
 #include "report/reports.hpp"
 #include "report/torch_snapshot.hpp"
+#include "stacks/python_frames.hpp"
 #include "stacks/recorder.hpp"
 #include "trace/writer.hpp"
 #include "stats/device_stats.hpp"
@@ -75,6 +77,8 @@ Profiler::Profiler() : start_(std::chrono::steady_clock::now()) {
     if (log::enabled(log::Level::debug))
         for (const std::string& line : util::describe_options(options_))
             log::debug("{}", line);
+    stacks::python::set_warning_sink([](const char* message) { log::warn("{}", message); });
+    stacks::python::set_enabled(options_.python != 0);
     stacks::Recorder::instance().configure(options_.stack_depth);
     if (!options_.trace.empty()) {
         trace::Header h;
@@ -457,6 +461,30 @@ void Profiler::empty_cache() noexcept {
     });
 }
 
+// ---- zero configuration for frameworks ------------------------------------------------------
+
+void Profiler::set_framework_env() noexcept {
+    if (!options_.pool || !options_.framework_env)
+        return;
+    // Only at load time (our constructor, before the program's main and before Python starts),
+    // so no other thread can be reading the environment. A value the user set always wins.
+    static const std::pair<const char*, const char*> kVars[] = {
+        {"PYTORCH_NO_CUDA_MEMORY_CACHING", "1"},   // PyTorch: one cudaMalloc per tensor, served by the pool
+        {"XLA_PYTHON_CLIENT_ALLOCATOR", "platform"}, // JAX: allocate on demand instead of preallocating 75%
+    };
+    try {
+        for (const auto& [name, value] : kVars) {
+            if (std::getenv(name) != nullptr || ::setenv(name, value, 0) != 0)
+                continue;
+            framework_env_.push_back(std::string(name) + "=" + value);
+            log::info("set {}={} so that the framework allocates through the pool (GPUMEMPROF_FRAMEWORK_ENV=0 "
+                      "leaves the environment alone)",
+                      name, value);
+        }
+    } catch (...) {
+    }
+}
+
 // ---- reports ----------------------------------------------------------------------------------
 
 report::ReportInput Profiler::snapshot(const std::string& prefix) const {
@@ -470,6 +498,8 @@ report::ReportInput Profiler::snapshot(const std::string& prefix) const {
     in.caching = options_.pool;
     in.stack_skip = options_.stack_skip;
     in.hide_frames = options_.hide_frames;
+    in.python_frames = options_.python;
+    in.framework_env = framework_env_;
     auto lock = pools_.lock();
     in.seconds_profiled = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     in.doors = {doors_.dlsym_substitutions.load(), doors_.proc_address_substitutions.load(),
@@ -649,6 +679,7 @@ void Profiler::fork_child() noexcept {
     streams_.unlock_after_fork();
     stacks::Recorder::instance().unlock_after_fork();
     stacks::Recorder::instance().reset_after_fork();
+    OomNotices::instance().reset_after_fork();
     ledger_.unlock_after_fork();
     // The child cannot use the parent's CUDA state: start from nothing, without any CUDA call.
     // The parent's pools are leaked on purpose (their owners live in the parent).

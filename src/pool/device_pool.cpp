@@ -287,6 +287,29 @@ struct DevicePool::Impl {
             pool.blocks.erase(it);
     }
 
+    // The unmapped sets hold the same node type as the free sets (std::set nodes do not depend on
+    // the comparator), so they recycle the same spare nodes.
+    void unmapped_insert(BlockPool& pool, Block* b) {
+        if (!spare_nodes.empty()) {
+            BlockSet::node_type node = std::move(spare_nodes.back());
+            spare_nodes.pop_back();
+            node.value() = b;
+            pool.unmapped.insert(std::move(node));
+        } else {
+            pool.unmapped.insert(b);
+        }
+    }
+
+    void unmapped_erase(BlockPool& pool, Block* b) {
+        auto it = pool.unmapped.find(b);
+        if (it == pool.unmapped.end())
+            return;
+        if (spare_nodes.size() < spare_nodes.capacity())
+            spare_nodes.push_back(pool.unmapped.extract(it));
+        else
+            pool.unmapped.erase(it);
+    }
+
     // BlockPool::insert_into_blocks: also stamps the GC age base.
     void insert_free(BlockPool& pool, Block* b) {
         b->state = BState::free;
@@ -456,7 +479,7 @@ struct DevicePool::Impl {
         if (src == nullptr || src->state != BState::free || src->mapped != dst->mapped)
             return 0;
         if (!src->mapped) {
-            pool.unmapped.erase(src);
+            unmapped_erase(pool, src);
         } else if (auto it = pool.blocks.find(src); it != pool.blocks.end()) {
             set_erase(pool, it);
         }
@@ -661,7 +684,7 @@ struct DevicePool::Impl {
             auto [it, inserted] = segments.try_emplace(b->ptr);
             b->seg = &it->second;
             try {
-                pool.unmapped.insert(b);
+                unmapped_insert(pool, b);
             } catch (...) {
                 segments.erase(it);
                 throw;
@@ -700,11 +723,13 @@ struct DevicePool::Impl {
             if (rest->next)
                 rest->next->prev = rest;
             to_map->next = rest;
-            pool.unmapped.erase(to_map);
+            // rest takes to_map's place in the unmapped set: its node is reused, nothing is allocated.
+            auto node = pool.unmapped.extract(to_map);
             to_map->size = mapped;
-            pool.unmapped.insert(rest);
+            node.value() = rest;
+            pool.unmapped.insert(std::move(node));
         } else {
-            pool.unmapped.erase(to_map);
+            unmapped_erase(pool, to_map);
         }
         to_map->mapped = true;
         try_merge(to_map, to_map->prev, pool);
@@ -780,7 +805,7 @@ struct DevicePool::Impl {
         b->mapped = false;
         try_merge(b, b->prev, pool);
         try_merge(b, b->next, pool);
-        pool.unmapped.insert(b);
+        unmapped_insert(pool, b);
         total_allocated_memory -= unmapped;
         for_types(pool, [&](int t) { st.reserved_bytes[t].decrease(static_cast<std::int64_t>(unmapped)); });
         ++st.num_device_free;
@@ -822,7 +847,7 @@ struct DevicePool::Impl {
 
     void release_expandable_segment(Block* b) {
         BlockPool& pool = *b->pool;
-        pool.unmapped.erase(b);
+        unmapped_erase(pool, b);
         const std::uintptr_t base = b->seg->base;
         b->seg->es->release();
         segments.erase(base);

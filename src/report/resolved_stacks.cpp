@@ -140,13 +140,6 @@ void add(stacks::SiteCounters& a, const stacks::SiteCounters& b) {
 
 } // namespace
 
-PythonFrames parse_python_frames(const char* spec) {
-    if (spec == nullptr)
-        return PythonFrames::merged;
-    const std::string v(spec);
-    return v == "all" ? PythonFrames::all : PythonFrames::merged;
-}
-
 ResolvedReport resolve_report(const stacks::ReportData& data, Symbolizer& symbolizer,
                               const std::vector<std::string>& skip, const std::string& alloc_conf,
                               PythonFrames python) {

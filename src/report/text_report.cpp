@@ -97,6 +97,12 @@ std::string text_report(const ReportInput& in, const stacks::ReportData& data, c
     out += std::string("time under the profiler: ") + secs + " s\n";
     if (!in.alloc_conf.empty())
         out += "GPUMEMPROF_ALLOC_CONF: " + in.alloc_conf + "\n";
+    if (!in.framework_env.empty()) {
+        out += "set at load time (GPUMEMPROF_FRAMEWORK_ENV=0 turns this off):";
+        for (const std::string& v : in.framework_env)
+            out += " " + v;
+        out += "\n";
+    }
 
     heading(out, "Summary");
     out += "process-wide peak of live bytes (all devices): " + fmt_bytes(data.peak_bytes) + "\n";
