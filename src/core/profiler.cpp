@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <limits>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
@@ -476,14 +477,31 @@ void Profiler::set_framework_env() noexcept {
         {"XLA_PYTHON_CLIENT_ALLOCATOR", "platform"}, // JAX: allocate on demand instead of preallocating 75%
     };
     try {
+        // What a parent process under the preload set (a launcher, pyenv's shim, torchrun) is
+        // ours too: it is listed in GPUMEMPROF_FRAMEWORK_ENV_SET and still has our value.
+        const char* inherited = std::getenv("GPUMEMPROF_FRAMEWORK_ENV_SET");
+        std::string set_list;
         for (const auto& [name, value] : kVars) {
-            if (std::getenv(name) != nullptr || ::setenv(name, value, 0) != 0)
-                continue;
-            framework_env_.push_back(std::string(name) + "=" + value);
-            log::info("set {}={} so that the framework allocates through the pool (GPUMEMPROF_FRAMEWORK_ENV=0 "
-                      "leaves the environment alone)",
-                      name, value);
+            const std::string entry = std::string(name) + "=" + value;
+            const char* now = std::getenv(name);
+            bool ours = false;
+            if (now == nullptr) {
+                ours = ::setenv(name, value, 0) == 0;
+                if (ours)
+                    log::info("set {} so that the framework allocates through the pool (GPUMEMPROF_FRAMEWORK_ENV=0 "
+                              "leaves the environment alone)",
+                              entry);
+            } else if (inherited != nullptr && std::strcmp(now, value) == 0) {
+                for (const std::string& e : util::split_list(inherited))
+                    ours = ours || e == entry;
+            }
+            if (ours) {
+                framework_env_.push_back(entry);
+                set_list += (set_list.empty() ? "" : ",") + entry;
+            }
         }
+        if (!set_list.empty())
+            ::setenv("GPUMEMPROF_FRAMEWORK_ENV_SET", set_list.c_str(), 1);
     } catch (...) {
     }
 }

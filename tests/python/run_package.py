@@ -59,6 +59,21 @@ def main():
             e = dict(base, LD_PRELOAD=preload, GPUMEMPROF_OUTPUT="none", **extra)
             p = subprocess.run([a.python, "-c", show], env=e, capture_output=True, text=True, timeout=60)
             check("framework variables with %s: %s" % (extra, want), p.stdout.strip() == want, (p.stdout, p.stderr))
+        # Set by a parent under the preload (a launcher, pyenv's shim): still listed as ours.
+        code = ("import gpumemprof as g, json, sys; g.dump(sys.argv[1]); "
+                "print(json.load(open(sys.argv[1] + '.json'))['framework_env'])")
+        prefix = os.path.join(tmp, "inherited")
+        e = dict(base, LD_PRELOAD=preload, GPUMEMPROF_OUTPUT="none")
+        p = subprocess.run(["/bin/sh", "-c", '"$0" -c "$1" "$2"', a.python, code, prefix], env=e,
+                           capture_output=True, text=True, timeout=60)
+        check("variables set by a parent under the preload are listed in the child's report",
+              p.stdout.strip() == "['PYTORCH_NO_CUDA_MEMORY_CACHING=1', 'XLA_PYTHON_CLIENT_ALLOCATOR=platform']",
+              (p.stdout, p.stderr))
+        e = dict(e, PYTORCH_NO_CUDA_MEMORY_CACHING="0",
+                 GPUMEMPROF_FRAMEWORK_ENV_SET="PYTORCH_NO_CUDA_MEMORY_CACHING=1")
+        p = subprocess.run([a.python, "-c", code, prefix + "2"], env=e, capture_output=True, text=True, timeout=60)
+        check("a user's own value is never listed as ours",
+              p.stdout.strip() == "['XLA_PYTHON_CLIENT_ALLOCATOR=platform']", (p.stdout, p.stderr))
     print("%d failures" % len(failures))
     return 1 if failures else 0
 
