@@ -75,6 +75,9 @@ Profiler::Profiler() : start_(std::chrono::steady_clock::now()) {
             log::warn("{}", line);
     for (const auto& w : conf_warnings)
         log::warn("GPUMEMPROF_ALLOC_CONF: {}", w);
+    if (conf_.expandable_segments && !options_.pool)
+        log::warn("GPUMEMPROF_ALLOC_CONF: expandable_segments:True has no effect with GPUMEMPROF_POOL=0 "
+                  "(every allocation goes to the driver as the program made it)");
     if (log::enabled(log::Level::debug))
         for (const std::string& line : util::describe_options(options_))
             log::debug("{}", line);
