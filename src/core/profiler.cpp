@@ -75,6 +75,9 @@ Profiler::Profiler() : start_(std::chrono::steady_clock::now()) {
             log::warn("{}", line);
     for (const auto& w : conf_warnings)
         log::warn("GPUMEMPROF_ALLOC_CONF: {}", w);
+    if (conf_.expandable_segments && !options_.pool)
+        log::warn("GPUMEMPROF_ALLOC_CONF: expandable_segments:True has no effect with GPUMEMPROF_POOL=0 "
+                  "(every allocation goes to the driver as the program made it)");
     if (log::enabled(log::Level::debug))
         for (const std::string& line : util::describe_options(options_))
             log::debug("{}", line);
@@ -578,8 +581,7 @@ report::DeviceSummary Profiler::device_summary(const PoolSlot& s, const std::map
     d.history.segments_known = true;
     // Right after the segments (the viewer replays the trace backwards from them; an allocation
     // made by another thread in between would appear in the events only).
-    d.history.events = s.events->events(&d.history.events_overwritten);
-    d.history.series = s.events->series();
+    s.events->history(&d.history.series, &d.history.events, &d.history.events_overwritten);
     return d;
 }
 

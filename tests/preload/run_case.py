@@ -606,7 +606,13 @@ def case_pool_off(args, tmp):
         "num_device_alloc": 6,
         "num_device_free": 6,
     })
-    return c.finish([plain, pre])
+    # expandable_segments:True cannot apply without the pool: one warning naming it, no VMM call.
+    exp = run_prog(args, tmp, "expandable", True,
+                   {"GPUMEMPROF_POOL": "0", "GPUMEMPROF_ALLOC_CONF": "expandable_segments:True"})
+    c.eq("pool off + expandable: warnings naming it",
+         len([l for l in exp.stderr.splitlines() if "expandable_segments:True" in l]), 1)
+    c.eq("pool off + expandable: sim cuMemCreate calls", exp.sim_calls("cuMemCreate"), 0)
+    return c.finish([plain, pre, exp])
 
 
 def case_bad_config(args, tmp):
