@@ -985,6 +985,37 @@ def case_expandable(args, tmp):
     return c.finish([plain, pre])
 
 
+def case_fenced_replay(args, tmp):
+    """Issue 12: a run whose freed blocks waited for fences (a non-blocking stream exists; events
+    complete 2 ms after they are recorded, so the pool waits and grows) replays to its own
+    figures: the trace says where each block became reusable (free_completed)."""
+    c = Checker(args.case)
+    keys = ("reserved_bytes.all.peak", "allocated_bytes.all.peak", "requested_bytes.all.peak",
+            "active_bytes.all.peak", "num_device_alloc", "num_device_free", "allocation.all.allocated",
+            "segment.all.peak")
+    for run in range(2):
+        trace = os.path.join(tmp, "fenced%d.gmt" % run)
+        pre = run_prog(args, tmp, "preload%d" % run, True,
+                       {"GPUMEMPROF_TRACE": trace, "SIMCUDA_EVENT_DELAY_US": "2000"})
+        c.eq("run %d: exit code" % run, pre.rc, 0)
+        rep = pre.report()
+        # The program never holds more than one block: (96 + 1) pages at most.
+        c.eq("run %d: allocated peak, one block at a time" % run, stat(rep, "allocated_bytes.all.peak"), 97 * 4096)
+        c.ge("run %d: frees that waited for a fence" % run, rep["devices"][0]["pool_counters"]["deferred_frees"], 900)
+        env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+        p = subprocess.run([args.cli, "replay", trace, "--json"], capture_output=True, text=True, env=env,
+                           timeout=120)
+        c.eq("run %d: replay exit code" % run, p.returncode, 0)
+        try:
+            replay = json.loads(p.stdout)
+        except ValueError as e:
+            replay = {}
+            c.true("replay output is JSON", False, "%s: %s" % (e, p.stdout[:300] + p.stderr[-300:]))
+        for key in keys:
+            c.eq("run %d: replay %s == the run's" % (run, key), stat(replay, key), stat(rep, key))
+    return c.finish([pre])
+
+
 def case_trace_replay(args, tmp):
     c = Checker(args.case)
     trace = os.path.join(tmp, "alloc_sequence.gmt")
@@ -1033,6 +1064,7 @@ CASES = {
     "signal_dump": case_signal_dump,
     "sigterm": case_sigterm,
     "trace_replay": case_trace_replay,
+    "fenced_replay": case_fenced_replay,
     "expandable": case_expandable,
 }
 
