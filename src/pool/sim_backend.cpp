@@ -119,8 +119,10 @@ void SimBackend::set_address_plan(std::vector<std::pair<std::uintptr_t, std::siz
     std::lock_guard<std::mutex> lock(mu_);
     plan_ = std::move(plan);
     plan_next_ = 0;
-    for (const auto& [a, n] : plan_) // unplanned segments go above every planned one
+    for (const auto& [a, n] : plan_) { // unplanned segments and reservations go above them
         next_address_ = std::max(next_address_, (a + n + kAlignment - 1) / kAlignment * kAlignment);
+        next_vmm_address_ = std::max(next_vmm_address_, next_address_ + (std::uintptr_t{1} << 40));
+    }
 }
 
 bool SimBackend::frees_ordered() {
