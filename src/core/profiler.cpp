@@ -75,6 +75,9 @@ Profiler::Profiler() : start_(std::chrono::steady_clock::now()) {
             log::warn("{}", line);
     for (const auto& w : conf_warnings)
         log::warn("GPUMEMPROF_ALLOC_CONF: {}", w);
+    if (conf_.expandable_segments && !options_.pool)
+        log::warn("GPUMEMPROF_ALLOC_CONF: expandable_segments:True has no effect with GPUMEMPROF_POOL=0 "
+                  "(every allocation goes to the driver as the program made it)");
     if (log::enabled(log::Level::debug))
         for (const std::string& line : util::describe_options(options_))
             log::debug("{}", line);
@@ -148,6 +151,11 @@ PoolSlot* Profiler::create_slot(const DriverApi& api, CUcontext ctx) noexcept {
                 api.cuDevicePrimaryCtxRelease_v2(dev);
             }
         }
+        // Two contexts have two legacy streams, unordered with each other.
+        bool another = false;
+        pools_.for_each_live([&](PoolSlot* s) { return another = s->ctx.load(std::memory_order_acquire) != ctx; });
+        if (another)
+            streams_.mark_unordered();
         PoolSlot* raw = pools_.find_or_add(ctx, [&](int index) {
             auto slot = std::make_unique<PoolSlot>();
             slot->device = static_cast<int>(dev);
@@ -166,6 +174,7 @@ PoolSlot* Profiler::create_slot(const DriverApi& api, CUcontext ctx) noexcept {
             po.conf = conf_;
             po.mode = options_.pool ? pool::Mode::caching : pool::Mode::passthrough;
             po.defer_frees = options_.fenced_reuse;
+            po.reuse_when_ordered = options_.reuse_when_ordered;
             po.device = slot->device;
             slot->pool = std::make_unique<pool::DevicePool>(*slot->backend, po, slot->events.get());
             return slot;
@@ -254,7 +263,10 @@ CUresult Profiler::mem_free(const DriverApi& api, CUdeviceptr ptr) noexcept {
 }
 
 CUresult Profiler::mem_free_async(const DriverApi& api, CUdeviceptr ptr, CUstream stream, bool ptsz) noexcept {
-    // cudaFreeAsync may free cudaMalloc memory: the block waits for a fence like any free.
+    // cudaFreeAsync may free cudaMalloc memory: the block waits for a fence like any free. A
+    // per-thread default stream is one order per thread: no more reuse at once.
+    if (ptsz || stream == CU_STREAM_PER_THREAD)
+        streams_.mark_unordered();
     int r = free_in_pools(static_cast<std::uintptr_t>(ptr));
     if (r != pool::kNotOwned)
         return static_cast<CUresult>(r);
@@ -554,6 +566,7 @@ report::DeviceSummary Profiler::device_summary(const PoolSlot& s, const std::map
     d.pool_counters = s.pool->counters();
     d.total_capacity = s.total_bytes;
     d.at_reserved_peak = s.pool->reserved_peak();
+    d.pending = s.pool->pending();
     if (s.model) {
         d.has_model = true;
         d.model = s.model->stats();
@@ -568,8 +581,7 @@ report::DeviceSummary Profiler::device_summary(const PoolSlot& s, const std::map
     d.history.segments_known = true;
     // Right after the segments (the viewer replays the trace backwards from them; an allocation
     // made by another thread in between would appear in the events only).
-    d.history.events = s.events->events(&d.history.events_overwritten);
-    d.history.series = s.events->series();
+    s.events->history(&d.history.series, &d.history.events, &d.history.events_overwritten);
     return d;
 }
 
