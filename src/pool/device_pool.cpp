@@ -1312,7 +1312,7 @@ void DevicePool::process_fences() {
 int DevicePool::retire(std::uintptr_t ptr) {
     try {
         std::lock_guard<std::mutex> lock(impl_->mu);
-        Block* b = ptr != 0 ? impl_->active.find(ptr) : nullptr;
+        Block* b = ptr != 0 ? impl_->active.value_or(ptr, nullptr) : nullptr;
         if (b == nullptr || b->state != BState::pending)
             return kInvalidValue;
         impl_->ensure_spares();
