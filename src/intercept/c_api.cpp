@@ -3,6 +3,7 @@
 #include "gpumemprof/gpumemprof.h"
 
 #include "core/profiler.hpp"
+#include "core/signals.hpp"
 #include "stacks/recorder.hpp"
 #include "stats/device_stats.hpp"
 
@@ -31,6 +32,7 @@ extern "C" {
 __attribute__((visibility("default"))) int gpumemprof_is_active(void) { return 1; }
 
 __attribute__((visibility("default"))) size_t gpumemprof_memory_stats(int device, char* buf, size_t size) {
+    gpumemprof::core::CoreScope scope;
     try {
         gpumemprof::stats::DeviceStats st;
         if (!Profiler::instance().device_stats(device, &st))
@@ -48,30 +50,41 @@ __attribute__((visibility("default"))) size_t gpumemprof_memory_stats(int device
 }
 
 __attribute__((visibility("default"))) int64_t gpumemprof_memory_allocated(int device) {
+    gpumemprof::core::CoreScope scope;
     return stat_value(device, &gpumemprof::stats::Stat::current, false);
 }
 __attribute__((visibility("default"))) int64_t gpumemprof_max_memory_allocated(int device) {
+    gpumemprof::core::CoreScope scope;
     return stat_value(device, &gpumemprof::stats::Stat::peak, false);
 }
 __attribute__((visibility("default"))) int64_t gpumemprof_memory_reserved(int device) {
+    gpumemprof::core::CoreScope scope;
     return stat_value(device, &gpumemprof::stats::Stat::current, true);
 }
 __attribute__((visibility("default"))) int64_t gpumemprof_max_memory_reserved(int device) {
+    gpumemprof::core::CoreScope scope;
     return stat_value(device, &gpumemprof::stats::Stat::peak, true);
 }
 __attribute__((visibility("default"))) void gpumemprof_reset_peak_memory_stats(int device) {
+    gpumemprof::core::CoreScope scope;
     Profiler::instance().reset_peak(device);
 }
 __attribute__((visibility("default"))) void gpumemprof_reset_accumulated_memory_stats(int device) {
+    gpumemprof::core::CoreScope scope;
     Profiler::instance().reset_accumulated(device);
 }
-__attribute__((visibility("default"))) void gpumemprof_empty_cache(void) { Profiler::instance().empty_cache(); }
+__attribute__((visibility("default"))) void gpumemprof_empty_cache(void) {
+    gpumemprof::core::CoreScope scope;
+    Profiler::instance().empty_cache();
+}
 __attribute__((visibility("default"))) int gpumemprof_set_stack_depth(int depth) {
+    gpumemprof::core::CoreScope scope;
     auto& recorder = gpumemprof::stacks::Recorder::instance();
     return depth < 0 ? recorder.max_depth() : recorder.configure(depth);
 }
 
 __attribute__((visibility("default"))) int gpumemprof_dump(const char* prefix) {
+    gpumemprof::core::CoreScope scope;
     try {
         return Profiler::instance().dump(prefix ? std::string(prefix) : std::string()) ? 0 : -1;
     } catch (...) {

@@ -41,6 +41,9 @@ struct ReportInput {
     /// Frames the .txt stack listings leave out (FrameFilter syntax); unset = GPUMEMPROF_HIDE_FRAMES
     /// or its default.
     std::optional<std::string> hide_frames;
+    /// Set when GPUMEMPROF_DUMP_SIGNAL could not be taken (e.g. "signal 12 is not taken: the
+    /// program handles it"): the .txt says so under its header.
+    std::string dump_signal_note;
 };
 
 } // namespace gpumemprof::report

@@ -41,28 +41,26 @@ void note(std::string* error, const std::string& msg) {
 
 } // namespace
 
+std::vector<std::pair<std::string, std::string>> report_files(const ReportInput& in, const StackReport& report) {
+    const ResolvedReport& r = report.resolved;
+    return {
+        {in.prefix + ".txt", text_report(in, report.data, r)},
+        {in.prefix + ".folded", folded_stacks(r, FoldedMetric::peak_live_bytes)},
+        {in.prefix + ".alloc.folded", folded_stacks(r, FoldedMetric::total_bytes)},
+    };
+}
+
 bool write_reports(const ReportInput& in, const StackReport& report, std::string* error) {
     if (!report.ok) {
         note(error, "stack report failed");
         return false;
     }
     try {
-        const ResolvedReport& r = report.resolved;
-        bool ok = true;
         std::string err;
-        const std::pair<std::string, std::string> files[] = {
-            {in.prefix + ".txt", text_report(in, report.data, r)},
-            {in.prefix + ".folded", folded_stacks(r, FoldedMetric::peak_live_bytes)},
-            {in.prefix + ".alloc.folded", folded_stacks(r, FoldedMetric::total_bytes)},
-        };
-        for (const auto& [path, content] : files) {
-            err.clear();
-            if (!util::write_file_atomic(path, content, &err)) {
-                ok = false;
-                note(error, err.empty() ? "cannot write " + path : err);
-            }
-        }
-        return ok;
+        if (util::write_files_atomic(report_files(in, report), &err))
+            return true;
+        note(error, err);
+        return false;
     } catch (const std::exception& e) {
         note(error, std::string("stack report failed: ") + e.what());
     } catch (...) {

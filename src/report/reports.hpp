@@ -10,6 +10,8 @@
 #include "util/json_writer.hpp"
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace gpumemprof::report {
 
@@ -30,14 +32,16 @@ struct StackReport {
 
 /// Collect Recorder::instance() and symbolise in this process. Never throws.
 StackReport prepare_stack_report(const ReportInput& in);
+/// The three stack reports' (path, content), from a prepared report (report.ok). May throw.
+std::vector<std::pair<std::string, std::string>> report_files(const ReportInput& in, const StackReport& report);
 /// The writers below, from a prepared report.
 bool write_reports(const ReportInput& in, const StackReport& report, std::string* error);
 void append_json(util::JsonWriter& w, const ReportInput& in, const StackReport& report);
 
 /// Writes <prefix>.txt, <prefix>.folded (bytes live at the global peak) and <prefix>.alloc.folded
-/// (total bytes allocated), each atomically, from Recorder::instance().collect(). Symbolises in
-/// this process (each address once per process). Returns false and sets *error on failure (the
-/// other files are still attempted); never throws.
+/// (total bytes allocated), all or none (util::write_files_atomic), from
+/// Recorder::instance().collect(). Symbolises in this process (each address once per process).
+/// Returns false and sets *error on failure; never throws.
 bool write_reports(const ReportInput& in, std::string* error);
 
 /// Adds "sites", "peak", "leaks", "ooms" and "stacks" to the object `w` is positioned in.

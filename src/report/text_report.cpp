@@ -98,6 +98,8 @@ std::string text_report(const ReportInput& in, const stacks::ReportData& data, c
     out += std::string("time under the profiler: ") + secs + " s\n";
     if (!in.alloc_conf.empty())
         out += "GPUMEMPROF_ALLOC_CONF: " + in.alloc_conf + "\n";
+    if (!in.dump_signal_note.empty())
+        out += "GPUMEMPROF_DUMP_SIGNAL: " + in.dump_signal_note + "\n";
 
     heading(out, "Summary");
     out += "process-wide peak of live bytes (all devices): " + fmt_bytes(data.peak_bytes) + "\n";
