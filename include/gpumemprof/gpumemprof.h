@@ -54,6 +54,14 @@ GPUMEMPROF_API int gpumemprof_dump(const char* prefix);
  *  allocated before are not attributed to call sites. */
 GPUMEMPROF_API int gpumemprof_set_stack_depth(int depth);
 
+/** torch.cuda.memory._snapshot() as JSON: {"segments": [...blocks with state and frames...],
+ *  "device_traces": [[...the latest alloc/free_requested/free_completed/segment_alloc/
+ *  segment_free/oom events per device...]], "allocator_settings": {...}}, frames
+ *  {"filename", "line", "name"} innermost first (docs/outputs.md). Same buffer rules as
+ *  gpumemprof_memory_stats; the state can change between two calls, so when the returned length
+ *  exceeds `size`, call again with a larger buffer. 0 on error. */
+GPUMEMPROF_API size_t gpumemprof_snapshot_json(char* buf, size_t size);
+
 #undef GPUMEMPROF_API
 
 /** 1 when libgpumemprof.so is loaded, without calling anything that is absent. */

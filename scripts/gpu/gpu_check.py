@@ -6,6 +6,8 @@ import argparse
 import glob
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -276,6 +278,99 @@ def check_torch_oom(lib, artifacts=None):
            allowed=first.get("allowed"), innermost_frames=frames[-4:], stderr=r["stderr"][-600:] if not ok else "")
 
 
+def check_torch_html(lib, steps, artifacts=None):
+    """The PyTorch loop's <prefix>.html and <prefix>.pickle (html_check.py): the page's data (time
+    series peak = the pool's allocated peak), the page in headless Chromium when installed (no
+    script error, chart drawn, flame graph of the live bytes at the peak; screenshots kept), its
+    size and the time it took to build and write (GPUMEMPROF_LOG=info); the pickle read by
+    torch.cuda._memory_viz."""
+    import html_check
+    script = os.path.join(os.path.dirname(__file__), "torch_loop.py")
+    r = run([sys.executable, script], {"STEPS": str(steps), "PYTHONUNBUFFERED": "1", "GPUMEMPROF_LOG": "info",
+                                       "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}, preload=lib)
+    pages = glob.glob(os.path.join(r["dir"], "prof-*.html"))
+    pickles = glob.glob(os.path.join(r["dir"], "prof-*.pickle"))
+    written = {m.group(1): (int(m.group(2)), float(m.group(3))) for m in
+               re.finditer(r"wrote \S+(\.html|\.pickle) \((\d+) bytes\) in ([\d.]+) ms", r["stderr"])}
+    if r["rc"] != 0 or not pages:
+        record("torch_html_report", False, rc=r["rc"], files=os.listdir(r["dir"]), stderr=r["stderr"][-1500:])
+        return
+    out_dir = artifacts or r["dir"]
+    _, summary = html_check.page_data(pages[0])
+    dev = summary["devices"][0] if summary["devices"] else {}
+    shown = html_check.browser(pages[0], out_dir)
+    ok = bool(dev) and dev["peak_allocated"] == dev["stats_allocated_peak"] and summary["sites"] > 0
+    if shown is not None:
+        ok = ok and shown["ready"] and not shown["errors"] and not shown["console"] and \
+            min(shown["chart_points"] or [0]) > 0 and shown["flame_boxes"] > 1
+    if artifacts:
+        os.makedirs(artifacts, exist_ok=True)
+        for f in pages + pickles:
+            shutil.copy(f, os.path.join(artifacts, "torch_loop" + os.path.splitext(f)[1]))
+    record("torch_html_report", ok, html_bytes=summary["bytes"], html_write_ms=written.get(".html", (0, None))[1],
+           page=summary, browser=shown if shown is not None else "no chromium here: page data checked only")
+    if not pickles:
+        record("torch_pickle_memory_viz", False, error="no .pickle written")
+        return
+    try:
+        viz = html_check.memory_viz(pickles[0])
+    except Exception as e:  # noqa: BLE001
+        viz = {"load_error": "%s: %s" % (type(e).__name__, e)}
+    record("torch_pickle_memory_viz", not any(k.endswith("error") for k in viz) and viz.get("trace_events", 0) > 0,
+           pickle_bytes=os.path.getsize(pickles[0]), pickle_write_ms=written.get(".pickle", (0, None))[1], **viz)
+
+
+def check_expandable(lib, bindir, tries, steps):
+    """The pool's own expandable_segments:True (issue 9) under real programs: pages mapped through the
+    real driver, memory intact across streams, the same losses, and its figures beside PyTorch's own
+    expandable_segments:True allocator on the same loop."""
+    conf = {"GPUMEMPROF_ALLOC_CONF": "expandable_segments:True"}
+    exe = os.path.join(bindir, "cross_stream")
+    prof = run([exe, str(tries)], conf, preload=lib)
+    o = prof["out"] or {}
+    ms = (device_stats(prof["reports"][-1]) or {}).get("memory_stats", {}) if prof["reports"] else {}
+    record("expandable_cross_stream_reuse", prof["rc"] == 0 and o.get("corrupted", 1) == 0 and o.get("tries") == tries
+           and ms.get("segment.all.peak") == 0 and ms.get("num_device_alloc", 0) >= 1,
+           tries=o.get("tries"), corrupted=o.get("corrupted"), address_reused=o.get("address_reused"),
+           segments_peak=ms.get("segment.all.peak"), maps=ms.get("num_device_alloc"),
+           reserved_peak=ms.get("reserved_bytes.all.peak"), rc=prof["rc"], stderr=prof["stderr"][-500:])
+    script = os.path.join(os.path.dirname(__file__), "torch_loop.py")
+    det = {"DETERMINISTIC": "1", "STEPS": "4", "PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "PYTHONUNBUFFERED": "1"}
+    d_plain = run([sys.executable, script], det)
+    d_ours = run([sys.executable, script], dict(det, **conf), preload=lib)
+    if d_plain["out"] and d_ours["out"]:
+        la, lb = d_plain["out"]["losses"], d_ours["out"]["losses"]
+        worst = max(abs(a - b) / max(abs(a), 1e-12) for a, b in zip(la, lb))
+        record("expandable_torch_same_losses_1e-5", worst <= 1e-5 and len(la) == len(lb), worst_rel=worst,
+               plain=la, ours=lb)
+    else:
+        record("expandable_torch_same_losses_1e-5", False, rc_plain=d_plain["rc"], rc_ours=d_ours["rc"],
+               stderr=d_ours["stderr"] or d_plain["stderr"])
+    # PyTorch's own expandable allocator on the loop, and ours serving the same requests (PyTorch's
+    # caching off): the model (PyTorch's policy on our requests) must land within 5% of PyTorch's
+    # reserved peak, as with the default settings; the pool's own figures are reported beside it.
+    env = {"STEPS": str(steps), "PYTHONUNBUFFERED": "1"}
+    ref = run([sys.executable, script], dict(env, PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True",
+                                             PYTORCH_ALLOC_CONF="expandable_segments:True"))
+    ours = run([sys.executable, script], dict(env, PYTORCH_NO_CUDA_MEMORY_CACHING="1", **conf), preload=lib)
+    if ref["rc"] != 0 or ours["rc"] != 0 or not ours["reports"] or not ref["out"]:
+        record("expandable_torch_model_reserved_within_5pct", False, rc_ref=ref["rc"], rc_ours=ours["rc"],
+               stderr=ours["stderr"] or ref["stderr"])
+        return
+    dev = device_stats(ours["reports"][-1]) or {}
+    ms, mm = dev.get("memory_stats", {}), (dev.get("pytorch_model") or {}).get("memory_stats", {})
+    t_res = ref["out"]["torch_max_reserved"]
+    m_res = mm.get("reserved_bytes.all.peak")
+    rel = abs(m_res - t_res) / t_res if m_res else 1.0
+    record("expandable_torch_model_reserved_within_5pct", rel <= 0.05 and ms.get("segment.all.peak") == 0,
+           torch_expandable_reserved_peak=t_res, model_reserved_peak=m_res, rel_diff=round(rel, 4),
+           pool_reserved_peak=ms.get("reserved_bytes.all.peak"),
+           pool_vs_torch=round(ms.get("reserved_bytes.all.peak", 0) / t_res, 3),
+           pool_maps=ms.get("num_device_alloc"), pool_unmaps=ms.get("num_device_free"),
+           pool_segments_peak=ms.get("segment.all.peak"), alloc_conf=ours["reports"][-1].get("alloc_conf"),
+           step_ms_torch=ref["out"].get("step_ms_median"), step_ms_ours=ours["out"].get("step_ms_median"))
+
+
 def check_frameworks(lib):
     script = os.path.join(os.path.dirname(__file__), "frameworks_check.py")
     for fw in ("jax", "cupy"):
@@ -299,7 +394,7 @@ def main():
     ap.add_argument("--tries", type=int, default=1000)
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--repeat", type=int, default=3, help="runs of each timed PyTorch configuration")
-    ap.add_argument("--only", default="cuda,cross,bench,torch,ab,oom,frameworks")
+    ap.add_argument("--only", default="cuda,cross,bench,torch,ab,oom,frameworks,html,expandable")
     ap.add_argument("--ab-runs", type=int, default=3, help="processes per depth for the in-process stacks A/B")
     ap.add_argument("--ab-steps", type=int, default=42, help="steps per A/B process")
     ap.add_argument("--ab-depths", default="64", help="stack depths to A/B against no stacks")
@@ -323,6 +418,10 @@ def main():
         check_torch_oom(a.lib, a.artifacts)
     if "frameworks" in only:
         check_frameworks(a.lib)
+    if "html" in only:
+        check_torch_html(a.lib, a.steps, a.artifacts)
+    if "expandable" in only:
+        check_expandable(a.lib, a.bindir, a.tries, a.steps)
     with open(a.out, "w") as f:
         json.dump(RESULTS, f, indent=1)
     print("\n%d passed, %d failed" % (sum(r["pass"] for r in RESULTS), sum(not r["pass"] for r in RESULTS)))

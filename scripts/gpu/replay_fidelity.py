@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Replay fidelity check (issue 4): does `gpumemprof replay` reproduce PyTorch's own peaks?
+"""Replay fidelity check (issues 4, 9): does `gpumemprof replay` reproduce PyTorch's own peaks?
 
 For each workload of fidelity_workloads.py and each allocator setting ("" = PyTorch's defaults,
-max_split_size_mb:64, roundup_power2_divisions:4), a FRESH worker process (PYTORCH_CUDA_ALLOC_CONF is
+max_split_size_mb:64, roundup_power2_divisions:4, expandable_segments:True), a FRESH worker process (PYTORCH_CUDA_ALLOC_CONF is
 read once, at startup) records the caching allocator's history from before its first allocation,
 runs the workload, reads torch.cuda.memory_stats() and dumps the snapshot. This process then converts
 the snapshot (scripts/torch_snapshot_to_trace.py), replays it with the same settings
@@ -12,8 +12,8 @@ and allocated_bytes.all.peak with PyTorch's. A difference over 0.5% is a FAIL.
 
 A run whose premises do not hold is INVALID rather than compared blindly: the history ring buffer
 overflowed, the trace's alloc/segment counts disagree with PyTorch's counters, PyTorch did not apply
-the requested settings, expandable segments / CUDA-graph pools / an OOM were involved (things the
-replay cannot reproduce). Legitimate differences that the replay does model (several streams,
+the requested settings, expandable segments were on without being asked for, CUDA-graph pools / an
+OOM were involved (things the replay cannot reproduce). Legitimate differences that the replay does model (several streams,
 record_stream-deferred frees) are listed as notes.
 
 usage (GPU machine, torch installed):
@@ -46,7 +46,7 @@ SCRIPTS = os.path.dirname(HERE)
 CONVERTER = os.path.join(SCRIPTS, "torch_snapshot_to_trace.py")
 MAKE_SNAPSHOT = os.path.join(SCRIPTS, "make_test_snapshot.py")
 
-CONFS = ["", "max_split_size_mb:64", "roundup_power2_divisions:4"]
+CONFS = ["", "max_split_size_mb:64", "roundup_power2_divisions:4", "expandable_segments:True"]
 TOLERANCE = 0.005          # relative difference above which a peak comparison FAILs
 DEVICE = 0                 # the worker uses cuda:0 (of CUDA_VISIBLE_DEVICES)
 DEFAULT_MAX_ENTRIES = 10_000_000
@@ -260,6 +260,8 @@ def check_settings(conf, settings):
             problems.append("roundup_power2_divisions %s, expected all %s" % (sorted(values), w))
     if settings.get("expandable_segments") and want.get("expandable_segments") != "True":
         problems.append("expandable_segments is on")
+    if settings.get("expandable_segments") is False and want.get("expandable_segments") == "True":
+        problems.append("expandable_segments is off")
     return (not problems), "; ".join(problems) if problems else "applied"
 
 
@@ -324,10 +326,16 @@ def snapshot_diagnostics(snap, device, max_entries, conf, torch_stats, pre_stats
 
     settings = snap.get("allocator_settings") or {}
     segments = [s for s in (snap.get("segments") or []) if isinstance(s, dict) and s.get("device", 0) == device]
-    if counts.get("segment_map") or counts.get("segment_unmap") or any(s.get("is_expandable") for s in segments) \
-            or (isinstance(settings, dict) and settings.get("expandable_segments")):
-        notes.append(("invalid", "expandable segments in use: gpumemprof's pool has no expandable segments "
-                                 "(rerun with --force-no-expandable)"))
+    expandable = bool(counts.get("segment_map") or counts.get("segment_unmap")
+                      or any(s.get("is_expandable") for s in segments)
+                      or (isinstance(settings, dict) and settings.get("expandable_segments")))
+    facts["expandable"] = expandable
+    if expandable and _parse_conf(conf).get("expandable_segments") != "True":
+        notes.append(("invalid", "expandable segments in use but not in the replayed settings "
+                                 "(pass expandable_segments:True, or rerun with --force-no-expandable)"))
+    elif expandable:
+        notes.append(("info", "expandable segments: %d maps, %d unmaps; the replay maps 2 MiB / 20 MiB pages "
+                              "as PyTorch does" % (counts.get("segment_map", 0), counts.get("segment_unmap", 0))))
     pools = {tuple(s.get("segment_pool_id") or (0, 0)) for s in segments} - {(0, 0)}
     if pools:
         notes.append(("invalid", "segments of private pools %s (CUDA graphs / MemPool): the replay has one "
@@ -354,14 +362,18 @@ def snapshot_diagnostics(snap, device, max_entries, conf, torch_stats, pre_stats
     if from_first:
         # Every allocation, free request (allocation.freed counts requests) and cudaMalloc/cudaFree of
         # the process must be in the trace.
-        pairs = [("alloc", "allocation.all.allocated"), ("free_requested", "allocation.all.freed"),
-                 ("segment_alloc", "num_device_alloc"), ("segment_free", "num_device_free")]
-        for action, key in pairs:
-            if key in torch_stats and counts.get(action, 0) != torch_stats[key]:
+        # (With expandable segments num_device_alloc/free count maps/unmaps.)
+        pairs = [(("alloc",), "allocation.all.allocated"), (("free_requested",), "allocation.all.freed"),
+                 (("segment_alloc", "segment_map"), "num_device_alloc"),
+                 (("segment_free", "segment_unmap"), "num_device_free")]
+        for actions, key in pairs:
+            n = sum(counts.get(a, 0) for a in actions)
+            if key in torch_stats and n != torch_stats[key]:
                 notes.append(("invalid", "trace has %d '%s' entries but PyTorch counted %s = %d: the trace is "
-                                         "incomplete" % (counts.get(action, 0), action, key, torch_stats[key])))
-        first = next((e.get("action") for e in entries if e.get("action") in ("alloc", "segment_alloc")), None)
-        if first is not None and first != "segment_alloc":
+                                         "incomplete" % (n, "+".join(actions), key, torch_stats[key])))
+        first = next((e.get("action") for e in entries
+                      if e.get("action") in ("alloc", "segment_alloc", "segment_map")), None)
+        if first is not None and first not in ("segment_alloc", "segment_map"):
             notes.append(("invalid", "the first recorded allocation found a cached block: recording did not "
                                      "start at the first allocation"))
     else:
@@ -617,6 +629,19 @@ def selftest_unit_checks(workdir):
     facts, _ = snapshot_diagnostics(fake, 0, 100, "", {}, {})
     out.append(("segment address inversions counted per pool", facts["segment_address_inversions"] == 1,
                 str(facts["segment_address_inversions"])))
+    # Expandable segments: compared when the replay is given the setting, invalid when it is not; maps
+    # count as device allocations.
+    fake = {"device_traces": [[{"action": "segment_map", "addr": 0x1000000, "size": 20 * MiB, "stream": 0},
+                               {"action": "alloc", "addr": 0x1000000, "size": 5 * MiB, "stream": 0}]],
+            "allocator_settings": _settings_torch_would_record("expandable_segments:True")}
+    st = {"allocation.all.allocated": 1, "num_device_alloc": 1}
+    pre = {"allocation.all.allocated": 0, "reserved_bytes.all.current": 0}
+    _, notes = snapshot_diagnostics(fake, 0, 100, "expandable_segments:True", st, pre)
+    out.append(("expandable recording with the setting is compared", not [t for s, t in notes if s == "invalid"],
+                str(notes)))
+    _, notes = snapshot_diagnostics(fake, 0, 100, "", st, pre)
+    out.append(("expandable recording without the setting flagged",
+                any("expandable" in t for s, t in notes if s == "invalid"), str(notes)))
     ok, text = check_settings("max_split_size_mb:64", snap.get("allocator_settings"))
     out.append(("settings not applied flagged", ok is False and "max_split_size" in text, text))
     ok, text = check_settings("roundup_power2_divisions:4",

@@ -20,6 +20,7 @@ namespace gpumemprof::core {
     X(cuMemAllocAsync) X(cuMemAllocAsync_ptsz) X(cuMemFreeAsync) X(cuMemFreeAsync_ptsz) \
     X(cuMemAllocFromPoolAsync) X(cuMemAllocFromPoolAsync_ptsz) \
     X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) \
+    X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemSetAccess) X(cuMemGetAllocationGranularity) \
     X(cuIpcGetMemHandle) \
     X(cuEventCreate) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize) X(cuEventDestroy_v2) \
     X(cuStreamCreate) X(cuStreamCreateWithPriority) X(cuStreamDestroy_v2) \

@@ -2,22 +2,9 @@
 #include "core/driver_backend.hpp"
 
 #include "core/process_state.hpp"
+#include "core/scoped_context.hpp"
 
 namespace gpumemprof::core {
-
-ScopedContext::ScopedContext(const DriverApi& api, CUcontext ctx) : api_(api) {
-    CUcontext cur = nullptr;
-    if (api_.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == ctx)
-        return;
-    pushed_ = api_.cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS;
-}
-
-ScopedContext::~ScopedContext() {
-    if (pushed_) {
-        CUcontext popped = nullptr;
-        api_.cuCtxPopCurrent_v2(&popped);
-    }
-}
 
 DriverBackend::DriverBackend(const DriverApi& api, CUcontext ctx, StreamRegistry& streams)
     : api_(api), ctx_(ctx), streams_(streams) {}
@@ -45,6 +32,117 @@ int DriverBackend::memory_info(std::size_t* free_bytes, std::size_t* total_bytes
         return pool::kInvalidValue;
     ScopedContext scope(api_, ctx_);
     return static_cast<int>(api_.cuMemGetInfo_v2(free_bytes, total_bytes));
+}
+
+int DriverBackend::device() {
+    if (device_ < 0) {
+        ScopedContext scope(api_, ctx_);
+        CUdevice d = 0;
+        if (api_.cuCtxGetDevice(&d) == CUDA_SUCCESS)
+            device_ = static_cast<int>(d);
+    }
+    return device_;
+}
+
+namespace {
+
+// What PyTorch's ExpandableSegment asks cuMemCreate for: pinned device memory of `device`.
+// (PyTorch also asks for a POSIX fd handle type, for IPC; the pool shares nothing, so none here.)
+CUmemAllocationProp page_prop(int device) {
+    CUmemAllocationProp prop = {};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = device;
+    return prop;
+}
+
+} // namespace
+
+int DriverBackend::vmm_granularity(std::size_t* bytes) {
+    if (process_exiting() || !api_.cuMemGetAllocationGranularity)
+        return pool::kNotSupported;
+    const int dev = device();
+    if (dev < 0)
+        return pool::kInvalidValue;
+    const CUmemAllocationProp prop = page_prop(dev);
+    return static_cast<int>(api_.cuMemGetAllocationGranularity(bytes, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+}
+
+int DriverBackend::address_reserve(std::size_t size, std::uintptr_t* va) {
+    if (process_exiting())
+        return pool::kOutOfMemory;
+    if (!api_.cuMemAddressReserve)
+        return pool::kNotSupported;
+    ScopedContext scope(api_, ctx_);
+    CUdeviceptr p = 0;
+    const CUresult r = api_.cuMemAddressReserve(&p, size, 0, 0, 0);
+    if (r == CUDA_SUCCESS)
+        *va = static_cast<std::uintptr_t>(p);
+    return static_cast<int>(r);
+}
+
+int DriverBackend::address_free(std::uintptr_t va, std::size_t size) {
+    if (process_exiting() || !api_.cuMemAddressFree)
+        return pool::kSuccess; // the driver reclaims everything at teardown
+    ScopedContext scope(api_, ctx_);
+    return static_cast<int>(api_.cuMemAddressFree(static_cast<CUdeviceptr>(va), size));
+}
+
+int DriverBackend::page_create(std::size_t size, pool::PageHandle* page) {
+    if (process_exiting())
+        return pool::kOutOfMemory;
+    if (!api_.cuMemCreate)
+        return pool::kNotSupported;
+    const int dev = device();
+    if (dev < 0)
+        return pool::kInvalidValue;
+    ScopedContext scope(api_, ctx_);
+    const CUmemAllocationProp prop = page_prop(dev);
+    CUmemGenericAllocationHandle h = 0;
+    const CUresult r = api_.cuMemCreate(&h, size, &prop, 0);
+    if (r == CUDA_SUCCESS)
+        *page = static_cast<pool::PageHandle>(h);
+    return static_cast<int>(r);
+}
+
+int DriverBackend::page_release(pool::PageHandle page) {
+    if (process_exiting() || !api_.cuMemRelease)
+        return pool::kSuccess;
+    ScopedContext scope(api_, ctx_);
+    return static_cast<int>(api_.cuMemRelease(static_cast<CUmemGenericAllocationHandle>(page)));
+}
+
+int DriverBackend::page_map(std::uintptr_t va, std::size_t size, pool::PageHandle page) {
+    if (process_exiting())
+        return pool::kOutOfMemory;
+    if (!api_.cuMemMap)
+        return pool::kNotSupported;
+    ScopedContext scope(api_, ctx_);
+    return static_cast<int>(
+        api_.cuMemMap(static_cast<CUdeviceptr>(va), size, 0, static_cast<CUmemGenericAllocationHandle>(page), 0));
+}
+
+int DriverBackend::page_unmap(std::uintptr_t va, std::size_t size) {
+    if (process_exiting() || !api_.cuMemUnmap)
+        return pool::kSuccess;
+    ScopedContext scope(api_, ctx_);
+    return static_cast<int>(api_.cuMemUnmap(static_cast<CUdeviceptr>(va), size));
+}
+
+int DriverBackend::set_access(std::uintptr_t va, std::size_t size) {
+    if (process_exiting())
+        return pool::kOutOfMemory;
+    if (!api_.cuMemSetAccess)
+        return pool::kNotSupported;
+    const int dev = device();
+    if (dev < 0)
+        return pool::kInvalidValue;
+    ScopedContext scope(api_, ctx_);
+    CUmemAccessDesc desc = {};
+    desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    desc.location.id = dev;
+    desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    return static_cast<int>(api_.cuMemSetAccess(static_cast<CUdeviceptr>(va), size, &desc, 1));
 }
 
 CUevent DriverBackend::take_event() {
@@ -146,76 +244,6 @@ void DriverBackend::forget() {
     std::lock_guard lock(mutex_);
     fences_.clear();
     spare_events_.clear();
-}
-
-void StreamRegistry::add(CUcontext ctx, CUstream stream) {
-    try {
-        std::lock_guard lock(mutex_);
-        stream_ctx_[stream] = ctx;
-    } catch (...) {
-        // Out of host memory: this stream goes unfenced, like one created before we loaded.
-    }
-}
-
-void StreamRegistry::remove(const DriverApi& api, CUstream stream) {
-    CUcontext ctx = nullptr;
-    {
-        std::lock_guard lock(mutex_);
-        auto it = stream_ctx_.find(stream);
-        if (it == stream_ctx_.end())
-            return;
-        ctx = it->second;
-        stream_ctx_.erase(it);
-    }
-    if (process_exiting() || captures.load(std::memory_order_acquire) > 0)
-        return;
-    ScopedContext scope(api, ctx);
-    CUevent e = nullptr;
-    if (api.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
-        return;
-    if (api.cuEventRecord(e, stream) != CUDA_SUCCESS) {
-        api.cuEventDestroy_v2(e);
-        return;
-    }
-    try {
-        std::lock_guard lock(mutex_);
-        orphans_[ctx].push_back(e);
-    } catch (...) {
-    }
-}
-
-void StreamRegistry::fence_targets(CUcontext ctx, std::vector<CUstream>* streams, std::vector<CUevent>* orphans) {
-    std::lock_guard lock(mutex_);
-    for (const auto& [s, c] : stream_ctx_)
-        if (c == ctx)
-            streams->push_back(s);
-    auto it = orphans_.find(ctx);
-    if (it != orphans_.end()) {
-        *orphans = std::move(it->second);
-        orphans_.erase(it);
-    }
-}
-
-void StreamRegistry::return_orphans(CUcontext ctx, std::vector<CUevent> events) {
-    if (events.empty())
-        return;
-    std::lock_guard lock(mutex_);
-    auto& v = orphans_[ctx];
-    v.insert(v.end(), events.begin(), events.end());
-}
-
-void StreamRegistry::forget_context(CUcontext ctx) {
-    std::lock_guard lock(mutex_);
-    for (auto it = stream_ctx_.begin(); it != stream_ctx_.end();)
-        it = (it->second == ctx) ? stream_ctx_.erase(it) : std::next(it);
-    orphans_.erase(ctx);
-}
-
-void StreamRegistry::clear() {
-    std::lock_guard lock(mutex_);
-    stream_ctx_.clear();
-    orphans_.clear();
-    captures.store(0);
 }
 
 } // namespace gpumemprof::core

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "core/driver_api.hpp"
+#include "core/stream_registry.hpp"
 #include "pool/backend.hpp"
 
 #include "core/cuda_api.hpp"
@@ -14,8 +15,6 @@
 #include <vector>
 
 namespace gpumemprof::core {
-
-class StreamRegistry;
 
 class DriverBackend final : public pool::Backend {
 public:
@@ -30,11 +29,23 @@ public:
     bool fence_wait(pool::FenceId fence) override;
     void fence_release(pool::FenceId fence) override;
 
+    // Expandable segments: the real driver's cuMem* calls (never our hooks), on this context's device.
+    int vmm_granularity(std::size_t* bytes) override;
+    int address_reserve(std::size_t size, std::uintptr_t* va) override;
+    int address_free(std::uintptr_t va, std::size_t size) override;
+    int page_create(std::size_t size, pool::PageHandle* page) override;
+    int page_release(pool::PageHandle page) override;
+    int page_map(std::uintptr_t va, std::size_t size, pool::PageHandle page) override;
+    int page_unmap(std::uintptr_t va, std::size_t size) override;
+    int set_access(std::uintptr_t va, std::size_t size) override;
+
     /// Forget all events without driver calls (the context is gone, or we are in a fork child).
     void forget();
 
 private:
     CUevent take_event();
+    /// The context's device ordinal (-1 when it cannot be had).
+    int device();
     const DriverApi& api_;
     CUcontext ctx_;
     StreamRegistry& streams_;
@@ -43,44 +54,7 @@ private:
     std::unordered_map<pool::FenceId, std::vector<CUevent>> fences_;
     std::vector<CUstream> scratch_streams_; ///< reused by fence_record (called on most frees)
     pool::FenceId next_fence_ = 1;
-};
-
-/// Non-blocking streams per context, and the number of stream captures in progress.
-class StreamRegistry {
-public:
-    void add(CUcontext ctx, CUstream stream);
-    /// Before a stream is destroyed: if it is registered, record an event on it so that the next
-    /// fence of its context still covers the work queued there.
-    void remove(const DriverApi& api, CUstream stream);
-    /// Streams of `ctx` plus events left by destroyed streams (handed over and cleared).
-    void fence_targets(CUcontext ctx, std::vector<CUstream>* streams, std::vector<CUevent>* orphans);
-    /// Hand back events taken by fence_targets when the fence could not be completed.
-    void return_orphans(CUcontext ctx, std::vector<CUevent> events);
-    void forget_context(CUcontext ctx);
-    void clear();
-    void lock_for_fork() { mutex_.lock(); }
-    void unlock_after_fork() { mutex_.unlock(); }
-
-    std::atomic<int> captures{0};
-
-private:
-    std::mutex mutex_;
-    std::unordered_map<CUstream, CUcontext> stream_ctx_;
-    std::unordered_map<CUcontext, std::vector<CUevent>> orphans_;
-};
-
-/// Makes `ctx` current for a scope when it is not already (backend calls may come from a thread
-/// whose current context differs, e.g. empty_cache from the C API).
-class ScopedContext {
-public:
-    ScopedContext(const DriverApi& api, CUcontext ctx);
-    ~ScopedContext();
-    ScopedContext(const ScopedContext&) = delete;
-    ScopedContext& operator=(const ScopedContext&) = delete;
-
-private:
-    const DriverApi& api_;
-    bool pushed_ = false;
+    int device_ = -1; ///< cached by device()
 };
 
 } // namespace gpumemprof::core

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "core/passthrough_ledger.hpp"
 
-#include "util/json_writer.hpp"
 
 #include <algorithm>
 
@@ -67,16 +66,6 @@ void PassthroughLedger::clear() {
     std::lock_guard lock(mutex_);
     live_.clear();
     devices_.clear();
-}
-
-void PassthroughLedger::write_kind(util::JsonWriter& w, const KindCounters& k) {
-    w.begin_object();
-    w.field("calls", k.calls);
-    w.field("frees", k.frees);
-    w.field("current_bytes", k.current_bytes);
-    w.field("peak_bytes", k.peak_bytes);
-    w.field("total_bytes", k.total_bytes);
-    w.end_object();
 }
 
 } // namespace gpumemprof::core

@@ -11,9 +11,11 @@
 #include <mutex>
 #include <unordered_map>
 
-namespace gpumemprof::util { class JsonWriter; }
-
 namespace gpumemprof::core {
+
+/// Device keys besides device ordinals.
+inline constexpr int kHostMemory = -1;             ///< the ledger's key for pinned host memory
+inline constexpr int kDeviceOfCurrentContext = -2; ///< record_alloc: the calling thread's device
 
 enum class Kind : int { async = 0, managed, vmm_physical, vmm_mapped, host_pinned, count };
 
@@ -45,8 +47,6 @@ public:
     void clear();
     void lock_for_fork() { mutex_.lock(); }
     void unlock_after_fork() { mutex_.unlock(); }
-
-    static void write_kind(util::JsonWriter& w, const KindCounters& k);
 
 private:
     struct Entry {

@@ -18,7 +18,7 @@ thread_local stacks::StackId t_request_stack = 0;
 } // namespace
 
 void emit(trace::Writer* w, trace::EventType type, int device, std::uintptr_t ptr, std::size_t size,
-          std::size_t block_size, std::uint64_t stack, std::uint64_t device_free) {
+          std::size_t block_size, std::uint64_t stack, std::uint64_t device_free, std::uint64_t largest_free) {
     if (!w)
         return;
     trace::Event ev;
@@ -29,37 +29,112 @@ void emit(trace::Writer* w, trace::EventType type, int device, std::uintptr_t pt
     ev.block_size = block_size;
     ev.stack_id = stack;
     ev.device_free = device_free;
+    ev.largest_free = largest_free;
     w->record(ev);
 }
 
 stacks::StackId current_request_stack() noexcept { return t_request_stack; }
 void set_current_request_stack(stacks::StackId id) noexcept { t_request_stack = id; }
 
+void PoolEvents::remember(stats::PoolAction action, std::uint64_t addr, std::uint64_t size, std::uint64_t block_size,
+                          std::uint64_t stream, stacks::StackId site, stats::Series s, std::int64_t delta, stats::Series s2,
+                          std::int64_t delta2) noexcept {
+    if (!history_)
+        return;
+    try {
+        const std::int64_t t = now_ns();
+        // The model's reserved bytes are read before our lock (the model has its own).
+        const std::int64_t model_reserved = model_ ? static_cast<std::int64_t>(model_->reserved_bytes()) : 0;
+        std::lock_guard lock(history_mutex_);
+        if (delta)
+            series_.add(t, s, delta);
+        if (delta2)
+            series_.add(t, s2, delta2);
+        if (model_)
+            series_.set(t, stats::Series::model_reserved, model_reserved);
+        stats::PoolEvent e;
+        e.t_ns = t;
+        e.action = action;
+        e.addr = addr;
+        e.size = size;
+        e.block_size = block_size;
+        e.stream = stream;
+        e.site = site;
+        ring_.push(e);
+    } catch (...) {
+    }
+}
+
+// The series count a block by the bytes it occupies in the pool (its rounded size), as
+// allocated_bytes does; the events carry the size the program asked for, as PyTorch's trace does.
 void PoolEvents::on_alloc(std::uintptr_t ptr, std::size_t size, std::size_t requested, std::uintptr_t stream) {
     stacks::Recorder::instance().on_alloc(device_, ptr, size, requested, t_request_stack);
     if (model_)
         model_->on_alloc(ptr, requested, stream);
     emit(trace_, trace::EventType::alloc, device_, ptr, requested, size, t_request_stack);
+    remember(stats::PoolAction::alloc, ptr, requested, size, stream, t_request_stack, stats::Series::allocated,
+             static_cast<std::int64_t>(size));
 }
 
 void PoolEvents::on_free_requested(std::uintptr_t ptr, std::size_t size, std::size_t requested) {
-    stacks::Recorder::instance().on_free(device_, ptr);
+    const stacks::StackId site = stacks::Recorder::instance().on_free(device_, ptr);
     if (model_)
         model_->on_free(ptr);
     emit(trace_, trace::EventType::free_requested, device_, ptr, requested, size);
+    // Freed but not yet reusable: out of allocated, into waiting until free_completed.
+    remember(stats::PoolAction::free_requested, ptr, requested, size, 0, site, stats::Series::allocated,
+             -static_cast<std::int64_t>(size), stats::Series::waiting, static_cast<std::int64_t>(size));
 }
 
 void PoolEvents::on_free_completed(std::uintptr_t ptr, std::size_t size, std::size_t requested) {
     emit(trace_, trace::EventType::free_completed, device_, ptr, requested, size);
+    remember(stats::PoolAction::free_completed, ptr, requested, size, 0, 0, stats::Series::waiting,
+             -static_cast<std::int64_t>(size));
 }
 
 void PoolEvents::on_segment_alloc(std::uintptr_t ptr, std::size_t size) {
     stacks::Recorder::instance().on_acquire(device_, size, t_request_stack);
     emit(trace_, trace::EventType::segment_alloc, device_, ptr, size, size);
+    remember(stats::PoolAction::segment_alloc, ptr, size, size, 0, t_request_stack, stats::Series::reserved,
+             static_cast<std::int64_t>(size));
 }
 
 void PoolEvents::on_segment_free(std::uintptr_t ptr, std::size_t size) {
     emit(trace_, trace::EventType::segment_free, device_, ptr, size, size);
+    remember(stats::PoolAction::segment_free, ptr, size, size, 0, 0, stats::Series::reserved, -static_cast<std::int64_t>(size));
+}
+
+void PoolEvents::on_empty_cache(std::int64_t reserved_before) noexcept {
+    if (!history_)
+        return;
+    std::lock_guard lock(history_mutex_);
+    series_.mark(now_ns(), stats::MarkerKind::empty_cache,
+                 reserved_before - series_.current(stats::Series::reserved));
+}
+
+stats::SeriesData PoolEvents::series() const {
+    std::lock_guard lock(history_mutex_);
+    return series_.data();
+}
+
+std::vector<stats::PoolEvent> PoolEvents::events(std::uint64_t* overwritten) const {
+    std::lock_guard lock(history_mutex_);
+    if (overwritten)
+        *overwritten = ring_.overwritten();
+    return ring_.events();
+}
+
+void PoolEvents::on_segment_map(std::uintptr_t ptr, std::size_t size) {
+    stacks::Recorder::instance().on_acquire(device_, size, t_request_stack);
+    emit(trace_, trace::EventType::vmm_map, device_, ptr, size, size);
+    remember(stats::PoolAction::segment_map, ptr, size, size, 0, t_request_stack, stats::Series::reserved,
+             static_cast<std::int64_t>(size));
+}
+
+void PoolEvents::on_segment_unmap(std::uintptr_t ptr, std::size_t size) {
+    emit(trace_, trace::EventType::vmm_unmap, device_, ptr, size, size);
+    remember(stats::PoolAction::segment_unmap, ptr, size, size, 0, 0, stats::Series::reserved,
+             -static_cast<std::int64_t>(size));
 }
 
 void PoolEvents::on_oom(const pool::OomInfo& info) {
@@ -67,7 +142,23 @@ void PoolEvents::on_oom(const pool::OomInfo& info) {
     log::warn("{} (request: {} bytes) Suggestion: {}", report::oom_message(device_, info), info.requested, suggestion);
     stacks::Recorder::instance().on_oom(device_, info, t_request_stack, suggestion);
     emit(trace_, trace::EventType::oom, device_, 0, info.requested, info.allocation_size, t_request_stack,
-         info.device_free);
+         info.device_free, info.largest_free_block);
+    if (history_) {
+        try {
+            std::lock_guard lock(history_mutex_);
+            const std::int64_t t = now_ns();
+            series_.mark(t, stats::MarkerKind::oom, static_cast<std::int64_t>(info.requested));
+            stats::PoolEvent e;
+            e.t_ns = t;
+            e.action = stats::PoolAction::oom;
+            e.addr = info.device_free;
+            e.size = info.requested;
+            e.block_size = info.rounded;
+            e.site = t_request_stack;
+            ring_.push(e);
+        } catch (...) {
+        }
+    }
 }
 
 } // namespace gpumemprof::core

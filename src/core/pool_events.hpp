@@ -1,11 +1,18 @@
 // SPDX-License-Identifier: MIT
-// What the core does with the pool's events: attribute them to call stacks (stacks::Recorder)
-// and append them to the GPUMEMPROF_TRACE log. Called under the pool's lock; never calls back.
+// What the core does with the pool's events: attribute them to call stacks (stacks::Recorder),
+// keep the device's memory time series and latest events (for the HTML report and the PyTorch
+// snapshot) and append them to the GPUMEMPROF_TRACE log. Called under the pool's lock; never
+// calls back.
 #pragma once
 
 #include "pool/device_pool.hpp"
 #include "pool/pool_model.hpp"
 #include "stacks/trace_tree.hpp"
+#include "stats/event_ring.hpp"
+#include "stats/time_series.hpp"
+
+#include <chrono>
+#include <mutex>
 
 #include <string>
 
@@ -20,26 +27,52 @@ namespace gpumemprof::core {
 stacks::StackId current_request_stack() noexcept;
 /// Append one event to the trace, if there is one (`w` may be null).
 void emit(trace::Writer* w, trace::EventType type, int device, std::uintptr_t ptr, std::size_t size,
-          std::size_t block_size, std::uint64_t stack = 0, std::uint64_t device_free = 0);
+          std::size_t block_size, std::uint64_t stack = 0, std::uint64_t device_free = 0,
+          std::uint64_t largest_free = 0);
 void set_current_request_stack(stacks::StackId id) noexcept;
 
 class PoolEvents final : public pool::PoolListener {
 public:
     /// `model` (may be null) is fed every allocation and free, in the pool's order.
-    PoolEvents(int device, const pool::AllocConf& conf, trace::Writer* trace, pool::PoolModel* model)
-        : device_(device), conf_(conf), trace_(trace), model_(model) {}
+    /// `start`: time zero of the time series and event times (the process start). `history`:
+    /// keep the series and the latest events (the HTML report or the snapshot wants them).
+    PoolEvents(int device, const pool::AllocConf& conf, trace::Writer* trace, pool::PoolModel* model,
+               std::chrono::steady_clock::time_point start, bool history)
+        : device_(device), conf_(conf), trace_(trace), model_(model), start_(start), history_(history),
+          ring_(history ? stats::EventRing::kDefaultCapacity : 0) {}
     void on_alloc(std::uintptr_t ptr, std::size_t size, std::size_t requested, std::uintptr_t stream) override;
     void on_free_requested(std::uintptr_t ptr, std::size_t size, std::size_t requested) override;
     void on_free_completed(std::uintptr_t ptr, std::size_t size, std::size_t requested) override;
     void on_segment_alloc(std::uintptr_t ptr, std::size_t size) override;
     void on_segment_free(std::uintptr_t ptr, std::size_t size) override;
+    void on_segment_map(std::uintptr_t ptr, std::size_t size) override;
+    void on_segment_unmap(std::uintptr_t ptr, std::size_t size) override;
     void on_oom(const pool::OomInfo& info) override;
+    /// empty_cache released `bytes` (called outside the pool's lock).
+    void on_empty_cache(std::int64_t reserved_before) noexcept;
+
+    /// Copies for the reports (any thread).
+    stats::SeriesData series() const;
+    std::vector<stats::PoolEvent> events(std::uint64_t* overwritten) const;
 
 private:
+    std::int64_t now_ns() const {
+        return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count();
+    }
+    /// One pool event: series change(s) and the ring, under history_mutex_.
+    void remember(stats::PoolAction action, std::uint64_t addr, std::uint64_t size, std::uint64_t block_size,
+                  std::uint64_t stream, stacks::StackId site, stats::Series s, std::int64_t delta, stats::Series s2 = stats::Series::allocated,
+                  std::int64_t delta2 = 0) noexcept;
+
     int device_;
     const pool::AllocConf& conf_;
     trace::Writer* trace_;
     pool::PoolModel* model_;
+    std::chrono::steady_clock::time_point start_;
+    bool history_;
+    mutable std::mutex history_mutex_; ///< guards series_ and ring_ (never held while calling out)
+    stats::TimeSeries series_;
+    stats::EventRing ring_;
 };
 
 } // namespace gpumemprof::core

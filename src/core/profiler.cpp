@@ -4,12 +4,13 @@
 #include "core/pool_events.hpp"
 #include "core/process_state.hpp"
 #include "core/signals.hpp"
+#include "report/html_report.hpp"
 #include "report/reports.hpp"
+#include "report/torch_snapshot.hpp"
 #include "stacks/recorder.hpp"
 #include "trace/writer.hpp"
 #include "stats/device_stats.hpp"
 #include "util/atomic_file.hpp"
-#include "util/json_writer.hpp"
 #include "util/log.hpp"
 
 #include <pthread.h>
@@ -27,17 +28,6 @@
 namespace gpumemprof::core {
 namespace {
 
-std::atomic<bool> g_exiting{false};
-
-/// "at_reserved_peak": the pool at the moment its reserved bytes peaked (pool::ReservedPeak).
-void write_reserved_peak(util::JsonWriter& w, const pool::ReservedPeak& p) {
-    w.key("at_reserved_peak").begin_object();
-    w.field("reserved", p.reserved);
-    w.field("allocated", p.allocated);
-    w.field("inactive_split_bytes", p.inactive_split_bytes);
-    w.end_object();
-}
-
 void exit_handler() { Profiler::instance().on_exit(); }
 void atfork_prepare() { Profiler::instance().fork_prepare(); }
 void atfork_parent() { Profiler::instance().fork_parent(); }
@@ -51,10 +41,18 @@ std::string read_exe() {
 
 constexpr std::size_t kPitchAlignment = 512;
 
-} // namespace
+report::PassthroughCounters figures(const KindCounters& k) {
+    return {k.calls, k.frees, k.current_bytes, k.peak_bytes, k.total_bytes};
+}
 
-bool process_exiting() noexcept { return g_exiting.load(std::memory_order_acquire); }
-void set_process_exiting() noexcept { g_exiting.store(true, std::memory_order_release); }
+report::PassthroughSummary passthrough_figures(const DeviceLedger* ledger) {
+    if (!ledger)
+        return {};
+    auto kind = [&](Kind k) { return figures(ledger->kinds[static_cast<int>(k)]); };
+    return {kind(Kind::async), kind(Kind::managed), kind(Kind::vmm_physical), kind(Kind::vmm_mapped)};
+}
+
+} // namespace
 
 Profiler& Profiler::instance() noexcept {
     // Created on first use from whichever hook runs first (possibly before our constructor and
@@ -75,6 +73,9 @@ Profiler::Profiler() : start_(std::chrono::steady_clock::now()) {
             log::warn("{}", line);
     for (const auto& w : conf_warnings)
         log::warn("GPUMEMPROF_ALLOC_CONF: {}", w);
+    if (log::enabled(log::Level::debug))
+        for (const std::string& line : util::describe_options(options_))
+            log::debug("{}", line);
     stacks::Recorder::instance().configure(options_.stack_depth);
     std::atexit(exit_handler);
     // quick_exit skips atexit handlers but runs these: a profiled program that ends that way
@@ -152,7 +153,7 @@ PoolSlot* Profiler::current_slot(const DriverApi& api) noexcept {
     CUcontext ctx = nullptr;
     if (api.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx)
         return nullptr;
-    if (PoolSlot* p = find_live(ctx))
+    if (PoolSlot* p = pools_.find_live(ctx))
         return p;
     return create_slot(api, ctx);
 }
@@ -175,45 +176,33 @@ PoolSlot* Profiler::create_slot(const DriverApi& api, CUcontext ctx) noexcept {
             }
         }
         on_first_cuda_use(); // before the pool's listener is given the trace
-        std::lock_guard lock(slots_mutex_);
-        if (PoolSlot* p = find_live(ctx)) // another thread may have won the race
-            return p;
-        int free_index = -1;
-        for (int i = 0; i < kMaxLive; ++i) {
-            PoolSlot* p = live_[i].load(std::memory_order_acquire);
-            if (!p || !p->ctx.load(std::memory_order_acquire)) {
-                free_index = i;
-                break;
-            }
-        }
-        if (free_index < 0) {
-            log::warn("more than {} live CUDA contexts: allocations of the newest pass through unpooled", kMaxLive);
+        PoolSlot* raw = pools_.find_or_add(ctx, [&](int index) {
+            auto slot = std::make_unique<PoolSlot>();
+            slot->device = static_cast<int>(dev);
+            slot->primary = primary;
+            slot->index = index;
+            slot->backend = std::make_unique<DriverBackend>(api, ctx, streams_);
+            std::size_t total = 0;
+            if (api.cuDeviceTotalMem_v2 && api.cuDeviceTotalMem_v2(&total, dev) == CUDA_SUCCESS)
+                slot->total_bytes = total;
+            if (options_.model)
+                slot->model = std::make_unique<pool::PoolModel>(conf_, slot->device, total);
+            slot->events = std::make_unique<PoolEvents>(slot->device, conf_, trace_.load(std::memory_order_acquire), slot->model.get(), start_,
+                                                        options_.html || options_.pickle);
+            emit(trace_.load(std::memory_order_acquire), trace::EventType::device_info, slot->device, 0, total, total);
+            pool::PoolOptions po;
+            po.conf = conf_;
+            po.mode = options_.pool ? pool::Mode::caching : pool::Mode::passthrough;
+            po.defer_frees = options_.fenced_reuse;
+            po.device = slot->device;
+            slot->pool = std::make_unique<pool::DevicePool>(*slot->backend, po, slot->events.get());
+            return slot;
+        });
+        if (!raw) {
+            log::warn("more than {} live CUDA contexts: allocations of the newest pass through unpooled",
+                      PoolTable::kMaxLive);
             return nullptr;
         }
-        auto slot = std::make_unique<PoolSlot>();
-        slot->device = static_cast<int>(dev);
-        slot->primary = primary;
-        slot->index = static_cast<int>(all_slots_.size());
-        slot->backend = std::make_unique<DriverBackend>(api, ctx, streams_);
-        std::size_t total = 0;
-        if (api.cuDeviceTotalMem_v2 && api.cuDeviceTotalMem_v2(&total, dev) == CUDA_SUCCESS)
-            slot->total_bytes = total;
-        if (options_.model)
-            slot->model = std::make_unique<pool::PoolModel>(conf_, slot->device, total);
-        slot->events = std::make_unique<PoolEvents>(slot->device, conf_, trace_.load(std::memory_order_acquire), slot->model.get());
-        emit(trace_.load(std::memory_order_acquire), trace::EventType::device_info, slot->device, 0, total, total);
-        pool::PoolOptions po;
-        po.conf = conf_;
-        po.mode = options_.pool ? pool::Mode::caching : pool::Mode::passthrough;
-        po.defer_frees = options_.fenced_reuse;
-        po.device = slot->device;
-        slot->pool = std::make_unique<pool::DevicePool>(*slot->backend, po, slot->events.get());
-        slot->ctx.store(ctx, std::memory_order_release);
-        PoolSlot* raw = slot.get();
-        all_slots_.push_back(std::move(slot));
-        live_[free_index].store(raw, std::memory_order_release);
-        if (free_index >= live_count_.load(std::memory_order_relaxed))
-            live_count_.store(free_index + 1, std::memory_order_release);
         log::debug("new pool for context {} on device {} ({})", static_cast<void*>(ctx), raw->device,
                    primary ? "primary" : "created");
         return raw;
@@ -259,7 +248,7 @@ int Profiler::free_in_pools(std::uintptr_t ptr) noexcept {
     if (ptr == 0)
         return pool::kNotOwned;
     int result = pool::kNotOwned;
-    for_each_live([&](PoolSlot* s) {
+    pools_.for_each_live([&](PoolSlot* s) {
         int r = s->pool->free(ptr);
         if (r == pool::kNotOwned)
             return false;
@@ -314,7 +303,7 @@ CUresult Profiler::mem_get_info(const DriverApi& api, std::size_t* free_bytes, s
     // Memory the pool holds but could give back at once counts as free: programs that size
     // themselves from this figure (JAX, vLLM) must not be starved by our cache.
     std::size_t cached = 0;
-    for_each_live([&](PoolSlot* s) {
+    pools_.for_each_live([&](PoolSlot* s) {
         if (s->device == static_cast<int>(dev)) {
             s->pool->process_fences(); // blocks the device is done with become releasable
             cached += s->pool->releasable_bytes();
@@ -330,7 +319,7 @@ CUresult Profiler::mem_get_info(const DriverApi& api, std::size_t* free_bytes, s
 
 CUresult Profiler::ipc_get_mem_handle(const DriverApi& api, CUipcMemHandle* handle, CUdeviceptr ptr) noexcept {
     bool refused = false;
-    for_each_live([&](PoolSlot* s) {
+    pools_.for_each_live([&](PoolSlot* s) {
         pool::Lookup l = s->pool->lookup(static_cast<std::uintptr_t>(ptr));
         if (!l.in_pool)
             return false;
@@ -361,7 +350,7 @@ void Profiler::record_alloc(Kind kind, const DriverApi& api, std::uintptr_t key,
 void Profiler::record_alloc_with_stack(Kind kind, const DriverApi& api, std::uintptr_t key, std::size_t bytes,
                                        int device, std::uint32_t stack) noexcept {
     try {
-        if (device == -2) {
+        if (device == kDeviceOfCurrentContext) {
             CUdevice dev = 0;
             device = (api.cuCtxGetDevice(&dev) == CUDA_SUCCESS) ? static_cast<int>(dev) : 0;
         }
@@ -398,32 +387,12 @@ void Profiler::flush_trace() noexcept {
 // ---- contexts ---------------------------------------------------------------------------------
 
 void Profiler::drop_context(CUcontext ctx) noexcept {
-    std::lock_guard lock(slots_mutex_);
-    for (auto& s : live_) {
-        PoolSlot* p = s.load(std::memory_order_acquire);
-        if (p && p->ctx.load(std::memory_order_acquire) == ctx) {
-            p->pool->drop_all();
-            if (p->model)
-                p->model->drop_all();
-            p->backend->forget();
-            p->ctx.store(nullptr, std::memory_order_release);
-            s.store(nullptr, std::memory_order_release);
-        }
-    }
+    pools_.drop(ctx);
     streams_.forget_context(ctx);
 }
 
 void Profiler::drop_primary(int device) noexcept {
-    std::vector<CUcontext> victims;
-    {
-        std::lock_guard lock(slots_mutex_);
-        for (auto& s : live_) {
-            PoolSlot* p = s.load(std::memory_order_acquire);
-            if (p && p->primary && p->device == device)
-                victims.push_back(p->ctx.load(std::memory_order_acquire));
-        }
-    }
-    for (CUcontext c : victims)
+    for (CUcontext c : pools_.primary_contexts(device))
         drop_context(c);
 }
 
@@ -437,24 +406,6 @@ int Profiler::resolve_device(int device) noexcept {
     if (api && !process_exiting() && api->cuCtxGetDevice(&dev) == CUDA_SUCCESS)
         return static_cast<int>(dev);
     return 0;
-}
-
-std::vector<PoolSlot*> Profiler::slots_for_device(int device) const {
-    std::vector<PoolSlot*> out;
-    std::lock_guard lock(slots_mutex_);
-    for (const auto& s : all_slots_)
-        if (s->device == device)
-            out.push_back(s.get());
-    return out;
-}
-
-// The pass-through ledger is kept per device; of the pools a device had (a reset makes a new
-// one), the newest carries its figures, so each is counted once. Requires slots_mutex_.
-bool Profiler::carries_ledger(const PoolSlot* slot) const {
-    for (auto it = all_slots_.rbegin(); it != all_slots_.rend(); ++it)
-        if ((*it)->device == slot->device)
-            return it->get() == slot;
-    return false;
 }
 
 stats::DeviceStats Profiler::ledger_only_stats(const DeviceLedger* ledger) const {
@@ -471,7 +422,7 @@ stats::DeviceStats Profiler::ledger_only_stats(const DeviceLedger* ledger) const
 stats::DeviceStats Profiler::merged_stats(const PoolSlot* slot, const std::map<int, DeviceLedger>& ledgers) const {
     stats::DeviceStats st = slot->pool->stats();
     auto it = ledgers.find(slot->device);
-    if (it != ledgers.end() && carries_ledger(slot)) {
+    if (it != ledgers.end() && pools_.carries_ledger(slot)) {
         st.num_device_alloc += it->second.device_allocs;
         st.num_device_free += it->second.device_frees;
     }
@@ -482,10 +433,10 @@ bool Profiler::device_stats(int device, stats::DeviceStats* out) noexcept {
     try {
         device = resolve_device(device);
         auto ledgers = ledger_.snapshot();
-        std::lock_guard lock(slots_mutex_);
+        auto lock = pools_.lock();
         // The live pool of that device if there is one, else the last one it had.
         const PoolSlot* pick = nullptr;
-        for (const auto& s : all_slots_)
+        for (const auto& s : pools_.all())
             if (s->device == device && (s->ctx.load(std::memory_order_acquire) || !pick ||
                                         !pick->ctx.load(std::memory_order_acquire)))
                 pick = s.get();
@@ -504,11 +455,11 @@ bool Profiler::device_stats(int device, stats::DeviceStats* out) noexcept {
 void Profiler::reset_peak(int device) noexcept {
     try {
         device = resolve_device(device);
-        for (PoolSlot* s : slots_for_device(device)) {
-            s->pool->reset_peak_stats();
-            if (s->model)
-                s->model->reset_peak_stats();
-        }
+        pools_.for_each_pool_of(device, [](PoolSlot& s) {
+            s.pool->reset_peak_stats();
+            if (s.model)
+                s.model->reset_peak_stats();
+        });
     } catch (...) {
     }
 }
@@ -516,11 +467,11 @@ void Profiler::reset_peak(int device) noexcept {
 void Profiler::reset_accumulated(int device) noexcept {
     try {
         device = resolve_device(device);
-        for (PoolSlot* s : slots_for_device(device)) {
-            s->pool->reset_accumulated_stats();
-            if (s->model)
-                s->model->reset_accumulated_stats();
-        }
+        pools_.for_each_pool_of(device, [](PoolSlot& s) {
+            s.pool->reset_accumulated_stats();
+            if (s.model)
+                s.model->reset_accumulated_stats();
+        });
     } catch (...) {
     }
 }
@@ -528,8 +479,10 @@ void Profiler::reset_accumulated(int device) noexcept {
 void Profiler::empty_cache() noexcept {
     if (process_exiting())
         return;
-    for_each_live([](PoolSlot* s) {
+    pools_.for_each_live([](PoolSlot* s) {
+        const std::int64_t reserved = s->pool->stats().reserved_bytes[stats::kAll].current;
         s->pool->empty_cache();
+        s->events->on_empty_cache(reserved);
         if (s->model)
             s->model->empty_cache();
         return false;
@@ -538,27 +491,55 @@ void Profiler::empty_cache() noexcept {
 
 // ---- reports ----------------------------------------------------------------------------------
 
-report::ReportInput Profiler::report_input(const std::string& prefix) const {
+report::ReportInput Profiler::snapshot(const std::string& prefix) const {
     report::ReportInput in;
     in.prefix = prefix;
     in.pid = static_cast<int>(::getpid());
+    in.host = util::host_name();
     in.exe = read_exe();
-    in.seconds_profiled = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     in.alloc_conf = options_.alloc_conf;
-    if (const DumpSignalState ds = dump_signal_state(); ds.signal > 0 && !ds.installed && *ds.why_not)
-        in.dump_signal_note = "signal " + std::to_string(ds.signal) + " is not taken (" + ds.why_not +
-                              "): no reports on demand by signal";
-    auto ledgers = ledger_.snapshot();
-    for (const auto& s : all_slots_)
+    in.effective_alloc_conf = pool::format_alloc_conf(conf_);
+    in.caching = options_.pool;
+    in.stack_skip = options_.stack_skip;
+    in.hide_frames = options_.hide_frames;
+    auto lock = pools_.lock();
+    in.seconds_profiled = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    in.doors = {doors_.dlsym_substitutions.load(), doors_.proc_address_substitutions.load(),
+                doors_.runtime_calls.load()};
+    in.foreign_invalid_frees = invalid_foreign_frees_.load();
+    const DumpSignalState ds = dump_signal_state();
+    in.dump_signal = ds.signal;
+    in.dump_signal_installed = ds.installed;
+    in.dump_signal_refused = ds.installed ? "" : ds.why_not;
+    const auto ledgers = ledger_.snapshot();
+    if (auto host = ledgers.find(kHostMemory); host != ledgers.end())
+        in.host_pinned = figures(host->second.kinds[static_cast<int>(Kind::host_pinned)]);
+    std::set<int> with_pool;
+    for (const auto& s : pools_.all()) {
         in.devices.push_back(device_summary(*s, ledgers));
+        with_pool.insert(s->device);
+    }
+    for (const auto& [device, ledger] : ledgers) {
+        if (device < 0 || with_pool.count(device))
+            continue;
+        report::DeviceSummary d;
+        d.device = device;
+        d.stats = ledger_only_stats(&ledger);
+        d.passthrough = passthrough_figures(&ledger);
+        in.devices_without_pool.push_back(std::move(d));
+    }
     return in;
 }
 
 report::DeviceSummary Profiler::device_summary(const PoolSlot& s, const std::map<int, DeviceLedger>& ledgers) const {
     report::DeviceSummary d;
     d.device = s.device;
+    d.context = s.index;
+    d.context_alive = s.ctx.load() != nullptr;
     d.stats = merged_stats(&s, ledgers);
     d.invalid_frees = s.pool->invalid_frees();
+    d.ipc_refused = s.ipc_refused.load();
+    d.pool_counters = s.pool->counters();
     d.total_capacity = s.total_bytes;
     d.at_reserved_peak = s.pool->reserved_peak();
     if (s.model) {
@@ -567,110 +548,17 @@ report::DeviceSummary Profiler::device_summary(const PoolSlot& s, const std::map
         d.model_unserved = s.model->unserved();
         d.model_at_reserved_peak = s.model->reserved_peak();
     }
-    return d;
-}
-
-std::string Profiler::report_json(const report::ReportInput& in, const report::StackReport& stacks) noexcept {
-    try {
-        util::JsonWriter w;
-        w.begin_object();
-        w.field("version", 1);
-        w.field("pid", static_cast<std::int64_t>(in.pid));
-        w.field("host", util::host_name());
-        w.field("exe", in.exe);
-        w.field("alloc_conf", pool::format_alloc_conf(conf_));
-        w.field("pool", options_.pool ? "caching" : "passthrough");
-        w.field("seconds_profiled", in.seconds_profiled);
-        w.key("doors").begin_object();
-        w.field("dlsym_substitutions", doors_.dlsym_substitutions.load());
-        w.field("proc_address_substitutions", doors_.proc_address_substitutions.load());
-        w.field("runtime_calls", doors_.runtime_calls.load());
-        w.end_object();
-        auto ledgers = ledger_.snapshot();
-        w.key("host_pinned");
-        PassthroughLedger::write_kind(w, ledgers[-1].kinds[static_cast<int>(Kind::host_pinned)]);
-        w.field("foreign_invalid_frees", invalid_foreign_frees_.load());
-        const DumpSignalState ds = dump_signal_state();
-        w.key("dump_signal").begin_object();
-        w.field("signal", ds.signal);
-        w.field("installed", ds.installed);
-        if (!ds.installed && *ds.why_not)
-            w.field("not_installed_because", std::string_view(ds.why_not));
-        w.end_object();
-
-        std::unique_lock lock(slots_mutex_);
-        auto write_passthrough = [&](const DeviceLedger* ledger) {
-            w.key("passthrough").begin_object();
-            static const std::pair<const char*, Kind> kKinds[] = {{"async", Kind::async},
-                                                                  {"managed", Kind::managed},
-                                                                  {"vmm_physical", Kind::vmm_physical},
-                                                                  {"vmm_mapped", Kind::vmm_mapped}};
-            for (const auto& [name, kind] : kKinds) {
-                w.key(name);
-                PassthroughLedger::write_kind(w, ledger ? ledger->kinds[static_cast<int>(kind)] : KindCounters{});
-            }
-            w.end_object();
-        };
-        auto ledger_of = [&](int device) -> const DeviceLedger* {
-            auto it = ledgers.find(device);
-            return it != ledgers.end() ? &it->second : nullptr;
-        };
-        w.key("devices").begin_array();
-        std::set<int> with_pool;
-        for (std::size_t i = 0; i < all_slots_.size(); ++i) {
-            const PoolSlot* s = all_slots_[i].get();
-            // The figures the .txt was given (slots are only ever appended), so that both files
-            // describe one moment; a pool made since then is described as it is now.
-            const report::DeviceSummary d = i < in.devices.size() ? in.devices[i] : device_summary(*s, ledgers);
-            with_pool.insert(s->device);
-            w.begin_object();
-            w.field("device", s->device);
-            w.field("context", s->index);
-            w.field("context_alive", s->ctx.load() != nullptr);
-            w.key("memory_stats").raw(stats::to_json(d.stats));
-            w.field("invalid_frees", d.invalid_frees);
-            w.field("ipc_refused", s->ipc_refused.load());
-            pool::PoolCounters pc = s->pool->counters();
-            w.key("pool_counters").begin_object();
-            w.field("fences_recorded", pc.fences_recorded);
-            w.field("fence_polls", pc.fence_polls);
-            w.field("misses", pc.misses);
-            w.end_object();
-            write_reserved_peak(w, d.at_reserved_peak);
-            if (d.has_model) {
-                // The same 122 keys as PyTorch's caching allocator would report them for the
-                // requests our pool served (pool::PoolModel).
-                w.key("pytorch_model").begin_object();
-                w.key("memory_stats").raw(stats::to_json(d.model));
-                w.field("unserved", d.model_unserved);
-                write_reserved_peak(w, d.model_at_reserved_peak);
-                w.end_object();
-            }
-            write_passthrough(carries_ledger(s) ? ledger_of(s->device) : nullptr);
-            w.end_object();
-        }
-        for (const auto& [device, ledger] : ledgers) {
-            if (device < 0 || with_pool.count(device))
-                continue;
-            w.begin_object();
-            w.field("device", device);
-            w.field("context", -1);
-            w.field("context_alive", false);
-            w.key("memory_stats").raw(stats::to_json(ledger_only_stats(&ledger)));
-            w.field("invalid_frees", 0);
-            w.field("ipc_refused", 0);
-            write_passthrough(&ledger);
-            w.end_object();
-        }
-        w.end_array();
-        lock.unlock(); // symbolising can take a while: let the program create pools meanwhile
-        // Call sites, peak attribution, leaks and OOM events (issue 3), same keys as the .txt.
-        report::append_json(w, in, stacks);
-        w.end_object();
-        return w.take();
-    } catch (...) {
-        return "{}";
+    if (pools_.carries_ledger(&s)) {
+        auto it = ledgers.find(s.device);
+        d.passthrough = passthrough_figures(it != ledgers.end() ? &it->second : nullptr);
     }
+    d.history.segments = s.pool->snapshot();
+    d.history.segments_known = true;
+    // Right after the segments (the viewer replays the trace backwards from them; an allocation
+    // made by another thread in between would appear in the events only).
+    d.history.events = s.events->events(&d.history.events_overwritten);
+    d.history.series = s.events->series();
+    return d;
 }
 
 namespace {
@@ -700,7 +588,7 @@ std::string report_prefix(const std::string& pattern, bool forked_child, std::st
 
 bool Profiler::dump(const std::string& prefix_pattern) noexcept {
     try {
-        CoreScope scope;
+        CoreScope scope; // no cancellation point fires while our locks are held
         // One dump at a time (the exit handler, the signal thread and gpumemprof_dump may race):
         // they would write the same temporary file.
         std::lock_guard dump_lock(dump_mutex_);
@@ -714,29 +602,47 @@ bool Profiler::dump(const std::string& prefix_pattern) noexcept {
             log::warn("reports not written: {}", error);
             return false;
         }
-        report::ReportInput in;
-        {
-            std::lock_guard lock(slots_mutex_);
-            in = report_input(prefix);
-        }
+        bool ok = true;
+        const report::ReportInput in = snapshot(prefix);
         // Collected and symbolised once, outside the pool-table lock, for the JSON and the text.
         const report::StackReport stacks = report::prepare_stack_report(in);
-        // All files or none: a full disk must not leave a JSON beside an older .txt.
-        std::vector<std::pair<std::string, std::string>> files;
-        files.emplace_back(prefix + ".json", report_json(in, stacks));
-        if (stacks.ok) {
-            for (auto& f : report::report_files(in, stacks))
-                files.push_back(std::move(f));
-        } else {
-            log::warn("the stack reports could not be prepared: only {}.json is written", prefix);
-        }
-        if (!util::write_files_atomic(files, &error)) {
+        // All four files or none: a full disk must not leave a JSON beside an older .txt.
+        if (!report::write_all_reports(in, stacks, &error)) {
             log::warn("reports not written: {}", error);
-            return false;
+            ok = false;
         }
-        return true;
+        // Built and written one after the other, each timed (GPUMEMPROF_LOG=info shows it).
+        auto write_timed = [&](const std::string& path, auto build) {
+            const auto t0 = std::chrono::steady_clock::now();
+            const std::string content = build();
+            error.clear();
+            const bool written = !content.empty() && util::write_file_atomic(path, content, &error);
+            const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+            if (written)
+                log::info("wrote {} ({} bytes) in {:.1f} ms", path, content.size(), ms);
+            else
+                log::warn("could not write {}: {}", path, error.empty() ? "building it failed" : error);
+            ok = ok && written;
+        };
+        if (options_.pickle && stacks.ok)
+            write_timed(prefix + ".pickle",
+                        [&] { return report::torch_snapshot_pickle(in, stacks.data, stacks.resolved); });
+        if (options_.html)
+            write_timed(prefix + ".html", [&] { return report::html_report(in, stacks); });
+        return ok;
     } catch (...) {
         return false;
+    }
+}
+
+std::string Profiler::snapshot_json() noexcept {
+    try {
+        std::lock_guard dump_lock(dump_mutex_);
+        const report::ReportInput in = snapshot(std::string());
+        const report::StackReport stacks = report::prepare_stack_report(in);
+        return report::torch_snapshot_json(in, stacks.data, stacks.resolved);
+    } catch (...) {
+        return {};
     }
 }
 
@@ -752,8 +658,41 @@ void Profiler::on_exit() noexcept {
     CoreScope scope; // no cancellation point fires while the report is written
     if (options_.report_at_exit)
         dump(std::string());
-    if (trace::Writer* t = trace_.load(std::memory_order_acquire))
+    if (trace::Writer* t = trace_.load(std::memory_order_acquire)) {
+        write_trace_stacks();
         t->close();
+    }
+}
+
+void Profiler::write_trace_stacks() noexcept {
+    try {
+        std::lock_guard dump_lock(dump_mutex_);
+        report::ReportInput in;
+        in.alloc_conf = options_.alloc_conf;
+        const report::StackReport r = report::prepare_stack_report(in); // symbols cached by the dump
+        if (!r.ok)
+            return;
+        std::vector<trace::Stack> stacks;
+        std::set<stacks::StackId> seen;
+        auto add = [&](stacks::StackId id, const std::vector<report::SymbolFrame>& frames) {
+            if (!seen.insert(id).second)
+                return;
+            trace::Stack s;
+            s.id = id;
+            for (auto f = frames.rbegin(); f != frames.rend(); ++f) // the trace is innermost first
+                s.frames.push_back({f->function, f->file, static_cast<std::uint32_t>(std::max(f->line, 0)),
+                                    f->module, static_cast<std::uint64_t>(f->offset), f->python ? "python" : ""});
+            stacks.push_back(std::move(s));
+        };
+        for (std::size_t i = 0; i < r.data.sites.size() && i < r.resolved.site_of.size(); ++i)
+            if (r.data.sites[i].id != 0)
+                add(r.data.sites[i].id, r.resolved.sites[r.resolved.site_of[i]].frames);
+        for (const report::ResolvedOom& o : r.resolved.ooms)
+            if (o.record && o.record->id != 0)
+                add(o.record->id, o.frames);
+        trace_.load(std::memory_order_acquire)->write_stacks(stacks);
+    } catch (...) {
+    }
 }
 
 // ---- fork ---------------------------------------------------------------------------------------
@@ -765,9 +704,7 @@ void Profiler::on_exit() noexcept {
 void Profiler::fork_prepare() noexcept {
     dump_mutex_.lock(); // no report (and so no symbolizer lock) is being written across fork
     first_use_mutex_.lock();
-    slots_mutex_.lock();
-    for (auto& s : all_slots_)
-        s->pool->lock_for_fork();
+    pools_.lock_for_fork();
     ledger_.lock_for_fork();
     stacks::Recorder::instance().lock_for_fork();
     streams_.lock_for_fork();
@@ -777,9 +714,7 @@ void Profiler::fork_parent() noexcept {
     streams_.unlock_after_fork();
     stacks::Recorder::instance().unlock_after_fork();
     ledger_.unlock_after_fork();
-    for (auto it = all_slots_.rbegin(); it != all_slots_.rend(); ++it)
-        (*it)->pool->unlock_after_fork();
-    slots_mutex_.unlock();
+    pools_.unlock_after_fork();
     first_use_mutex_.unlock();
     dump_mutex_.unlock();
 }
@@ -794,16 +729,9 @@ void Profiler::fork_child() noexcept {
     streams_.unlock_after_fork();
     stacks::Recorder::instance().unlock_after_fork();
     ledger_.unlock_after_fork();
-    for (auto it = all_slots_.rbegin(); it != all_slots_.rend(); ++it)
-        (*it)->pool->unlock_after_fork();
-    // The child cannot use the parent's CUDA state. The parent's pools (their backends, fence
-    // lists, models) are abandoned without a call into them: released, not destroyed.
-    for (auto& s : live_)
-        s.store(nullptr, std::memory_order_relaxed);
-    live_count_.store(0, std::memory_order_relaxed);
-    for (auto& s : all_slots_)
-        (void)s.release();
-    all_slots_.clear(); // destroys null pointers only; the capacity stays: no free()
+    // The child cannot use the parent's CUDA state. The parent's pools (backends, fence lists,
+    // models) are abandoned without a call into them: released, not destroyed.
+    pools_.abandon_after_fork();
     doors_.dlsym_substitutions = 0;
     doors_.proc_address_substitutions = 0;
     doors_.runtime_calls = 0;
@@ -816,7 +744,6 @@ void Profiler::fork_child() noexcept {
     // Threads do not survive fork: the child starts its own report thread when it uses CUDA.
     cuda_seen_ = false;
     signal_thread_started_ = false;
-    slots_mutex_.unlock();
     first_use_mutex_.unlock();
     dump_mutex_.unlock();
 }

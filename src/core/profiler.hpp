@@ -1,18 +1,18 @@
 // SPDX-License-Identifier: MIT
-// The one core behind every door: process state created on first use, the pools (one per CUDA
-// context), pass-through accounting, stream/capture tracking, fork and exit handling, reports.
+// The one core behind every door: process state created on first use, routing to the pools (one
+// per CUDA context, core/pool_table.hpp), pass-through accounting, stream/capture tracking, fork
+// and exit handling, and the snapshot the reports are written from (src/report/).
 // Hooks in src/intercept/ only forward here.
 #pragma once
 
 #include "core/driver_api.hpp"
-#include "core/driver_backend.hpp"
 #include "core/passthrough_ledger.hpp"
-#include "pool/device_pool.hpp"
-#include "pool/pool_model.hpp"
+#include "core/pool_table.hpp"
+#include "core/stream_registry.hpp"
 #include "util/options.hpp"
 
 namespace gpumemprof::trace { class Writer; }
-namespace gpumemprof::report { struct DeviceSummary; struct ReportInput; struct StackReport; }
+namespace gpumemprof::report { struct DeviceSummary; struct ReportInput; }
 
 #include "core/cuda_api.hpp"
 
@@ -25,23 +25,6 @@ namespace gpumemprof::report { struct DeviceSummary; struct ReportInput; struct 
 #include <vector>
 
 namespace gpumemprof::core {
-
-class PoolEvents;
-
-/// One CUDA context's pool. Never deleted while the process runs: a destroyed context's slot is
-/// marked dead (its statistics stay for the report).
-struct PoolSlot {
-    std::atomic<CUcontext> ctx{nullptr};
-    int device = 0;
-    bool primary = true;
-    int index = 0;
-    std::unique_ptr<DriverBackend> backend;
-    std::unique_ptr<pool::PoolModel> model; ///< null with GPUMEMPROF_MODEL=0
-    std::unique_ptr<PoolEvents> events;
-    std::unique_ptr<pool::DevicePool> pool;
-    std::atomic<std::int64_t> ipc_refused{0};
-    std::size_t total_bytes = 0; ///< device capacity, read when the pool was made (no CUDA at exit)
-};
 
 struct DoorCounters {
     std::atomic<std::int64_t> dlsym_substitutions{0};
@@ -63,7 +46,9 @@ public:
     CUresult ipc_get_mem_handle(const DriverApi& api, CUipcMemHandle* handle, CUdeviceptr ptr) noexcept;
 
     // ---- pass-through, recorded ----------------------------------------------------------
-    void record_alloc(Kind kind, const DriverApi& api, std::uintptr_t key, std::size_t bytes, int device = -2) noexcept;
+    /// `device`: an ordinal, kHostMemory, or kDeviceOfCurrentContext (looked up).
+    void record_alloc(Kind kind, const DriverApi& api, std::uintptr_t key, std::size_t bytes,
+                      int device = kDeviceOfCurrentContext) noexcept;
     void record_free(Kind kind, std::uintptr_t key) noexcept;
     /// Capture the caller's stack for a pass-through allocation (before calling the driver).
     std::uint32_t capture_stack() noexcept;
@@ -83,16 +68,16 @@ public:
     void reset_accumulated(int device) noexcept;
     void empty_cache() noexcept;
     bool dump(const std::string& prefix) noexcept;
+    /// torch.cuda.memory._snapshot() as JSON (report::write_torch_snapshot); "" on failure.
+    std::string snapshot_json() noexcept;
 
     DoorCounters& doors() { return doors_; }
     const util::Options& options() const { return options_; }
 
-    /// The full exit JSON (also used by gpumemprof_dump).
-    std::string report_json(const report::ReportInput& in, const report::StackReport& stacks) noexcept;
-
     void on_exit() noexcept;
-    /// Write what a crash would lose (the trace's pending block). Async-signal context: no locks
-    /// beyond the trace writer's own.
+    /// The trace's stack blocks: each call stack its events name, symbolised (before close).
+    void write_trace_stacks() noexcept;
+    /// Write what a crash would lose (the trace's pending block), after a fatal signal's dump.
     void flush_trace() noexcept;
     void fork_prepare() noexcept;
     void fork_parent() noexcept;
@@ -106,34 +91,16 @@ private:
     void open_trace() noexcept; // requires first_use_mutex_
     PoolSlot* current_slot(const DriverApi& api) noexcept;
     PoolSlot* create_slot(const DriverApi& api, CUcontext ctx) noexcept;
-    /// Call fn(slot) for each live pool until it returns true. No allocation, no lock.
-    template <typename Fn> void for_each_live(Fn&& fn) const {
-        const int n = live_count_.load(std::memory_order_acquire);
-        for (int i = 0; i < n; ++i) {
-            PoolSlot* s = live_[i].load(std::memory_order_acquire);
-            if (s && s->ctx.load(std::memory_order_acquire) && fn(s))
-                return;
-        }
-    }
-    PoolSlot* find_live(CUcontext ctx) const {
-        PoolSlot* found = nullptr;
-        for_each_live([&](PoolSlot* s) {
-            found = s->ctx.load(std::memory_order_acquire) == ctx ? s : nullptr;
-            return found != nullptr;
-        });
-        return found;
-    }
     /// Free `ptr` in whichever pool owns it: kSuccess, kInvalidValue, or kNotOwned.
     int free_in_pools(std::uintptr_t ptr) noexcept;
     /// A pass-through allocation freed by the driver leaves the ledger and the recorder.
     void forget_passthrough(std::uintptr_t ptr) noexcept;
-    std::vector<PoolSlot*> slots_for_device(int device) const;
     int resolve_device(int device) noexcept;
-    bool carries_ledger(const PoolSlot* slot) const; // requires slots_mutex_
-    stats::DeviceStats merged_stats(const PoolSlot* slot, const std::map<int, DeviceLedger>& ledgers) const;
+    stats::DeviceStats merged_stats(const PoolSlot* slot, const std::map<int, DeviceLedger>& ledgers) const; // requires pools_.lock()
     stats::DeviceStats ledger_only_stats(const DeviceLedger* ledger) const;
-    report::ReportInput report_input(const std::string& prefix) const; // requires slots_mutex_
-    /// One pool's figures for the reports (requires slots_mutex_).
+    /// Everything the reports say, at one moment (takes the pool table's lock).
+    report::ReportInput snapshot(const std::string& prefix) const;
+    /// One pool's figures for the reports (requires pools_.lock()).
     report::DeviceSummary device_summary(const PoolSlot& s, const std::map<int, DeviceLedger>& ledgers) const;
 
     util::Options options_;
@@ -143,11 +110,7 @@ private:
     DoorCounters doors_;
 
     std::mutex dump_mutex_;          ///< one report writer at a time; first in the lock order
-    mutable std::mutex slots_mutex_;
-    static constexpr int kMaxLive = 64;
-    std::atomic<PoolSlot*> live_[kMaxLive] = {};
-    std::atomic<int> live_count_{0}; ///< slots [0, live_count_) have ever been used
-    std::vector<std::unique_ptr<PoolSlot>> all_slots_;
+    PoolTable pools_;                ///< second in the lock order (then each pool's own lock)
     std::atomic<std::int64_t> invalid_foreign_frees_{0};
     std::chrono::steady_clock::time_point start_;
     std::atomic<trace::Writer*> trace_{nullptr}; ///< GPUMEMPROF_TRACE, null when off or not yet opened

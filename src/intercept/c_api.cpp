@@ -83,6 +83,22 @@ __attribute__((visibility("default"))) int gpumemprof_set_stack_depth(int depth)
     return depth < 0 ? recorder.max_depth() : recorder.configure(depth);
 }
 
+__attribute__((visibility("default"))) size_t gpumemprof_snapshot_json(char* buf, size_t size) {
+    try {
+        const std::string json = Profiler::instance().snapshot_json();
+        if (json.empty())
+            return 0;
+        if (buf && size > 0) {
+            std::size_t n = std::min(size - 1, json.size());
+            std::memcpy(buf, json.data(), n);
+            buf[n] = '\0';
+        }
+        return json.size() + 1;
+    } catch (...) {
+        return 0;
+    }
+}
+
 __attribute__((visibility("default"))) int gpumemprof_dump(const char* prefix) {
     gpumemprof::core::CoreScope scope;
     try {

@@ -9,6 +9,8 @@
 
 using gpumemprof::core::DriverApi;
 using gpumemprof::core::Kind;
+using gpumemprof::core::kDeviceOfCurrentContext;
+using gpumemprof::core::kHostMemory;
 using gpumemprof::core::Profiler;
 
 namespace {
@@ -57,7 +59,7 @@ template <typename Alloc> CUresult host_alloc(const DriverApi& api, void** pp, s
     std::uint32_t stack = prof().capture_stack();
     CUresult r = alloc();
     if (r == CUDA_SUCCESS)
-        prof().record_alloc_with_stack(Kind::host_pinned, api, reinterpret_cast<std::uintptr_t>(*pp), bytes, -1,
+        prof().record_alloc_with_stack(Kind::host_pinned, api, reinterpret_cast<std::uintptr_t>(*pp), bytes, kHostMemory,
                                        stack);
     return r;
 }
@@ -104,7 +106,7 @@ CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flag
     std::uint32_t stack = prof().capture_stack();
     CUresult r = api->cuMemAllocManaged(dptr, bytesize, flags);
     if (r == CUDA_SUCCESS)
-        prof().record_alloc_with_stack(Kind::managed, *api, *dptr, bytesize, -2, stack);
+        prof().record_alloc_with_stack(Kind::managed, *api, *dptr, bytesize, kDeviceOfCurrentContext, stack);
     return r;
 }
 
@@ -132,7 +134,7 @@ CUresult cuMemFreeHost(void* p) {
         std::uint32_t stack = prof().capture_stack();                                       \
         CUresult r = api->name(__VA_ARGS__);                                                \
         if (r == CUDA_SUCCESS)                                                              \
-            prof().record_alloc_with_stack(Kind::async, *api, *dptr, bytesize, -2, stack);  \
+            prof().record_alloc_with_stack(Kind::async, *api, *dptr, bytesize, kDeviceOfCurrentContext, stack);  \
         return r;                                                                           \
     }
 

@@ -146,7 +146,6 @@ struct IgnoredKey {
 
 // CUDAAllocatorConfig keys that we accept but that do not change how this pool works.
 constexpr IgnoredKey kIgnored[] = {
-    {"expandable_segments", "False"},
     {"backend", "native"},
     {"release_lock_on_cudamalloc", "False"},
     {"graph_capture_record_stream_reuse", "False"},
@@ -227,6 +226,14 @@ AllocConf parse_alloc_conf(std::string_view text, std::vector<std::string>* warn
                 bad("must be > 0 and <= 1");
             else
                 conf.per_process_memory_fraction = f;
+        } else if (key == "expandable_segments") {
+            // PyTorch accepts exactly "True" or "False".
+            if (single && value[0] == "True")
+                conf.expandable_segments = true;
+            else if (single && value[0] == "False")
+                conf.expandable_segments = false;
+            else
+                bad("expected True or False");
         } else if (key == "roundup_power2_divisions") {
             std::string why = parse_divisions(value, &conf.roundup_power2_divisions);
             if (!why.empty())
@@ -285,6 +292,8 @@ std::string format_alloc_conf(const AllocConf& conf) {
         parts.push_back("garbage_collection_threshold:" + format_double(conf.garbage_collection_threshold));
     if (conf.per_process_memory_fraction != def.per_process_memory_fraction)
         parts.push_back("per_process_memory_fraction:" + format_double(conf.per_process_memory_fraction));
+    if (conf.expandable_segments != def.expandable_segments)
+        parts.push_back(conf.expandable_segments ? "expandable_segments:True" : "expandable_segments:False");
     const auto& t = conf.roundup_power2_divisions;
     if (t != def.roundup_power2_divisions) {
         bool uniform = true;

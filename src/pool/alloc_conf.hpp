@@ -29,6 +29,9 @@ struct AllocConf {
     /// 0 = unlimited; otherwise in (0, 1]: the pool refuses to reserve more than this fraction
     /// of total device memory.
     double per_process_memory_fraction = 0.0;
+    /// PyTorch's expandable segments: per stream and pool one reserved address range whose
+    /// mapped part grows and shrinks by pages (2 MiB small pool, 20 MiB large pool).
+    bool expandable_segments = false;
 
     /// The text this was parsed from (for reports), empty for defaults.
     std::string source;
@@ -39,7 +42,7 @@ struct AllocConf {
 /// Parse `text` (e.g. "max_split_size_mb:128,roundup_power2_divisions:[256:1,>:4]").
 /// Never throws. Every problem appends one human-readable warning that names the offending key
 /// and value to `warnings`; that key keeps its default and parsing continues with the next key.
-/// Keys accepted but without effect here (expandable_segments, backend, release_lock_on_cudamalloc,
+/// Keys accepted but without effect here (backend, release_lock_on_cudamalloc,
 /// pinned_*, graph_capture_record_stream_reuse) produce a warning saying they are ignored, unless
 /// their value is the default.
 AllocConf parse_alloc_conf(std::string_view text, std::vector<std::string>* warnings);

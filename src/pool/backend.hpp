@@ -13,6 +13,10 @@ namespace gpumemprof::pool {
 inline constexpr int kSuccess = 0;          // CUDA_SUCCESS
 inline constexpr int kInvalidValue = 1;     // CUDA_ERROR_INVALID_VALUE
 inline constexpr int kOutOfMemory = 2;      // CUDA_ERROR_OUT_OF_MEMORY
+inline constexpr int kNotSupported = 801;   // CUDA_ERROR_NOT_SUPPORTED
+
+/// One page of physical memory (cuMemCreate's CUmemGenericAllocationHandle). 0 is no page.
+using PageHandle = std::uint64_t;
 
 /// A fence marks "every piece of device work queued so far, on every stream". 0 is no fence.
 using FenceId = std::uint64_t;
@@ -38,6 +42,26 @@ public:
     virtual bool fence_wait(FenceId fence) = 0;
     /// The fence is no longer needed.
     virtual void fence_release(FenceId fence) = 0;
+
+    // ---- virtual memory (expandable segments); the driver's cuMem* calls one for one -------------
+    // A backend without virtual memory management answers kNotSupported.
+
+    /// cuMemGetAllocationGranularity (minimum) for device memory: page sizes are multiples of it.
+    virtual int vmm_granularity(std::size_t* bytes) { return kNotSupported; }
+    /// cuMemAddressReserve: `size` bytes of address space, no memory behind them.
+    virtual int address_reserve(std::size_t size, std::uintptr_t* va) { return kNotSupported; }
+    /// cuMemAddressFree of a whole reservation (nothing may be mapped in it any more).
+    virtual int address_free(std::uintptr_t va, std::size_t size) { return kNotSupported; }
+    /// cuMemCreate: one page of `size` bytes of device memory (kOutOfMemory when the device is full).
+    virtual int page_create(std::size_t size, PageHandle* page) { return kNotSupported; }
+    /// cuMemRelease.
+    virtual int page_release(PageHandle page) { return kNotSupported; }
+    /// cuMemMap of a whole page at `va` (inside a reservation).
+    virtual int page_map(std::uintptr_t va, std::size_t size, PageHandle page) { return kNotSupported; }
+    /// cuMemUnmap of [va, va + size).
+    virtual int page_unmap(std::uintptr_t va, std::size_t size) { return kNotSupported; }
+    /// cuMemSetAccess: the device may read and write [va, va + size) (every page of it is mapped).
+    virtual int set_access(std::uintptr_t va, std::size_t size) { return kNotSupported; }
 };
 
 } // namespace gpumemprof::pool

@@ -2,6 +2,7 @@
 // DevicePool: PyTorch's DeviceCachingAllocator policy over a Backend (see device_pool.hpp).
 #include "pool/device_pool.hpp"
 
+#include "pool/expandable_segment.hpp"
 #include "pool/rounding.hpp"
 #include "stats/stat_fields.hpp"
 
@@ -11,6 +12,8 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <tuple>
+#include <utility>
 
 namespace gpumemprof::pool {
 
@@ -36,6 +39,8 @@ struct Block {
     BlockPool* pool = nullptr;
     std::uint64_t gc_count_base = 0;
     Block* pending_next = nullptr; ///< link in the unfenced list or a fence group
+    ExpandableSegment* es = nullptr; ///< set for blocks of an expandable segment
+    bool mapped = true;              ///< false: unmapped address space of an expandable segment
     BState state = BState::free;
 
     bool is_split() const { return prev != nullptr || next != nullptr; }
@@ -54,8 +59,18 @@ struct BlockCmp {
 
 using BlockSet = std::set<Block*, BlockCmp>;
 
+// BlockComparatorAddress: unmapped ranges of expandable segments, per stream by address.
+struct BlockAddrCmp {
+    bool operator()(const Block* a, const Block* b) const {
+        if (a->stream != b->stream)
+            return a->stream < b->stream;
+        return a->ptr < b->ptr;
+    }
+};
+
 struct BlockPool {
     BlockSet blocks; ///< free blocks only
+    std::set<Block*, BlockAddrCmp> unmapped; ///< unmapped ranges of expandable segments
     bool is_small = false;
     std::uint64_t get_free_blocks_call_count = 0; ///< GC clock
     int stat_type = stats::kLargePool;
@@ -67,6 +82,7 @@ struct Segment {
     std::uintptr_t stream = 0;
     BlockPool* pool = nullptr;
     Block* head = nullptr; ///< the block at `base`
+    std::unique_ptr<ExpandableSegment> es; ///< set for an expandable segment (base/size: its range)
 };
 
 struct FenceGroup {
@@ -271,6 +287,29 @@ struct DevicePool::Impl {
             pool.blocks.erase(it);
     }
 
+    // The unmapped sets hold the same node type as the free sets (std::set nodes do not depend on
+    // the comparator), so they recycle the same spare nodes.
+    void unmapped_insert(BlockPool& pool, Block* b) {
+        if (!spare_nodes.empty()) {
+            BlockSet::node_type node = std::move(spare_nodes.back());
+            spare_nodes.pop_back();
+            node.value() = b;
+            pool.unmapped.insert(std::move(node));
+        } else {
+            pool.unmapped.insert(b);
+        }
+    }
+
+    void unmapped_erase(BlockPool& pool, Block* b) {
+        auto it = pool.unmapped.find(b);
+        if (it == pool.unmapped.end())
+            return;
+        if (spare_nodes.size() < spare_nodes.capacity())
+            spare_nodes.push_back(pool.unmapped.extract(it));
+        else
+            pool.unmapped.erase(it);
+    }
+
     // BlockPool::insert_into_blocks: also stamps the GC age base.
     void insert_free(BlockPool& pool, Block* b) {
         b->state = BState::free;
@@ -303,6 +342,8 @@ struct DevicePool::Impl {
         auto it = pool.blocks.lower_bound(&key);
         if (it == pool.blocks.end() || (*it)->stream != stream)
             return nullptr;
+        if ((*it)->es != nullptr)
+            it = skip_growable_tail(pool, it, stream);
         Block* b = *it;
         // A non-oversize request never takes an oversize block (it would be split or wasted).
         if (size < max_split_size && b->size >= max_split_size)
@@ -318,21 +359,24 @@ struct DevicePool::Impl {
     // requests and only when more than kSmallSize would remain (smaller tails stay as waste).
     bool should_split(const Block* b, std::size_t size) const {
         const std::size_t remaining = b->size - size;
-        if (b->pool->is_small)
+        if (b->pool->is_small || expandable())
             return remaining >= kMinBlockSize;
         return size < max_split_size && remaining > kSmallSize;
     }
 
     // alloc_block: one new segment from the backend (not put in the free set: the caller hands it
     // out at once). isRetry counts num_alloc_retries even if the attempt then fails.
+    // With expandable segments: map pages for `rounded` bytes instead (handed out like a found block).
     Block* alloc_block(BlockPool& pool, std::uintptr_t stream, std::size_t alloc_size, bool is_retry,
-                       int* err) {
+                       int* err, std::size_t rounded = 0) {
         if (is_retry)
             ++st.num_alloc_retries;
         if (set_fraction && total_allocated_memory + alloc_size > allowed()) {
             *err = kOutOfMemory; // the per-process limit fails without asking the device
             return nullptr;
         }
+        if (expandable())
+            return try_allocate_expandable_block(pool, stream, rounded, err);
         std::uintptr_t ptr = 0;
         const int rc = backend.allocate(alloc_size, &ptr);
         if (rc != kSuccess) {
@@ -379,6 +423,7 @@ struct DevicePool::Impl {
             b->stream = remaining->stream;
             b->pool = &pool;
             b->seg = remaining->seg;
+            b->es = remaining->es;
             b->prev = remaining->prev;
             if (b->prev)
                 b->prev->next = b;
@@ -389,7 +434,9 @@ struct DevicePool::Impl {
             remaining->ptr += size;
             remaining->size -= size;
             insert_free(pool, remaining);
-            if (already_split) {
+            if (b->es != nullptr) {
+                // Expandable blocks stay out of inactive_split (their free pages can always go back).
+            } else if (already_split) {
                 // An already-split inactive block shrinks by `size`; the count is unchanged.
                 for_types(pool, [&](int t) {
                     st.inactive_split_bytes[t].decrease(static_cast<std::int64_t>(size));
@@ -401,7 +448,7 @@ struct DevicePool::Impl {
                     st.inactive_split[t].increase(1);
                 });
             }
-        } else if (already_split) {
+        } else if (already_split && b->es == nullptr) {
             // An inactive split block becomes active as a whole.
             for_types(pool, [&](int t) {
                 st.inactive_split_bytes[t].decrease(static_cast<std::int64_t>(b->size));
@@ -429,11 +476,13 @@ struct DevicePool::Impl {
 
     // try_merge_blocks: only with a cached (free) neighbour; returns the bytes absorbed.
     std::size_t try_merge(Block* dst, Block* src, BlockPool& pool) {
-        if (src == nullptr || src->state != BState::free)
+        if (src == nullptr || src->state != BState::free || src->mapped != dst->mapped)
             return 0;
-        auto it = pool.blocks.find(src);
-        if (it != pool.blocks.end())
+        if (!src->mapped) {
+            unmapped_erase(pool, src);
+        } else if (auto it = pool.blocks.find(src); it != pool.blocks.end()) {
             set_erase(pool, it);
+        }
         if (dst->prev == src) {
             dst->ptr = src->ptr;
             dst->prev = src->prev;
@@ -475,6 +524,8 @@ struct DevicePool::Impl {
             net_blocks += 1;
             net_bytes += static_cast<std::int64_t>(b->size);
         }
+        if (b->es != nullptr)
+            net_blocks = net_bytes = 0; // expandable blocks stay out of inactive_split
         for_types(pool, [&](int t) {
             if (net_blocks > 0)
                 st.inactive_split[t].increase(net_blocks);
@@ -514,8 +565,8 @@ struct DevicePool::Impl {
     // release_available_cached_blocks: only with max_split_size set; free one oversize block big
     // enough, else the largest oversize blocks of this stream until enough bytes went back.
     bool release_available_cached_blocks(BlockPool& pool, std::uintptr_t stream, std::size_t size) {
-        if (max_split_size == std::numeric_limits<std::size_t>::max())
-            return false;
+        if (max_split_size == std::numeric_limits<std::size_t>::max() || expandable())
+            return false; // every block is expandable then, and those are never released here
         Block key;
         key.stream = stream;
         key.size = std::max(size, max_split_size);
@@ -553,9 +604,289 @@ struct DevicePool::Impl {
         while (it != pool.blocks.end()) {
             Block* b = *it;
             ++it;
+            if (b->es != nullptr)
+                continue; // release_expandable_blocks below
             if (!b->is_split())
                 release_block(b);
         }
+        release_expandable_blocks(pool);
+    }
+
+    // ---- expandable segments (PyTorch's "Note [Expandable Segments]") ---------------------------
+    // Per stream and pool one ExpandableSegment; its address range is a chain of blocks like a
+    // segment's, the unmapped parts being free blocks with mapped == false kept in pool.unmapped.
+    // Growing maps pages at the end of a free run and merges; empty_cache() (and the last retry
+    // before an out-of-memory) unmaps the whole free pages. reserved_bytes follows the mapped bytes;
+    // num_device_alloc/num_device_free count map/unmap operations; segment counts stay 0.
+
+    bool expandable() const { return options.conf.expandable_segments && options.mode == Mode::caching; }
+
+    // get_free_block's best fit in an expandable segment: among equally good candidates, take the one
+    // that leaves the growable end (a free block followed by unmapped space) for a later request.
+    BlockSet::iterator skip_growable_tail(BlockPool& pool, BlockSet::iterator it, std::uintptr_t stream) {
+        const auto growable = [](const Block* b) {
+            return b->size + (b->next != nullptr && !b->next->mapped ? b->next->size : 0);
+        };
+        auto next = std::next(it);
+        while ((*it)->es != nullptr && next != pool.blocks.end() && (*next)->stream == stream &&
+               growable(*next) < growable(*it))
+            it = next++;
+        return it;
+    }
+
+    static bool allocatable(const Block* b) { return b != nullptr && b->state == BState::free; }
+
+    // find_expandable_block: the lowest address, in this stream's segments, where free and unmapped
+    // blocks together give `size` bytes of room; a new segment when none has room.
+    Block* find_expandable_block(BlockPool& pool, std::uintptr_t stream, std::size_t size, int* err) {
+        Block key;
+        key.stream = stream;
+        key.ptr = 0;
+        const auto has_room = [&](const Block* b) {
+            std::size_t bytes = 0;
+            while (bytes < size && allocatable(b)) {
+                bytes += b->size;
+                b = b->next;
+            }
+            return bytes >= size;
+        };
+        for (auto it = pool.unmapped.lower_bound(&key); it != pool.unmapped.end() && (*it)->stream == stream; ++it) {
+            Block* c = *it;
+            if (allocatable(c->prev))
+                c = c->prev; // a free block just before the unmapped range is used first
+            if (has_room(c))
+                return c;
+        }
+        // Address space for 1 1/8 of the device's memory, in pages of 2 MiB (small pool) or 20 MiB.
+        std::size_t page = pool.is_small ? kSmallBuffer : kLargeBuffer;
+        if (std::size_t gran = 0; backend.vmm_granularity(&gran) == kSuccess && gran > 0 && page % gran != 0)
+            page = (page + gran - 1) / gran * gran;
+        std::size_t free_b = 0, total_b = 0;
+        if (const int rc = backend.memory_info(&free_b, &total_b); rc != kSuccess) {
+            *err = rc;
+            return nullptr;
+        }
+        const std::size_t address_space = total_b + total_b / 8;
+        std::unique_ptr<ExpandableSegment> es;
+        if (const int rc = ExpandableSegment::create(backend, page, (address_space + page - 1) / page, &es);
+            rc != kSuccess) {
+            *err = rc;
+            return nullptr;
+        }
+        Block* b = new_block();
+        b->ptr = es->base();
+        b->size = es->size();
+        b->stream = stream;
+        b->pool = &pool;
+        b->es = es.get();
+        b->mapped = false;
+        try {
+            auto [it, inserted] = segments.try_emplace(b->ptr);
+            b->seg = &it->second;
+            try {
+                unmapped_insert(pool, b);
+            } catch (...) {
+                segments.erase(it);
+                throw;
+            }
+        } catch (...) {
+            es->release();
+            recycle_block(b);
+            *err = kOutOfMemory;
+            return nullptr;
+        }
+        *b->seg = Segment{b->ptr, b->size, stream, &pool, b, std::move(es)};
+        return b;
+    }
+
+    // map_block: back the first `size` bytes of the unmapped block `to_map` with pages, merge the
+    // mapped part with free neighbours and put it in the free set.
+    bool map_block(Block* to_map, std::size_t size, int* err) {
+        std::size_t mapped = 0;
+        if (const int rc = to_map->es->map(to_map->ptr, size, &mapped); rc != kSuccess) {
+            *err = rc;
+            return false;
+        }
+        BlockPool& pool = *to_map->pool;
+        const std::uintptr_t first = to_map->ptr;
+        if (mapped < to_map->size) {
+            Block* rest = new_block(); // spares were ensured for this request
+            rest->ptr = to_map->ptr + mapped;
+            rest->size = to_map->size - mapped;
+            rest->stream = to_map->stream;
+            rest->pool = &pool;
+            rest->seg = to_map->seg;
+            rest->es = to_map->es;
+            rest->mapped = false;
+            rest->prev = to_map;
+            rest->next = to_map->next;
+            if (rest->next)
+                rest->next->prev = rest;
+            to_map->next = rest;
+            // rest takes to_map's place in the unmapped set: its node is reused, nothing is allocated.
+            auto node = pool.unmapped.extract(to_map);
+            to_map->size = mapped;
+            node.value() = rest;
+            pool.unmapped.insert(std::move(node));
+        } else {
+            unmapped_erase(pool, to_map);
+        }
+        to_map->mapped = true;
+        try_merge(to_map, to_map->prev, pool);
+        try_merge(to_map, to_map->next, pool);
+        insert_free(pool, to_map);
+        total_allocated_memory += mapped;
+        for_types(pool, [&](int t) { st.reserved_bytes[t].increase(static_cast<std::int64_t>(mapped)); });
+        ++st.num_device_alloc;
+        if (listener)
+            listener->on_segment_map(first, mapped);
+        return true;
+    }
+
+    // try_allocate_expandable_block: map just enough pages for `size` bytes, grow the candidate
+    // run (free -> unmapped -> ...) until it holds `size`, take it out of the free set.
+    Block* try_allocate_expandable_block(BlockPool& pool, std::uintptr_t stream, std::size_t size, int* err) {
+        Block* c = find_expandable_block(pool, stream, size, err);
+        if (c == nullptr)
+            return nullptr;
+        if (!c->mapped && !map_block(c, std::min(c->size, size), err))
+            return nullptr;
+        while (c->size < size) {
+            Block* n = c->next; // unmapped: map it and merge c into it
+            if (!map_block(n, std::min(size - c->size, n->size), err))
+                return nullptr;
+            c = n;
+        }
+        if (auto it = pool.blocks.find(c); it != pool.blocks.end())
+            set_erase(pool, it);
+        return c;
+    }
+
+    // unmap_block: give back the whole pages inside the free block `b`; what is left of it on
+    // either side stays a free mapped block.
+    void unmap_block(Block* b) {
+        std::uintptr_t first = 0;
+        std::size_t unmapped = 0;
+        if (b->es->whole_pages_bytes(b->ptr, b->size) == 0)
+            return;
+        ensure_spares(); // up to two new blocks below
+        BlockPool& pool = *b->pool;
+        b->es->unmap(b->ptr, b->size, &first, &unmapped);
+        if (unmapped == 0)
+            return;
+        if (auto it = pool.blocks.find(b); it != pool.blocks.end())
+            set_erase(pool, it);
+        const auto carve = [&](std::uintptr_t ptr, std::size_t size, Block* prev, Block* next) {
+            Block* f = new_block();
+            f->ptr = ptr;
+            f->size = size;
+            f->stream = b->stream;
+            f->pool = &pool;
+            f->seg = b->seg;
+            f->es = b->es;
+            f->prev = prev;
+            f->next = next;
+            if (prev)
+                prev->next = f;
+            else
+                f->seg->head = f;
+            if (next)
+                next->prev = f;
+            insert_free(pool, f);
+        };
+        const std::size_t before = first - b->ptr;
+        const std::size_t after = b->size - before - unmapped;
+        if (before > 0)
+            carve(b->ptr, before, b->prev, b);
+        if (after > 0)
+            carve(first + unmapped, after, b, b->next);
+        b->ptr = first;
+        b->size = unmapped;
+        b->mapped = false;
+        try_merge(b, b->prev, pool);
+        try_merge(b, b->next, pool);
+        unmapped_insert(pool, b);
+        total_allocated_memory -= unmapped;
+        for_types(pool, [&](int t) { st.reserved_bytes[t].decrease(static_cast<std::int64_t>(unmapped)); });
+        ++st.num_device_free;
+        if (listener)
+            listener->on_segment_unmap(first, unmapped);
+    }
+
+    // release_blocks' part for expandable segments: unmap the free pages, drop a segment that became
+    // wholly unmapped. The device must be past every use of the pages first (cuMemUnmap does not
+    // wait as cudaFree does): a fence over all streams, which during a capture cannot be had.
+    void release_expandable_blocks(BlockPool& pool) {
+        bool any = false;
+        for (const Block* b : pool.blocks)
+            if (b->es != nullptr && b->es->whole_pages_bytes(b->ptr, b->size) > 0) {
+                any = true;
+                break;
+            }
+        if (!any || !device_idle())
+            return;
+        std::vector<Block*> to_unmap; // unmapping changes the free set: collect first
+        for (Block* b : pool.blocks)
+            if (b->es != nullptr)
+                to_unmap.push_back(b);
+        for (Block* b : to_unmap) {
+            unmap_block(b);
+            if (b->prev == nullptr && b->next == nullptr && !b->mapped)
+                release_expandable_segment(b);
+        }
+    }
+
+    bool device_idle() {
+        const FenceId f = backend.fence_record();
+        if (f == 0)
+            return false;
+        const bool ok = backend.fence_wait(f);
+        backend.fence_release(f);
+        return ok;
+    }
+
+    void release_expandable_segment(Block* b) {
+        BlockPool& pool = *b->pool;
+        unmapped_erase(pool, b);
+        const std::uintptr_t base = b->seg->base;
+        b->seg->es->release();
+        segments.erase(base);
+        recycle_block(b);
+    }
+
+    /// One SegmentInfo per contiguous mapped range of `s`, as PyTorch's snapshot reports them.
+    void snapshot_expandable(const Segment& s, std::vector<SegmentInfo>& out) const {
+        for (const Block* b = s.head; b != nullptr; b = b->next) {
+            if (!b->mapped)
+                continue;
+            if (b->prev == nullptr || !b->prev->mapped) {
+                out.emplace_back();
+                out.back().address = b->ptr;
+                out.back().stream = s.stream;
+                out.back().is_small = s.pool->is_small;
+                out.back().is_expandable = true;
+            }
+            SegmentInfo& si = out.back();
+            si.total_size += b->size;
+            if (b->state == BState::allocated)
+                si.allocated_size += b->size;
+            if (b->state != BState::free) {
+                si.active_size += b->size;
+                si.requested_size += b->requested;
+            }
+            si.blocks.push_back(BlockInfo{b->ptr, b->size, b->requested, public_state(b->state)});
+        }
+    }
+
+    /// The contiguous mapped run of blocks around `b` (one "segment" in PyTorch's snapshot).
+    static std::pair<std::uintptr_t, std::size_t> mapped_run(const Block* b) {
+        const Block* first = b;
+        while (first->prev != nullptr && first->prev->mapped)
+            first = first->prev;
+        std::size_t size = 0;
+        for (const Block* x = first; x != nullptr && x->mapped; x = x->next)
+            size += x->size;
+        return {first->ptr, size};
     }
 
     // ---- deferred frees (replaces record_stream events) ---------------------------------------
@@ -638,7 +969,7 @@ struct DevicePool::Impl {
         std::int64_t freeable = 0;
         const auto age = [&](const Block* b) { return large.get_free_blocks_call_count - b->gc_count_base; };
         for (const Block* b : large.blocks) {
-            if (!b->is_split()) {
+            if (!b->is_split() && b->es == nullptr) {
                 total_age += age(b);
                 ++freeable;
             }
@@ -653,7 +984,7 @@ struct DevicePool::Impl {
             while (it != large.blocks.end()) {
                 Block* b = *it;
                 ++it;
-                if (!b->is_split() && static_cast<double>(age(b)) >= age_threshold) {
+                if (!b->is_split() && b->es == nullptr && static_cast<double>(age(b)) >= age_threshold) {
                     freed = true;
                     reclaimed += b->size;
                     total_age -= age(b);
@@ -710,12 +1041,12 @@ struct DevicePool::Impl {
         if (b == nullptr) {
             if (gc_enabled)
                 garbage_collect();
-            b = alloc_block(pool, stream, alloc_size, false, &err);
+            b = alloc_block(pool, stream, alloc_size, false, &err, rounded);
             if (b == nullptr && err == kOutOfMemory && release_available_cached_blocks(pool, stream, rounded))
-                b = alloc_block(pool, stream, alloc_size, false, &err);
+                b = alloc_block(pool, stream, alloc_size, false, &err, rounded);
             if (b == nullptr && err == kOutOfMemory) {
                 release_cached_blocks();
-                b = alloc_block(pool, stream, alloc_size, true, &err);
+                b = alloc_block(pool, stream, alloc_size, true, &err, rounded);
             }
         }
         if (b == nullptr) {
@@ -834,6 +1165,8 @@ struct DevicePool::Impl {
     void forget_all() {
         small.blocks.clear();
         large.blocks.clear();
+        small.unmapped.clear();
+        large.unmapped.clear();
         spare_nodes.clear();
         active.clear();
         segments.clear();
@@ -888,6 +1221,8 @@ Lookup DevicePool::lookup(std::uintptr_t ptr) const {
     r.segment_base = s->base;
     r.segment_size = s->size;
     if (const Block* b = impl_->active.find(ptr); b != nullptr && b->state == BState::allocated) {
+        if (s->es != nullptr)
+            std::tie(r.segment_base, r.segment_size) = Impl::mapped_run(b);
         r.is_block_start = true;
         r.block_address = b->ptr;
         r.block_size = b->size;
@@ -897,6 +1232,9 @@ Lookup DevicePool::lookup(std::uintptr_t ptr) const {
         if (ptr - b->ptr < b->size) {
             r.block_address = b->ptr;
             r.block_size = b->size;
+            if (s->es != nullptr)
+                std::tie(r.segment_base, r.segment_size) =
+                    b->mapped ? Impl::mapped_run(b) : std::make_pair(b->ptr, b->size);
             break;
         }
     }
@@ -958,7 +1296,9 @@ std::size_t DevicePool::releasable_bytes() const {
     std::size_t total = 0;
     for (const BlockPool* p : {&impl_->small, &impl_->large})
         for (const Block* b : p->blocks)
-            if (!b->is_split())
+            if (b->es != nullptr)
+                total += b->es->whole_pages_bytes(b->ptr, b->size);
+            else if (!b->is_split())
                 total += b->size;
     return total;
 }
@@ -969,6 +1309,10 @@ std::vector<SegmentInfo> DevicePool::snapshot() const {
         std::lock_guard<std::mutex> lock(impl_->mu);
         out.reserve(impl_->segments.size());
         for (const auto& [base, s] : impl_->segments) {
+            if (s.es != nullptr) {
+                impl_->snapshot_expandable(s, out);
+                continue;
+            }
             SegmentInfo si;
             si.address = s.base;
             si.total_size = s.size;

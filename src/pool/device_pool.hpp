@@ -61,6 +61,9 @@ public:
     virtual void on_free_completed(std::uintptr_t ptr, std::size_t size, std::size_t requested) {}
     virtual void on_segment_alloc(std::uintptr_t ptr, std::size_t size) {}
     virtual void on_segment_free(std::uintptr_t ptr, std::size_t size) {}
+    /// Expandable segments: pages mapped / unmapped at [ptr, ptr + size).
+    virtual void on_segment_map(std::uintptr_t ptr, std::size_t size) {}
+    virtual void on_segment_unmap(std::uintptr_t ptr, std::size_t size) {}
     virtual void on_oom(const OomInfo& info) {}
 };
 
@@ -81,12 +84,14 @@ struct SegmentInfo {
     std::size_t requested_size = 0;
     std::uintptr_t stream = 0;
     bool is_small = false;
+    bool is_expandable = false;    ///< one contiguous mapped range of an expandable segment
     std::vector<BlockInfo> blocks; ///< address order, sizes sum to total_size
 };
 
 /// Result of looking up a pointer that the program holds.
 struct Lookup {
     bool in_pool = false;             ///< address lies inside one of this pool's segments
+                                      ///< (for expandable ones: segment_* is the mapped range)
     bool is_block_start = false;      ///< ... and is the start of an allocated block
     std::uintptr_t segment_base = 0;
     std::size_t segment_size = 0;

@@ -53,6 +53,11 @@ void PoolModel::drop_all() {
     pool_.drop_all();
 }
 
+std::size_t PoolModel::reserved_bytes() const {
+    std::lock_guard lock(mutex_);
+    return backend_.used_bytes(); // the model's segments are all its device holds
+}
+
 std::int64_t PoolModel::unserved() const {
     std::lock_guard lock(mutex_);
     return unserved_;

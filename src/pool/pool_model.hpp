@@ -42,6 +42,8 @@ public:
     void drop_all();
     /// Requests the model could not serve (its own out-of-memory): each is left out of its figures.
     std::int64_t unserved() const;
+    /// reserved_bytes.all.current of the model, cheaply (no stats copy).
+    std::size_t reserved_bytes() const;
 
 private:
     mutable std::mutex mutex_; ///< guards map_ and unserved_ (the pool has its own lock)

@@ -2,6 +2,8 @@
 // Simulated device for the pool (see sim_backend.hpp).
 #include "pool/sim_backend.hpp"
 
+#include <iterator>
+
 namespace gpumemprof::pool {
 
 SimBackend::SimBackend(std::size_t capacity_bytes) : capacity_(capacity_bytes) {}
@@ -120,6 +122,164 @@ void SimBackend::set_capacity(std::size_t bytes) {
 void SimBackend::set_total(std::size_t bytes) {
     std::lock_guard<std::mutex> lock(mu_);
     total_ = bytes;
+}
+
+int SimBackend::vmm_granularity(std::size_t* bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    *bytes = granularity_;
+    return kSuccess;
+}
+
+int SimBackend::address_reserve(std::size_t size, std::uintptr_t* va) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (va == nullptr || size == 0 || size % granularity_ != 0) {
+        ++counters_.bad_vmm_calls;
+        return kInvalidValue;
+    }
+    ++counters_.address_reserves;
+    *va = next_vmm_address_;
+    next_vmm_address_ += (size + kAlignment - 1) / kAlignment * kAlignment;
+    reservations_.emplace(*va, size);
+    return kSuccess;
+}
+
+int SimBackend::address_free(std::uintptr_t va, std::size_t size) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = reservations_.find(va);
+    auto m = mappings_.lower_bound(va);
+    if (it == reservations_.end() || it->second != size || (m != mappings_.end() && m->first < va + size)) {
+        ++counters_.bad_vmm_calls; // unknown range, wrong size, or something still mapped in it
+        return kInvalidValue;
+    }
+    ++counters_.address_frees;
+    reservations_.erase(it);
+    return kSuccess;
+}
+
+int SimBackend::page_create(std::size_t size, PageHandle* page) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (page == nullptr || size == 0 || size % granularity_ != 0) {
+        ++counters_.bad_vmm_calls;
+        return kInvalidValue;
+    }
+    if (create_failure_code_ != 0) {
+        if (create_failure_countdown_ == 0) {
+            const int code = create_failure_code_;
+            create_failure_code_ = 0;
+            ++counters_.vmm_failures;
+            return code;
+        }
+        --create_failure_countdown_;
+    }
+    if (size > capacity_ || used_ > capacity_ - size) {
+        ++counters_.vmm_failures;
+        return kOutOfMemory;
+    }
+    ++counters_.page_creates;
+    used_ += size;
+    *page = next_page_++;
+    pages_.emplace(*page, Page{size, false});
+    return kSuccess;
+}
+
+int SimBackend::page_release(PageHandle page) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = pages_.find(page);
+    if (it == pages_.end() || it->second.mapped) {
+        ++counters_.bad_vmm_calls; // unknown, or released while mapped (the pool never does that)
+        return kInvalidValue;
+    }
+    ++counters_.page_releases;
+    used_ -= it->second.size;
+    pages_.erase(it);
+    return kSuccess;
+}
+
+int SimBackend::page_map(std::uintptr_t va, std::size_t size, PageHandle page) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto p = pages_.find(page);
+    auto r = reservations_.upper_bound(va);
+    const bool in_reservation = r != reservations_.begin() && va + size <= std::prev(r)->first + std::prev(r)->second;
+    auto m = mappings_.lower_bound(va);
+    const bool overlaps = (m != mappings_.end() && m->first < va + size) ||
+                          (m != mappings_.begin() && std::prev(m)->first + std::prev(m)->second.size > va);
+    if (p == pages_.end() || p->second.mapped || p->second.size != size || va % granularity_ != 0 ||
+        !in_reservation || overlaps) {
+        ++counters_.bad_vmm_calls;
+        return kInvalidValue;
+    }
+    if (fail_next_map_ != 0) {
+        const int code = fail_next_map_;
+        fail_next_map_ = 0;
+        ++counters_.vmm_failures;
+        return code;
+    }
+    ++counters_.page_maps;
+    p->second.mapped = true;
+    mappings_.emplace(va, Mapping{size, page});
+    mapped_ += size;
+    return kSuccess;
+}
+
+int SimBackend::page_unmap(std::uintptr_t va, std::size_t size) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto m = mappings_.find(va);
+    if (m == mappings_.end() || m->second.size != size) {
+        ++counters_.bad_vmm_calls;
+        return kInvalidValue;
+    }
+    ++counters_.page_unmaps;
+    pages_[m->second.page].mapped = false;
+    mapped_ -= size;
+    mappings_.erase(m);
+    return kSuccess;
+}
+
+int SimBackend::set_access(std::uintptr_t va, std::size_t size) {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Every byte of the range must be mapped (cuMemSetAccess fails otherwise).
+    std::uintptr_t p = va;
+    while (p < va + size) {
+        auto m = mappings_.find(p);
+        if (m == mappings_.end()) {
+            ++counters_.bad_vmm_calls;
+            return kInvalidValue;
+        }
+        p += m->second.size;
+    }
+    ++counters_.set_accesses;
+    return kSuccess;
+}
+
+void SimBackend::fail_page_create_after(std::size_t successes, int code) {
+    std::lock_guard<std::mutex> lock(mu_);
+    create_failure_countdown_ = successes;
+    create_failure_code_ = code;
+}
+
+void SimBackend::fail_next_page_map(int code) {
+    std::lock_guard<std::mutex> lock(mu_);
+    fail_next_map_ = code;
+}
+
+void SimBackend::set_granularity(std::size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    granularity_ = bytes;
+}
+
+std::size_t SimBackend::mapped_bytes() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return mapped_;
+}
+
+std::size_t SimBackend::live_pages() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return pages_.size();
+}
+
+std::size_t SimBackend::live_reservations() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return reservations_.size();
 }
 
 SimBackend::Counters SimBackend::counters() const {

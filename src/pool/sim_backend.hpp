@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <unordered_map>
 
@@ -31,6 +32,18 @@ public:
     bool fence_wait(FenceId fence) override;
     void fence_release(FenceId fence) override;
 
+    /// Virtual memory: reservations start at kVmmBaseAddress and are never reused; pages are
+    /// charged against the capacity from page_create to page_release, as the real driver does.
+    static constexpr std::uintptr_t kVmmBaseAddress = 0x100000000000;
+    int vmm_granularity(std::size_t* bytes) override;
+    int address_reserve(std::size_t size, std::uintptr_t* va) override;
+    int address_free(std::uintptr_t va, std::size_t size) override;
+    int page_create(std::size_t size, PageHandle* page) override;
+    int page_release(PageHandle page) override;
+    int page_map(std::uintptr_t va, std::size_t size, PageHandle page) override;
+    int page_unmap(std::uintptr_t va, std::size_t size) override;
+    int set_access(std::uintptr_t va, std::size_t size) override;
+
     // ---- knobs (thread-safe) ------------------------------------------------------------------
     /// true: fences recorded from now on stay busy until complete_fences() or a fence_wait().
     void set_fences_busy(bool busy);
@@ -43,6 +56,12 @@ public:
     /// The next allocate() fails with `code` (once).
     void fail_next_allocate(int code);
     void set_capacity(std::size_t bytes);
+    /// The page_create after `successes` more successful ones fails with `code` (once).
+    void fail_page_create_after(std::size_t successes, int code);
+    /// The next page_map fails with `code` (once).
+    void fail_next_page_map(int code);
+    /// cuMemGetAllocationGranularity's answer (default 2 MiB, as on current NVIDIA GPUs).
+    void set_granularity(std::size_t bytes);
     /// Report this as the device's total in memory_info (default: the capacity).
     void set_total(std::size_t bytes);
 
@@ -57,11 +76,23 @@ public:
         std::uint64_t fence_queries = 0;
         std::uint64_t fence_waits = 0;
         std::uint64_t fence_releases = 0;
+        std::uint64_t address_reserves = 0;
+        std::uint64_t address_frees = 0;
+        std::uint64_t page_creates = 0;  ///< successful ones
+        std::uint64_t page_releases = 0;
+        std::uint64_t page_maps = 0;     ///< successful ones
+        std::uint64_t page_unmaps = 0;
+        std::uint64_t set_accesses = 0;
+        std::uint64_t vmm_failures = 0;  ///< VMM calls that failed (injected, or out of memory)
+        std::uint64_t bad_vmm_calls = 0; ///< VMM calls the real driver would reject (a pool bug)
     };
     Counters counters() const;
     std::size_t used_bytes() const;
     std::size_t live_segments() const;
     std::size_t capacity() const;
+    std::size_t mapped_bytes() const;    ///< bytes mapped in reservations now
+    std::size_t live_pages() const;      ///< pages created and not yet released
+    std::size_t live_reservations() const;
 
 private:
     mutable std::mutex mu_;
@@ -77,6 +108,25 @@ private:
     bool wait_allowed_ = true;
     FenceId last_fence_ = 0;
     FenceId done_upto_ = 0; ///< every fence <= this is finished
+
+    struct Page {
+        std::size_t size = 0;
+        bool mapped = false;
+    };
+    struct Mapping {
+        std::size_t size = 0;
+        PageHandle page = 0;
+    };
+    std::uintptr_t next_vmm_address_ = kVmmBaseAddress;
+    std::map<std::uintptr_t, std::size_t> reservations_; ///< base -> size
+    std::map<std::uintptr_t, Mapping> mappings_;         ///< va -> mapping
+    std::unordered_map<PageHandle, Page> pages_;
+    PageHandle next_page_ = 1;
+    std::size_t mapped_ = 0;
+    std::size_t granularity_ = std::size_t{2} << 20;
+    std::size_t create_failure_countdown_ = 0;
+    int create_failure_code_ = 0;
+    int fail_next_map_ = 0;
 };
 
 } // namespace gpumemprof::pool

@@ -25,7 +25,9 @@ inline constexpr const char* kDefaultHiddenFrames =
     "c10::impl::*,c10::Dispatcher::*,c10::KernelFunction::*,c10::BoxedKernel::*,at::_ops::*," // dispatch
     "torch::autograd::VariableType::*,at::autocast::WrapFunction_*," // autograd and autocast wrappers
     "std::_Function_handler*,std::function*,std::__invoke*," // std::function trampolines
-    "python3*,libpython3*";                 // the interpreter: no Python file:line in native frames
+    "python3*,libpython3*,"                 // the interpreter (its Python frames are shown instead)
+    "libffi.so*,_ctypes.*,"                 // ctypes' foreign-call machinery
+    "__libc_start_main*,__libc_start_call_main,_start,clone,clone3,start_thread"; // libc/loader start-up
 
 class FrameFilter {
 public:

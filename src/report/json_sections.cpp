@@ -19,6 +19,7 @@ void frames_json(util::JsonWriter& w, const std::vector<SymbolFrame>& frames) {
         w.field("line", f.line);
         w.field("module", f.module);
         w.field("offset", static_cast<std::uint64_t>(f.offset));
+        w.field("kind", f.python ? "python" : "native");
         w.end_object();
     }
     w.end_array();

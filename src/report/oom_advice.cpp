@@ -35,11 +35,16 @@ std::string oom_suggestion(const pool::OomInfo& info, const pool::AllocConf& con
         // Enough memory existed, but split across cached blocks: fragmentation.
         const std::string head = "reserved but unallocated memory (" + torch_size(unallocated) +
                                  ") plus free memory would have covered this request";
+        if (conf.expandable_segments)
+            return head + " even with expandable_segments:True (its free pages went back to the device before "
+                          "this failed; what is left is free space inside pages still partly in use): reduce what "
+                          "is live at this point or call gpumemprof_empty_cache() between phases of the program.";
         if (conf.max_split_size == std::numeric_limits<std::size_t>::max())
-            return head + ": set GPUMEMPROF_ALLOC_CONF=max_split_size_mb:" +
+            return head + ": set GPUMEMPROF_ALLOC_CONF=expandable_segments:True (PyTorch's fix for fragmentation: "
+                          "cached memory is mapped in pages that grow a block in place and go back to the device "
+                          "when free; PYTORCH_CUDA_ALLOC_CONF on PyTorch's own allocator), or max_split_size_mb:" +
                    std::to_string(std::max(kMinSplitMb, need / kMiB)) +
-                   " so large cached blocks are not split for small requests (when running on PyTorch's own "
-                   "allocator instead, expandable_segments:True in PYTORCH_CUDA_ALLOC_CONF also helps).";
+                   " so large cached blocks are not split for small requests.";
         const auto split_mb = static_cast<std::int64_t>(conf.max_split_size / pool::kMiB);
         std::string s = head + " even with max_split_size_mb:" + std::to_string(split_mb) + ": ";
         if (split_mb / 2 >= kMinSplitMb)

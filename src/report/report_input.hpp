@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
-// What the core hands the report writers besides the recorder's data: identity of the run and
-// each device's memory_stats.
+// The snapshot the core hands the report writers (besides the recorder's data): taken at one
+// moment, under the pool table's lock, so that the JSON and the .txt describe the same instant.
 #pragma once
 
 #include "pool/device_pool.hpp"
 #include "stats/device_stats.hpp"
+#include "stats/event_ring.hpp"
+#include "stats/time_series.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -14,10 +16,38 @@
 
 namespace gpumemprof::report {
 
+/// calls/frees/current/peak/total of one kind of pass-through memory (JSON "K").
+struct PassthroughCounters {
+    std::int64_t calls = 0;
+    std::int64_t frees = 0;
+    std::int64_t current_bytes = 0;
+    std::int64_t peak_bytes = 0;
+    std::int64_t total_bytes = 0;
+};
+
+/// The device memory that passed through to the driver, by kind (JSON "passthrough").
+struct PassthroughSummary {
+    PassthroughCounters async, managed, vmm_physical, vmm_mapped;
+};
+
+/// One pool's past and present, for the HTML report and the PyTorch snapshot.
+struct DeviceHistory {
+    stats::SeriesData series;
+    std::vector<stats::PoolEvent> events;   ///< the latest pool events, oldest first
+    std::uint64_t events_overwritten = 0;   ///< older events no longer kept
+    std::vector<pool::SegmentInfo> segments; ///< the pool's segments and blocks at the dump
+    bool segments_known = false;             ///< false: rebuilt from a trace, segments unknown
+};
+
 struct DeviceSummary {
     int device = 0;
+    int context = -1;            ///< the pool's index in the table; -1: no pool (pass-through only)
+    bool context_alive = false;
     stats::DeviceStats stats;
     std::int64_t invalid_frees = 0;
+    std::int64_t ipc_refused = 0;
+    pool::PoolCounters pool_counters;
+    PassthroughSummary passthrough; ///< zero unless this pool carries its device's ledger
     std::size_t total_capacity = 0;
     pool::ReservedPeak at_reserved_peak; ///< the pool when its reserved bytes peaked
     /// PyTorch's allocator on the same requests (pool::PoolModel), when GPUMEMPROF_MODEL is on.
@@ -25,25 +55,43 @@ struct DeviceSummary {
     stats::DeviceStats model;
     std::int64_t model_unserved = 0;
     pool::ReservedPeak model_at_reserved_peak;
+    DeviceHistory history;
+};
+
+/// How many allocations reached us by each door (JSON "doors").
+struct DoorCounts {
+    std::int64_t dlsym_substitutions = 0;
+    std::int64_t proc_address_substitutions = 0;
+    std::int64_t runtime_calls = 0;
 };
 
 struct ReportInput {
-    std::string prefix;         ///< files are <prefix>.txt, <prefix>.folded, <prefix>.alloc.folded
+    std::string prefix;         ///< files are <prefix>.json, .txt, .folded, .alloc.folded
     int pid = 0;
+    std::string host;
     std::string exe;
     double seconds_profiled = 0;
     std::string alloc_conf;     ///< GPUMEMPROF_ALLOC_CONF as given (for OOM advice)
-    std::vector<DeviceSummary> devices;
+    std::string effective_alloc_conf; ///< the settings in effect, every key spelled out
+    bool caching = true;        ///< the pool caches (false: GPUMEMPROF_POOL=0)
+    DoorCounts doors;
+    PassthroughCounters host_pinned;
+    std::int64_t foreign_invalid_frees = 0;
+    /// GPUMEMPROF_DUMP_SIGNAL: the signal (0 = none), whether our handler is installed, and why
+    /// not ("the program handles it"): the JSON's "dump_signal" and a line in the .txt.
+    int dump_signal = 0;
+    bool dump_signal_installed = false;
+    std::string dump_signal_refused;
+    std::vector<DeviceSummary> devices; ///< one per pool, in table order
+    /// Devices with pass-through memory but no pool (JSON only: context -1, ledger figures).
+    std::vector<DeviceSummary> devices_without_pool;
     int top_n = 10;             ///< rows in the "top call sites" tables
-    /// Module-name substrings dropped from the top of stacks; empty = GPUMEMPROF_STACK_SKIP or
-    /// its default.
-    std::vector<std::string> stack_skip;
-    /// Frames the .txt stack listings leave out (FrameFilter syntax); unset = GPUMEMPROF_HIDE_FRAMES
-    /// or its default.
+    /// Module-name substrings dropped from the top of stacks (GPUMEMPROF_STACK_SKIP, a
+    /// comma-separated list); unset = kDefaultStackSkip.
+    std::optional<std::string> stack_skip;
+    /// Frames the .txt stack listings leave out (GPUMEMPROF_HIDE_FRAMES, FrameFilter syntax);
+    /// unset = kDefaultHiddenFrames.
     std::optional<std::string> hide_frames;
-    /// Set when GPUMEMPROF_DUMP_SIGNAL could not be taken (e.g. "signal 12 is not taken: the
-    /// program handles it"): the .txt says so under its header.
-    std::string dump_signal_note;
 };
 
 } // namespace gpumemprof::report

@@ -3,12 +3,12 @@
 #include "report/reports.hpp"
 
 #include "report/folded_writer.hpp"
+#include "report/json_report.hpp"
 #include "report/json_sections.hpp"
 #include "report/text_report.hpp"
 #include "stacks/recorder.hpp"
 #include "util/atomic_file.hpp"
 
-#include <cstdlib>
 #include <mutex>
 
 namespace gpumemprof::report {
@@ -28,7 +28,7 @@ ProcessSymbolizer& process_symbolizer() {
 }
 
 std::vector<std::string> skip_list(const ReportInput& in) {
-    return in.stack_skip.empty() ? parse_skip_list(std::getenv("GPUMEMPROF_STACK_SKIP")) : in.stack_skip;
+    return parse_skip_list(in.stack_skip ? in.stack_skip->c_str() : nullptr);
 }
 
 void note(std::string* error, const std::string& msg) {
@@ -69,13 +69,40 @@ bool write_reports(const ReportInput& in, const StackReport& report, std::string
     return false;
 }
 
-void append_json(util::JsonWriter& w, const ReportInput& in, const StackReport& report) {
-    if (!report.ok)
-        return;
+bool write_all_reports(const ReportInput& in, const StackReport& report, std::string* error) {
     try {
-        json_sections(w, in, report.data, report.resolved);
+        std::vector<std::pair<std::string, std::string>> files;
+        files.emplace_back(in.prefix + ".json", json_report(in, report));
+        if (report.ok) {
+            for (auto& f : report_files(in, report))
+                files.push_back(std::move(f));
+        } else {
+            note(error, "the stack report failed: only the JSON is written");
+        }
+        std::string err;
+        if (util::write_files_atomic(files, &err))
+            return report.ok;
+        note(error, err);
+    } catch (const std::exception& e) {
+        note(error, std::string("report failed: ") + e.what());
     } catch (...) {
+        note(error, "report failed");
     }
+    return false;
+}
+
+bool write_json_report(const ReportInput& in, const StackReport& report, std::string* error) {
+    try {
+        std::string err;
+        if (util::write_file_atomic(in.prefix + ".json", json_report(in, report), &err))
+            return true;
+        note(error, err.empty() ? "cannot write " + in.prefix + ".json" : err);
+    } catch (const std::exception& e) {
+        note(error, std::string("JSON report failed: ") + e.what());
+    } catch (...) {
+        note(error, "JSON report failed");
+    }
+    return false;
 }
 
 namespace {
@@ -85,7 +112,8 @@ StackReport resolve(const ReportInput& in, const stacks::ReportData& data, Symbo
     try {
         report.data = data;
         // The resolved report points into the data it was built from: build it from our copy.
-        report.resolved = resolve_report(report.data, symbolizer, skip_list(in), in.alloc_conf);
+        report.resolved = resolve_report(report.data, symbolizer, skip_list(in), in.alloc_conf,
+                                         parse_python_frames(std::getenv("GPUMEMPROF_PYTHON")));
         report.ok = true;
     } catch (...) {
         report.ok = false;
@@ -113,15 +141,9 @@ bool write_reports(const ReportInput& in, const stacks::ReportData& data, Symbol
 void append_json(util::JsonWriter& w, const ReportInput& in, const stacks::ReportData& data,
                  Symbolizer& symbolizer) {
     // Everything that can fail (symbolisation) happens before the first key is written.
-    append_json(w, in, resolve(in, data, symbolizer));
-}
-
-bool write_reports(const ReportInput& in, std::string* error) {
-    return write_reports(in, prepare_stack_report(in), error);
-}
-
-void append_json(util::JsonWriter& w, const ReportInput& in) {
-    append_json(w, in, prepare_stack_report(in));
+    const StackReport report = resolve(in, data, symbolizer);
+    if (report.ok)
+        json_sections(w, in, report.data, report.resolved);
 }
 
 } // namespace gpumemprof::report

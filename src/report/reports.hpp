@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Entry points the core calls at exit or on demand: the stack reports (<prefix>.txt,
-// <prefix>.folded, <prefix>.alloc.folded) and the stack keys of the exit JSON.
+// Entry points the core calls at exit or on demand: <prefix>.json (json_report.hpp), and the
+// stack reports <prefix>.txt, <prefix>.folded, <prefix>.alloc.folded. Each file is written
+// atomically, whole or not at all.
 #pragma once
 
 #include "report/report_input.hpp"
@@ -30,25 +31,28 @@ struct StackReport {
     StackReport& operator=(const StackReport&) = delete;
 };
 
-/// Collect Recorder::instance() and symbolise in this process. Never throws.
+/// Collect Recorder::instance() and symbolise in this process (each address once per process).
+/// Never throws.
 StackReport prepare_stack_report(const ReportInput& in);
+
 /// The three stack reports' (path, content), from a prepared report (report.ok). May throw.
 std::vector<std::pair<std::string, std::string>> report_files(const ReportInput& in, const StackReport& report);
-/// The writers below, from a prepared report.
-bool write_reports(const ReportInput& in, const StackReport& report, std::string* error);
-void append_json(util::JsonWriter& w, const ReportInput& in, const StackReport& report);
+
+/// Writes <prefix>.json and, when the stack report is ready, <prefix>.txt, <prefix>.folded and
+/// <prefix>.alloc.folded: all or none (util::write_files_atomic). Returns false and sets *error on
+/// failure; never throws.
+bool write_all_reports(const ReportInput& in, const StackReport& report, std::string* error);
+
+/// Writes <prefix>.json. Returns false and sets *error on failure (then no file is written);
+/// never throws.
+bool write_json_report(const ReportInput& in, const StackReport& report, std::string* error);
 
 /// Writes <prefix>.txt, <prefix>.folded (bytes live at the global peak) and <prefix>.alloc.folded
-/// (total bytes allocated), all or none (util::write_files_atomic), from
-/// Recorder::instance().collect(). Symbolises in this process (each address once per process).
-/// Returns false and sets *error on failure; never throws.
-bool write_reports(const ReportInput& in, std::string* error);
+/// (total bytes allocated), all or none. Returns false and sets *error on failure; never throws.
+bool write_reports(const ReportInput& in, const StackReport& report, std::string* error);
 
-/// Adds "sites", "peak", "leaks", "ooms" and "stacks" to the object `w` is positioned in.
-/// Never throws (on failure the keys may be missing, the JSON stays well formed).
-void append_json(util::JsonWriter& w, const ReportInput& in);
-
-/// The same with the data and the symbolizer given (tests, offline tools).
+/// The same with the data and the symbolizer given (tests, offline tools). append_json adds
+/// "sites", "peak", "leaks", "ooms" and "stacks" to the object `w` is positioned in.
 bool write_reports(const ReportInput& in, const stacks::ReportData& data, Symbolizer& symbolizer,
                    std::string* error);
 void append_json(util::JsonWriter& w, const ReportInput& in, const stacks::ReportData& data,

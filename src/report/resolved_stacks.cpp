@@ -3,6 +3,7 @@
 #include "report/resolved_stacks.hpp"
 
 #include "report/oom_advice.hpp"
+#include "stacks/python_frames.hpp"
 #include "util/options.hpp"
 
 #include <algorithm>
@@ -32,26 +33,96 @@ bool cuda_api_frame(const SymbolFrame& f) {
            n.rfind("libcudart_static_", 0) == 0; // nvcc 13's static cudart internals (seen on the H200)
 }
 
-/// Innermost-first addresses to root-first source frames, minus the skipped top.
+/// The interpreter's eval loop (also its compiler-split ".cold" part): each such native frame
+/// runs the Python frames up to and including the next entry frame (memray's and py-spy's rule).
+bool eval_loop_frame(const SymbolFrame& f) {
+    return f.function.rfind("_PyEval_EvalFrameDefault", 0) == 0;
+}
+
+/// The interpreter's own code (the python3.X executable or libpython3.X): hidden once Python
+/// frames stand in for it.
+bool interpreter_frame(const SymbolFrame& f) {
+    return f.module.rfind("python3", 0) == 0 || f.module.rfind("libpython3", 0) == 0;
+}
+
+/// libc's and the loader's process and thread start-up, below every Python program's frames.
+bool startup_frame(const SymbolFrame& f) {
+    const std::string& n = f.function;
+    return n == "_start" || n == "__libc_start_main" || n == "__libc_start_call_main" || n == "start_thread" ||
+           n == "clone" || n == "clone3" || n == "__clone" || n == "__clone3";
+}
+
+/// A PyTorch autograd engine thread: backward runs there, on a thread without Python frames.
+bool autograd_engine_frame(const SymbolFrame& f) {
+    return f.function.rfind("torch::autograd::Engine::", 0) == 0;
+}
+
+SymbolFrame python_frame(std::uintptr_t word) {
+    SymbolFrame f;
+    f.python = true;
+    stacks::python::FrameInfo info;
+    if (stacks::python::describe(word, &info)) {
+        f.file = std::move(info.file);
+        f.function = std::move(info.function);
+        f.line = info.line;
+    } else {
+        f.function = "[unknown Python frame]";
+    }
+    return f;
+}
+
+/// Innermost-first addresses (native, then the thread's Python frames as tagged words) to
+/// root-first source frames, minus the skipped top, with the Python frames merged in.
 std::vector<SymbolFrame> symbolise(const std::vector<std::uintptr_t>& ips, Symbolizer& sym,
-                                   const std::vector<std::string>& skip) {
+                                   const std::vector<std::string>& skip, PythonFrames mode) {
     std::vector<const std::vector<SymbolFrame>*> per_ip;
+    std::vector<std::uintptr_t> py;
     per_ip.reserve(ips.size());
-    for (std::uintptr_t ip : ips)
-        per_ip.push_back(&sym.resolve(ip));
+    for (std::uintptr_t ip : ips) {
+        if (stacks::python::is_python_frame(ip))
+            py.push_back(ip);
+        else
+            per_ip.push_back(&sym.resolve(ip));
+    }
     std::size_t first = 0;
     while (first < per_ip.size() &&
            (skipped(per_ip[first]->front().module, skip) || cuda_api_frame(per_ip[first]->front())))
         ++first;
-    if (first == per_ip.size())
+    if (first == per_ip.size() && py.empty())
         first = 0; // all frames are "ours": keep them rather than show an empty stack
-    std::vector<SymbolFrame> out;
-    for (std::size_t i = per_ip.size(); i-- > first;) {
-        // Within one address the inlined frames come innermost first; reverse to root-first.
-        for (auto it = per_ip[i]->rbegin(); it != per_ip[i]->rend(); ++it)
-            out.push_back(*it);
+    // Innermost first while merging; reversed at the end.
+    std::vector<SymbolFrame> inner;
+    std::size_t next_py = 0;
+    bool autograd = false;
+    for (std::size_t i = first; i < per_ip.size(); ++i) {
+        const std::vector<SymbolFrame>& at = *per_ip[i];
+        const SymbolFrame& outer_fn = at.back(); // the ELF function (inlined frames come first)
+        autograd = autograd || autograd_engine_frame(outer_fn);
+        if (!py.empty() && eval_loop_frame(outer_fn)) {
+            if (mode == PythonFrames::all)
+                inner.insert(inner.end(), at.begin(), at.end());
+            while (next_py < py.size()) {
+                const std::uintptr_t w = py[next_py++];
+                inner.push_back(python_frame(w));
+                if (stacks::python::is_entry_frame(w))
+                    break;
+            }
+            continue;
+        }
+        if (!py.empty() && mode == PythonFrames::merged && (interpreter_frame(outer_fn) || startup_frame(outer_fn)))
+            continue;
+        inner.insert(inner.end(), at.begin(), at.end());
     }
-    return out;
+    // Frames the native stack did not reach (its depth ran out, or the interpreter has no
+    // symbols): the Python stack's outer part, outermost last.
+    while (next_py < py.size())
+        inner.push_back(python_frame(py[next_py++]));
+    if (py.empty() && autograd) {
+        SymbolFrame label;
+        label.function = "[autograd backward]";
+        inner.push_back(std::move(label));
+    }
+    return std::vector<SymbolFrame>(inner.rbegin(), inner.rend());
 }
 
 void add(stacks::SiteCounters& a, const stacks::SiteCounters& b) {
@@ -69,18 +140,27 @@ void add(stacks::SiteCounters& a, const stacks::SiteCounters& b) {
 
 } // namespace
 
+PythonFrames parse_python_frames(const char* spec) {
+    if (spec == nullptr)
+        return PythonFrames::merged;
+    const std::string v(spec);
+    return v == "all" ? PythonFrames::all : PythonFrames::merged;
+}
+
 ResolvedReport resolve_report(const stacks::ReportData& data, Symbolizer& symbolizer,
-                              const std::vector<std::string>& skip, const std::string& alloc_conf) {
+                              const std::vector<std::string>& skip, const std::string& alloc_conf,
+                              PythonFrames python) {
     ResolvedReport out;
     std::unordered_map<std::string, std::size_t> by_key;
     for (const stacks::SiteData& s : data.sites) {
-        std::vector<SymbolFrame> frames = symbolise(s.frames, symbolizer, skip);
+        std::vector<SymbolFrame> frames = symbolise(s.frames, symbolizer, skip, python);
         std::string key;
         for (const SymbolFrame& f : frames) {
             key += frame_label(f);
             key += '\n';
         }
         auto [it, fresh] = by_key.emplace(key, out.sites.size());
+        out.site_of.push_back(it->second);
         if (fresh) {
             ResolvedSite r;
             r.frames = std::move(frames);
@@ -94,7 +174,7 @@ ResolvedReport resolve_report(const stacks::ReportData& data, Symbolizer& symbol
     for (const stacks::OomRecord& o : data.ooms) {
         ResolvedOom r;
         r.record = &o;
-        r.frames = symbolise(o.frames, symbolizer, skip);
+        r.frames = symbolise(o.frames, symbolizer, skip, python);
         r.suggestion = o.suggestion.empty() ? oom_suggestion(o.info, alloc_conf) : o.suggestion;
         out.ooms.push_back(std::move(r));
     }

@@ -33,12 +33,21 @@ struct ResolvedOom {
 struct ResolvedReport {
     std::vector<ResolvedSite> sites; ///< in order of first appearance in ReportData.sites
     std::vector<ResolvedOom> ooms;
+    /// site_of[i]: index in `sites` of ReportData.sites[i] (sites with equal stacks merge).
+    std::vector<std::size_t> site_of;
 };
+
+/// How Python frames (stacks::python) enter a resolved stack: `merged` (default) puts them in
+/// place of the interpreter's eval-loop frames and leaves out the interpreter's other frames;
+/// `all` keeps the interpreter's frames too (GPUMEMPROF_PYTHON=all).
+enum class PythonFrames { merged, all };
+PythonFrames parse_python_frames(const char* spec);
 
 /// `data` must outlive the result (OOM records are referenced, not copied). `alloc_conf` (the
 /// GPUMEMPROF_ALLOC_CONF text) judges the advice of OOMs recorded without one.
 ResolvedReport resolve_report(const stacks::ReportData& data, Symbolizer& symbolizer,
-                              const std::vector<std::string>& skip, const std::string& alloc_conf = {});
+                              const std::vector<std::string>& skip, const std::string& alloc_conf = {},
+                              PythonFrames python = PythonFrames::merged);
 
 /// Indices into r.sites of the sites with key(site).first > 0, largest first, ties in report
 /// order. `key` maps a ResolvedSite to a (bytes, count) pair; the tables of every report use it.

@@ -40,6 +40,8 @@ std::string demangle(const char* name) {
 std::string frame_label(const SymbolFrame& f) {
     if (!f.file.empty())
         return f.file + ":" + std::to_string(f.line) + ":" + (f.function.empty() ? "??" : f.function);
+    if (f.module.empty())
+        return f.function;
     char off[32];
     std::snprintf(off, sizeof off, "+0x%zx", static_cast<std::size_t>(f.offset));
     std::string s = f.module + off;

@@ -17,6 +17,7 @@ struct SymbolFrame {
     int line = 0;         ///< 0 when unknown
     std::string module;   ///< file name of the ELF object (no directory), "??" when unknown
     std::uintptr_t offset = 0; ///< address minus the module's load address
+    bool python = false;  ///< a Python frame (file, line, qualified name from the code object)
 };
 
 /// Injectable so that report formatting can be tested with made-up names.
@@ -45,7 +46,8 @@ private:
 /// abi::__cxa_demangle, or the name unchanged when it is not a mangled C++ name.
 std::string demangle(const char* name);
 
-/// Frame label `file:line:function` (CuPy's), or `module+0xoffset[:function]` without a file.
+/// Frame label `file:line:function` (CuPy's), or `module+0xoffset[:function]` without a file, or
+/// just the function for a frame that names neither file nor module (`[autograd backward]`).
 std::string frame_label(const SymbolFrame& f);
 
 } // namespace gpumemprof::report

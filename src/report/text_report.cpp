@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 
 namespace gpumemprof::report {
 
@@ -89,7 +88,7 @@ void top_sites(std::string& out, const ResolvedReport& r, int n, Key key, const 
 } // namespace
 
 std::string text_report(const ReportInput& in, const stacks::ReportData& data, const ResolvedReport& r) {
-    const FrameFilter filter(in.hide_frames ? in.hide_frames->c_str() : std::getenv("GPUMEMPROF_HIDE_FRAMES"));
+    const FrameFilter filter(in.hide_frames ? in.hide_frames->c_str() : nullptr);
     std::string out;
     out += "gpumemprof report for " + (in.exe.empty() ? std::string("?") : in.exe) + " (pid " +
            std::to_string(in.pid) + ")\n";
@@ -98,8 +97,9 @@ std::string text_report(const ReportInput& in, const stacks::ReportData& data, c
     out += std::string("time under the profiler: ") + secs + " s\n";
     if (!in.alloc_conf.empty())
         out += "GPUMEMPROF_ALLOC_CONF: " + in.alloc_conf + "\n";
-    if (!in.dump_signal_note.empty())
-        out += "GPUMEMPROF_DUMP_SIGNAL: " + in.dump_signal_note + "\n";
+    if (in.dump_signal > 0 && !in.dump_signal_refused.empty())
+        out += "GPUMEMPROF_DUMP_SIGNAL: signal " + std::to_string(in.dump_signal) + " is not taken (" +
+               in.dump_signal_refused + "): no reports on demand by signal\n";
 
     heading(out, "Summary");
     out += "process-wide peak of live bytes (all devices): " + fmt_bytes(data.peak_bytes) + "\n";
@@ -156,6 +156,13 @@ std::string text_report(const ReportInput& in, const stacks::ReportData& data, c
                       c.intern_seconds * 1e6 / n, 100.0 * static_cast<double>(c.cache_hits) / n,
                       c.unwind_seconds + c.intern_seconds);
         out += line;
+        if (c.python_captures > 0) {
+            std::snprintf(line, sizeof line,
+                          "Python frames: found in %llu stacks (%.1f frames each on average), included in that cost\n",
+                          static_cast<unsigned long long>(c.python_captures),
+                          static_cast<double>(c.python_frames) / static_cast<double>(c.python_captures));
+            out += line;
+        }
     }
 
     heading(out, "Top call sites by bytes live at the peak");

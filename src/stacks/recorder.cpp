@@ -3,6 +3,7 @@
 #include "stacks/recorder.hpp"
 
 #include "stacks/backtrace.hpp"
+#include "stacks/python_frames.hpp"
 
 #include <algorithm>
 #include <new>
@@ -34,10 +35,14 @@ __attribute__((noinline)) StackId Recorder::capture() noexcept {
     const int depth = max_depth_.load(std::memory_order_relaxed);
     if (depth <= 0)
         return 0;
-    std::uintptr_t ips[kMaxFrames];
+    std::uintptr_t ips[kMaxFrames + python::kMaxPythonFrames];
     const std::uint64_t t0 = util::CycleClock::now();
     // skip = 0 would keep a frame inside capture() itself; 1 starts at its caller.
-    const int n = capture_backtrace(ips, depth, 1);
+    int n = capture_backtrace(ips, depth, 1);
+    // The thread's Python frames follow the native ones (tagged words, innermost first); the
+    // reports put them in place of the interpreter's frames (report::resolve_report).
+    const int py = python::capture(ips + n, std::min(depth, python::kMaxPythonFrames));
+    n += py;
     const std::uint64_t t1 = util::CycleClock::now();
     bool cached = false;
     const StackId id = tree_.intern(ips, n, &cached);
@@ -46,6 +51,10 @@ __attribute__((noinline)) StackId Recorder::capture() noexcept {
     frames_.fetch_add(static_cast<std::uint64_t>(n), std::memory_order_relaxed);
     if (cached)
         cache_hits_.fetch_add(1, std::memory_order_relaxed);
+    if (py > 0) {
+        python_captures_.fetch_add(1, std::memory_order_relaxed);
+        python_frames_.fetch_add(static_cast<std::uint64_t>(py), std::memory_order_relaxed);
+    }
     unwind_ticks_.fetch_add(t1 - t0, std::memory_order_relaxed);
     intern_ticks_.fetch_add(t2 - t1, std::memory_order_relaxed);
     return id;
@@ -56,6 +65,8 @@ CaptureStats Recorder::capture_stats() const noexcept {
     s.captures = captures_.load(std::memory_order_relaxed);
     s.frames = frames_.load(std::memory_order_relaxed);
     s.cache_hits = cache_hits_.load(std::memory_order_relaxed);
+    s.python_captures = python_captures_.load(std::memory_order_relaxed);
+    s.python_frames = python_frames_.load(std::memory_order_relaxed);
     const double ns = clock_.ns_per_tick();
     s.unwind_seconds = static_cast<double>(unwind_ticks_.load(std::memory_order_relaxed)) * ns * 1e-9;
     s.intern_seconds = static_cast<double>(intern_ticks_.load(std::memory_order_relaxed)) * ns * 1e-9;
@@ -78,13 +89,14 @@ void Recorder::on_alloc(int device, std::uintptr_t ptr, std::size_t size, std::s
     }
 }
 
-void Recorder::on_free(int device, std::uintptr_t ptr) noexcept {
+StackId Recorder::on_free(int device, std::uintptr_t ptr) noexcept {
     if (!accounting_.load(std::memory_order_relaxed))
-        return; // capture never on: no call sites to account to (and no lock on the hot path)
+        return 0; // capture never on: no call sites to account to (and no lock on the hot path)
     try {
         std::lock_guard<std::mutex> lock(mutex_);
-        table_.on_free(device, ptr);
+        return table_.on_free(device, ptr);
     } catch (...) {
+        return 0;
     }
 }
 
@@ -114,6 +126,7 @@ void Recorder::on_oom(int device, const pool::OomInfo& info, StackId id, std::st
 }
 
 void Recorder::lock_for_fork() noexcept {
+    python::lock_for_fork();
     tree_.mutex().lock();
     mutex_.lock();
 }
@@ -121,6 +134,7 @@ void Recorder::lock_for_fork() noexcept {
 void Recorder::unlock_after_fork() noexcept {
     mutex_.unlock();
     tree_.mutex().unlock();
+    python::unlock_after_fork();
 }
 
 void Recorder::reset_after_fork() noexcept {

@@ -47,8 +47,9 @@ public:
     // do nothing while capture is off (configure(0)); OOMs are always kept.
     /// A block handed to the program (pooled or passthrough); size = bytes it occupies.
     void on_alloc(int device, std::uintptr_t ptr, std::size_t size, std::size_t requested, StackId id) noexcept;
-    /// The program freed the block at ptr (unknown pointers are counted and ignored).
-    void on_free(int device, std::uintptr_t ptr) noexcept;
+    /// The program freed the block at ptr (unknown pointers are counted and ignored). Returns
+    /// the block's call site (0: unknown pointer, or accounting off).
+    StackId on_free(int device, std::uintptr_t ptr) noexcept;
     /// The pool obtained a segment of `bytes` from the driver while serving a request under `id`.
     void on_acquire(int device, std::size_t bytes, StackId id) noexcept;
     /// An allocation failed; `suggestion` is the concrete advice printed with it.
@@ -80,6 +81,8 @@ private:
     std::atomic<std::uint64_t> captures_{0};
     std::atomic<std::uint64_t> frames_{0};
     std::atomic<std::uint64_t> cache_hits_{0};
+    std::atomic<std::uint64_t> python_captures_{0};
+    std::atomic<std::uint64_t> python_frames_{0};
     std::atomic<std::uint64_t> unwind_ticks_{0};
     std::atomic<std::uint64_t> intern_ticks_{0};
     mutable std::mutex mutex_; ///< guards table_ and ooms_

@@ -46,8 +46,18 @@ struct CaptureStats {
     std::uint64_t captures = 0;        ///< stacks captured (one per allocation while capture is on)
     std::uint64_t frames = 0;          ///< frames kept, summed over captures
     std::uint64_t cache_hits = 0;      ///< captures interned from the per-thread stack cache
+    std::uint64_t python_captures = 0; ///< captures that found Python frames on the thread
+    std::uint64_t python_frames = 0;   ///< Python frames kept, summed over captures
     double unwind_seconds = 0;         ///< time in libunwind
     double intern_seconds = 0;         ///< time hashing / interning the frames
+};
+
+/// A block handed out and not yet freed, with its call site.
+struct LiveBlock {
+    std::uint64_t ptr = 0;
+    std::uint64_t size = 0;
+    StackId id = 0;
+    int device = 0;
 };
 
 struct ReportData {
@@ -59,6 +69,7 @@ struct ReportData {
     std::vector<std::int64_t> device_live_at_peak; ///< index = device, at that same moment
     std::int64_t unknown_frees = 0;     ///< on_free of an address the recorder never saw
     std::uint64_t events = 0;           ///< on_alloc + on_free calls
+    std::vector<LiveBlock> live_blocks; ///< what is live now, in no particular order
     CaptureStats capture;
 };
 

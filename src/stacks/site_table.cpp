@@ -77,12 +77,12 @@ void SiteTable::on_alloc(int device, std::uintptr_t ptr, std::size_t size, std::
     }
 }
 
-void SiteTable::on_free(int device, std::uintptr_t ptr) {
+StackId SiteTable::on_free(int device, std::uintptr_t ptr) {
     ++events_;
     Block b;
     if (!live_.take(ptr, &b)) {
         ++unknown_frees_;
-        return;
+        return 0;
     }
     Site& s = sites_[b.site];
     save_if_stale(s);
@@ -92,6 +92,7 @@ void SiteTable::on_free(int device, std::uintptr_t ptr) {
     live_bytes_ -= bytes;
     live_count_ -= 1;
     add_device_live(b.device, -bytes);
+    return s.id;
 }
 
 void SiteTable::on_acquire(int device, std::size_t bytes, StackId id) {
@@ -136,6 +137,11 @@ void SiteTable::collect(ReportData* out) const {
     out->device_live_at_peak = device_live_at_peak_;
     out->unknown_frees = unknown_frees_;
     out->events = events_;
+    out->live_blocks.clear();
+    out->live_blocks.reserve(live_.size());
+    live_.for_each([&](std::uint64_t ptr, const Block& b) {
+        out->live_blocks.push_back({ptr, b.size, sites_[b.site].id, b.device});
+    });
 }
 
 } // namespace gpumemprof::stacks

@@ -23,7 +23,8 @@ namespace gpumemprof::stacks {
 class SiteTable {
 public:
     void on_alloc(int device, std::uintptr_t ptr, std::size_t size, std::size_t requested, StackId id);
-    void on_free(int device, std::uintptr_t ptr);
+    /// Returns the freed block's StackId (0 for an unknown pointer).
+    StackId on_free(int device, std::uintptr_t ptr);
     void on_acquire(int device, std::size_t bytes, StackId id);
 
     /// Forget live blocks and peak state (forked child); totals are kept.

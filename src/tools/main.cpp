@@ -2,6 +2,7 @@
 // The gpumemprof command-line tool: `gpumemprof replay TRACE ...` (what-if replays and sweeps).
 #include "pool/alloc_conf.hpp"
 #include "stats/device_stats.hpp"
+#include "tools/offline_report.hpp"
 #include "tools/replay.hpp"
 #include "tools/sweep.hpp"
 #include "util/json_writer.hpp"
@@ -34,8 +35,10 @@ const char* const kMainHelp =
     "  replay TRACE     replay a GPUMEMPROF_TRACE recording (or a converted PyTorch snapshot)\n"
     "                   through gpumemprof's PyTorch-policy pool on a simulated device, with any\n"
     "                   allocator settings; --sweep tries a grid of settings and ranks them\n"
+    "  report TRACE     write the HTML and text reports of a GPUMEMPROF_TRACE recording\n"
     "\n"
     "  gpumemprof replay --help     options of replay\n"
+    "  gpumemprof report --help     options of report\n"
     "  gpumemprof --version\n";
 
 const char* const kReplayHelp =
@@ -59,8 +62,9 @@ const char* const kReplayHelp =
     "  --no-cache        replay without caching (every request its own segment), for reference\n"
     "  --allow-truncated replay the complete blocks of a trace that is cut inside a block\n"
     "  --sweep           replay under a grid of settings (max_split_size_mb, roundup_power2_divisions,\n"
-    "                    max_non_split_rounding_mb, and garbage_collection_threshold when the\n"
-    "                    capacity is known) and print them ranked: fewest OOMs, then lowest peak\n"
+    "                    max_non_split_rounding_mb, expandable_segments, and\n"
+    "                    garbage_collection_threshold when the capacity is known) and print\n"
+    "                    them ranked: fewest OOMs, then lowest peak\n"
     "                    reserved, then fewest device allocations; the best comes first, followed\n"
     "                    by the PYTORCH_CUDA_ALLOC_CONF / GPUMEMPROF_ALLOC_CONF line to use\n"
     "  --jobs N          sweep threads (default: all cores)\n"
@@ -426,6 +430,16 @@ int main(int argc, char** argv) {
             std::fprintf(stderr, "gpumemprof replay: internal error: %s\n", e.what());
         }
         return 1;
+    }
+    if (cmd == "report") {
+        try {
+            return cmd_report(argc - 2, argv + 2);
+        } catch (const std::bad_alloc&) {
+            std::fprintf(stderr, "gpumemprof report: out of memory\n");
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "gpumemprof report: internal error: %s\n", e.what());
+        }
+        return 3;
     }
     std::fprintf(stderr, "gpumemprof: unknown command '%s'\n%s", cmd.c_str(), kMainHelp);
     return kExitUsage;

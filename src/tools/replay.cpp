@@ -228,7 +228,10 @@ std::vector<DeviceResult> replay(const Plan& plan, const ReplayOptions& options)
             slot_ptr[op.slot] = 0;
         }
     }
-    for (std::size_t i = 0; i < pools.size(); ++i) results[i].stats = pools[i]->stats();
+    for (std::size_t i = 0; i < pools.size(); ++i) {
+        results[i].stats = pools[i]->stats();
+        results[i].at_reserved_peak = pools[i]->reserved_peak();
+    }
     return results;
 }
 

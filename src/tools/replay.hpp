@@ -69,6 +69,7 @@ struct DeviceResult {
     std::uint32_t ordinal = 0;
     std::uint64_t capacity = 0;
     stats::DeviceStats stats;
+    pool::ReservedPeak at_reserved_peak; ///< the pool when its reserved bytes peaked
     std::uint64_t allocs = 0;         ///< alloc requests replayed
     std::uint64_t failed_allocs = 0;  ///< replayed requests that ran out of memory
     std::uint64_t skipped_frees = 0;  ///< frees of allocations that failed in the replay

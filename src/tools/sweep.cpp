@@ -86,6 +86,10 @@ std::vector<SweepEntry> sweep_grid(const Plan& plan, bool capacity_known, const 
             for (const auto& dv : divisions)
                 for (const auto& g : gc) add(out, join({&ms, &nsr, &dv, &g}), false);
         }
+    // Expandable segments, with each rounding (garbage collection and the oversize rules only look at
+    // whole segments, which an expandable range never gives back: left out).
+    const std::string expandable = "expandable_segments:True";
+    for (const auto& dv : divisions) add(out, join({&expandable, &dv}), false);
     if (!recorded_conf.empty()) add(out, recorded_conf, true);
     else if (!out.empty()) out.front().recorded = true; // recorded with the defaults
     return out;

@@ -101,7 +101,10 @@ std::size_t encode_event(const Event& ev, CodecState& st, std::uint8_t* out) {
         p = put_varint(p, ev.stack_id);
         st.stack_id = ev.stack_id;
     }
-    if (ev.type == EventType::oom) p = put_varint(p, ev.device_free);
+    if (ev.type == EventType::oom) {
+        p = put_varint(p, ev.device_free);
+        if (st.version >= 2) p = put_varint(p, ev.largest_free);
+    }
     out[0] = tag;
     return static_cast<std::size_t>(p - out);
 }
@@ -150,6 +153,7 @@ bool decode_event(const std::uint8_t** pp, const std::uint8_t* end, CodecState& 
     }
     e.stack_id = st.stack_id;
     if (e.type == EventType::oom && !get_varint(&p, end, &e.device_free)) return false;
+    if (e.type == EventType::oom && st.version >= 2 && !get_varint(&p, end, &e.largest_free)) return false;
     st.time_ns = e.time_ns;
     st.ptr = e.ptr;
     *ev = e;
@@ -205,6 +209,65 @@ std::uint64_t now_ns() {
     timespec ts{};
     clock_gettime(CLOCK_REALTIME, &ts);
     return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+} // namespace gpumemprof::trace
+
+namespace gpumemprof::trace {
+
+std::vector<std::uint8_t> encode_stacks(const std::vector<Stack>& stacks) {
+    std::vector<std::uint8_t> out;
+    for (const Stack& s : stacks) {
+        append_varint(out, s.id);
+        append_varint(out, s.frames.size());
+        for (const StackFrame& f : s.frames) {
+            put_str(out, f.function);
+            put_str(out, f.file);
+            append_varint(out, f.line);
+            put_str(out, f.module);
+            append_varint(out, f.offset);
+            put_str(out, f.kind);
+        }
+    }
+    return out;
+}
+
+bool decode_stacks(const std::uint8_t* p, const std::uint8_t* end, std::uint32_t count, std::vector<Stack>* out,
+                   const char** why) {
+    auto str = [&](std::string* s) {
+        std::uint64_t n = 0;
+        if (!read_varint(&p, end, &n) || n > static_cast<std::uint64_t>(end - p))
+            return false;
+        s->assign(reinterpret_cast<const char*>(p), static_cast<std::size_t>(n));
+        p += n;
+        return true;
+    };
+    for (std::uint32_t i = 0; i < count; ++i) {
+        Stack s;
+        std::uint64_t frames = 0;
+        // Each frame takes at least 6 bytes: that bounds the count before reserving.
+        if (!read_varint(&p, end, &s.id) || !read_varint(&p, end, &frames) ||
+            frames > static_cast<std::uint64_t>(end - p) / 6) {
+            *why = "malformed stack in a stack block";
+            return false;
+        }
+        s.frames.resize(static_cast<std::size_t>(frames));
+        for (StackFrame& f : s.frames) {
+            std::uint64_t line = 0;
+            if (!str(&f.function) || !str(&f.file) || !read_varint(&p, end, &line) || line > 0xFFFFFFFFu ||
+                !str(&f.module) || !read_varint(&p, end, &f.offset) || !str(&f.kind)) {
+                *why = "malformed frame in a stack block";
+                return false;
+            }
+            f.line = static_cast<std::uint32_t>(line);
+        }
+        out->push_back(std::move(s));
+    }
+    if (p != end) {
+        *why = "stack block payload has bytes after its last stack";
+        return false;
+    }
+    return true;
 }
 
 } // namespace gpumemprof::trace

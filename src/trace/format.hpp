@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // GPUMEMPROF_TRACE event log: the on-disk schema, the in-memory Event/Header, and the codec.
 //
-// ======================================= SCHEMA (version 1) =======================================
+// ======================================= SCHEMA (version 2) =======================================
 // Fixed-width integers are little-endian. varint = unsigned LEB128 (7 bits per byte, lowest group
 // first, high bit set on every byte but the last; at most 10 bytes). zvarint = a signed 64-bit value
 // v stored as the varint of its zigzag form (v << 1) ^ (v >> 63). str = varint byte count, then the
@@ -12,7 +12,8 @@
 //
 // FileHeader:
 //   offset 0     u8[8]  magic "GPUMEMTR"
-//   offset 8     u32    format version (1). A reader rejects any other value.
+//   offset 8     u32    format version (2; version 1 files are read too: they have no stack blocks).
+//                       A reader rejects any other value.
 //   offset 12    u32    L = byte length of the header body (at most 16 MiB)
 //   offset 16    u8[L]  header body:
 //                         varint pid
@@ -25,10 +26,11 @@
 //                       Bytes after the last field, inside L, are ignored (room for later fields).
 //   offset 16+L  u32    CRC-32 of bytes [0, 16+L)
 //
-// Block (EventBlock or EndRecord) := 16-byte block header, then the payload:
-//   u8[4] magic "GMTB" (event block) or "GMTE" (end record, written by Writer::close)
+// Block (EventBlock, StackBlock or EndRecord) := 16-byte block header, then the payload:
+//   u8[4] magic "GMTB" (event block), "GMTS" (stack block, version 2) or "GMTE" (end record,
+//         written by Writer::close)
 //   u32   P = payload length (at most 64 MiB)
-//   u32   N = number of events in the payload (0 for the end record)
+//   u32   N = number of events (stacks for a stack block; 0 for the end record)
 //   u32   CRC-32 of the 8 bytes (P, N) followed by the P payload bytes
 //   u8[P] payload
 // Every block is written with one write(2) after it is complete, so a file cut by a crash holds
@@ -48,6 +50,17 @@
 //   zvarint block_size - size
 //   varint  stack_id          (if bit 6)
 //   varint  device_free       (only when type == oom)
+//   varint  largest_free      (only when type == oom, version 2: the pool's largest free cached block)
+//
+// StackBlock payload (version 2; written before the end record by the recording program, so that
+// `gpumemprof report` can name the call sites on any machine): exactly N stacks, using exactly P
+// bytes:
+//   varint  stack_id          (as in the events; 0 is never written)
+//   varint  F = frames, then F x { str function, str file, varint line, str module,
+//                                  varint offset in the module, str kind }
+//           innermost first, symbolised (function demangled, "" when unknown); kind "" = native,
+//           "python" for a Python frame
+// Stack blocks are not counted in the end record.
 //
 // EndRecord payload: varint total events in the file, varint number of event blocks.
 // A file without an end record was not closed (the program died): its blocks are still valid.
@@ -82,13 +95,15 @@ namespace gpumemprof::trace {
 inline constexpr char kFileMagic[8] = {'G', 'P', 'U', 'M', 'E', 'M', 'T', 'R'};
 inline constexpr char kBlockMagic[4] = {'G', 'M', 'T', 'B'};
 inline constexpr char kEndMagic[4] = {'G', 'M', 'T', 'E'};
-inline constexpr std::uint32_t kFormatVersion = 1;
+inline constexpr char kStackMagic[4] = {'G', 'M', 'T', 'S'};
+inline constexpr std::uint32_t kFormatVersion = 2;
+inline constexpr std::uint32_t kOldestFormatVersion = 1;
 inline constexpr std::size_t kFileHeaderFixedBytes = 16;
 inline constexpr std::size_t kBlockHeaderBytes = 16;
 inline constexpr std::uint32_t kMaxHeaderBody = 16u << 20;
 inline constexpr std::uint32_t kMaxBlockPayload = 64u << 20;
-/// Upper bound of one encoded event: tag + 8 varints of at most 10 bytes.
-inline constexpr std::size_t kMaxEventBytes = 1 + 8 * 10;
+/// Upper bound of one encoded event: tag + 9 varints of at most 10 bytes.
+inline constexpr std::size_t kMaxEventBytes = 1 + 9 * 10;
 
 enum class EventType : std::uint8_t {
     alloc = 1,
@@ -114,8 +129,32 @@ struct Event {
     std::uint64_t stack_id = 0;
     std::uint64_t time_ns = 0;
     std::uint64_t device_free = 0; ///< oom only
+    std::uint64_t largest_free = 0; ///< oom only (version 2)
     bool operator==(const Event&) const = default;
 };
+
+/// One symbolised frame of a stack block.
+struct StackFrame {
+    std::string function;
+    std::string file;
+    std::uint32_t line = 0;
+    std::string module;
+    std::uint64_t offset = 0; ///< address within the module (shown when there is no file)
+    std::string kind; ///< "" native, "python"
+    bool operator==(const StackFrame&) const = default;
+};
+
+struct Stack {
+    std::uint64_t id = 0;
+    std::vector<StackFrame> frames; ///< innermost first
+    bool operator==(const Stack&) const = default;
+};
+
+/// The payload of one stack block for `stacks` (encode), and its reading (decode: false with
+/// `*why` on malformed bytes).
+std::vector<std::uint8_t> encode_stacks(const std::vector<Stack>& stacks);
+bool decode_stacks(const std::uint8_t* p, const std::uint8_t* end, std::uint32_t count, std::vector<Stack>* out,
+                   const char** why);
 
 struct DeviceInfo {
     std::uint32_t ordinal = 0;
@@ -124,7 +163,7 @@ struct DeviceInfo {
 };
 
 struct Header {
-    std::uint32_t version = kFormatVersion; ///< filled by the reader; the writer always writes 1
+    std::uint32_t version = kFormatVersion; ///< filled by the reader; the writer always writes kFormatVersion
     std::uint64_t pid = 0;
     std::string host;
     std::string exe;
@@ -142,6 +181,7 @@ struct CodecState {
     std::uint64_t stream = 0;
     std::uint64_t stack_id = 0;
     std::uint32_t device = 0;
+    std::uint32_t version = kFormatVersion; ///< of the file: which fields an event has
 };
 
 /// Encode one event at `out` (room for kMaxEventBytes); returns the bytes written.

@@ -93,10 +93,11 @@ bool Reader::read_header() {
         return fail(ReadError::truncated, size_,
                     "file ends inside the trace header (" + std::to_string(size_) + " bytes)");
     header_.version = load_u32(data_ + 8);
-    if (header_.version != kFormatVersion)
+    if (header_.version < kOldestFormatVersion || header_.version > kFormatVersion)
         return fail(ReadError::unsupported_version, 8,
                     "unsupported trace format version " + std::to_string(header_.version) +
-                        " (this gpumemprof reads version " + std::to_string(kFormatVersion) + ")");
+                        " (this gpumemprof reads versions " + std::to_string(kOldestFormatVersion) + " to " +
+                        std::to_string(kFormatVersion) + ")");
     const std::uint32_t body_len = load_u32(data_ + 12);
     if (body_len > kMaxHeaderBody)
         return fail(ReadError::corrupt, 12, "header length " + std::to_string(body_len) + " exceeds the limit");
@@ -145,8 +146,10 @@ void Reader::rewind() {
     cur_ = end_ = nullptr;
     left_in_block_ = 0;
     state_ = CodecState{};
+    state_.version = header_.version;
     at_end_ = complete_ = false;
     events_read_ = blocks_read_ = 0;
+    stacks_.clear();
     error_kind_ = ReadError::none;
     error_.clear();
     error_offset_ = 0;
@@ -164,8 +167,11 @@ bool Reader::load_block() {
     const std::uint8_t* h = data_ + at;
     const bool is_events = std::memcmp(h, kBlockMagic, 4) == 0;
     const bool is_end = std::memcmp(h, kEndMagic, 4) == 0;
-    if (!is_events && !is_end)
-        return fail(ReadError::corrupt, at, "block magic \"GMTB\" or \"GMTE\" expected");
+    const bool is_stacks = header_.version >= 2 && std::memcmp(h, kStackMagic, 4) == 0;
+    if (!is_events && !is_end && !is_stacks)
+        return fail(ReadError::corrupt, at,
+                    header_.version >= 2 ? "block magic \"GMTB\", \"GMTS\" or \"GMTE\" expected"
+                                         : "block magic \"GMTB\" or \"GMTE\" expected");
     const std::uint32_t len = load_u32(h + 4);
     const std::uint32_t count = load_u32(h + 8);
     if (len > kMaxBlockPayload)
@@ -180,9 +186,17 @@ bool Reader::load_block() {
     if (stored != computed)
         return fail(ReadError::corrupt, at,
                     "block CRC mismatch (stored " + hex32(stored) + ", computed " + hex32(computed) + ")");
-    if (count > len / 5) // every event takes at least 5 bytes
+    if ((is_events && count > len / 5) || (is_stacks && count > len / 2)) // an event takes 5 bytes or more, a stack 2
         return fail(ReadError::corrupt, at + 8, "block event count exceeds its payload length");
     pos_ = at + kBlockHeaderBytes + len;
+    if (is_stacks) {
+        const char* why = nullptr;
+        if (!decode_stacks(h + kBlockHeaderBytes, h + kBlockHeaderBytes + len, count, &stacks_, &why))
+            return fail(ReadError::corrupt, at, why);
+        cur_ = end_ = nullptr;
+        left_in_block_ = 0;
+        return true; // no events: next() reads on
+    }
     if (is_end) {
         const std::uint8_t* p = h + kBlockHeaderBytes;
         std::uint64_t total = 0;
@@ -205,6 +219,7 @@ bool Reader::load_block() {
     end_ = cur_ + len;
     left_in_block_ = count;
     state_ = CodecState{};
+    state_.version = header_.version;
     ++blocks_read_;
     if (count == 0 && len != 0) return fail(ReadError::corrupt, at, "block holds bytes but no events");
     return true;

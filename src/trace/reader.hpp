@@ -45,6 +45,9 @@ public:
     std::uint64_t events_read() const { return events_read_; }
     std::uint64_t blocks_read() const { return blocks_read_; }
     std::uint64_t file_size() const { return size_; }
+    /// Symbolised stacks of the stack blocks read so far (version 2; they follow the events, so
+    /// they are all known once next() has returned false without an error).
+    const std::vector<Stack>& stacks() const { return stacks_; }
 
 private:
     bool load_all_from_fd(int fd, const std::string& path);
@@ -62,6 +65,7 @@ private:
     std::uint32_t left_in_block_ = 0;
     CodecState state_;
     Header header_;
+    std::vector<Stack> stacks_;
     bool at_end_ = false;
     bool complete_ = false;
     std::uint64_t events_read_ = 0;

@@ -190,6 +190,34 @@ void Writer::flush() {
     ship_block(lock);
 }
 
+void Writer::write_stacks(const std::vector<Stack>& stacks) {
+    flush();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!open_.load(std::memory_order_relaxed) || failed_.load(std::memory_order_relaxed))
+        return;
+    std::lock_guard<std::mutex> io(io_mu_);
+    std::size_t i = 0;
+    while (i < stacks.size()) {
+        // As many stacks as fit in one block (a stack larger than the limit alone is dropped).
+        std::vector<Stack> part;
+        std::size_t bytes = 0;
+        for (; i < stacks.size(); ++i) {
+            const std::size_t n = encode_stacks({stacks[i]}).size();
+            if (n > kMaxBlockPayload) continue;
+            if (bytes + n > kMaxBlockPayload) break;
+            bytes += n;
+            part.push_back(stacks[i]);
+        }
+        if (part.empty()) continue;
+        const std::vector<std::uint8_t> payload = encode_stacks(part);
+        std::vector<std::uint8_t> block(kBlockHeaderBytes + payload.size());
+        std::copy(payload.begin(), payload.end(), block.begin() + kBlockHeaderBytes);
+        const std::size_t total = seal_block(block.data(), kStackMagic, static_cast<std::uint32_t>(payload.size()),
+                                             static_cast<std::uint32_t>(part.size()));
+        write_all_io_locked(block.data(), total); // not an event block: not counted in the end record
+    }
+}
+
 void Writer::close() {
     std::lock_guard<std::mutex> lock(mu_);
     if (!open_.load(std::memory_order_relaxed)) return;

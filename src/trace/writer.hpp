@@ -60,6 +60,9 @@ public:
 
     /// Write the pending block now (a no-op if it is empty).
     void flush();
+    /// Write the pending events, then the symbolised stacks their stack ids name (stack blocks
+    /// of at most the block payload limit each). Called once, before close().
+    void write_stacks(const std::vector<Stack>& stacks);
     /// Flush, append the end record, close the file. Idempotent.
     void close();
 

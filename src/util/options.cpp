@@ -11,7 +11,6 @@
 namespace gpumemprof::util {
 namespace {
 
-
 // secure_getenv: in a set-user-ID or set-group-ID program, the caller's environment does not
 // choose where the program writes (issue 12 item 9): every setting reads as unset there.
 const char* env(const char* name) {
@@ -47,23 +46,13 @@ const std::string& rank_text(std::string* warnings = nullptr) {
     return rank;
 }
 
-void warn_bad(std::string* warnings, const char* name, const char* value, const char* expected,
-              const char* def) {
-    if (!warnings)
-        return;
-    *warnings += std::string(name) + "=\"" + value + "\" is not valid (" + expected + "); using the default " +
-                 def + "\n";
-}
-
 bool parse_bool(const char* s, bool* out) {
-    if (!strcasecmp(s, "1") || !strcasecmp(s, "true") || !strcasecmp(s, "yes") || !strcasecmp(s, "on")) {
-        *out = true;
-        return true;
-    }
-    if (!strcasecmp(s, "0") || !strcasecmp(s, "false") || !strcasecmp(s, "no") || !strcasecmp(s, "off")) {
-        *out = false;
-        return true;
-    }
+    for (const char* t : {"1", "true", "yes", "on"})
+        if (!strcasecmp(s, t))
+            return (*out = true);
+    for (const char* f : {"0", "false", "no", "off"})
+        if (!strcasecmp(s, f))
+            return !(*out = false);
     return false;
 }
 
@@ -77,7 +66,169 @@ bool parse_int(const char* s, long lo, long hi, int* out) {
     return true;
 }
 
+// ---- parsers and printers shared by the table's entries --------------------------------------
+
+template <bool Options::*M> bool set_bool(const char* v, Options& o) { return parse_bool(v, &(o.*M)); }
+template <bool Options::*M> std::string show_bool(const Options& o) { return (o.*M) ? "1" : "0"; }
+
+template <int Options::*M, long Lo, long Hi> bool set_int(const char* v, Options& o) {
+    return parse_int(v, Lo, Hi, &(o.*M));
+}
+template <int Options::*M> std::string show_int(const Options& o) { return std::to_string(o.*M); }
+
+template <std::string Options::*M> bool set_string(const char* v, Options& o) {
+    o.*M = v;
+    return true;
+}
+template <std::string Options::*M> std::string show_string(const Options& o) { return '"' + o.*M + '"'; }
+
+template <std::optional<std::string> Options::*M> bool set_optional(const char* v, Options& o) {
+    o.*M = v;
+    return true;
+}
+template <std::optional<std::string> Options::*M> std::string show_optional(const Options& o) {
+    return (o.*M) ? '"' + *(o.*M) + '"' : std::string("(default)");
+}
+
+constexpr const char* kLevels[] = {"debug", "info", "warning", "error"};
+
+bool set_log(const char* v, Options& o) {
+    for (int i = 0; i < 4; ++i)
+        if (strcasecmp(v, kLevels[i]) == 0) {
+            o.log_level = i;
+            return true;
+        }
+    return false;
+}
+
+bool set_reuse(const char* v, Options& o) {
+    if (strcasecmp(v, "fenced") == 0 || strcasecmp(v, "immediate") == 0) {
+        o.fenced_reuse = strcasecmp(v, "fenced") == 0;
+        return true;
+    }
+    return false;
+}
+
+bool set_signal(const char* v, Options& o) {
+    const int s = parse_signal(v);
+    if (s >= 0)
+        o.dump_signal = s;
+    return s >= 0;
+}
+
+// clang-format off
+/// The table. Columns: name, default as the variable spells it (nullptr: see OptionSpec),
+/// README default, README meaning, what a valid value is, parser, printer[, empty counts as set].
+constexpr OptionSpec kOptions[] = {
+    {"GPUMEMPROF_ALLOC_CONF", "", "(empty)",
+     "pool settings in `PYTORCH_CUDA_ALLOC_CONF` syntax (below)",
+     "PYTORCH_CUDA_ALLOC_CONF syntax", set_string<&Options::alloc_conf>, show_string<&Options::alloc_conf>},
+    {"GPUMEMPROF_POOL", "1", "`1`",
+     "`0`: no caching; every call passes through to the driver and is only observed (stats still kept: each "
+     "allocation is its own segment)",
+     "expected 0 or 1", set_bool<&Options::pool>, show_bool<&Options::pool>},
+    {"GPUMEMPROF_OUTPUT", "gpumemprof-%p", "`gpumemprof-%p`",
+     "report path prefix; `%p` pid, `%h` host, `%r` rank (`RANK`, else `LOCAL_RANK`, else 0), `%%`; `none` "
+     "writes nothing",
+     "a path prefix; empty is not one, `none` writes no files",
+     [](const char* v, Options& o) {
+         if (*v == '\0')
+             return false; // GPUMEMPROF_OUTPUT=$UNSET: a warning and the default, not silence
+         o.output = std::strcmp(v, "none") == 0 ? "" : v;
+         return true;
+     },
+     show_string<&Options::output>, /*empty_is_value=*/true},
+    {"GPUMEMPROF_STACK_DEPTH", "64", "`64`",
+     "frames captured per allocation; `0` turns capture and call-site accounting off; changeable at runtime "
+     "with `gpumemprof_set_stack_depth`",
+     "expected an integer 0..256", set_int<&Options::stack_depth, 0, 256>, show_int<&Options::stack_depth>},
+    {"GPUMEMPROF_STACK_SKIP", nullptr, "`libgpumemprof,libcudart,libcuda.so,ld-linux,libdl`",
+     "module-name substrings whose frames are dropped from the top of each stack",
+     "a comma-separated list", set_optional<&Options::stack_skip>, show_optional<&Options::stack_skip>, true},
+    {"GPUMEMPROF_HIDE_FRAMES", nullptr,
+     "PyTorch's allocator, tensor-creation and dispatcher frames, `std::function` trampolines, the Python "
+     "interpreter (`src/report/frame_filter.hpp`)",
+     "comma-separated glob patterns, each matched against a frame's function name and its module's file name, "
+     "that the `.txt` stack listings leave out (counted in a note); `none` shows every frame. The tree, folded "
+     "files and JSON keep all frames",
+     "comma-separated patterns or none", set_optional<&Options::hide_frames>, show_optional<&Options::hide_frames>,
+     true},
+    {"GPUMEMPROF_TRACE", "", "(empty)",
+     "record every allocator event to this file (`%p` allowed) for `gpumemprof replay`",
+     "a path", set_string<&Options::trace>, show_string<&Options::trace>},
+    {"GPUMEMPROF_DUMP_SIGNAL", "SIGUSR2", "`SIGUSR2`",
+     "signal (number or name) that writes the reports on demand, taken only if the program leaves it at its "
+     "default: USR1, USR2, HUP, WINCH, URG, PWR or RTMIN+n; `0` = none",
+     "expected 0, USR1, USR2, HUP, WINCH, URG, PWR or a real-time signal RTMIN+n (or its number); fault, stop, "
+     "kill and termination signals are not accepted",
+     set_signal, show_int<&Options::dump_signal>},
+    {"GPUMEMPROF_MODEL", nullptr, "on while stack capture is on",
+     "`1`/`0`: run (or not) PyTorch's allocator on the same requests and report its figures beside the pool's "
+     "(see docs/design.md)",
+     "expected 0 or 1", set_bool<&Options::model>, show_bool<&Options::model>, false,
+     [](Options& o) { o.model = o.stack_depth > 0; }},
+    {"GPUMEMPROF_REUSE", "fenced", "`fenced`",
+     "`fenced`: freed memory is reused once the device has passed the free; `immediate`: at once, PyTorch's "
+     "same-stream rule (unsafe for programs that free memory still used by queued work on another stream; see "
+     "docs/design.md)",
+     "expected fenced or immediate", set_reuse,
+     [](const Options& o) { return std::string(o.fenced_reuse ? "fenced" : "immediate"); }},
+    {"GPUMEMPROF_LOG", "warning", "`warning`", "`debug`, `info`, `warning`, `error`",
+     "expected debug, info, warning or error", set_log,
+     [](const Options& o) { return std::string(kLevels[o.log_level & 3]); }},
+    {"GPUMEMPROF_MAX_WARNINGS", "100", "`100`", "cap on warnings per process",
+     "expected a non-negative integer", set_int<&Options::max_warnings, 0, 1000000>, show_int<&Options::max_warnings>},
+    {"GPUMEMPROF_REPORT", "1", "`1`", "`0`: write nothing at exit (on-demand dumps still work)",
+     "expected 0 or 1", set_bool<&Options::report_at_exit>, show_bool<&Options::report_at_exit>},
+    {"GPUMEMPROF_HTML", "1", "`1`",
+     "`0`: no `<prefix>.html` (memory timeline, live blocks at a moment, flame graph, line-profile tree, tables)",
+     "expected 0 or 1", set_bool<&Options::html>, show_bool<&Options::html>},
+    {"GPUMEMPROF_PICKLE", nullptr, "on while stack capture is on",
+     "`1`/`0`: write (or not) `<prefix>.pickle`, a snapshot in the shape of `torch.cuda.memory._snapshot()`",
+     "expected 0 or 1", set_bool<&Options::pickle>, show_bool<&Options::pickle>, false,
+     [](Options& o) { o.pickle = o.stack_depth > 0; }},
+};
+// clang-format on
+
+void apply_default(const OptionSpec& s, Options& o) {
+    if (s.default_value)
+        s.parse(s.default_value, o);
+    else if (s.derive_default)
+        s.derive_default(o);
+}
+
 } // namespace
+
+std::span<const OptionSpec> option_table() { return kOptions; }
+
+Options default_options() {
+    Options o;
+    for (const OptionSpec& s : kOptions)
+        apply_default(s, o);
+    return o;
+}
+
+Options read_options(std::string* warnings) {
+    Options o;
+    for (const OptionSpec& s : kOptions) {
+        apply_default(s, o); // in table order: a derived default sees the options before it
+        const char* raw = ::secure_getenv(s.name);
+        if (raw == nullptr || (*raw == '\0' && !s.empty_is_value))
+            continue;
+        if (!s.parse(raw, o) && warnings)
+            *warnings += std::string(s.name) + "=\"" + raw + "\" is not valid (" + s.expected +
+                         "); using the default " + (s.default_value ? s.default_value : s.default_doc) + "\n";
+    }
+    (void)rank_text(warnings); // %r's rank, read now, once
+    return o;
+}
+
+std::vector<std::string> describe_options(const Options& o) {
+    std::vector<std::string> out;
+    for (const OptionSpec& s : kOptions)
+        out.push_back(std::string(s.name) + "=" + s.show(o));
+    return out;
+}
 
 // A report request must be a signal that nothing else means: not a fault (SEGV, BUS, FPE, ILL,
 // TRAP, SYS: a handler that returns makes the fault repeat forever), not one that stops,
@@ -116,62 +267,6 @@ int parse_signal(const std::string& text) {
     if (n >= SIGRTMIN && n <= SIGRTMAX)
         return n;
     return -1;
-}
-
-Options read_options(std::string* warnings) {
-    Options o;
-    if (const char* v = env("GPUMEMPROF_POOL"); v && !parse_bool(v, &o.pool))
-        warn_bad(warnings, "GPUMEMPROF_POOL", v, "expected 0 or 1", "1");
-    if (const char* v = env("GPUMEMPROF_ALLOC_CONF"))
-        o.alloc_conf = v;
-    if (const char* v = ::secure_getenv("GPUMEMPROF_OUTPUT")) {
-        if (*v == '\0')
-            warn_bad(warnings, "GPUMEMPROF_OUTPUT", v, "an empty prefix; \"none\" writes no files", "gpumemprof-%p");
-        else
-            o.output = (std::strcmp(v, "none") == 0) ? std::string() : std::string(v);
-    }
-    if (const char* v = env("GPUMEMPROF_STACK_DEPTH"); v && !parse_int(v, 0, 256, &o.stack_depth))
-        warn_bad(warnings, "GPUMEMPROF_STACK_DEPTH", v, "expected an integer 0..256", "64");
-    if (const char* v = env("GPUMEMPROF_TRACE"))
-        o.trace = v;
-    if (const char* v = env("GPUMEMPROF_DUMP_SIGNAL")) {
-        int s = parse_signal(v);
-        if (s < 0)
-            warn_bad(warnings, "GPUMEMPROF_DUMP_SIGNAL", v,
-                     "expected 0, USR1, USR2, HUP, WINCH, URG, PWR or a real-time signal RTMIN+n (or its number); "
-                     "fault, stop, kill and termination signals are not accepted",
-                     "SIGUSR2");
-        else
-            o.dump_signal = s;
-    }
-    (void)rank_text(warnings); // read %r's rank now, once
-    if (const char* v = env("GPUMEMPROF_LOG")) {
-        static const char* kLevels[] = {"debug", "info", "warning", "error"};
-        bool ok = false;
-        for (int i = 0; i < 4; ++i)
-            if (strcasecmp(v, kLevels[i]) == 0) {
-                o.log_level = i;
-                ok = true;
-            }
-        if (!ok)
-            warn_bad(warnings, "GPUMEMPROF_LOG", v, "expected debug, info, warning or error", "warning");
-    }
-    if (const char* v = env("GPUMEMPROF_MAX_WARNINGS"); v && !parse_int(v, 0, 1000000, &o.max_warnings))
-        warn_bad(warnings, "GPUMEMPROF_MAX_WARNINGS", v, "expected a non-negative integer", "100");
-    if (const char* v = env("GPUMEMPROF_REPORT"); v && !parse_bool(v, &o.report_at_exit))
-        warn_bad(warnings, "GPUMEMPROF_REPORT", v, "expected 0 or 1", "1");
-    if (const char* v = env("GPUMEMPROF_REUSE")) {
-        if (strcasecmp(v, "fenced") == 0)
-            o.fenced_reuse = true;
-        else if (strcasecmp(v, "immediate") == 0)
-            o.fenced_reuse = false;
-        else
-            warn_bad(warnings, "GPUMEMPROF_REUSE", v, "expected fenced or immediate", "fenced");
-    }
-    o.model = o.stack_depth > 0; // unless GPUMEMPROF_MODEL says otherwise
-    if (const char* v = env("GPUMEMPROF_MODEL"); v && !parse_bool(v, &o.model))
-        warn_bad(warnings, "GPUMEMPROF_MODEL", v, "expected 0 or 1", "on while stack capture is on");
-    return o;
 }
 
 std::vector<std::string> split_list(const std::string& text) {

@@ -1,35 +1,80 @@
 // SPDX-License-Identifier: MIT
-// GPUMEMPROF_* environment options: one table, read once, tolerant of bad input.
+// GPUMEMPROF_* environment options: one descriptor table, read once at start-up, tolerant of bad
+// input. Adding an option = one field in Options + one entry in the table in options.cpp (and its
+// row in the README, which a unit test checks against the table).
 #pragma once
 
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 namespace gpumemprof::util {
 
+/// The effective settings. The defaults live in the table (options.cpp), not here: a
+/// default-constructed Options is only a blank to apply them to (see default_options()).
 struct Options {
-    bool pool = true;                         ///< GPUMEMPROF_POOL: 0 = observe only, no caching
-    std::string alloc_conf;                   ///< GPUMEMPROF_ALLOC_CONF (PYTORCH_CUDA_ALLOC_CONF syntax)
-    std::string output = "gpumemprof-%p";     ///< GPUMEMPROF_OUTPUT: report path prefix; "" or "none" = no files
-    int stack_depth = 64;                     ///< GPUMEMPROF_STACK_DEPTH: frames per stack, 0 = off
-    std::string trace;                        ///< GPUMEMPROF_TRACE: event log path, "" = off
-    int dump_signal = 12;                     ///< GPUMEMPROF_DUMP_SIGNAL: SIGUSR2 by default, 0 = off
-    int log_level = 2;                        ///< GPUMEMPROF_LOG: 0 debug, 1 info, 2 warning, 3 error
-    int max_warnings = 100;                   ///< GPUMEMPROF_MAX_WARNINGS
-    bool report_at_exit = true;               ///< GPUMEMPROF_REPORT: 0 = write nothing at exit
-    /// GPUMEMPROF_REUSE: "fenced" (default) = a freed block is reused only after the device has
-    /// passed the free; "immediate" = reused at once, as PyTorch does within one stream. Unsafe
-    /// for programs that free memory still used by queued work on another stream.
+    bool pool = true;             ///< GPUMEMPROF_POOL: false = observe only, no caching
+    std::string alloc_conf;       ///< GPUMEMPROF_ALLOC_CONF (PYTORCH_CUDA_ALLOC_CONF syntax)
+    std::string output;           ///< GPUMEMPROF_OUTPUT: report path prefix; "" = no files
+    int stack_depth = 0;          ///< GPUMEMPROF_STACK_DEPTH: frames per stack, 0 = off
+    /// GPUMEMPROF_STACK_SKIP: module-name substrings dropped from the top of stacks; unset = the
+    /// report's default (report::kDefaultStackSkip).
+    std::optional<std::string> stack_skip;
+    /// GPUMEMPROF_HIDE_FRAMES: frames the .txt listings leave out; unset = the report's default
+    /// (report::kDefaultHiddenFrames).
+    std::optional<std::string> hide_frames;
+    std::string trace;            ///< GPUMEMPROF_TRACE: event log path, "" = off
+    int dump_signal = 0;          ///< GPUMEMPROF_DUMP_SIGNAL: 0 = none
+    /// GPUMEMPROF_MODEL: also run PyTorch's allocator on the same requests (pool::PoolModel).
+    /// Unset = on while stack capture is on (the model costs about 90 ns per allocation+free
+    /// pair, which the lean stacks-off mode keeps out).
+    bool model = false;
+    /// GPUMEMPROF_REUSE: true ("fenced") = a freed block is reused only after the device has
+    /// passed the free; false ("immediate") = at once, as PyTorch does within one stream.
     bool fenced_reuse = true;
-    /// GPUMEMPROF_MODEL: 1 = also run PyTorch's allocator on the same requests (pool::PoolModel)
-    /// and report its figures beside ours; 0 = off; unset = on while stack capture is on (the
-    /// model costs about 90 ns per allocation+free pair, which the lean stacks-off mode keeps out).
-    bool model = true;
+    int log_level = 2;            ///< GPUMEMPROF_LOG: 0 debug, 1 info, 2 warning, 3 error
+    int max_warnings = 0;         ///< GPUMEMPROF_MAX_WARNINGS
+    bool report_at_exit = true;   ///< GPUMEMPROF_REPORT: false = write nothing at exit
+    bool html = false;            ///< GPUMEMPROF_HTML: write <prefix>.html (timeline, flame graph, tables)
+    /// GPUMEMPROF_PICKLE: write <prefix>.pickle (torch.cuda.memory._dump_snapshot's format);
+    /// unset = on while stack capture is on.
+    bool pickle = false;
 };
 
-/// Parse the environment. Every malformed value produces one warning naming the variable and the
-/// value (appended to `warnings`) and the default is kept.
+/// One GPUMEMPROF_* variable.
+struct OptionSpec {
+    const char* name;        ///< the environment variable
+    /// The default as the variable would spell it (applied through `parse`), or nullptr when
+    /// it is not a value of the variable (derive_default computes it, or the field stays unset
+    /// and its user decides).
+    const char* default_value;
+    const char* default_doc; ///< the README's "default" column
+    const char* meaning;     ///< the README's "meaning" column
+    const char* expected;    ///< what a valid value looks like (for the warning)
+    /// Applies `value` (never null, may be empty) to `o`; false = malformed (o unchanged).
+    bool (*parse)(const char* value, Options& o);
+    /// The effective value, for GPUMEMPROF_LOG=debug.
+    std::string (*show)(const Options& o);
+    /// Whether an empty value counts as set (otherwise it is treated as unset).
+    bool empty_is_value = false;
+    /// For a default that follows from the options listed before this one (default_value is
+    /// then nullptr): sets it.
+    void (*derive_default)(Options& o) = nullptr;
+};
+
+/// Every option, in the README's order.
+std::span<const OptionSpec> option_table();
+
+/// Options with every default applied (no environment read).
+Options default_options();
+
+/// Parse the environment once. Every malformed value produces one warning naming the variable and
+/// the value (appended to `warnings`, one line each) and the default is kept.
 Options read_options(std::string* warnings);
+
+/// "NAME=effective value" lines, one per option, in table order (for GPUMEMPROF_LOG=debug).
+std::vector<std::string> describe_options(const Options& o);
 
 /// gethostname(), "unknown" when it fails.
 std::string host_name();

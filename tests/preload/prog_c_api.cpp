@@ -17,6 +17,15 @@ int main() {
     if (available) {
         put("allocated", gpumemprof_memory_allocated(-1));
         put("reserved", gpumemprof_memory_reserved(-1));
+        // torch.cuda.memory._snapshot() as JSON, asked with a small buffer first.
+        char small[8];
+        const size_t need = gpumemprof_snapshot_json(small, sizeof small);
+        EXPECT(need > sizeof small && small[sizeof small - 1] == '\0');
+        std::string snap(need + 4096, '\0');
+        const size_t got = gpumemprof_snapshot_json(snap.data(), snap.size());
+        EXPECT(got > 0 && got <= snap.size());
+        snap.resize(got ? got - 1 : 0);
+        std::printf("snapshot_json=%s\n", snap.c_str());
     }
     MUST(cudaFree(b));
     MUST(cudaDeviceSynchronize());

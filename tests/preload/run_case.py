@@ -506,6 +506,23 @@ def case_c_api(args, tmp):
         c.eq("memory_stats allocated_bytes.all.current", stats.get("allocated_bytes.all.current"), 1024)
     except ValueError as e:
         c.true("memory_stats is JSON", False, e)
+    # gpumemprof_snapshot_json while a (1000 B) and b (3 MiB) are live.
+    try:
+        snap = json.loads(pre.values.get("snapshot_json", ""))
+        segs = sorted(snap.get("segments", []), key=lambda s: s["total_size"])
+        c.eq("snapshot: segments (size, type)", [(s["total_size"], s["segment_type"]) for s in segs],
+             [(2 * MIB, "small"), (20 * MIB, "large")])
+        active = [(b["size"], b["requested_size"], b["state"]) for s in segs for b in s["blocks"]
+                  if b["state"] != "inactive"]
+        c.eq("snapshot: live blocks", active, [(1024, 1000, "active_allocated"), (3 * MIB, 3 * MIB, "active_allocated")])
+        frames = [b["frames"] for s in segs for b in s["blocks"] if b["state"] != "inactive"]
+        c.true("snapshot: each live block's innermost frame is main in prog_c_api.cpp",
+               all(f and f[0]["name"] == "main" and f[0]["filename"].endswith("prog_c_api.cpp") for f in frames), frames)
+        trace = snap.get("device_traces", [[]])[0]
+        c.eq("snapshot: device trace", [(e["action"], e["size"]) for e in trace],
+             [("segment_alloc", 2 * MIB), ("alloc", 1000), ("segment_alloc", 20 * MIB), ("alloc", 3 * MIB)])
+    except (ValueError, KeyError, IndexError) as e:
+        c.true("snapshot_json is the snapshot as JSON", False, e)
     # empty_cache gives back the wholly free 20 MiB segment; a's 2 MiB segment stays.
     c.eq("memory_reserved after empty_cache", pre.val("reserved_after_empty_cache"), 2 * MIB)
     # gpumemprof_set_stack_depth: returns the previous depth; -1 only reads it.
@@ -844,6 +861,84 @@ def case_sigterm(args, tmp):
     return c.finish([plain, pre])
 
 
+# ---- prog_alloc_sequence with expandable_segments:True, by hand (PyTorch's map_block and split rule) ----
+# a = 1000 B -> 1024, small pool: a new small range, one 2 MiB page mapped; b = 1 MiB fits behind a.
+# c = 3 MiB: a new large range, one 20 MiB page; the 17 MiB behind c stay free.
+# d = 25 MiB: the free 17 MiB plus one more 20 MiB page mapped behind them (37 MiB), d takes the first
+#     25 MiB (expandable blocks split at any remainder >= 512 B: d's block is 25 MiB, not 26).
+# free a; e = 700 -> a's 1024 bytes. free c; f = 5 MiB -> the free 12 MiB behind d (no new page).
+# allocated: 1024 + 1048576 + 3145728 + 26214400 = 30409728; -1024 +1024; -3145728 +5242880 = 32506880
+# (peak); cumulative 35653632; large pool peak 26214400 + 5242880 = 31457280.
+# reserved: 2 MiB + 40 MiB = 44040192, three maps, no segment (PyTorch counts pages, not segments).
+EXPANDABLE_STATS = {
+    "allocation.all.allocated": 6,
+    "allocation.small_pool.allocated": 3,
+    "allocated_bytes.all.peak": 32506880,
+    "allocated_bytes.all.allocated": 35653632,
+    "allocated_bytes.large_pool.peak": 31457280,
+    "requested_bytes.all.allocated": 35653284,
+    "reserved_bytes.all.peak": 44040192,
+    "reserved_bytes.all.current": 44040192,
+    "reserved_bytes.small_pool.peak": 2097152,
+    "segment.all.allocated": 0,
+    "inactive_split_bytes.all.peak": 0,
+    "num_device_alloc": 3,
+    "num_device_free": 0,
+    "num_ooms": 0,
+}
+
+
+def case_expandable(args, tmp):
+    c = Checker(args.case)
+    trace = os.path.join(tmp, "expandable.gmt")
+    env = {"GPUMEMPROF_ALLOC_CONF": "expandable_segments:True", "GPUMEMPROF_TRACE": trace}
+    plain, pre = both(args, tmp, env)
+    for r in (plain, pre):
+        c.eq("%s: exit code" % r.label, r.rc, 0)
+        c.eq("%s: program_mallocs" % r.label, r.val("program_mallocs"), 6)
+    c.eq("preload: no warning about the setting",
+         [l for l in pre.stderr.splitlines() if "expandable" in l], [])
+    # The device sees pages, not allocations: 2 ranges reserved, 3 pages created and mapped, access
+    # granted once per mapping, no cuMemAlloc at all.
+    c.eq("preload: sim cuMemAlloc_v2 calls", pre.sim_calls("cuMemAlloc_v2"), 0)
+    c.eq("preload: sim cuMemAddressReserve ok", pre.sim_ok("cuMemAddressReserve"), 2)
+    c.eq("preload: sim cuMemCreate ok", pre.sim_ok("cuMemCreate"), 3)
+    c.eq("preload: sim cuMemMap ok", pre.sim_ok("cuMemMap"), 3)
+    c.eq("preload: sim cuMemSetAccess calls", pre.sim_calls("cuMemSetAccess"), 3)
+    rep = pre.report()
+    c.eq("alloc_conf", (rep or {}).get("alloc_conf"), "expandable_segments:True")
+    check_stats(c, rep, EXPANDABLE_STATS)
+    for key, value in EXPANDABLE_STATS.items():
+        c.eq("pytorch_model[%s]" % key, model_stat(rep, key), value)
+    # The torch-shaped snapshot: one segment per mapped range, marked expandable, and the maps in
+    # the trace (2 MiB small page, then two 20 MiB pages).
+    pickles = glob.glob(os.path.join(pre.out_dir, "out-*.pickle"))
+    c.eq("preload: one .pickle", len(pickles), 1)
+    if pickles:
+        import pickle
+        with open(pickles[0], "rb") as f:
+            snap = pickle.load(f)
+        segs = snap.get("segments", [])
+        c.eq("pickle: segments expandable", [sg.get("is_expandable") for sg in segs], [True] * len(segs))
+        c.eq("pickle: mapped bytes", sum(sg.get("total_size", 0) for sg in segs), 44040192)
+        maps = [(e["action"], e["size"]) for e in (snap.get("device_traces") or [[]])[0]
+                if e["action"].startswith("segment")]
+        c.eq("pickle: segment events", maps, [("segment_map", 2097152), ("segment_map", 20971520),
+                                              ("segment_map", 20971520)])
+    # The trace replays with the recorded setting to the same peak; without it the plain policy's.
+    env2 = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    for conf, want in ((None, 44040192), ("", SEQUENCE_STATS["reserved_bytes.all.peak"])):
+        cmd = [args.cli, "replay", trace, "--json"] + ([] if conf is None else ["--conf", conf])
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env2, timeout=120)
+        c.eq("%s: exit code" % " ".join(cmd[1:]), p.returncode, 0)
+        try:
+            replay = json.loads(p.stdout)
+        except ValueError:
+            replay = {}
+        c.eq("%s: reserved peak" % " ".join(cmd[1:]), stat(replay, "reserved_bytes.all.peak"), want)
+    return c.finish([plain, pre])
+
+
 def case_trace_replay(args, tmp):
     c = Checker(args.case)
     trace = os.path.join(tmp, "alloc_sequence.gmt")
@@ -892,6 +987,7 @@ CASES = {
     "signal_dump": case_signal_dump,
     "sigterm": case_sigterm,
     "trace_replay": case_trace_replay,
+    "expandable": case_expandable,
 }
 
 

@@ -109,7 +109,8 @@ void sync_stream(CUstream_st* s) {
     });
 }
 
-/// True when [p, p+n) is inside one live allocation or one VMM mapping.
+/// True when [p, p+n) is inside one live allocation or a run of adjacent VMM mappings (as the real
+/// driver, which sees mapped virtual memory, not the pages behind it).
 bool valid_range(CUdeviceptr p, std::size_t n) {
     State& st = state();
     std::lock_guard lk(st.mu);
@@ -118,7 +119,14 @@ bool valid_range(CUdeviceptr p, std::size_t n) {
     auto it = st.mappings.upper_bound(p);
     if (it == st.mappings.begin()) return false;
     --it;
-    return p + n <= it->first + it->second.size;
+    std::uintptr_t end = it->first + it->second.size;
+    if (end <= p) return false;
+    while (end < p + n) {
+        auto next = st.mappings.find(end);
+        if (next == st.mappings.end()) return false;
+        end += next->second.size;
+    }
+    return true;
 }
 
 CUresult stream_for_call(CUstream h, CUstream_st** out) {

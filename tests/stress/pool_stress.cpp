@@ -34,12 +34,13 @@ struct Mailbox {
     std::vector<std::uintptr_t> ptrs;
 };
 
-void run(const char* label, bool defer, bool busy_fences, int threads, int ops) {
+void run(const char* label, bool defer, bool busy_fences, int threads, int ops,
+         const char* conf = "max_split_size_mb:64,roundup_power2_divisions:4") {
     SimBackend dev(std::size_t{64} << 30);
     if (busy_fences)
         dev.set_fences_busy(true);
     PoolOptions o;
-    o.conf = parse_alloc_conf("max_split_size_mb:64,roundup_power2_divisions:4", nullptr);
+    o.conf = parse_alloc_conf(conf, nullptr);
     o.defer_frees = defer;
     DevicePool pool(dev, o);
     std::vector<Mailbox> boxes(static_cast<std::size_t>(threads));
@@ -154,6 +155,7 @@ void run(const char* label, bool defer, bool busy_fences, int threads, int ops) 
     pool.empty_cache();
     EXPECT(dev.used_bytes() == 0);
     EXPECT(dev.counters().bad_releases == 0);
+    EXPECT(dev.counters().bad_vmm_calls == 0);
     std::printf("%-28s threads=%d mallocs=%ld segments=%lld retries=%lld\n", label, threads,
                 mallocs.load(), static_cast<long long>(s.num_device_alloc),
                 static_cast<long long>(s.num_alloc_retries));
@@ -166,6 +168,7 @@ int main(int argc, char** argv) {
     run("immediate frees", false, false, 8, ops);
     run("deferred, fences done", true, false, 8, ops);
     run("deferred, busy fences", true, true, 8, ops);
+    run("expandable, busy fences", true, true, 8, ops, "expandable_segments:True");
     if (failures != 0) {
         std::fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;

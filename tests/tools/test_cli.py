@@ -225,6 +225,32 @@ class Cli(unittest.TestCase):
         self.assertEqual(rc, 1)
         self.assertIn("cannot open", err)
 
+    def test_report_of_a_version_1_trace(self):
+        # The snapshot converter writes version 1: no stack blocks, every event under stack 0.
+        self.assertEqual(struct.unpack_from("<I", read_bytes(self.t1), 8)[0], 1)
+        html, txt = os.path.join(self.dir.name, "t1.html"), os.path.join(self.dir.name, "t1-report.txt")
+        rc, out, err = run("report", self.t1, "--html", html, "--txt", txt)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("7 events, 1 call sites (0 named by the trace's stacks)", out)
+        text = open(txt).read()
+        # Used bytes: every block handed out, 1000 + 3 + 12 + 25 + 6 MiB; no segment events: 0 acquired.
+        self.assertIn("_root (46.00MB, 0.00B)", text)
+        # Live at exit: a, c and e = 1000 B + 18 MiB, in 3 blocks, under the one site without a stack.
+        self.assertIn("#1 18.00 MiB (%d bytes) leaked in 3 blocks" % (18 * MiB + 1000), text)
+        page = open(html, encoding="utf-8").read()
+        data = json.loads(page.split('<script type="application/json" id="data">')[1].split("</script>")[0])
+        dev = data["devices"][0]
+        # Allocated peaks after step 5 (event time 1004; time zero is the first event, 1000):
+        # a + c + d = 1000 B + 37 MiB.
+        self.assertEqual((dev["peak"]["allocated"], dev["peak"]["allocated_t"]), (37 * MiB + 1000, 4))
+        # Changes: 5 allocations, 2 frees (allocated and waiting each), and the PyTorch model's
+        # reserved bytes growing 3 times (its 2, 20 and 26 MiB segments, as worked out above).
+        self.assertEqual(dev["series"]["changes"], 5 + 2 * 2 + 3)
+        self.assertEqual(max(dev["series"]["model_reserved"]["max"]), 48 * MiB)
+        self.assertEqual(dev["events"]["action"], [0, 0, 0, 1, 0, 1, 0])
+        self.assertEqual(run("report")[0], 2)
+        self.assertEqual(run("report", os.path.join(self.dir.name, "missing.gmt"))[0], 1)
+
     def test_sweep(self):
         rc, out, err = run("replay", self.t1, "--sweep", "--jobs", "2", "--json")
         self.assertEqual(rc, 0, err)
@@ -247,6 +273,49 @@ class Cli(unittest.TestCase):
         best = res[0]["conf"] or "(PyTorch defaults)"
         self.assertTrue(lines[1].rstrip().endswith(best) or (best + "  <- recorded") in lines[1], lines[1])
         self.assertTrue(any(l.startswith("recommended:") for l in lines))
+
+    def test_replay_expandable(self):
+        # T1 with expandable_segments:True (one range per pool, 2 MiB / 20 MiB pages, blocks split at
+        # any remainder >= 512 B):
+        #   1 a 1024 B: small range, one 2 MiB page                                  reserved  2 MiB
+        #   2 b 3 MiB: large range, one 20 MiB page; 17 MiB free behind b            reserved 22 MiB
+        #   3 c 12 MiB: the free 17 MiB (5 MiB left at 15..20 MiB)
+        #   4 free b: 3 MiB free at 0..3 MiB
+        #   5 d 25 MiB: the free 5 MiB at the end plus one more page mapped: 25 MiB  reserved 42 MiB
+        #   6 free d; 7 e 6 MiB: the free 25 MiB, split
+        # peak 42 MiB (the default policy: 48 MiB), 3 maps, no segment counted.
+        rc, out, err = run("replay", self.t1, "--conf", "expandable_segments:True", "--json")
+        self.assertEqual(rc, 0, err)
+        doc, dev = stats_of(out)
+        ms = dev["memory_stats"]
+        self.assertEqual(ms["reserved_bytes.all.peak"], 42 * MiB)
+        self.assertEqual(ms["reserved_bytes.small_pool.peak"], 2 * MiB)
+        self.assertEqual(ms["num_device_alloc"], 3)
+        self.assertEqual(ms["segment.all.peak"], 0)
+        self.assertEqual(ms["allocated_bytes.all.peak"], 1024 + 12 * MiB + 25 * MiB)
+        self.assertEqual(ms["num_ooms"], 0)
+        # --capacity 40M: step 5 would map a third 20 MiB page (22 + 20 > 40 MiB). No whole free page
+        # to unmap (free: 0..3 and 15..20 MiB of the first page): out of memory, the retry counted;
+        # d's free is skipped; step 7 finds no free 6 MiB and cannot map either: a second OOM.
+        rc, out, err = run("replay", self.t1, "--conf", "expandable_segments:True", "--capacity", "40M", "--json")
+        self.assertEqual(rc, 0, err)
+        ms = stats_of(out)[1]["memory_stats"]
+        self.assertEqual(ms["reserved_bytes.all.peak"], 22 * MiB)
+        self.assertEqual(ms["num_ooms"], 2)
+        self.assertEqual(ms["num_alloc_retries"], 2)
+
+    def test_sweep_ranks_expandable(self):
+        # On T1 the expandable setting beats every other of the grid (42 MiB, above; the defaults and
+        # the roundings 48 MiB): ranked first and recommended, as the shortest of the ties.
+        rc, out, err = run("replay", self.t1, "--sweep", "--json")
+        self.assertEqual(rc, 0, err)
+        doc = json.loads(out)
+        by_conf = {r["conf"]: r for r in doc["results"]}
+        self.assertEqual(by_conf["expandable_segments:True"]["reserved_bytes_peak"], 42 * MiB)
+        self.assertEqual(by_conf[""]["reserved_bytes_peak"], 48 * MiB)
+        self.assertEqual(doc["results"][0]["conf"], "expandable_segments:True")
+        self.assertEqual(doc["recommended"], "expandable_segments:True")
+        self.assertIn("expandable_segments:True,roundup_power2_divisions:4", by_conf)
 
     def test_sweep_recommends_defaults_when_nothing_beats_them(self):
         # Two streams never share cached blocks: 3 MiB on stream 1 (20 MiB segment), then, on stream
@@ -282,12 +351,22 @@ class Cli(unittest.TestCase):
             w.record(m.FREE_REQUESTED, ptr=0x1000, size=100 * MiB)
             w.record(m.ALLOC, ptr=0x2000, size=5 * MiB)
             w.record(m.ALLOC, ptr=0x3000, size=100 * MiB)
+        # Beaten on device calls by expandable_segments:True,roundup_power2_divisions:4: X rounds to
+        #   112 MiB (64 MiB floor, 16 MiB steps): six 20 MiB pages (120 MiB) in one map; freed, s takes
+        #   5 MiB of the 120 and Y (112 MiB) the 115 behind it: 120 MiB, 1 device call. (Expandable
+        #   alone: Y needs one more page behind the 95 MiB left: 120 MiB in 2 calls, a tie with
+        #   max_split_size_mb:20 that the grid order breaks for the latter.)
         rc, out, err = run("replay", path, "--sweep")
         self.assertEqual(rc, 0, err)
         lines = out.splitlines()
-        self.assertRegex(lines[1], r"^\s+1\s+120\.00 MiB .*  max_split_size_mb:20$")
-        self.assertIn("recommended: PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:20", out)
-        self.assertIn("GPUMEMPROF_ALLOC_CONF=max_split_size_mb:20", out)
+        self.assertRegex(lines[1], r"^\s+1\s+120\.00 MiB .*  1\s+0  expandable_segments:True,roundup_power2_divisions:4$")
+        rc, out2, err = run("replay", path, "--sweep", "--json")
+        by_conf = {r["conf"]: r for r in json.loads(out2)["results"]}
+        self.assertEqual((by_conf["max_split_size_mb:20"]["reserved_bytes_peak"],
+                          by_conf["max_split_size_mb:20"]["num_device_alloc"]), (120 * MiB, 2))
+        self.assertEqual((by_conf["expandable_segments:True"]["reserved_bytes_peak"],
+                          by_conf["expandable_segments:True"]["num_device_alloc"]), (120 * MiB, 2))
+        self.assertIn("recommended: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,roundup_power2_divisions:4", out)
         self.assertRegex(out, r"peak reserved 120\.00 MiB vs 200\.00 MiB with the defaults, 40\.0% less")
 
 

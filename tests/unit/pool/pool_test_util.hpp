@@ -38,6 +38,8 @@ public:
     }
     void on_segment_alloc(std::uintptr_t p, std::size_t s) override { events.push_back({"segment_alloc", p, s}); }
     void on_segment_free(std::uintptr_t p, std::size_t s) override { events.push_back({"segment_free", p, s}); }
+    void on_segment_map(std::uintptr_t p, std::size_t s) override { events.push_back({"segment_map", p, s}); }
+    void on_segment_unmap(std::uintptr_t p, std::size_t s) override { events.push_back({"segment_unmap", p, s}); }
     void on_oom(const OomInfo& i) override { ooms.push_back(i); }
 };
 

@@ -90,7 +90,8 @@ TEST_CASE("each bad value gives one warning naming key and value; default kept",
         {"roundup_power2_divisions:[]", "roundup_power2_divisions", "[]"},
         {"max_split_size_mb:", "max_split_size_mb", ""},
         {"frobnicate:7", "frobnicate", "7"},
-        {"expandable_segments:True", "expandable_segments", "True"},
+        {"expandable_segments:true", "expandable_segments", "true"},
+        {"expandable_segments:1", "expandable_segments", "1"},
         {"backend:cudaMallocAsync", "backend", "cudaMallocAsync"},
         {"release_lock_on_cudamalloc:True", "release_lock_on_cudamalloc", "True"},
         {"pinned_use_cuda_host_register:True", "pinned_use_cuda_host_register", "True"},
@@ -110,6 +111,20 @@ TEST_CASE("accepted keys at their defaults are silent", "[conf]") {
     std::vector<std::string> w;
     parse_alloc_conf("expandable_segments:False,backend:native,release_lock_on_cudamalloc:False", &w);
     CHECK(w.empty());
+}
+
+TEST_CASE("expandable_segments is parsed as PyTorch spells it and formatted back", "[conf]") {
+    std::vector<std::string> w;
+    const AllocConf on = parse_alloc_conf("expandable_segments:True", &w);
+    CHECK(w.empty());
+    CHECK(on.expandable_segments);
+    CHECK(format_alloc_conf(on) == "expandable_segments:True");
+    const AllocConf both = parse_alloc_conf("roundup_power2_divisions:4,expandable_segments:True", &w);
+    CHECK(w.empty());
+    CHECK(both.expandable_segments);
+    CHECK(without_source(parse_alloc_conf(format_alloc_conf(both), &w)) == without_source(both));
+    CHECK_FALSE(parse_alloc_conf("expandable_segments:False", &w).expandable_segments);
+    CHECK(format_alloc_conf(parse_alloc_conf("expandable_segments:False", &w)).empty());
 }
 
 TEST_CASE("a bad key does not disturb the others", "[conf]") {

@@ -60,7 +60,7 @@ std::vector<Event> sample_events() {
     v.push_back({EventType::segment_free, 0, 7, 0x7f0000000000, 20971520, 20971520, 0, 2002, 0});
     v.push_back({EventType::vmm_map, 1, 0, 0x200000000, 2097152, 2097152, 0, 3000, 0});
     v.push_back({EventType::vmm_unmap, 1, 0, 0x200000000, 2097152, 2097152, 0, 3001, 0});
-    v.push_back({EventType::oom, 2, 99, 0, 85899345920ull, 85899345920ull, 14, 4000, 123456});
+    v.push_back({EventType::oom, 2, 99, 0, 85899345920ull, 85899345920ull, 14, 4000, 123456, 10485760});
     v.push_back({EventType::live_block, 0, 5, kMax, kMax, 0, kMax, kMax, 0}); // block_size < size
     v.push_back({EventType::alloc, 0xFFFFFFFFu, kMax, 0, 0, kMax, 1, 1, 0}); // time back to 1
     v.push_back({EventType::oom, 0, 0, 1, 2, 3, 4, 5, kMax});
@@ -121,12 +121,12 @@ TEST_CASE("one event encodes to the bytes the schema prescribes") {
             std::vector<std::uint8_t>{0x52, 0x06, 0x02, 0x00, 0xE8, 0x07, 0x30, 0x09});
 }
 
-TEST_CASE("file header layout: magic, version 1, body length, CRC") {
+TEST_CASE("file header layout: magic, version 2, body length, CRC") {
     const auto path = temp_path("hdr");
     const auto b = write_file(path, {}, 4);
     REQUIRE(b.size() >= 20);
     REQUIRE(std::memcmp(b.data(), "GPUMEMTR", 8) == 0);
-    REQUIRE(u32_at(b, 8) == 1u);
+    REQUIRE(u32_at(b, 8) == 2u);
     const std::uint32_t body = u32_at(b, 12);
     REQUIRE(u32_at(b, 16 + body) == crc32(0, b.data(), 16 + body));
     // No events: after the header comes only the end record "GMTE" with payload {0 events, 0 blocks}.
@@ -136,6 +136,72 @@ TEST_CASE("file header layout: magic, version 1, body length, CRC") {
     REQUIRE(u32_at(b, end + 4) == 2u);
     REQUIRE(u32_at(b, end + 8) == 0u);
     std::remove(path.c_str());
+}
+
+TEST_CASE("version 2: stack blocks round trip after the events, outside the end record's count") {
+    const auto path = temp_path("stk");
+    const auto evs = sample_events();
+    std::vector<Stack> stacks = {
+        {9, {{"step()", "/src/train.cpp", 57, "app", 0x1234, ""}, {"main", "/src/train.cpp", 88, "app", 0x99, ""}}},
+        {12, {{"forward", "model.py", 125, "", 0, "python"}}},
+        {13, {}},
+    };
+    {
+        Writer w;
+        REQUIRE(w.open(path, sample_header(), WriterOptions{4, false}));
+        for (const auto& e : evs) w.record(e);
+        w.write_stacks(stacks);
+        w.close();
+    }
+    const auto b = slurp(path);
+    Reader r;
+    const auto got = read_memory(b, b.size(), r);
+    INFO(r.error());
+    REQUIRE_FALSE(r.failed());
+    REQUIRE(r.complete());
+    REQUIRE(got == evs);
+    REQUIRE(r.blocks_read() == 4); // 13 events in blocks of 4; the stack block is not counted
+    REQUIRE(r.stacks() == stacks);
+    // A damaged stack block is reported like any other block (CRC), at its offset.
+    std::vector<std::uint8_t> bad = b;
+    const std::size_t at = std::string(bad.begin(), bad.end()).find("GMTS");
+    REQUIRE(at != std::string::npos);
+    bad[at + 20] ^= 0xFF;
+    Reader rb;
+    read_memory(bad, bad.size(), rb);
+    REQUIRE(rb.error_kind() == ReadError::corrupt);
+    REQUIRE(rb.error_offset() == at);
+    std::remove(path.c_str());
+}
+
+TEST_CASE("version 1 files are still read (no largest_free in OOM events, no stack blocks)") {
+    // A version-1 file, made by hand: header with version 1, one event block encoded as version 1.
+    std::vector<std::uint8_t> b = encode_header(sample_header());
+    b[8] = 1;
+    const std::uint32_t body = u32_at(b, 12);
+    const std::uint32_t crc = crc32(0, b.data(), 16 + body);
+    for (int i = 0; i < 4; ++i) b[16 + body + i] = static_cast<std::uint8_t>(crc >> (8 * i));
+    const auto evs = sample_events();
+    std::vector<std::uint8_t> block(kBlockHeaderBytes + evs.size() * kMaxEventBytes);
+    CodecState st;
+    st.version = 1;
+    std::size_t used = 0;
+    for (const Event& e : evs) used += encode_event(e, st, block.data() + kBlockHeaderBytes + used);
+    const std::size_t n = seal_block(block.data(), kBlockMagic, static_cast<std::uint32_t>(used),
+                                     static_cast<std::uint32_t>(evs.size()));
+    b.insert(b.end(), block.begin(), block.begin() + static_cast<std::ptrdiff_t>(n));
+    Reader r;
+    const auto got = read_memory(b, b.size(), r);
+    INFO(r.error());
+    REQUIRE_FALSE(r.failed());
+    REQUIRE(r.header().version == 1u);
+    REQUIRE(got.size() == evs.size());
+    for (std::size_t i = 0; i < evs.size(); ++i) {
+        Event want = evs[i];
+        want.largest_free = 0; // not in version 1
+        REQUIRE(got[i] == want);
+    }
+    REQUIRE(r.stacks().empty());
 }
 
 TEST_CASE("round trip keeps every event type and field") {
@@ -254,11 +320,14 @@ TEST_CASE("a corrupt header is reported at the header CRC") {
 TEST_CASE("an unknown format version is rejected at offset 8") {
     const auto path = temp_path("ver");
     auto b = write_file(path, sample_events(), 4);
-    b[8] = 2; // version 2 (the CRC is not even looked at: the version decides how to read the rest)
+    b[8] = 3; // version 3 (the CRC is not even looked at: the version decides how to read the rest)
     Reader r;
     REQUIRE_FALSE(r.open_memory(b.data(), b.size()));
     REQUIRE(r.error_kind() == ReadError::unsupported_version);
-    REQUIRE(r.error() == "byte offset 8: unsupported trace format version 2 (this gpumemprof reads version 1)");
+    REQUIRE(r.error() == "byte offset 8: unsupported trace format version 3 (this gpumemprof reads versions 1 to 2)");
+    b[8] = 0;
+    REQUIRE_FALSE(r.open_memory(b.data(), b.size()));
+    REQUIRE(r.error_kind() == ReadError::unsupported_version);
     std::remove(path.c_str());
 }
 

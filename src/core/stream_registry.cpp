@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: MIT
+#include "core/stream_registry.hpp"
+
+#include "core/process_state.hpp"
+#include "core/scoped_context.hpp"
+
+namespace gpumemprof::core {
+
+void StreamRegistry::add(CUcontext ctx, CUstream stream) {
+    try {
+        std::lock_guard lock(mutex_);
+        stream_ctx_[stream] = ctx;
+    } catch (...) {
+        // Out of host memory: this stream goes unfenced, like one created before we loaded.
+    }
+}
+
+void StreamRegistry::remove(const DriverApi& api, CUstream stream) {
+    CUcontext ctx = nullptr;
+    {
+        std::lock_guard lock(mutex_);
+        auto it = stream_ctx_.find(stream);
+        if (it == stream_ctx_.end())
+            return;
+        ctx = it->second;
+        stream_ctx_.erase(it);
+    }
+    if (process_exiting() || captures.load(std::memory_order_acquire) > 0)
+        return;
+    ScopedContext scope(api, ctx);
+    CUevent e = nullptr;
+    if (api.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+        return;
+    if (api.cuEventRecord(e, stream) != CUDA_SUCCESS) {
+        api.cuEventDestroy_v2(e);
+        return;
+    }
+    try {
+        std::lock_guard lock(mutex_);
+        orphans_[ctx].push_back(e);
+    } catch (...) {
+    }
+}
+
+void StreamRegistry::fence_targets(CUcontext ctx, std::vector<CUstream>* streams, std::vector<CUevent>* orphans) {
+    std::lock_guard lock(mutex_);
+    for (const auto& [s, c] : stream_ctx_)
+        if (c == ctx)
+            streams->push_back(s);
+    auto it = orphans_.find(ctx);
+    if (it != orphans_.end()) {
+        *orphans = std::move(it->second);
+        orphans_.erase(it);
+    }
+}
+
+void StreamRegistry::return_orphans(CUcontext ctx, std::vector<CUevent> events) {
+    if (events.empty())
+        return;
+    std::lock_guard lock(mutex_);
+    auto& v = orphans_[ctx];
+    v.insert(v.end(), events.begin(), events.end());
+}
+
+void StreamRegistry::forget_context(CUcontext ctx) {
+    std::lock_guard lock(mutex_);
+    for (auto it = stream_ctx_.begin(); it != stream_ctx_.end();)
+        it = (it->second == ctx) ? stream_ctx_.erase(it) : std::next(it);
+    orphans_.erase(ctx);
+}
+
+void StreamRegistry::clear() {
+    std::lock_guard lock(mutex_);
+    stream_ctx_.clear();
+    orphans_.clear();
+    captures.store(0);
+}
+
+} // namespace gpumemprof::core

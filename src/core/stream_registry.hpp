@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: MIT
+// Non-blocking streams per context and stream captures in progress: what a fence must cover.
+#pragma once
+
+#include "core/driver_api.hpp"
+
+#include "core/cuda_api.hpp"
+
+#include <atomic>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace gpumemprof::core {
+
+/// Non-blocking streams per context, and the number of stream captures in progress.
+class StreamRegistry {
+public:
+    void add(CUcontext ctx, CUstream stream);
+    /// Before a stream is destroyed: if it is registered, record an event on it so that the next
+    /// fence of its context still covers the work queued there.
+    void remove(const DriverApi& api, CUstream stream);
+    /// Streams of `ctx` plus events left by destroyed streams (handed over and cleared).
+    void fence_targets(CUcontext ctx, std::vector<CUstream>* streams, std::vector<CUevent>* orphans);
+    /// Hand back events taken by fence_targets when the fence could not be completed.
+    void return_orphans(CUcontext ctx, std::vector<CUevent> events);
+    void forget_context(CUcontext ctx);
+    void clear();
+    void lock_for_fork() { mutex_.lock(); }
+    void unlock_after_fork() { mutex_.unlock(); }
+
+    std::atomic<int> captures{0};
+
+private:
+    std::mutex mutex_;
+    std::unordered_map<CUstream, CUcontext> stream_ctx_;
+    std::unordered_map<CUcontext, std::vector<CUevent>> orphans_;
+};
+
+} // namespace gpumemprof::core

@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: MIT
+// The exit JSON (see json_report.hpp and docs/outputs.md).
+#include "report/json_report.hpp"
+
+#include "report/json_sections.hpp"
+#include "util/json_writer.hpp"
+
+namespace gpumemprof::report {
+namespace {
+
+/// "K": one kind of pass-through memory.
+void write_counters(util::JsonWriter& w, const PassthroughCounters& k) {
+    w.begin_object();
+    w.field("calls", k.calls);
+    w.field("frees", k.frees);
+    w.field("current_bytes", k.current_bytes);
+    w.field("peak_bytes", k.peak_bytes);
+    w.field("total_bytes", k.total_bytes);
+    w.end_object();
+}
+
+/// "at_reserved_peak": the pool at the moment its reserved bytes peaked (pool::ReservedPeak).
+void write_reserved_peak(util::JsonWriter& w, const pool::ReservedPeak& p) {
+    w.key("at_reserved_peak").begin_object();
+    w.field("reserved", p.reserved);
+    w.field("allocated", p.allocated);
+    w.field("inactive_split_bytes", p.inactive_split_bytes);
+    w.end_object();
+}
+
+void write_passthrough(util::JsonWriter& w, const PassthroughSummary& p) {
+    w.key("passthrough").begin_object();
+    w.key("async");
+    write_counters(w, p.async);
+    w.key("managed");
+    write_counters(w, p.managed);
+    w.key("vmm_physical");
+    write_counters(w, p.vmm_physical);
+    w.key("vmm_mapped");
+    write_counters(w, p.vmm_mapped);
+    w.end_object();
+}
+
+void write_pool_device(util::JsonWriter& w, const DeviceSummary& d) {
+    w.begin_object();
+    w.field("device", d.device);
+    w.field("context", d.context);
+    w.field("context_alive", d.context_alive);
+    w.key("memory_stats").raw(stats::to_json(d.stats));
+    w.field("invalid_frees", d.invalid_frees);
+    w.field("ipc_refused", d.ipc_refused);
+    w.key("pool_counters").begin_object();
+    w.field("fences_recorded", d.pool_counters.fences_recorded);
+    w.field("fence_polls", d.pool_counters.fence_polls);
+    w.field("misses", d.pool_counters.misses);
+    w.end_object();
+    write_reserved_peak(w, d.at_reserved_peak);
+    if (d.has_model) {
+        // The same 122 keys as PyTorch's caching allocator would report them for the requests
+        // our pool served (pool::PoolModel).
+        w.key("pytorch_model").begin_object();
+        w.key("memory_stats").raw(stats::to_json(d.model));
+        w.field("unserved", d.model_unserved);
+        write_reserved_peak(w, d.model_at_reserved_peak);
+        w.end_object();
+    }
+    write_passthrough(w, d.passthrough);
+    w.end_object();
+}
+
+/// A device with pass-through memory only: its ledger's figures, no pool.
+void write_poolless_device(util::JsonWriter& w, const DeviceSummary& d) {
+    w.begin_object();
+    w.field("device", d.device);
+    w.field("context", -1);
+    w.field("context_alive", false);
+    w.key("memory_stats").raw(stats::to_json(d.stats));
+    w.field("invalid_frees", 0);
+    w.field("ipc_refused", 0);
+    write_passthrough(w, d.passthrough);
+    w.end_object();
+}
+
+} // namespace
+
+std::string json_report(const ReportInput& in, const StackReport& stacks) {
+    util::JsonWriter w;
+    w.begin_object();
+    w.field("version", 1);
+    w.field("pid", static_cast<std::int64_t>(in.pid));
+    w.field("host", in.host);
+    w.field("exe", in.exe);
+    w.field("alloc_conf", in.effective_alloc_conf);
+    w.field("pool", in.caching ? "caching" : "passthrough");
+    w.field("seconds_profiled", in.seconds_profiled);
+    w.key("doors").begin_object();
+    w.field("dlsym_substitutions", in.doors.dlsym_substitutions);
+    w.field("proc_address_substitutions", in.doors.proc_address_substitutions);
+    w.field("runtime_calls", in.doors.runtime_calls);
+    w.end_object();
+    w.key("host_pinned");
+    write_counters(w, in.host_pinned);
+    w.field("foreign_invalid_frees", in.foreign_invalid_frees);
+    w.key("dump_signal").begin_object();
+    w.field("signal", in.dump_signal);
+    w.field("installed", in.dump_signal_installed);
+    if (!in.dump_signal_refused.empty())
+        w.field("not_installed_because", in.dump_signal_refused);
+    w.end_object();
+    w.key("devices").begin_array();
+    for (const DeviceSummary& d : in.devices)
+        write_pool_device(w, d);
+    for (const DeviceSummary& d : in.devices_without_pool)
+        write_poolless_device(w, d);
+    w.end_array();
+    // Call sites, peak attribution, leaks and OOM events, the same as the .txt.
+    if (stacks.ok)
+        json_sections(w, in, stacks.data, stacks.resolved);
+    w.end_object();
+    return w.take();
+}
+
+} // namespace gpumemprof::report

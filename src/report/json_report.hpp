@@ -1,0 +1,18 @@
+// SPDX-License-Identifier: MIT
+// <prefix>.json: the run, each device's memory_stats and pool figures, and the stack sections,
+// all from one snapshot (ReportInput) and one collected StackReport.
+#pragma once
+
+#include "report/report_input.hpp"
+#include "report/reports.hpp"
+
+#include <string>
+
+namespace gpumemprof::report {
+
+/// The whole JSON document. May throw (std::bad_alloc and the like): the caller then writes no
+/// file rather than a partial one. Without stack data (`stacks.ok` false) the stack sections
+/// are left out.
+std::string json_report(const ReportInput& in, const StackReport& stacks);
+
+} // namespace gpumemprof::report

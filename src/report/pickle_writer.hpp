@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: MIT
+// Python's pickle, protocol 4, for plain data (dict, list, tuple, str, int, bool, None): what
+// pickle.load and the JavaScript unpickler of PyTorch's memory viewer (MemoryViz.js) read.
+// Opcodes as Lib/pickletools.py documents them; no framing (optional in protocol 4); shared
+// values through MEMOIZE / BINGET. Integers are written as BININT1/BININT2/BININT or LONG1.
+#pragma once
+
+#include "report/object_writer.hpp"
+#include "util/flat_map.hpp"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace gpumemprof::report {
+
+class PickleWriter final : public ObjectWriter {
+public:
+    PickleWriter();
+    void begin_dict() override;
+    void end_dict() override;
+    void begin_list() override;
+    void end_list() override;
+    void begin_tuple() override;
+    void end_tuple() override;
+    void key(std::string_view k) override { str(k); }
+    void str(std::string_view s) override;
+    void integer(std::int64_t v) override;
+    void boolean(bool v) override;
+    void none() override;
+    bool recall(std::uint64_t id) override;
+    void remember(std::uint64_t id) override;
+
+    /// The finished pickle (appends STOP once).
+    std::string take();
+
+private:
+    std::string out_;
+    util::FlatMap<std::uint32_t> memo_; ///< id -> memo index
+    std::uint32_t next_memo_ = 0;
+};
+
+} // namespace gpumemprof::report

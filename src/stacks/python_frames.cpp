@@ -1,0 +1,637 @@
+// SPDX-License-Identifier: MIT
+// Reading the calling thread's Python frames without the GIL (see python_frames.hpp).
+//
+// Why this is safe: the frames read are the calling thread's own. While this thread is inside our
+// hook it is not running bytecode, so its frame chain cannot change under us, whether it holds
+// the GIL (ctypes.PyDLL) or released it (PyTorch operators, ctypes.CDLL). Other threads never
+// modify another thread's frames, code objects are immutable apart from their adaptive bytecode,
+// and every object reached is kept alive by the frames of this thread. Nothing here calls into
+// the interpreter except PyGILState_GetThisThreadState and Py_IsInitialized, which only read a
+// thread-specific key and a flag (both documented as callable without the GIL).
+#include "stacks/python_frames.hpp"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <unordered_map>
+#include <vector>
+
+namespace gpumemprof::stacks::python {
+
+namespace {
+
+constexpr std::size_t kNone = ~std::size_t{0};
+constexpr char kOwnedByCStack = 3; // FRAME_OWNED_BY_CSTACK (3.12+): the eval loop's entry shim
+
+/// Where the interpreter keeps what we read. Offsets in bytes; kNone when the field does not
+/// exist in that version. tests/unit/stacks/python_layouts checks each against the real headers.
+struct Layout {
+    int minor = 0;
+    // PyThreadState -> current frame: 3.11/3.12 through tstate->cframe->current_frame, 3.13 direct.
+    std::size_t ts_cframe = kNone;
+    std::size_t cframe_current_frame = kNone;
+    std::size_t ts_current_frame = kNone;
+    // _PyInterpreterFrame
+    std::size_t fr_code = 0;     ///< f_code (3.11/3.12), f_executable (3.13)
+    std::size_t fr_previous = 0;
+    std::size_t fr_instr = 0;    ///< prev_instr (3.11/3.12), instr_ptr (3.13)
+    std::size_t fr_owner = 0;
+    std::size_t fr_is_entry = kNone; ///< 3.11 only; later versions mark entries with a shim frame
+    // PyCodeObject
+    std::size_t co_filename = 0, co_qualname = 0, co_linetable = 0, co_firstlineno = 0, co_code = 0;
+    // PyObject, PyBytesObject, PyASCIIObject / PyCompactUnicodeObject
+    std::size_t ob_type = 8;
+    std::size_t bytes_size = 16, bytes_sval = 32;
+    std::size_t str_length = 16, str_state = 32, str_ascii_size = 0, str_compact_size = 0;
+};
+
+/// CPython 3.11 (Include/internal/pycore_frame.h, Include/cpython/pystate.h, code.h).
+Layout layout_311() {
+    Layout l;
+    l.minor = 11;
+    l.ts_cframe = 56;
+    l.cframe_current_frame = 8;
+    l.fr_code = 32;
+    l.fr_previous = 48;
+    l.fr_instr = 56;
+    l.fr_is_entry = 68;
+    l.fr_owner = 69;
+    l.co_firstlineno = 72;
+    l.co_filename = 112;
+    l.co_qualname = 128;
+    l.co_linetable = 136;
+    l.co_code = 184;
+    l.str_ascii_size = 48;   // 3.11 still has the wstr pointer
+    l.str_compact_size = 72;
+    return l;
+}
+
+/// CPython 3.12.
+Layout layout_312() {
+    Layout l;
+    l.minor = 12;
+    l.ts_cframe = 56;
+    l.cframe_current_frame = 0;
+    l.fr_code = 0;
+    l.fr_previous = 8;
+    l.fr_instr = 56;
+    l.fr_owner = 70;
+    l.co_firstlineno = 68;
+    l.co_filename = 112;
+    l.co_qualname = 128;
+    l.co_linetable = 136;
+    l.co_code = 192;
+    l.str_ascii_size = 40;
+    l.str_compact_size = 56;
+    return l;
+}
+
+/// The part of CPython 3.13's _Py_DebugOffsets (Include/internal/pycore_runtime.h) that we read:
+/// the table at the start of _PyRuntime, meant for readers outside the interpreter. Its own
+/// layout is fixed within a minor version, which is why only 3.13 is accepted.
+struct DebugOffsets313 {
+    char cookie[8];
+    std::uint64_t version;
+    std::uint64_t free_threaded;
+    std::uint64_t runtime_state[3];
+    std::uint64_t interpreter_state[13];
+    struct {
+        std::uint64_t size, prev, next, interp, current_frame, thread_id, native_thread_id, datastack_chunk, status;
+    } thread_state;
+    struct {
+        std::uint64_t size, previous, executable, instr_ptr, localsplus, owner;
+    } interpreter_frame;
+    struct {
+        std::uint64_t size, filename, name, qualname, linetable, firstlineno, argcount, localsplusnames,
+            localspluskinds, co_code_adaptive;
+    } code_object;
+    struct {
+        std::uint64_t size, ob_type;
+    } pyobject;
+    std::uint64_t type_object[4];
+    std::uint64_t tuple_object[3];
+    std::uint64_t list_object[3];
+    std::uint64_t dict_object[3];
+    std::uint64_t float_object[2];
+    std::uint64_t long_object[3];
+    struct {
+        std::uint64_t size, ob_size, ob_sval;
+    } bytes_object;
+    struct {
+        std::uint64_t size, state, length, asciiobject_size;
+    } unicode_object;
+};
+
+/// Plain reads of the interpreter's memory (memcpy: no aliasing assumptions).
+template <typename T> T load(std::uintptr_t addr) noexcept {
+    T v;
+    std::memcpy(&v, reinterpret_cast<const void*>(addr), sizeof v);
+    return v;
+}
+std::uintptr_t load_ptr(std::uintptr_t addr) noexcept { return load<std::uintptr_t>(addr); }
+
+// ---- the interpreter found in this process --------------------------------------------------
+
+struct Interpreter {
+    Layout layout;
+    int (*is_initialized)() = nullptr;
+    void* (*this_thread_state)() = nullptr;
+    std::uintptr_t code_type = 0, bytes_type = 0, unicode_type = 0;
+    std::string version;
+};
+
+std::atomic<State> g_state{State::unknown};
+std::atomic<bool> g_enabled{true};
+Interpreter g_interp; // written once before g_state becomes ready (release), read after (acquire)
+std::mutex g_init_mutex;
+
+void stderr_sink(const char* message) {
+    char buf[512];
+    const int n = std::snprintf(buf, sizeof buf, "gpumemprof: warning [%d]: %s\n", static_cast<int>(::getpid()), message);
+    if (n > 0)
+        (void)!::write(2, buf, static_cast<std::size_t>(n < static_cast<int>(sizeof buf) ? n : sizeof buf - 1));
+}
+std::atomic<void (*)(const char*)> g_sink{stderr_sink};
+
+void warn(const std::string& message) { g_sink.load(std::memory_order_relaxed)(message.c_str()); }
+
+void* sym(const char* name) { return ::dlsym(RTLD_DEFAULT, name); }
+
+/// Looks for an interpreter. Returns the new state (unknown while Python is not initialised).
+State discover() noexcept {
+    try {
+        std::lock_guard<std::mutex> lock(g_init_mutex);
+        State s = g_state.load(std::memory_order_acquire);
+        if (s != State::unknown)
+            return s;
+        if (!g_enabled.load(std::memory_order_relaxed)) {
+            g_state.store(State::disabled, std::memory_order_release);
+            return State::disabled;
+        }
+        // A statically linked python3 exports its C API (-export-dynamic); a shared libpython
+        // is global in the executable's scope: either way RTLD_DEFAULT finds it.
+        auto is_init = reinterpret_cast<int (*)()>(sym("Py_IsInitialized"));
+        if (is_init == nullptr) {
+            g_state.store(State::absent, std::memory_order_release);
+            return State::absent;
+        }
+        if (is_init() == 0)
+            return State::unknown; // look again at the next capture
+        auto fail = [](const std::string& why) {
+            warn("cannot read this Python's frames (" + why +
+                 "): stacks of this process show native frames only (CPython 3.11, 3.12 and 3.13 are supported)");
+            g_state.store(State::unsupported, std::memory_order_release);
+            return State::unsupported;
+        };
+        const auto* py_version = static_cast<const unsigned long*>(sym("Py_Version"));
+        if (py_version == nullptr)
+            return fail("Python older than 3.11");
+        const unsigned long hex = *py_version;
+        const int major = static_cast<int>((hex >> 24) & 0xff);
+        const int minor = static_cast<int>((hex >> 16) & 0xff);
+        Interpreter in;
+        in.version = std::to_string(major) + "." + std::to_string(minor);
+        if (major != 3 || (minor != 11 && minor != 12 && minor != 13))
+            return fail("Python " + in.version);
+        if (minor == 11) {
+            in.layout = layout_311();
+        } else if (minor == 12) {
+            in.layout = layout_312();
+        } else {
+            const auto* off = static_cast<const DebugOffsets313*>(sym("_PyRuntime"));
+            if (off == nullptr || std::memcmp(off->cookie, "xdebugpy", 8) != 0 ||
+                ((off->version >> 16) & 0xffff) != 0x030d)
+                return fail("Python 3.13 without the _Py_DebugOffsets table");
+            if (off->free_threaded != 0)
+                return fail("free-threaded build");
+            Layout& l = in.layout;
+            l.minor = 13;
+            l.ts_current_frame = off->thread_state.current_frame;
+            l.fr_code = off->interpreter_frame.executable;
+            l.fr_previous = off->interpreter_frame.previous;
+            l.fr_instr = off->interpreter_frame.instr_ptr;
+            l.fr_owner = off->interpreter_frame.owner;
+            l.co_filename = off->code_object.filename;
+            l.co_qualname = off->code_object.qualname;
+            l.co_linetable = off->code_object.linetable;
+            l.co_firstlineno = off->code_object.firstlineno;
+            l.co_code = off->code_object.co_code_adaptive;
+            l.ob_type = off->pyobject.ob_type;
+            l.bytes_size = off->bytes_object.ob_size;
+            l.bytes_sval = off->bytes_object.ob_sval;
+            l.str_length = off->unicode_object.length;
+            l.str_state = off->unicode_object.state;
+            l.str_ascii_size = off->unicode_object.asciiobject_size;
+            l.str_compact_size = l.str_ascii_size + 2 * sizeof(void*); // + utf8_length, utf8
+        }
+        in.is_initialized = is_init;
+        in.this_thread_state = reinterpret_cast<void* (*)()>(sym("PyGILState_GetThisThreadState"));
+        in.code_type = reinterpret_cast<std::uintptr_t>(sym("PyCode_Type"));
+        in.bytes_type = reinterpret_cast<std::uintptr_t>(sym("PyBytes_Type"));
+        in.unicode_type = reinterpret_cast<std::uintptr_t>(sym("PyUnicode_Type"));
+        if (!in.this_thread_state || !in.code_type || !in.bytes_type || !in.unicode_type)
+            return fail("Python " + in.version + " without PyGILState_GetThisThreadState or the type objects");
+        g_interp = std::move(in);
+        g_state.store(State::ready, std::memory_order_release);
+        return State::ready;
+    } catch (...) {
+        return State::unknown;
+    }
+}
+
+// ---- code objects ----------------------------------------------------------------------------
+
+/// What identifies a code object's contents well enough that an address reused by another code
+/// object cannot give the first one's names: the object's address, its name and line-table
+/// objects, its first line, and the size and first bytes of its line table.
+struct CodeKey {
+    std::uintptr_t code, filename, qualname, linetable;
+    std::uint64_t table_head;
+    std::int64_t table_size;
+    int first_line;
+    bool operator==(const CodeKey& o) const {
+        return code == o.code && filename == o.filename && qualname == o.qualname && linetable == o.linetable &&
+               table_head == o.table_head && table_size == o.table_size && first_line == o.first_line;
+    }
+};
+struct CodeKeyHash {
+    std::size_t operator()(const CodeKey& k) const noexcept {
+        std::uint64_t h = k.code * 0x9e3779b97f4a7c15ull;
+        h ^= (k.linetable + k.table_head + static_cast<std::uint64_t>(k.first_line)) * 0xc2b2ae3d27d4eb4full;
+        return static_cast<std::size_t>(h ^ (h >> 29));
+    }
+};
+
+struct CodeInfo {
+    std::string file;
+    std::string function;
+    std::vector<unsigned char> table;
+    int first_line = 0;
+};
+
+/// Process-wide, append-only: an index once given always names the same code object.
+struct CodeTable {
+    std::mutex mutex;
+    std::unordered_map<CodeKey, std::uint32_t, CodeKeyHash> index;
+    std::vector<CodeInfo> codes;
+};
+CodeTable& table() {
+    static auto* t = new CodeTable(); // leaked: reports may be written during static destruction
+    return *t;
+}
+
+constexpr std::size_t kThreadCacheSize = 256; // direct-mapped per thread, by code address
+
+struct ThreadCodeCache {
+    struct Entry {
+        CodeKey key;
+        std::uint32_t index;
+    } entries[kThreadCacheSize];
+};
+thread_local ThreadCodeCache* tl_codes = nullptr;
+thread_local bool tl_codes_gone = false;
+struct ThreadCodeCacheHolder {
+    ~ThreadCodeCacheHolder() {
+        delete tl_codes;
+        tl_codes = nullptr;
+        tl_codes_gone = true;
+    }
+};
+thread_local ThreadCodeCacheHolder tl_codes_holder;
+
+/// A compact str object as UTF-8 (code names and file names always are compact).
+std::string read_str(const Interpreter& in, std::uintptr_t obj) {
+    const Layout& l = in.layout;
+    if (obj == 0 || load_ptr(obj + l.ob_type) != in.unicode_type)
+        return "?";
+    const auto state = load<std::uint32_t>(obj + l.str_state);
+    const unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
+    auto length = load<std::int64_t>(obj + l.str_length);
+    if (!compact || length < 0 || (kind != 1 && kind != 2 && kind != 4))
+        return "?";
+    if (length > 4096)
+        length = 4096;
+    const std::uintptr_t data = obj + (ascii ? l.str_ascii_size : l.str_compact_size);
+    std::string out;
+    out.reserve(static_cast<std::size_t>(length));
+    for (std::int64_t i = 0; i < length; ++i) {
+        std::uint32_t c = kind == 1   ? load<std::uint8_t>(data + i)
+                          : kind == 2 ? load<std::uint16_t>(data + 2 * i)
+                                      : load<std::uint32_t>(data + 4 * i);
+        if (c < 0x80) {
+            out += static_cast<char>(c);
+        } else if (c < 0x800) {
+            out += static_cast<char>(0xc0 | (c >> 6));
+            out += static_cast<char>(0x80 | (c & 0x3f));
+        } else if (c < 0x10000) {
+            out += static_cast<char>(0xe0 | (c >> 12));
+            out += static_cast<char>(0x80 | ((c >> 6) & 0x3f));
+            out += static_cast<char>(0x80 | (c & 0x3f));
+        } else {
+            out += static_cast<char>(0xf0 | (c >> 18));
+            out += static_cast<char>(0x80 | ((c >> 12) & 0x3f));
+            out += static_cast<char>(0x80 | ((c >> 6) & 0x3f));
+            out += static_cast<char>(0x80 | (c & 0x3f));
+        }
+    }
+    return out;
+}
+
+/// The key of a code object, or false when its line table is not a bytes object.
+bool code_key(const Interpreter& in, std::uintptr_t code, CodeKey* k) noexcept {
+    const Layout& l = in.layout;
+    k->code = code;
+    k->filename = load_ptr(code + l.co_filename);
+    k->qualname = load_ptr(code + l.co_qualname);
+    k->linetable = load_ptr(code + l.co_linetable);
+    k->first_line = load<int>(code + l.co_firstlineno);
+    if (k->linetable == 0 || load_ptr(k->linetable + l.ob_type) != in.bytes_type)
+        return false;
+    k->table_size = load<std::int64_t>(k->linetable + l.bytes_size);
+    std::uint64_t head = 0;
+    if (k->table_size > 0)
+        std::memcpy(&head, reinterpret_cast<const void*>(k->linetable + l.bytes_sval),
+                    static_cast<std::size_t>(k->table_size < 8 ? k->table_size : 8));
+    k->table_head = head;
+    return true;
+}
+
+/// The code table index of a code object; copies its names and line table the first time.
+std::size_t code_index(const Interpreter& in, std::uintptr_t code) noexcept {
+    CodeKey key;
+    if (!code_key(in, code, &key))
+        return kNone;
+    ThreadCodeCache* cache = tl_codes;
+    if (cache == nullptr && !tl_codes_gone) {
+        cache = new (std::nothrow) ThreadCodeCache();
+        if (cache != nullptr) {
+            std::memset(static_cast<void*>(cache), 0, sizeof *cache);
+            (void)&tl_codes_holder;
+            tl_codes = cache;
+        }
+    }
+    ThreadCodeCache::Entry* e = nullptr;
+    if (cache != nullptr) {
+        e = &cache->entries[(code >> 4) % kThreadCacheSize];
+        if (e->key == key)
+            return e->index;
+    }
+    std::uint32_t index = 0;
+    try {
+        CodeTable& t = table();
+        std::lock_guard<std::mutex> lock(t.mutex);
+        auto it = t.index.find(key);
+        if (it != t.index.end()) {
+            index = it->second;
+        } else {
+            if (t.codes.size() >= (std::size_t{1} << 30))
+                return kNone;
+            CodeInfo info;
+            info.file = read_str(in, key.filename);
+            info.function = read_str(in, key.qualname);
+            info.first_line = key.first_line;
+            const std::size_t n = static_cast<std::size_t>(key.table_size > (1 << 20) ? (1 << 20) : key.table_size);
+            info.table.resize(n);
+            if (n > 0)
+                std::memcpy(info.table.data(), reinterpret_cast<const void*>(key.linetable + in.layout.bytes_sval), n);
+            index = static_cast<std::uint32_t>(t.codes.size());
+            t.codes.push_back(std::move(info));
+            t.index.emplace(key, index);
+        }
+    } catch (...) {
+        return kNone;
+    }
+    if (e != nullptr) {
+        e->key = key;
+        e->index = index;
+    }
+    return index;
+}
+
+/// The current frame of this thread's Python thread state (null when it runs no Python).
+std::uintptr_t current_frame(const Interpreter& in) noexcept {
+    const auto ts = reinterpret_cast<std::uintptr_t>(in.this_thread_state());
+    if (ts == 0)
+        return 0;
+    const Layout& l = in.layout;
+    if (l.ts_current_frame != kNone)
+        return load_ptr(ts + l.ts_current_frame);
+    const std::uintptr_t cframe = load_ptr(ts + l.ts_cframe);
+    return cframe != 0 ? load_ptr(cframe + l.cframe_current_frame) : 0;
+}
+
+} // namespace
+
+void set_enabled(bool on) noexcept {
+    g_enabled.store(on, std::memory_order_relaxed);
+    if (!on) {
+        State expected = State::unknown;
+        g_state.compare_exchange_strong(expected, State::disabled);
+    }
+}
+
+void set_warning_sink(void (*sink)(const char*)) noexcept { g_sink.store(sink ? sink : stderr_sink); }
+
+State state() noexcept { return g_state.load(std::memory_order_acquire); }
+
+std::string version() {
+    return g_state.load(std::memory_order_acquire) == State::ready ? g_interp.version : std::string();
+}
+
+int capture(std::uintptr_t* out, int max) noexcept {
+    State s = g_state.load(std::memory_order_acquire);
+    if (s != State::ready) {
+        if (s != State::unknown)
+            return 0; // not Python, or a Python we cannot read: nothing more to pay
+        if (discover() != State::ready)
+            return 0;
+    }
+    const Interpreter& in = g_interp;
+    if (out == nullptr || max <= 0 || in.is_initialized() == 0)
+        return 0; // finalised
+    const Layout& l = in.layout;
+    std::uintptr_t frame = current_frame(in);
+    int n = 0;
+    // The chain ends at the thread's first frame; the step bound only guards against a cycle.
+    for (int steps = 0; frame != 0 && n < max && steps < 100000; ++steps) {
+        const std::uintptr_t previous = load_ptr(frame + l.fr_previous);
+        const char owner = load<char>(frame + l.fr_owner);
+        if (l.minor >= 12 && owner == kOwnedByCStack) {
+            // The shim an eval-loop call pushes below its first frame: that frame is an entry.
+            if (n > 0)
+                out[n - 1] |= kEntryTag;
+            frame = previous;
+            continue;
+        }
+        const std::uintptr_t code = load_ptr(frame + l.fr_code);
+        if (code == 0 || load_ptr(code + l.ob_type) != in.code_type) {
+            frame = previous; // 3.13: an executable that is not a code object
+            continue;
+        }
+        const std::size_t index = code_index(in, code);
+        if (index != kNone) {
+            const std::uintptr_t instr = load_ptr(frame + l.fr_instr);
+            const std::uintptr_t first = code + l.co_code;
+            std::uintptr_t offset = instr > first ? (instr - first) / 2 : 0;
+            if (offset > 0xffffffffu)
+                offset = 0;
+            std::uintptr_t w = kPythonTag | (static_cast<std::uintptr_t>(index) << 32) | offset;
+            if (l.fr_is_entry != kNone && load<bool>(frame + l.fr_is_entry))
+                w |= kEntryTag;
+            out[n++] = w;
+        }
+        frame = previous;
+    }
+    return n;
+}
+
+int line_for_offset(const unsigned char* p, std::size_t size, int first_line, int offset) noexcept {
+    const unsigned char* end = p + size;
+    auto varint = [&](unsigned& v) {
+        if (p >= end)
+            return false;
+        unsigned char b = *p++;
+        v = b & 63;
+        int shift = 6;
+        while ((b & 64) != 0) {
+            if (p >= end || shift > 28)
+                return false;
+            b = *p++;
+            v |= static_cast<unsigned>(b & 63) << shift;
+            shift += 6;
+        }
+        return true;
+    };
+    auto svarint = [&](int& v) {
+        unsigned u = 0;
+        if (!varint(u))
+            return false;
+        v = (u & 1) != 0 ? -static_cast<int>(u >> 1) : static_cast<int>(u >> 1);
+        return true;
+    };
+    int line = first_line;
+    int addr = 0;
+    while (p < end) {
+        const unsigned char head = *p++;
+        if ((head & 0x80) == 0)
+            return -1; // not the start of an entry: a table we do not understand
+        const int code = (head >> 3) & 15;
+        const int length = (head & 7) + 1;
+        int delta = 0;
+        bool no_line = false;
+        unsigned skip = 0;
+        if (code == 15) {
+            no_line = true;
+        } else if (code == 14) {
+            if (!svarint(delta) || !varint(skip) || !varint(skip) || !varint(skip))
+                return -1;
+        } else if (code == 13) {
+            if (!svarint(delta))
+                return -1;
+        } else if (code >= 10) {
+            delta = code - 10;
+            p += 2;
+        } else {
+            p += 1;
+        }
+        line += delta;
+        if (offset < addr + length)
+            return no_line ? -1 : line;
+        addr += length;
+    }
+    return -1;
+}
+
+bool describe(std::uintptr_t word, FrameInfo* out) {
+    if (!is_python_frame(word) || out == nullptr)
+        return false;
+    const std::size_t index = (word >> 32) & ((std::uintptr_t{1} << 30) - 1);
+    const int offset = static_cast<int>(word & 0xffffffffu);
+    CodeTable& t = table();
+    std::lock_guard<std::mutex> lock(t.mutex);
+    if (index >= t.codes.size())
+        return false;
+    const CodeInfo& c = t.codes[index];
+    out->file = c.file;
+    out->function = c.function;
+    const int line = line_for_offset(c.table.data(), c.table.size(), c.first_line, offset);
+    out->line = line > 0 ? line : 0;
+    out->entry = is_entry_frame(word);
+    return true;
+}
+
+std::vector<std::pair<std::string, std::size_t>> assumed_layout(int minor) {
+    std::vector<std::pair<std::string, std::size_t>> v;
+    // Bits of PyASCIIObject.state (interned:2, kind:3, compact:1, ascii:1) and the shim owner.
+    v.emplace_back("str.kind_mask", 7u << 2);
+    v.emplace_back("str.compact_bit", 1u << 5);
+    v.emplace_back("str.ascii_bit", 1u << 6);
+    if (minor == 11 || minor == 12) {
+        const Layout l = minor == 11 ? layout_311() : layout_312();
+        v.emplace_back("ts.cframe", l.ts_cframe);
+        v.emplace_back("cframe.current_frame", l.cframe_current_frame);
+        v.emplace_back("frame.code", l.fr_code);
+        v.emplace_back("frame.previous", l.fr_previous);
+        v.emplace_back("frame.instr", l.fr_instr);
+        v.emplace_back("frame.owner", l.fr_owner);
+        if (minor == 11)
+            v.emplace_back("frame.is_entry", l.fr_is_entry);
+        else
+            v.emplace_back("owner.cstack", static_cast<std::size_t>(kOwnedByCStack));
+        v.emplace_back("code.filename", l.co_filename);
+        v.emplace_back("code.qualname", l.co_qualname);
+        v.emplace_back("code.linetable", l.co_linetable);
+        v.emplace_back("code.firstlineno", l.co_firstlineno);
+        v.emplace_back("code.code", l.co_code);
+        v.emplace_back("object.type", l.ob_type);
+        v.emplace_back("bytes.size", l.bytes_size);
+        v.emplace_back("bytes.sval", l.bytes_sval);
+        v.emplace_back("str.length", l.str_length);
+        v.emplace_back("str.state", l.str_state);
+        v.emplace_back("str.ascii_size", l.str_ascii_size);
+        v.emplace_back("str.compact_size", l.str_compact_size);
+    } else if (minor == 13) {
+#define GPUMEMPROF_DEBUG_FIELD(name, member) v.emplace_back(name, offsetof(DebugOffsets313, member))
+        GPUMEMPROF_DEBUG_FIELD("debug.version", version);
+        GPUMEMPROF_DEBUG_FIELD("debug.free_threaded", free_threaded);
+        GPUMEMPROF_DEBUG_FIELD("debug.thread_state.current_frame", thread_state.current_frame);
+        GPUMEMPROF_DEBUG_FIELD("debug.interpreter_frame.previous", interpreter_frame.previous);
+        GPUMEMPROF_DEBUG_FIELD("debug.interpreter_frame.executable", interpreter_frame.executable);
+        GPUMEMPROF_DEBUG_FIELD("debug.interpreter_frame.instr_ptr", interpreter_frame.instr_ptr);
+        GPUMEMPROF_DEBUG_FIELD("debug.interpreter_frame.owner", interpreter_frame.owner);
+        GPUMEMPROF_DEBUG_FIELD("debug.code_object.filename", code_object.filename);
+        GPUMEMPROF_DEBUG_FIELD("debug.code_object.qualname", code_object.qualname);
+        GPUMEMPROF_DEBUG_FIELD("debug.code_object.linetable", code_object.linetable);
+        GPUMEMPROF_DEBUG_FIELD("debug.code_object.firstlineno", code_object.firstlineno);
+        GPUMEMPROF_DEBUG_FIELD("debug.code_object.co_code_adaptive", code_object.co_code_adaptive);
+        GPUMEMPROF_DEBUG_FIELD("debug.pyobject.ob_type", pyobject.ob_type);
+        GPUMEMPROF_DEBUG_FIELD("debug.bytes_object.ob_size", bytes_object.ob_size);
+        GPUMEMPROF_DEBUG_FIELD("debug.bytes_object.ob_sval", bytes_object.ob_sval);
+        GPUMEMPROF_DEBUG_FIELD("debug.unicode_object.state", unicode_object.state);
+        GPUMEMPROF_DEBUG_FIELD("debug.unicode_object.length", unicode_object.length);
+        GPUMEMPROF_DEBUG_FIELD("debug.unicode_object.asciiobject_size", unicode_object.asciiobject_size);
+#undef GPUMEMPROF_DEBUG_FIELD
+        v.emplace_back("str.compact_extra", 2 * sizeof(void*));
+        v.emplace_back("owner.cstack", static_cast<std::size_t>(kOwnedByCStack));
+    }
+    return v;
+}
+
+void lock_for_fork() noexcept {
+    g_init_mutex.lock();
+    table().mutex.lock();
+}
+
+void unlock_after_fork() noexcept {
+    table().mutex.unlock();
+    g_init_mutex.unlock();
+}
+
+} // namespace gpumemprof::stacks::python

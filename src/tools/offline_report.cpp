@@ -1,0 +1,329 @@
+// SPDX-License-Identifier: MIT
+// `gpumemprof report` (see offline_report.hpp).
+#include "tools/offline_report.hpp"
+
+#include "pool/alloc_conf.hpp"
+#include "pool/pool_model.hpp"
+#include "report/html_report.hpp"
+#include "report/text_report.hpp"
+#include "stacks/site_table.hpp"
+#include "stats/event_ring.hpp"
+#include "stats/time_series.hpp"
+#include "tools/replay.hpp"
+#include "trace/reader.hpp"
+#include "util/atomic_file.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <unordered_map>
+
+namespace gpumemprof::tools {
+namespace {
+
+/// Symbols read from the trace: every frame of every stack gets its own pseudo-address.
+class TableSymbolizer final : public report::Symbolizer {
+public:
+    std::uintptr_t add(const trace::StackFrame& f) {
+        report::SymbolFrame s;
+        s.function = f.function;
+        s.file = f.file;
+        s.line = static_cast<int>(f.line);
+        s.module = f.module.empty() ? std::string("??") : f.module;
+        s.offset = static_cast<decltype(s.offset)>(f.offset);
+        s.python = f.kind == "python";
+        frames_.push_back({std::move(s)});
+        return frames_.size(); // 1-based: 0 is never an address
+    }
+    const std::vector<report::SymbolFrame>& resolve(std::uintptr_t ip) override {
+        static const std::vector<report::SymbolFrame> unknown = {report::SymbolFrame{"", "", 0, "??"}};
+        return ip >= 1 && ip <= frames_.size() ? frames_[ip - 1] : unknown;
+    }
+
+private:
+    std::vector<std::vector<report::SymbolFrame>> frames_;
+};
+
+struct Device {
+    stats::TimeSeries series;
+    stats::EventRing ring;
+    std::unique_ptr<pool::PoolModel> model;
+    std::uint64_t pending_acquire = 0; ///< segment bytes not yet charged to a request
+};
+
+} // namespace
+
+bool build_offline_report(const std::string& trace_path, bool allow_truncated, OfflineReport* out, std::string* error,
+                          std::string* warning) {
+    trace::Reader reader;
+    if (!reader.open_file(trace_path)) {
+        *error = reader.error();
+        return false;
+    }
+    std::vector<trace::Event> events;
+    trace::Event ev;
+    while (reader.next(ev))
+        events.push_back(ev);
+    if (reader.failed()) {
+        if (!allow_truncated || reader.error_kind() != trace::ReadError::truncated) {
+            *error = reader.error();
+            return false;
+        }
+        *warning = reader.error() + " (the complete blocks are reported)";
+    }
+    const trace::Header& h = reader.header();
+    std::vector<std::string> conf_warnings;
+    const pool::AllocConf conf = pool::parse_alloc_conf(h.alloc_conf, &conf_warnings);
+
+    // Frames by stack id, as pseudo-addresses of the table symbolizer.
+    TableSymbolizer symbols;
+    std::unordered_map<std::uint64_t, std::vector<std::uintptr_t>> frames_of;
+    for (const trace::Stack& s : reader.stacks()) {
+        std::vector<std::uintptr_t>& ips = frames_of[s.id];
+        for (const trace::StackFrame& f : s.frames)
+            ips.push_back(symbols.add(f));
+    }
+    out->named_stacks = frames_of.size();
+
+    // Time zero: the recording's start (else its first event).
+    std::uint64_t t0 = events.empty() ? 0 : events.front().time_ns;
+    if (h.start_time_ns && h.start_time_ns <= t0)
+        t0 = h.start_time_ns;
+    std::map<std::uint32_t, std::uint64_t> capacity;
+    for (const trace::DeviceInfo& d : h.devices)
+        capacity[d.ordinal] = d.total_bytes;
+    stacks::SiteTable table;
+    std::map<std::uint32_t, Device> devices;
+    std::vector<stacks::OomRecord> ooms;
+    auto device = [&](std::uint32_t ordinal) -> Device& {
+        auto [it, fresh] = devices.try_emplace(ordinal);
+        if (fresh)
+            it->second.model = std::make_unique<pool::PoolModel>(conf, static_cast<int>(ordinal), capacity[ordinal]);
+        return it->second;
+    };
+    for (std::size_t i = 0; i < events.size(); ++i) {
+        const trace::Event& e = events[i];
+        const auto t = static_cast<std::int64_t>(e.time_ns - std::min(e.time_ns, t0));
+        const int dev_no = static_cast<int>(e.device);
+        const auto block = static_cast<std::int64_t>(e.block_size);
+        stats::PoolEvent pe;
+        pe.t_ns = t;
+        pe.addr = e.ptr;
+        pe.size = e.size;
+        pe.block_size = e.block_size;
+        pe.stream = e.stream;
+        pe.site = static_cast<std::uint32_t>(e.stack_id);
+        switch (e.type) {
+        case trace::EventType::alloc:
+        case trace::EventType::live_block: {
+            Device& d = device(e.device);
+            // The library charges a segment to the request it was obtained for, before the block.
+            if (d.pending_acquire) {
+                table.on_acquire(dev_no, d.pending_acquire, pe.site);
+                d.pending_acquire = 0;
+            }
+            table.on_alloc(dev_no, e.ptr, e.block_size, e.size, pe.site);
+            d.model->on_alloc(e.ptr, e.size, e.stream);
+            d.series.add(t, stats::Series::allocated, block);
+            d.series.set(t, stats::Series::model_reserved, static_cast<std::int64_t>(d.model->reserved_bytes()));
+            pe.action = stats::PoolAction::alloc;
+            d.ring.push(pe);
+            break;
+        }
+        case trace::EventType::free_requested: {
+            Device& d = device(e.device);
+            pe.site = table.on_free(dev_no, e.ptr);
+            d.model->on_free(e.ptr);
+            d.series.add(t, stats::Series::allocated, -block);
+            d.series.add(t, stats::Series::waiting, block);
+            d.series.set(t, stats::Series::model_reserved, static_cast<std::int64_t>(d.model->reserved_bytes()));
+            pe.action = stats::PoolAction::free_requested;
+            d.ring.push(pe);
+            break;
+        }
+        case trace::EventType::free_completed: {
+            Device& d = device(e.device);
+            d.series.add(t, stats::Series::waiting, -block);
+            pe.action = stats::PoolAction::free_completed;
+            d.ring.push(pe);
+            break;
+        }
+        case trace::EventType::segment_alloc: {
+            Device& d = device(e.device);
+            d.pending_acquire += e.size;
+            d.series.add(t, stats::Series::reserved, static_cast<std::int64_t>(e.size));
+            // The request it serves is the next allocation on this device.
+            for (std::size_t j = i + 1; j < events.size() && j < i + 64; ++j)
+                if (events[j].device == e.device && events[j].type == trace::EventType::alloc) {
+                    pe.site = static_cast<std::uint32_t>(events[j].stack_id);
+                    break;
+                }
+            pe.action = stats::PoolAction::segment_alloc;
+            d.ring.push(pe);
+            break;
+        }
+        case trace::EventType::segment_free: {
+            Device& d = device(e.device);
+            d.series.add(t, stats::Series::reserved, -static_cast<std::int64_t>(e.size));
+            pe.action = stats::PoolAction::segment_free;
+            d.ring.push(pe);
+            break;
+        }
+        case trace::EventType::oom: {
+            Device& d = device(e.device);
+            d.series.mark(t, stats::MarkerKind::oom, static_cast<std::int64_t>(e.size));
+            pe.action = stats::PoolAction::oom;
+            pe.addr = e.device_free;
+            d.ring.push(pe);
+            stacks::OomRecord o;
+            o.device = dev_no;
+            o.info.requested = e.size;
+            o.info.rounded = e.block_size;
+            o.info.allocation_size = e.block_size;
+            o.info.device_free = e.device_free;
+            o.info.largest_free_block = e.largest_free;
+            o.info.device_total = capacity[e.device];
+            o.info.allocated = d.series.current(stats::Series::allocated);
+            o.info.reserved = d.series.current(stats::Series::reserved);
+            o.id = static_cast<stacks::StackId>(e.stack_id);
+            ooms.push_back(std::move(o));
+            break;
+        }
+        case trace::EventType::device_info:
+            capacity[e.device] = e.size;
+            break;
+        case trace::EventType::vmm_map:
+        case trace::EventType::vmm_unmap:
+            break; // pass-through memory: not the pool's
+        }
+    }
+
+    // The pool's statistics: the trace replayed under its recorded settings.
+    Plan plan;
+    std::string plan_warning;
+    std::map<std::uint32_t, DeviceResult> replayed;
+    if (load_plan(trace_path, allow_truncated, &plan, error, &plan_warning)) {
+        ReplayOptions ro;
+        ro.conf = conf;
+        for (DeviceResult& r : replay(plan, ro))
+            replayed[r.ordinal] = r;
+    }
+    error->clear();
+
+    OfflineReport& o = *out;
+    o.events = events.size();
+    o.in.pid = static_cast<int>(h.pid);
+    o.in.exe = h.exe;
+    o.in.alloc_conf = h.alloc_conf;
+    o.in.seconds_profiled = events.empty() ? 0 : static_cast<double>(events.back().time_ns - t0) / 1e9;
+    for (auto& [ordinal, d] : devices) {
+        report::DeviceSummary s;
+        s.device = static_cast<int>(ordinal);
+        s.total_capacity = capacity[ordinal];
+        if (auto it = replayed.find(ordinal); it != replayed.end()) {
+            s.stats = it->second.stats;
+            s.at_reserved_peak = it->second.at_reserved_peak;
+            if (!s.total_capacity)
+                s.total_capacity = it->second.capacity;
+        }
+        s.has_model = true;
+        s.model = d.model->stats();
+        s.model_unserved = d.model->unserved();
+        s.model_at_reserved_peak = d.model->reserved_peak();
+        s.history.series = d.series.data();
+        s.history.events = d.ring.events();
+        s.history.events_overwritten = d.ring.overwritten();
+        o.in.devices.push_back(std::move(s));
+    }
+    stacks::ReportData& data = o.stacks.data;
+    table.collect(&data);
+    for (stacks::SiteData& s : data.sites)
+        if (auto it = frames_of.find(s.id); it != frames_of.end())
+            s.frames = it->second;
+    for (stacks::OomRecord& r : ooms)
+        if (auto it = frames_of.find(r.id); it != frames_of.end())
+            r.frames = it->second;
+    data.ooms = std::move(ooms);
+    // The frames are symbolised already and had the profiler's own dropped when recorded.
+    o.stacks.resolved = report::resolve_report(data, symbols, {}, h.alloc_conf);
+    o.stacks.ok = true;
+    return true;
+}
+
+namespace {
+
+const char* const kReportHelp =
+    "usage: gpumemprof report TRACE [--html OUT] [--txt OUT] [--allow-truncated]\n"
+    "\n"
+    "Writes the HTML report (timeline, live-at-a-time, flame graph, line-profile tree, tables)\n"
+    "and the text report of a GPUMEMPROF_TRACE recording, on any machine. Call sites are named by\n"
+    "the stacks the recording program wrote into the trace at exit (trace version 2); a trace of\n"
+    "version 1, or of a program that died, has none and its sites are shown without frames.\n"
+    "\n"
+    "options:\n"
+    "  --html OUT         the HTML report's path (default: TRACE without its extension + .html)\n"
+    "  --txt OUT          the text report's path (default: TRACE without its extension + .txt)\n"
+    "  --allow-truncated  report the complete blocks of a trace that is cut inside a block\n";
+
+std::string default_prefix(const std::string& trace) {
+    const std::size_t slash = trace.find_last_of('/');
+    const std::size_t dot = trace.find_last_of('.');
+    return dot != std::string::npos && (slash == std::string::npos || dot > slash) ? trace.substr(0, dot) : trace;
+}
+
+} // namespace
+
+int cmd_report(int argc, char** argv) {
+    std::string trace, html, txt;
+    bool allow_truncated = false;
+    for (int i = 0; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "-h" || a == "--help") {
+            std::fputs(kReportHelp, stdout);
+            return 0;
+        }
+        if ((a == "--html" || a == "--txt") && i + 1 < argc) {
+            (a == "--html" ? html : txt) = argv[++i];
+        } else if (a == "--allow-truncated") {
+            allow_truncated = true;
+        } else if (!a.empty() && a[0] == '-') {
+            std::fprintf(stderr, "gpumemprof report: unknown option or missing value '%s'\n%s", a.c_str(), kReportHelp);
+            return 2;
+        } else if (trace.empty()) {
+            trace = a;
+        } else {
+            std::fprintf(stderr, "gpumemprof report: more than one TRACE given\n");
+            return 2;
+        }
+    }
+    if (trace.empty()) {
+        std::fprintf(stderr, "gpumemprof report: TRACE is missing\n%s", kReportHelp);
+        return 2;
+    }
+    if (html.empty())
+        html = default_prefix(trace) + ".html";
+    if (txt.empty())
+        txt = default_prefix(trace) + ".txt";
+    OfflineReport rep;
+    std::string error, warning;
+    if (!build_offline_report(trace, allow_truncated, &rep, &error, &warning)) {
+        std::fprintf(stderr, "gpumemprof report: %s: %s\n", trace.c_str(), error.c_str());
+        return 1;
+    }
+    if (!warning.empty())
+        std::fprintf(stderr, "gpumemprof report: warning: %s\n", warning.c_str());
+    rep.in.prefix = default_prefix(trace);
+    const std::string page = report::html_report(rep.in, rep.stacks);
+    const std::string text = report::text_report(rep.in, rep.stacks.data, rep.stacks.resolved);
+    if (page.empty() || !util::write_file_atomic(html, page, &error) || !util::write_file_atomic(txt, text, &error)) {
+        std::fprintf(stderr, "gpumemprof report: %s\n", error.empty() ? "building the report failed" : error.c_str());
+        return 3;
+    }
+    std::printf("%s: %llu events, %zu call sites (%zu named by the trace's stacks)\nwrote %s (%zu bytes) and %s\n",
+                trace.c_str(), static_cast<unsigned long long>(rep.events), rep.stacks.resolved.sites.size(),
+                rep.named_stacks, html.c_str(), page.size(), txt.c_str());
+    return 0;
+}
+
+} // namespace gpumemprof::tools

@@ -1,0 +1,324 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+# The HTML report and the PyTorch snapshot of the golden program, checked by value:
+# - <prefix>.pickle read with Python's own pickle: segments with blocks and states, the device
+#   trace with its actions, sizes and frames, segments consistent with the trace (what the
+#   memory viewer relies on);
+# - <prefix>.html opened by headless Chromium from a file:// URL: the DOM after the page's script
+#   ran shows the chart's points, the peak and OOM markers at the times of the events that made
+#   them, the flame graph's boxes for the golden sites with their bytes, what was live at the
+#   peak, and the line-profile tree opened by clicks; no script error; a screenshot is kept.
+# Expected numbers: see prog_golden.cpp's header (8 + 2 + 4 MiB live at the peak, 1 GiB OOM).
+import argparse
+import json
+import html.parser
+import os
+import pickle
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from run_golden import site_lines  # noqa: E402
+
+MIB = 1 << 20
+failures = []
+
+
+def check(what, cond, detail=""):
+    print("  %s %s%s" % ("ok  " if cond else "FAIL", what, "" if cond else "  " + str(detail)[:1500]))
+    if not cond:
+        failures.append(what)
+
+
+class Dom(html.parser.HTMLParser):
+    """Elements with their attributes, text and ancestry (enough to query the dumped DOM)."""
+
+    def __init__(self):
+        super().__init__()
+        self.elements = []
+        self.stack = []
+
+    def handle_starttag(self, tag, attrs):
+        e = {"tag": tag, "attrs": dict(attrs), "text": "", "parents": list(self.stack)}
+        self.elements.append(e)
+        if tag not in ("meta", "input", "br", "img", "link"):
+            self.stack.append(e)
+
+    def handle_endtag(self, tag):
+        for i in range(len(self.stack) - 1, -1, -1):
+            if self.stack[i]["tag"] == tag:
+                del self.stack[i:]
+                break
+
+    def handle_data(self, data):
+        for e in self.stack:
+            e["text"] += data
+
+    def find(self, cls=None, id=None, within=None):
+        out = []
+        for e in self.elements:
+            classes = e["attrs"].get("class", "").split()
+            if cls and cls not in classes:
+                continue
+            if id and e["attrs"].get("id") != id:
+                continue
+            if within and not any(p["attrs"].get("id") == within for p in e["parents"]):
+                continue
+            out.append(e)
+        return out
+
+
+def run_program(a, tmp):
+    env = dict(os.environ)
+    asan = os.environ.get("GPUMEMPROF_TEST_ASAN_RUNTIME", "")
+    env.update({
+        "LD_PRELOAD": " ".join(([asan] if asan else []) + [os.path.abspath(a.preload)]),
+        "LD_LIBRARY_PATH": a.sim_dir,
+        "SIMCUDA_CAPACITY": "64M",
+        "GPUMEMPROF_OUTPUT": os.path.join(tmp, "golden"),
+        "GPUMEMPROF_STACK_DEPTH": "64",
+        "GPUMEMPROF_TRACE": os.path.join(tmp, "golden.gmt"),
+    })
+    p = subprocess.run([a.prog], env=env, capture_output=True, text=True, timeout=60)
+    check("program exits 0", p.returncode == 0, p.stderr[-2000:])
+    return os.path.join(tmp, "golden")
+
+
+def frame_at(frames, src, line, name):
+    return bool(frames) and frames[0]["filename"].endswith(src) and frames[0]["line"] == line and name in frames[0]["name"]
+
+
+def check_pickle(path, L, src):
+    raw = open(path, "rb").read()
+    check("pickle protocol 4", raw[:2] == b"\x80\x04", raw[:2])
+    d = pickle.loads(raw)
+    check("snapshot keys", set(d) == {"segments", "device_traces", "allocator_settings"}, list(d))
+    trace = d["device_traces"][0] if d.get("device_traces") else []
+    check("one device trace", len(d["device_traces"]) == 1, len(d["device_traces"]))
+    actions = [(e["action"], e["size"]) for e in trace]
+    # PyTorch's order: the 8 MiB request opens a 20 MiB segment first; the 4 MiB scratch is freed
+    # (requested, then completed once the device passed it); the 1 GiB request fails; the 1 MiB
+    # temp opens a 2 MiB small segment; temp and thread block are freed (still pending at exit).
+    expected = [("segment_alloc", 20 * MIB), ("alloc", 8 * MIB), ("alloc", 2 * MIB), ("alloc", 4 * MIB),
+                ("free_requested", 4 * MIB), ("free_completed", 4 * MIB), ("oom", 1024 * MIB),
+                ("segment_alloc", 2 * MIB), ("alloc", MIB), ("free_requested", MIB), ("free_requested", 2 * MIB)]
+    check("trace actions and sizes in order", actions == expected, actions)
+    times = [e["time_us"] for e in trace]
+    check("trace times do not decrease", times == sorted(times), times)
+    by = {(e["action"], e["size"]): e for e in trace}
+    w = by.get(("alloc", 8 * MIB), {})
+    check("weights alloc frames: alloc_weights line, then main",
+          frame_at(w.get("frames"), src, L["weights"], "alloc_weights") and w["frames"][1]["line"] == L["main_weights"],
+          w.get("frames"))
+    check("segment_alloc carries the request's frames (shared, pickled once)",
+          by.get(("segment_alloc", 20 * MIB), {}).get("frames") is w.get("frames"))
+    s = by.get(("alloc", 4 * MIB), {})
+    check("inlined scratch frames: inline line, then step",
+          frame_at(s.get("frames"), src, L["inline_scratch"], "alloc_inline_scratch") and
+          s["frames"][1]["line"] == L["step_calls_inline"], s.get("frames"))
+    o = by.get(("oom", 1024 * MIB), {})
+    check("oom event: device_free instead of addr, frames at the failing line",
+          "addr" not in o and o.get("device_free", 0) > 0 and frame_at(o.get("frames"), src, L["oom"], "main"), o)
+    check("free_completed has no frames", by.get(("free_completed", 4 * MIB), {}).get("frames") == [])
+
+    segs = sorted(d["segments"], key=lambda s: s["total_size"])
+    check("two segments: 2 MiB small, 20 MiB large",
+          [(s["total_size"], s["segment_type"], s["device"], s["is_expandable"]) for s in segs] ==
+          [(2 * MIB, "small", 0, False), (20 * MIB, "large", 0, False)], segs)
+    if len(segs) == 2:
+        large = segs[1]
+        blocks = [(b["size"], b["state"], b["requested_size"]) for b in large["blocks"]]
+        check("large segment blocks: weights live, thread block pending, rest free",
+              blocks == [(8 * MIB, "active_allocated", 8 * MIB), (2 * MIB, "active_pending_free", 2 * MIB),
+                         (10 * MIB, "inactive", 0)], blocks)
+        check("large segment figures", (large["allocated_size"], large["active_size"]) == (8 * MIB, 10 * MIB),
+              large)
+        check("live block frames: alloc_weights", frame_at(large["blocks"][0]["frames"], src, L["weights"], "alloc_weights"))
+        small = segs[0]
+        check("small segment: the temp block pending, 1 MiB free",
+              [(b["size"], b["state"]) for b in small["blocks"]] == [(MIB, "active_pending_free"), (MIB, "inactive")],
+              small["blocks"])
+        for seg in segs:
+            addr = seg["address"]
+            ok = True
+            for b in seg["blocks"]:
+                ok = ok and b["address"] == addr
+                addr += b["size"]
+            check("blocks of the %d MiB segment tile it in address order" % (seg["total_size"] // MIB),
+                  ok and addr == seg["address"] + seg["total_size"])
+    # What the viewer's state history assumes: the segments are the state after the last event.
+    live = {}
+    for e in trace:
+        if e["action"] == "alloc":
+            live[e["addr"]] = e["size"]
+        elif e["action"] == "free_requested":
+            live.pop(e["addr"], None)
+    active = {b["address"] for s in d["segments"] for b in s["blocks"] if b["state"] == "active_allocated"}
+    check("active blocks are exactly the trace's allocations not freed", set(live) == active, (live, active))
+    return trace
+
+
+def check_html(a, base, trace, L, src):
+    page = base + ".html"
+    check("html report written", os.path.exists(page))
+    if not os.path.exists(page):
+        return
+    text = open(page, encoding="utf-8").read()
+    check("self-contained: no external resource", re.search(r"(src|href)=\"(https?:)?//", text) is None and
+          "http://" not in text.split('id="data"')[0] and "https://" not in text.split('id="data"')[0])
+    if not a.chromium:
+        print("  SKIP chromium not found: the page was not opened in a browser")
+        return
+    os.makedirs(a.artifacts, exist_ok=True)
+    profile = tempfile.mkdtemp(prefix="chromium-profile-")
+    common = [a.chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
+              "--user-data-dir=" + profile, "--virtual-time-budget=5000", "--window-size=1400,2600"]
+    url = "file://" + os.path.abspath(page) + "#expand=8"
+    try:
+        p = subprocess.run(common + ["--enable-logging=stderr", "--v=0", "--dump-dom", url],
+                           capture_output=True, text=True, timeout=90)
+        shot = os.path.join(a.artifacts, "golden-report.png")
+        subprocess.run(common + ["--screenshot=" + shot, url], capture_output=True, timeout=90)
+        shutil.copy(page, os.path.join(a.artifacts, "golden-report.html"))
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+    check("chromium ran", p.returncode == 0, p.stderr[-2000:])
+    console = [l for l in p.stderr.splitlines() if ":CONSOLE(" in l]
+    check("no console messages (errors) from the page", not console, console)
+    check("screenshot kept", os.path.getsize(shot) > 10000 if os.path.exists(shot) else False, shot)
+    dom = Dom()
+    dom.feed(p.stdout)
+    body = dom.find(id="errors")
+    check("page script ran to the end, no error shown",
+          any(e["tag"] == "body" and e["attrs"].get("data-ready") == "1" for e in dom.elements) and
+          body and not dom.find(within="errors"), [e["text"] for e in dom.find(within="errors")])
+
+    charts = dom.find(cls="chart")
+    check("one timeline chart with points drawn", len(charts) == 1 and int(charts[0]["attrs"].get("data-points", 0)) >= 5,
+          [c["attrs"] for c in charts])
+    by = {(e["action"], e["size"]): e for e in trace}
+    peak = dom.find(cls="peak")
+    scratch_us = by.get(("alloc", 4 * MIB), {}).get("time_us", -1)
+    check("peak marker: 14 MiB at the time of the 4 MiB allocation",
+          len(peak) == 1 and int(peak[0]["attrs"]["data-bytes"]) == 14 * MIB and
+          int(peak[0]["attrs"]["data-t"]) // 1000 == scratch_us, ([m["attrs"] for m in peak], scratch_us))
+    oom = dom.find(cls="oom", within="timelines")
+    check("OOM marker: 1 GiB at the time of the failed request",
+          len(oom) == 1 and int(oom[0]["attrs"]["data-bytes"]) == 1024 * MIB and
+          int(oom[0]["attrs"]["data-t"]) // 1000 == by.get(("oom", 1024 * MIB), {}).get("time_us"),
+          [m["attrs"] for m in oom])
+
+    live = dom.find(id="live")
+    rows = sorted((int(r["attrs"]["data-bytes"]) for r in dom.find(within="live") if r["tag"] == "tr" and
+                   "data-bytes" in r["attrs"]), reverse=True)
+    check("live at the peak (selected at load): 8, 4 and 2 MiB, 14 MiB in all",
+          rows == [8 * MIB, 4 * MIB, 2 * MIB] and live and int(live[0]["attrs"].get("data-total", 0)) == 14 * MIB, rows)
+
+    boxes = dom.find(cls="fg")
+    def box(line, func):
+        label = "%s:%d:" % (src, line)
+        return [int(b["attrs"]["data-bytes"]) for b in boxes if label in b["attrs"].get("data-label", "") and
+                func in b["attrs"]["data-label"]]
+    check("flame graph root: 14 MiB", any(b["attrs"].get("data-label") == "all" and int(b["attrs"]["data-bytes"]) == 14 * MIB
+                                          for b in boxes))
+    check("flame graph: weights box 8 MiB", box(L["weights"], "alloc_weights") == [8 * MIB], box(L["weights"], "alloc_weights"))
+    check("flame graph: inlined scratch box 4 MiB", box(L["inline_scratch"], "alloc_inline_scratch") == [4 * MIB])
+    check("flame graph: thread box 2 MiB", box(L["thread"], "worker") == [2 * MIB])
+    check("flame graph: temp (freed before exit, not live at the peak) absent", box(L["temp"], "main") == [])
+
+    def tree_lines(tree_id):
+        return [n["text"] for n in dom.find(cls="node", within=tree_id)]
+    cum = tree_lines("tree-cumulative")
+    check("cumulative tree root (15.00MB, 22.00MB)", cum[:1] == ["_root (15.00MB, 22.00MB)"], cum[:3])
+    want = "%s:%d:(anonymous namespace)::alloc_weights() (8.00MB, 20.00MB)" % (src, L["weights"])
+    check("tree opened by clicks down to the weights line (8 MiB used, 20 MiB acquired)",
+          any(t.endswith(want) for t in cum), cum)
+    check("tree: temp line (1 MiB used, 2 MiB acquired)",
+          any(t.endswith("%s:%d:main (1.00MB, 2.00MB)" % (src, L["temp"])) for t in cum), cum)
+    opened = [e for e in dom.find(within="tree-cumulative") if e["tag"] == "li" and "open" in e["attrs"].get("class", "")]
+    check("tree nodes are open", len(opened) >= 5, len(opened))
+    pk = tree_lines("tree-peak")
+    check("at-peak tree root (14.00MB, 20.00MB)", pk[:1] == ["_root (14.00MB, 20.00MB)"], pk[:3])
+    ooms = dom.find(cls="oom", within="ooms")
+    check("OOM table: the 1 GiB request with PyTorch's message",
+          len(ooms) == 1 and "Tried to allocate 1024.00 MiB" in ooms[0]["text"] and "suggestion" in ooms[0]["text"])
+    leaks = [int(r["attrs"]["data-bytes"]) for r in dom.find(within="leaks") if r["tag"] == "tr" and "data-bytes" in r["attrs"]]
+    check("leaks table: 8 MiB", leaks == [8 * MIB], leaks)
+
+
+def page_json(path):
+    text = open(path, encoding="utf-8").read()
+    m = re.search(r'<script type="application/json" id="data">(.*?)</script>', text, re.S)
+    return json.loads(m.group(1).replace("<\\/", "</"))
+
+
+def labelled_sites(data):
+    """{frame labels root first: (live, total, acquired, peak_live)} of an HTML report's data."""
+    fr = data["frames"]
+    out = {}
+    for s in data["sites"]:
+        key = tuple("%s|%s|%s|%s" % tuple(fr[i][:4]) for i in s[0])
+        out[key] = (s[1], s[2], s[4], s[5])
+    return out
+
+
+def check_offline(a, base, tmp):
+    """`gpumemprof report` of the recorded trace (version 2, stacks inside) says what the live
+    report said: the same call sites with the same bytes, trees, top sites, leaks and OOM."""
+    html, txt = os.path.join(tmp, "offline.html"), os.path.join(tmp, "offline.txt")
+    p = subprocess.run([a.cli, "report", base + ".gmt", "--html", html, "--txt", txt], capture_output=True, text=True,
+                       timeout=60)
+    check("gpumemprof report exits 0", p.returncode == 0, p.stderr)
+    if p.returncode != 0:
+        return
+    check("report names the trace's stacks", "4 call sites (5 named by the trace's stacks)" in p.stdout, p.stdout)
+    live_txt, off_txt = open(base + ".txt").read(), open(txt).read()
+    from run_golden import section
+    for title in ("Line profile, cumulative (used_bytes, acquired_bytes)",
+                  "Line profile at the peak (live_bytes, acquired_bytes)",
+                  "Top call sites by bytes live at the peak", "Top call sites by total bytes allocated",
+                  "Leaks at exit (live blocks grouped by call site)"):
+        check("offline .txt section equals the live one: " + title,
+              section(live_txt, title) == section(off_txt, title) and section(live_txt, title) != "",
+              (section(live_txt, title)[:300], section(off_txt, title)[:300]))
+    live, off = page_json(base + ".html"), page_json(html)
+    check("offline HTML: the same call sites, frames and bytes", labelled_sites(live) == labelled_sites(off),
+          (labelled_sites(live), labelled_sites(off)))
+    check("offline HTML: the same peak of allocated bytes",
+          off["devices"][0]["peak"]["allocated"] == live["devices"][0]["peak"]["allocated"] == 14 * MIB)
+    def oom_frames(data):
+        return [[tuple(data["frames"][i][:4]) for i in o["frames"]] + [o["requested"], o["message"]] for o in data["ooms"]]
+    check("offline HTML: the same OOM, request and stack", oom_frames(off) == oom_frames(live) and len(live["ooms"]) == 1,
+          (oom_frames(live), oom_frames(off)))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--preload", required=True)
+    ap.add_argument("--prog", required=True)
+    ap.add_argument("--source", required=True)
+    ap.add_argument("--sim-dir", required=True)
+    ap.add_argument("--chromium", default="")
+    ap.add_argument("--artifacts", required=True)
+    ap.add_argument("--cli", required=True)
+    a = ap.parse_args()
+    L = site_lines(a.source)
+    src = os.path.basename(a.source)
+    with tempfile.TemporaryDirectory() as tmp:
+        base = run_program(a, tmp)
+        trace = []
+        if os.path.exists(base + ".pickle"):
+            trace = check_pickle(base + ".pickle", L, src)
+        else:
+            check("pickle written", False, os.listdir(tmp))
+        check_html(a, base, trace, L, src)
+        check_offline(a, base, tmp)
+    print("%d failed" % len(failures))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
