@@ -13,6 +13,12 @@ Scenarios:
                               oom (100 GiB requested), snapshot marker
             end state:        S1 [A active 3 MiB | 17 MiB inactive], S2 [2 MiB inactive], S3 [C active]
           Device 1: segment_alloc 2 MiB, alloc 512 B, free it.
+  expandable  PyTorch with expandable_segments:True, recorded from the first allocation (device 0,
+          stream 0): a = 5 MiB maps a 20 MiB page at X; b = 30 MiB maps the next page and takes the
+          free 15 MiB behind a plus 15 MiB of it (X + 5 MiB); free a; s = 1000 B maps a 2 MiB small
+          page at Y; free b (X..X+40 MiB one free block); c = 12 MiB at X.
+          End state: [c 12 MiB active | 28 MiB inactive] at X, [s 1024 | rest inactive] at Y, both
+          is_expandable. Reserved peak 42 MiB, allocated peak 35 MiB (a + b), 3 maps, no segment.
   random  --events N --seed S: an inference-like loop (weights allocated before recording,
           activations of varying sequence length allocated and freed each step); addresses are
           unique, each block live at the end sits in its own segment.
@@ -39,7 +45,7 @@ def entry(action, addr, size, stream=0, t=0, frames=True):
     return e
 
 
-def segment(device, address, blocks, stream=0, small=False):
+def segment(device, address, blocks, stream=0, small=False, expandable=False):
     total = sum(b["size"] for b in blocks)
     return {
         "device": device, "address": address, "total_size": total,
@@ -47,7 +53,7 @@ def segment(device, address, blocks, stream=0, small=False):
         "active_size": sum(b["size"] for b in blocks if b["state"].startswith("active")),
         "requested_size": sum(b["requested_size"] for b in blocks if b["state"].startswith("active")),
         "stream": stream, "segment_type": "small" if small else "large", "segment_pool_id": (0, 0),
-        "is_expandable": False, "frames": FRAMES, "blocks": blocks,
+        "is_expandable": expandable, "frames": FRAMES, "blocks": blocks,
     }
 
 
@@ -85,6 +91,30 @@ def basic(conf):
         segment(1, d1, [block(2 * MiB, "inactive", 0)], small=True),
     ]
     return segments, [dev0, dev1], conf
+
+
+def expandable_basic(conf):
+    x, y = 0x7F0000000000, 0x7F4000000000
+    t0 = 1_700_000_000_000_000
+    dev0 = [
+        entry("segment_map", x, 20 * MiB, t=t0 + 1),
+        entry("alloc", x, 5 * MiB, t=t0 + 2),
+        entry("segment_map", x + 20 * MiB, 20 * MiB, t=t0 + 3),
+        entry("alloc", x + 5 * MiB, 30 * MiB, t=t0 + 4),
+        entry("free_requested", x, 5 * MiB, t=t0 + 5),
+        entry("free_completed", x, 5 * MiB, t=t0 + 6),
+        entry("segment_map", y, 2 * MiB, t=t0 + 7),
+        entry("alloc", y, 1000, t=t0 + 8),
+        entry("free_requested", x + 5 * MiB, 30 * MiB, t=t0 + 9),
+        entry("free_completed", x + 5 * MiB, 30 * MiB, t=t0 + 10),
+        entry("alloc", x, 12 * MiB, t=t0 + 11),
+    ]
+    segments = [
+        segment(0, x, [block(12 * MiB, "active_allocated"), block(28 * MiB, "inactive", 0)], expandable=True),
+        segment(0, y, [block(1024, "active_allocated", 1000), block(2 * MiB - 1024, "inactive", 0)], small=True,
+                expandable=True),
+    ]
+    return segments, [dev0], conf
 
 
 def rounded(n):
@@ -140,13 +170,15 @@ def random_workload(events, seed, conf):
 def main(argv=None):
     ap = argparse.ArgumentParser(description="write a synthetic PyTorch memory snapshot pickle")
     ap.add_argument("out")
-    ap.add_argument("--scenario", choices=["basic", "random"], default="basic")
+    ap.add_argument("--scenario", choices=["basic", "random", "expandable"], default="basic")
     ap.add_argument("--events", type=int, default=10000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--conf", default="", help="allocator_settings PYTORCH_CUDA_ALLOC_CONF to record")
     args = ap.parse_args(argv)
     if args.scenario == "basic":
         segments, traces, conf = basic(args.conf)
+    elif args.scenario == "expandable":
+        segments, traces, conf = expandable_basic(args.conf)
     else:
         segments, traces, conf = random_workload(args.events, args.seed, args.conf)
     snap = {
@@ -154,7 +186,7 @@ def main(argv=None):
         "device_traces": traces,
         "allocator_settings": {
             "PYTORCH_CUDA_ALLOC_CONF": conf, "max_split_size": -1, "garbage_collection_threshold": 0.0,
-            "expandable_segments": False, "pinned_num_register_threads": 1,
+            "expandable_segments": args.scenario == "expandable", "pinned_num_register_threads": 1,
             "release_lock_on_cudamalloc": False, "pinned_use_cuda_host_register": False,
             "roundup_power2_divisions": {str(1 << i): 0 for i in range(16)},
         },

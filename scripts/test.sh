@@ -184,7 +184,8 @@ command -v meson >/dev/null || die "meson not found after installing packages"
 T0=$SECONDS
 COMMON="-Dtoolkit_dir=$CUDA_DIR"
 
-stage normal "$BUILD_ROOT/normal" "$COMMON --buildtype=debugoptimized" "" ""
+# The normal stage treats warnings as errors (-Dwerror=true): a warning fails CI, not a user's build.
+stage normal "$BUILD_ROOT/normal" "$COMMON --buildtype=debugoptimized -Dwerror=true" "" ""
 
 if [ "$QUICK" = 0 ]; then
     # UBSan only prints by default: make a finding fail its test. Leak checking stays on.

@@ -62,6 +62,28 @@ GPUMEMPROF_API int gpumemprof_set_stack_depth(int depth);
  *  exceeds `size`, call again with a larger buffer. 0 on error. */
 GPUMEMPROF_API size_t gpumemprof_snapshot_json(char* buf, size_t size);
 
+/** Out-of-memory events so far in this process (a forked child starts at 0). */
+GPUMEMPROF_API int64_t gpumemprof_oom_count(void);
+/** The index-th OOM (0-based): its device, the bytes requested, the pool's allocated bytes and
+ *  the device's free bytes at the failure (any pointer may be NULL). 0 on success, -1 when the
+ *  index is not kept (the first 100000 are). */
+GPUMEMPROF_API int gpumemprof_oom_info(int64_t index, int* device, int64_t* requested, int64_t* device_allocated,
+                                       int64_t* device_free);
+/** An eventfd that becomes readable after each OOM (read 8 bytes to clear it); the library
+ *  never calls an observer itself, since the failing call may hold no GIL and the framework's
+ *  allocator lock. -1 when unavailable. Not to be closed by the caller. */
+GPUMEMPROF_API int gpumemprof_oom_fd(void);
+
+/** Line profile of a scope: begin returns a token (0 on failure); end freezes the scope;
+ *  report writes the CuPy LineProfileHook tree of what was allocated between begin and end
+ *  (same buffer rules as gpumemprof_memory_stats; stable once ended); release forgets it.
+ *  max_depth > 0 keeps that many innermost frames per stack; flags bit 0 keeps native frames
+ *  in stacks that have Python frames (otherwise only the Python frames are shown). */
+GPUMEMPROF_API int64_t gpumemprof_line_profile_begin(void);
+GPUMEMPROF_API int gpumemprof_line_profile_end(int64_t token);
+GPUMEMPROF_API size_t gpumemprof_line_profile_report(int64_t token, int max_depth, int flags, char* buf, size_t size);
+GPUMEMPROF_API void gpumemprof_line_profile_release(int64_t token);
+
 #undef GPUMEMPROF_API
 
 /** 1 when libgpumemprof.so is loaded, without calling anything that is absent. */

@@ -394,7 +394,7 @@ def main():
     ap.add_argument("--tries", type=int, default=1000)
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--repeat", type=int, default=3, help="runs of each timed PyTorch configuration")
-    ap.add_argument("--only", default="cuda,cross,bench,torch,ab,oom,frameworks,html,expandable")
+    ap.add_argument("--only", default="cuda,cross,bench,torch,ab,oom,frameworks,html,expandable,python")
     ap.add_argument("--ab-runs", type=int, default=3, help="processes per depth for the in-process stacks A/B")
     ap.add_argument("--ab-steps", type=int, default=42, help="steps per A/B process")
     ap.add_argument("--ab-depths", default="64", help="stack depths to A/B against no stacks")
@@ -422,6 +422,9 @@ def main():
         check_torch_html(a.lib, a.steps, a.artifacts)
     if "expandable" in only:
         check_expandable(a.lib, a.bindir, a.tries, a.steps)
+    if "python" in only:
+        import python_check  # issue 8: Python frames, zero configuration, the gpumemprof package
+        python_check.check_all(run, record, a.lib, a.steps, a.ab_steps, a.ab_runs)
     with open(a.out, "w") as f:
         json.dump(RESULTS, f, indent=1)
     print("\n%d passed, %d failed" % (sum(r["pass"] for r in RESULTS), sum(not r["pass"] for r in RESULTS)))

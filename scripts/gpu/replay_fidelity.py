@@ -167,6 +167,15 @@ def worker_selftest(args, result):
         result["torch_stats"] = {"reserved_bytes.all.peak": 37748736, "allocated_bytes.all.peak": 23069696,
                                  "num_device_alloc": 3, "segment.all.peak": 3, "num_alloc_retries": 0,
                                  "num_ooms": 0}
+    elif args.selftest_scenario == "expandable":
+        # make_test_snapshot.py --scenario expandable, by hand: maps of 20, 20 and 2 MiB = 42 MiB
+        # reserved (44040192); a 5 MiB and b 30 MiB live together = 35 MiB allocated (36700160);
+        # recorded from the first allocation: 4 allocs, 2 frees, 3 maps.
+        result["pre_stats"] = {"allocation.all.allocated": 0, "reserved_bytes.all.current": 0}
+        result["torch_stats"] = {"reserved_bytes.all.peak": 44040192, "allocated_bytes.all.peak": 36700160,
+                                 "allocation.all.allocated": 4, "allocation.all.freed": 2, "num_device_alloc": 3,
+                                 "num_device_free": 0, "segment.all.peak": 0, "num_alloc_retries": 0,
+                                 "num_ooms": 0}
     else:
         # "random": addresses are unique and every pre-existing block sits in its own segment, which
         # PyTorch's policy would never produce; its "PyTorch" reserved peak is what the snapshot
@@ -653,8 +662,11 @@ def selftest_unit_checks(workdir):
 def selftest(args, workdir):
     # (scenario, conf, expected status): "basic" is PyTorch-consistent with hand-computed figures;
     # "random" is not (see worker_selftest), so the comparison must catch it.
+    # "expandable" with the setting must match exactly; recorded without it (PyTorch's settings say
+    # off, the trace maps pages), the run is INVALID rather than compared.
     cases = [("basic", "", "PASS"), ("basic", "max_split_size_mb:64", "PASS"),
-             ("basic", "roundup_power2_divisions:4", "PASS"), ("random", "", "FAIL")]
+             ("basic", "roundup_power2_divisions:4", "PASS"), ("random", "", "FAIL"),
+             ("expandable", "expandable_segments:True", "PASS"), ("expandable", "", "INVALID")]
     runs = []
     for i, (scenario, conf, _) in enumerate(cases, 1):
         runs.append(run_case(args, "selftest_" + scenario, conf, 0, workdir, i, len(cases), scenario=scenario))
@@ -704,7 +716,7 @@ def main(argv=None):
     ap.add_argument("--env-conf", default="", help=argparse.SUPPRESS)
     ap.add_argument("--outdir", help=argparse.SUPPRESS)
     ap.add_argument("--steps", type=int, default=0, help=argparse.SUPPRESS)
-    ap.add_argument("--selftest-scenario", choices=["basic", "random"], help=argparse.SUPPRESS)
+    ap.add_argument("--selftest-scenario", choices=["basic", "random", "expandable"], help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
     if args.worker:

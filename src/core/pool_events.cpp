@@ -3,6 +3,7 @@
 
 #include "report/byte_format.hpp"
 #include "report/oom_advice.hpp"
+#include "core/oom_notices.hpp"
 #include "stacks/recorder.hpp"
 #include "trace/writer.hpp"
 #include "util/log.hpp"
@@ -42,7 +43,7 @@ void PoolEvents::remember(stats::PoolAction action, std::uint64_t addr, std::uin
     if (!history_)
         return;
     try {
-        const std::int64_t t = now_ns();
+        const std::int64_t t = now_ticks();
         // The model's reserved bytes are read before our lock (the model has its own).
         const std::int64_t model_reserved = model_ ? static_cast<std::int64_t>(model_->reserved_bytes()) : 0;
         std::lock_guard lock(history_mutex_);
@@ -108,20 +109,37 @@ void PoolEvents::on_empty_cache(std::int64_t reserved_before) noexcept {
     if (!history_)
         return;
     std::lock_guard lock(history_mutex_);
-    series_.mark(now_ns(), stats::MarkerKind::empty_cache,
+    series_.mark(now_ticks(), stats::MarkerKind::empty_cache,
                  reserved_before - series_.current(stats::Series::reserved));
 }
 
-stats::SeriesData PoolEvents::series() const {
-    std::lock_guard lock(history_mutex_);
-    return series_.data();
-}
-
-std::vector<stats::PoolEvent> PoolEvents::events(std::uint64_t* overwritten) const {
-    std::lock_guard lock(history_mutex_);
-    if (overwritten)
+void PoolEvents::history(stats::SeriesData* series, std::vector<stats::PoolEvent>* events,
+                         std::uint64_t* overwritten) const {
+    {
+        std::lock_guard lock(history_mutex_);
+        *series = series_.data();
+        *events = ring_.events();
         *overwritten = ring_.overwritten();
-    return ring_.events();
+    }
+    // One conversion for both (the peak marker and the event of the same moment agree).
+    const auto ticks = static_cast<double>(util::CycleClock::now() - ticks0_);
+    const double elapsed_ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - time0_).count();
+    const double ns_per_tick = ticks > 0 ? elapsed_ns / ticks : 1.0;
+    const double offset_ns = std::chrono::duration<double, std::nano>(time0_ - start_).count();
+    auto ns = [&](std::int64_t t) { return static_cast<std::int64_t>(offset_ns + static_cast<double>(t) * ns_per_tick); };
+    for (stats::SeriesBucket& b : series->buckets) {
+        b.t0_ns = ns(b.t0_ns);
+        b.t1_ns = ns(b.t1_ns);
+    }
+    series->bucket_ns = static_cast<std::int64_t>(static_cast<double>(series->bucket_ns) * ns_per_tick);
+    if (series->peak_allocated_t_ns >= 0)
+        series->peak_allocated_t_ns = ns(series->peak_allocated_t_ns);
+    if (series->peak_reserved_t_ns >= 0)
+        series->peak_reserved_t_ns = ns(series->peak_reserved_t_ns);
+    for (stats::SeriesMarker& m : series->markers)
+        m.t_ns = ns(m.t_ns);
+    for (stats::PoolEvent& e : *events)
+        e.t_ns = ns(e.t_ns);
 }
 
 void PoolEvents::on_segment_map(std::uintptr_t ptr, std::size_t size) {
@@ -141,12 +159,14 @@ void PoolEvents::on_oom(const pool::OomInfo& info) {
     std::string suggestion = report::oom_suggestion(info, conf_);
     log::warn("{} (request: {} bytes) Suggestion: {}", report::oom_message(device_, info), info.requested, suggestion);
     stacks::Recorder::instance().on_oom(device_, info, t_request_stack, suggestion);
+    OomNotices::instance().add(OomNotice{device_, static_cast<std::int64_t>(info.requested), info.allocated,
+                                         static_cast<std::int64_t>(info.device_free)});
     emit(trace_, trace::EventType::oom, device_, 0, info.requested, info.allocation_size, t_request_stack,
          info.device_free, info.largest_free_block);
     if (history_) {
         try {
             std::lock_guard lock(history_mutex_);
-            const std::int64_t t = now_ns();
+            const std::int64_t t = now_ticks();
             series_.mark(t, stats::MarkerKind::oom, static_cast<std::int64_t>(info.requested));
             stats::PoolEvent e;
             e.t_ns = t;

@@ -10,6 +10,7 @@
 #include "stacks/trace_tree.hpp"
 #include "stats/event_ring.hpp"
 #include "stats/time_series.hpp"
+#include "util/cycle_clock.hpp"
 
 #include <chrono>
 #include <mutex>
@@ -38,7 +39,8 @@ public:
     /// keep the series and the latest events (the HTML report or the snapshot wants them).
     PoolEvents(int device, const pool::AllocConf& conf, trace::Writer* trace, pool::PoolModel* model,
                std::chrono::steady_clock::time_point start, bool history)
-        : device_(device), conf_(conf), trace_(trace), model_(model), start_(start), history_(history),
+        : device_(device), conf_(conf), trace_(trace), model_(model), start_(start),
+          ticks0_(util::CycleClock::now()), time0_(std::chrono::steady_clock::now()), history_(history),
           ring_(history ? stats::EventRing::kDefaultCapacity : 0) {}
     void on_alloc(std::uintptr_t ptr, std::size_t size, std::size_t requested, std::uintptr_t stream) override;
     void on_free_requested(std::uintptr_t ptr, std::size_t size, std::size_t requested) override;
@@ -51,14 +53,13 @@ public:
     /// empty_cache released `bytes` (called outside the pool's lock).
     void on_empty_cache(std::int64_t reserved_before) noexcept;
 
-    /// Copies for the reports (any thread).
-    stats::SeriesData series() const;
-    std::vector<stats::PoolEvent> events(std::uint64_t* overwritten) const;
+    /// Copies for the reports (any thread), times in nanoseconds since `start`.
+    void history(stats::SeriesData* series, std::vector<stats::PoolEvent>* events, std::uint64_t* overwritten) const;
 
 private:
-    std::int64_t now_ns() const {
-        return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count();
-    }
+    /// Event times are CPU time-stamp-counter ticks since construction (a few ns to read, where
+    /// the steady clock costs about 20): converted to nanoseconds when copied out.
+    std::int64_t now_ticks() const { return static_cast<std::int64_t>(util::CycleClock::now() - ticks0_); }
     /// One pool event: series change(s) and the ring, under history_mutex_.
     void remember(stats::PoolAction action, std::uint64_t addr, std::uint64_t size, std::uint64_t block_size,
                   std::uint64_t stream, stacks::StackId site, stats::Series s, std::int64_t delta, stats::Series s2 = stats::Series::allocated,
@@ -69,6 +70,8 @@ private:
     trace::Writer* trace_;
     pool::PoolModel* model_;
     std::chrono::steady_clock::time_point start_;
+    std::uint64_t ticks0_;
+    std::chrono::steady_clock::time_point time0_;
     bool history_;
     mutable std::mutex history_mutex_; ///< guards series_ and ring_ (never held while calling out)
     stats::TimeSeries series_;

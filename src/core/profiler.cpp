@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: MIT
 #include "core/profiler.hpp"
 
+#include "core/oom_notices.hpp"
 #include "core/pool_events.hpp"
 #include "core/process_state.hpp"
 #include "core/signals.hpp"
 #include "report/html_report.hpp"
 #include "report/reports.hpp"
 #include "report/torch_snapshot.hpp"
+#include "stacks/python_frames.hpp"
 #include "stacks/recorder.hpp"
 #include "trace/writer.hpp"
 #include "stats/device_stats.hpp"
@@ -20,6 +22,7 @@
 #include <algorithm>
 #include <limits>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
@@ -73,9 +76,14 @@ Profiler::Profiler() : start_(std::chrono::steady_clock::now()) {
             log::warn("{}", line);
     for (const auto& w : conf_warnings)
         log::warn("GPUMEMPROF_ALLOC_CONF: {}", w);
+    if (conf_.expandable_segments && !options_.pool)
+        log::warn("GPUMEMPROF_ALLOC_CONF: expandable_segments:True has no effect with GPUMEMPROF_POOL=0 "
+                  "(every allocation goes to the driver as the program made it)");
     if (log::enabled(log::Level::debug))
         for (const std::string& line : util::describe_options(options_))
             log::debug("{}", line);
+    stacks::python::set_warning_sink([](const char* message) { log::warn("{}", message); });
+    stacks::python::set_enabled(options_.python != 0);
     stacks::Recorder::instance().configure(options_.stack_depth);
     std::atexit(exit_handler);
     // quick_exit skips atexit handlers but runs these: a profiled program that ends that way
@@ -489,6 +497,47 @@ void Profiler::empty_cache() noexcept {
     });
 }
 
+// ---- zero configuration for frameworks ------------------------------------------------------
+
+void Profiler::set_framework_env() noexcept {
+    if (!options_.pool || !options_.framework_env)
+        return;
+    // Only at load time (our constructor, before the program's main and before Python starts),
+    // so no other thread can be reading the environment. A value the user set always wins.
+    static const std::pair<const char*, const char*> kVars[] = {
+        {"PYTORCH_NO_CUDA_MEMORY_CACHING", "1"},   // PyTorch: one cudaMalloc per tensor, served by the pool
+        {"XLA_PYTHON_CLIENT_ALLOCATOR", "platform"}, // JAX: allocate on demand instead of preallocating 75%
+    };
+    try {
+        // What a parent process under the preload set (a launcher, pyenv's shim, torchrun) is
+        // ours too: it is listed in GPUMEMPROF_FRAMEWORK_ENV_SET and still has our value.
+        const char* inherited = std::getenv("GPUMEMPROF_FRAMEWORK_ENV_SET");
+        std::string set_list;
+        for (const auto& [name, value] : kVars) {
+            const std::string entry = std::string(name) + "=" + value;
+            const char* now = std::getenv(name);
+            bool ours = false;
+            if (now == nullptr) {
+                ours = ::setenv(name, value, 0) == 0;
+                if (ours)
+                    log::info("set {} so that the framework allocates through the pool (GPUMEMPROF_FRAMEWORK_ENV=0 "
+                              "leaves the environment alone)",
+                              entry);
+            } else if (inherited != nullptr && std::strcmp(now, value) == 0) {
+                for (const std::string& e : util::split_list(inherited))
+                    ours = ours || e == entry;
+            }
+            if (ours) {
+                framework_env_.push_back(entry);
+                set_list += (set_list.empty() ? "" : ",") + entry;
+            }
+        }
+        if (!set_list.empty())
+            ::setenv("GPUMEMPROF_FRAMEWORK_ENV_SET", set_list.c_str(), 1);
+    } catch (...) {
+    }
+}
+
 // ---- reports ----------------------------------------------------------------------------------
 
 report::ReportInput Profiler::snapshot(const std::string& prefix) const {
@@ -502,6 +551,8 @@ report::ReportInput Profiler::snapshot(const std::string& prefix) const {
     in.caching = options_.pool;
     in.stack_skip = options_.stack_skip;
     in.hide_frames = options_.hide_frames;
+    in.python_frames = options_.python;
+    in.framework_env = framework_env_;
     auto lock = pools_.lock();
     in.seconds_profiled = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     in.doors = {doors_.dlsym_substitutions.load(), doors_.proc_address_substitutions.load(),
@@ -556,8 +607,7 @@ report::DeviceSummary Profiler::device_summary(const PoolSlot& s, const std::map
     d.history.segments_known = true;
     // Right after the segments (the viewer replays the trace backwards from them; an allocation
     // made by another thread in between would appear in the events only).
-    d.history.events = s.events->events(&d.history.events_overwritten);
-    d.history.series = s.events->series();
+    s.events->history(&d.history.series, &d.history.events, &d.history.events_overwritten);
     return d;
 }
 
@@ -728,6 +778,7 @@ void Profiler::fork_parent() noexcept {
 void Profiler::fork_child() noexcept {
     streams_.unlock_after_fork();
     stacks::Recorder::instance().unlock_after_fork();
+    OomNotices::instance().reset_after_fork(); // closes the shared eventfd; frees nothing
     ledger_.unlock_after_fork();
     // The child cannot use the parent's CUDA state. The parent's pools (backends, fence lists,
     // models) are abandoned without a call into them: released, not destroyed.

@@ -83,6 +83,9 @@ public:
     void fork_parent() noexcept;
     void fork_child() noexcept;
 
+    /// GPUMEMPROF_FRAMEWORK_ENV: called once from the library's constructor.
+    void set_framework_env() noexcept;
+
 private:
     Profiler();
     /// At the first device allocation (never in processes that do not use CUDA): open the trace,
@@ -103,6 +106,7 @@ private:
     /// One pool's figures for the reports (requires pools_.lock()).
     report::DeviceSummary device_summary(const PoolSlot& s, const std::map<int, DeviceLedger>& ledgers) const;
 
+    std::vector<std::string> framework_env_; ///< "NAME=value" set by set_framework_env
     util::Options options_;
     pool::AllocConf conf_;
     StreamRegistry streams_;

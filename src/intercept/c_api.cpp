@@ -2,8 +2,10 @@
 // The gpumemprof_* C API (include/gpumemprof/gpumemprof.h), and the library's load-time setup.
 #include "gpumemprof/gpumemprof.h"
 
+#include "core/oom_notices.hpp"
 #include "core/profiler.hpp"
 #include "core/signals.hpp"
+#include "report/scoped_profile.hpp"
 #include "stacks/recorder.hpp"
 #include "stats/device_stats.hpp"
 
@@ -23,7 +25,8 @@ std::int64_t stat_value(int device, std::int64_t gpumemprof::stats::Stat::*field
 
 // Create the core (reads the options, installs the exit and fork handlers) when the library is
 // loaded, without any CUDA call. Hooks that run earlier create it themselves.
-__attribute__((constructor)) void gpumemprof_load() { (void)Profiler::instance(); }
+// Also sets the frameworks' allocator variables while the process is still single-threaded.
+__attribute__((constructor)) void gpumemprof_load() { Profiler::instance().set_framework_env(); }
 
 } // namespace
 
@@ -106,6 +109,65 @@ __attribute__((visibility("default"))) int gpumemprof_dump(const char* prefix) {
     } catch (...) {
         return -1;
     }
+}
+
+} // extern "C"
+
+extern "C" {
+
+__attribute__((visibility("default"))) int64_t gpumemprof_oom_count(void) {
+    return gpumemprof::core::OomNotices::instance().count();
+}
+
+__attribute__((visibility("default"))) int gpumemprof_oom_info(int64_t index, int* device, int64_t* requested,
+                                                               int64_t* device_allocated, int64_t* device_free) {
+    gpumemprof::core::OomNotice n;
+    if (!gpumemprof::core::OomNotices::instance().get(index, &n))
+        return -1;
+    if (device)
+        *device = n.device;
+    if (requested)
+        *requested = n.requested;
+    if (device_allocated)
+        *device_allocated = n.device_allocated;
+    if (device_free)
+        *device_free = n.device_free;
+    return 0;
+}
+
+__attribute__((visibility("default"))) int gpumemprof_oom_fd(void) {
+    return gpumemprof::core::OomNotices::instance().fd();
+}
+
+__attribute__((visibility("default"))) int64_t gpumemprof_line_profile_begin(void) {
+    return gpumemprof::report::ScopedProfiles::instance().begin();
+}
+
+__attribute__((visibility("default"))) int gpumemprof_line_profile_end(int64_t token) {
+    return gpumemprof::report::ScopedProfiles::instance().end(token) ? 0 : -1;
+}
+
+__attribute__((visibility("default"))) size_t gpumemprof_line_profile_report(int64_t token, int max_depth, int flags,
+                                                                             char* buf, size_t size) {
+    try {
+        const auto& o = Profiler::instance().options();
+        std::string text = gpumemprof::report::ScopedProfiles::instance().render(
+            token, max_depth, (flags & 1) != 0, o.stack_skip ? o.stack_skip->c_str() : nullptr, o.python);
+        if (text.empty())
+            return 0;
+        if (buf && size > 0) {
+            std::size_t n = std::min(size - 1, text.size());
+            std::memcpy(buf, text.data(), n);
+            buf[n] = '\0';
+        }
+        return text.size() + 1;
+    } catch (...) {
+        return 0;
+    }
+}
+
+__attribute__((visibility("default"))) void gpumemprof_line_profile_release(int64_t token) {
+    gpumemprof::report::ScopedProfiles::instance().release(token);
 }
 
 } // extern "C"

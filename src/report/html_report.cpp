@@ -176,7 +176,7 @@ void write_device(util::JsonWriter& w, const DeviceSummary& d, std::size_t conte
 
 std::string html_data_json(const ReportInput& in, const StackReport& r) {
     util::JsonWriter w;
-    const FrameFilter filter(in.hide_frames ? in.hide_frames->c_str() : std::getenv("GPUMEMPROF_HIDE_FRAMES"));
+    const FrameFilter filter(in.hide_frames ? in.hide_frames->c_str() : nullptr);
     FrameTable table(filter);
     w.begin_object();
     w.field("format", 1);

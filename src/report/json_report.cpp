@@ -92,6 +92,10 @@ std::string json_report(const ReportInput& in, const StackReport& stacks) {
     w.field("exe", in.exe);
     w.field("alloc_conf", in.effective_alloc_conf);
     w.field("pool", in.caching ? "caching" : "passthrough");
+    w.key("framework_env").begin_array();
+    for (const std::string& v : in.framework_env)
+        w.value(v);
+    w.end_array();
     w.field("seconds_profiled", in.seconds_profiled);
     w.key("doors").begin_object();
     w.field("dlsym_substitutions", in.doors.dlsym_substitutions);

@@ -120,6 +120,8 @@ void json_sections(util::JsonWriter& w, const ReportInput& in, const stacks::Rep
     w.field("captures", c.captures);
     w.field("frames_captured", c.frames);
     w.field("cache_hits", c.cache_hits);
+    w.field("python_captures", c.python_captures); // stacks that had Python frames
+    w.field("python_frames", c.python_frames);
     w.field("unwind_seconds", c.unwind_seconds);
     w.field("intern_seconds", c.intern_seconds);
     w.end_object();

@@ -92,6 +92,10 @@ struct ReportInput {
     /// Frames the .txt stack listings leave out (GPUMEMPROF_HIDE_FRAMES, FrameFilter syntax);
     /// unset = kDefaultHiddenFrames.
     std::optional<std::string> hide_frames;
+    /// GPUMEMPROF_PYTHON: 0 native only, 1 Python frames merged, 2 merged and interpreter kept.
+    int python_frames = 1;
+    /// Variables the library set at load time (GPUMEMPROF_FRAMEWORK_ENV), "NAME=value" each.
+    std::vector<std::string> framework_env;
 };
 
 } // namespace gpumemprof::report

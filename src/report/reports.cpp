@@ -113,7 +113,7 @@ StackReport resolve(const ReportInput& in, const stacks::ReportData& data, Symbo
         report.data = data;
         // The resolved report points into the data it was built from: build it from our copy.
         report.resolved = resolve_report(report.data, symbolizer, skip_list(in), in.alloc_conf,
-                                         parse_python_frames(std::getenv("GPUMEMPROF_PYTHON")));
+                                         in.python_frames == 2 ? PythonFrames::all : PythonFrames::merged);
         report.ok = true;
     } catch (...) {
         report.ok = false;
@@ -122,6 +122,12 @@ StackReport resolve(const ReportInput& in, const stacks::ReportData& data, Symbo
 }
 
 } // namespace
+
+ResolvedReport resolve_stacks(const stacks::ReportData& data, const char* stack_skip, int python_mode) {
+    std::lock_guard<std::mutex> lock(symbolizer_mutex());
+    return resolve_report(data, process_symbolizer(), parse_skip_list(stack_skip), std::string(),
+                          python_mode == 2 ? PythonFrames::all : PythonFrames::merged);
+}
 
 StackReport prepare_stack_report(const ReportInput& in) {
     try {

@@ -43,6 +43,10 @@ std::vector<std::pair<std::string, std::string>> report_files(const ReportInput&
 /// failure; never throws.
 bool write_all_reports(const ReportInput& in, const StackReport& report, std::string* error);
 
+/// `data`'s stacks resolved with the process's symbolizer (under its lock): `stack_skip` as
+/// GPUMEMPROF_STACK_SKIP (nullptr: the default), `python_mode` as ReportInput::python_frames.
+ResolvedReport resolve_stacks(const stacks::ReportData& data, const char* stack_skip, int python_mode);
+
 /// Writes <prefix>.json. Returns false and sets *error on failure (then no file is written);
 /// never throws.
 bool write_json_report(const ReportInput& in, const StackReport& report, std::string* error);

@@ -99,14 +99,14 @@ std::vector<SymbolFrame> symbolise(const std::vector<std::uintptr_t>& ips, Symbo
         const SymbolFrame& outer_fn = at.back(); // the ELF function (inlined frames come first)
         autograd = autograd || autograd_engine_frame(outer_fn);
         if (!py.empty() && eval_loop_frame(outer_fn)) {
-            if (mode == PythonFrames::all)
-                inner.insert(inner.end(), at.begin(), at.end());
             while (next_py < py.size()) {
                 const std::uintptr_t w = py[next_py++];
                 inner.push_back(python_frame(w));
                 if (stacks::python::is_entry_frame(w))
                     break;
             }
+            if (mode == PythonFrames::all) // the eval loop, then the Python code it runs
+                inner.insert(inner.end(), at.begin(), at.end());
             continue;
         }
         if (!py.empty() && mode == PythonFrames::merged && (interpreter_frame(outer_fn) || startup_frame(outer_fn)))
@@ -139,13 +139,6 @@ void add(stacks::SiteCounters& a, const stacks::SiteCounters& b) {
 }
 
 } // namespace
-
-PythonFrames parse_python_frames(const char* spec) {
-    if (spec == nullptr)
-        return PythonFrames::merged;
-    const std::string v(spec);
-    return v == "all" ? PythonFrames::all : PythonFrames::merged;
-}
 
 ResolvedReport resolve_report(const stacks::ReportData& data, Symbolizer& symbolizer,
                               const std::vector<std::string>& skip, const std::string& alloc_conf,

@@ -41,7 +41,6 @@ struct ResolvedReport {
 /// place of the interpreter's eval-loop frames and leaves out the interpreter's other frames;
 /// `all` keeps the interpreter's frames too (GPUMEMPROF_PYTHON=all).
 enum class PythonFrames { merged, all };
-PythonFrames parse_python_frames(const char* spec);
 
 /// `data` must outlive the result (OOM records are referenced, not copied). `alloc_conf` (the
 /// GPUMEMPROF_ALLOC_CONF text) judges the advice of OOMs recorded without one.

@@ -2,6 +2,8 @@
 // ProcessSymbolizer: libdwfl over /proc/self/maps, with dladdr as the fallback without libdw.
 #include "report/symbolizer.hpp"
 
+#include "config.h"
+
 #include <cxxabi.h>
 #include <dlfcn.h>
 #include <unistd.h>

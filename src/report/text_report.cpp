@@ -2,6 +2,8 @@
 // Text report layout (see text_report.hpp).
 #include "report/text_report.hpp"
 
+#include "pool/alloc_conf.hpp"
+
 #include "report/byte_format.hpp"
 #include "report/frame_filter.hpp"
 #include "report/line_profile.hpp"
@@ -100,10 +102,19 @@ std::string text_report(const ReportInput& in, const stacks::ReportData& data, c
     if (in.dump_signal > 0 && !in.dump_signal_refused.empty())
         out += "GPUMEMPROF_DUMP_SIGNAL: signal " + std::to_string(in.dump_signal) + " is not taken (" +
                in.dump_signal_refused + "): no reports on demand by signal\n";
+    if (!in.framework_env.empty()) {
+        out += "set at load time (GPUMEMPROF_FRAMEWORK_ENV=0 turns this off):";
+        for (const std::string& v : in.framework_env)
+            out += " " + v;
+        out += "\n";
+    }
 
     heading(out, "Summary");
     out += "process-wide peak of live bytes (all devices): " + fmt_bytes(data.peak_bytes) + "\n";
     out += "live at exit: " + fmt_bytes(data.live_bytes) + " in " + std::to_string(data.live_count) + " blocks\n";
+    // With expandable segments the device calls are page maps/unmaps, and no segment is counted.
+    std::vector<std::string> ignored;
+    const bool expandable = pool::parse_alloc_conf(in.alloc_conf, &ignored).expandable_segments;
     for (const DeviceSummary& d : in.devices) {
         const auto& st = d.stats;
         const auto all = stats::kAll;
@@ -125,7 +136,8 @@ std::string text_report(const ReportInput& in, const stacks::ReportData& data, c
         out += "  allocations: " + std::to_string(st.allocation[all].allocated) + " (peak live " +
                std::to_string(st.allocation[all].peak) + ", live now " + std::to_string(st.allocation[all].current) +
                "), segments: " + std::to_string(st.segment[all].allocated) + "\n";
-        out += "  device alloc/free calls: " + std::to_string(st.num_device_alloc) + " / " +
+        out += std::string(expandable ? "  page maps/unmaps (expandable segments): " : "  device alloc/free calls: ") +
+               std::to_string(st.num_device_alloc) + " / " +
                std::to_string(st.num_device_free) + ", alloc retries: " + std::to_string(st.num_alloc_retries) +
                ", OOMs: " + std::to_string(st.num_ooms) + ", invalid frees: " + std::to_string(d.invalid_frees) +
                "\n";
@@ -136,7 +148,8 @@ std::string text_report(const ReportInput& in, const stacks::ReportData& data, c
             out += "    peak reserved:  " + fmt_bytes(m.reserved_bytes[all].peak) + ", peak allocated: " +
                    fmt_bytes(m.allocated_bytes[all].peak) + "\n";
             fragmentation_line(out, "    ", d.model_at_reserved_peak);
-            out += "    cudaMalloc calls: " + std::to_string(m.num_device_alloc) + ", segments at the peak: " +
+            out += std::string(expandable ? "    page maps: " : "    cudaMalloc calls: ") +
+                   std::to_string(m.num_device_alloc) + ", segments at the peak: " +
                    std::to_string(m.segment[all].peak) + ", OOMs: " + std::to_string(m.num_ooms) +
                    (d.model_unserved > 0 ? ", requests it could not serve: " + std::to_string(d.model_unserved)
                                          : std::string()) +

@@ -44,7 +44,7 @@ public:
             return;
         }
         events_[head_] = e;
-        head_ = (head_ + 1) % capacity_;
+        head_ = head_ + 1 == capacity_ ? 0 : head_ + 1; // no division on the hot path
         ++overwritten_;
     }
     /// Oldest first.

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The gpumemprof command-line tool: `gpumemprof replay TRACE ...` (what-if replays and sweeps).
+#include "config.h"
 #include "pool/alloc_conf.hpp"
 #include "stats/device_stats.hpp"
 #include "tools/offline_report.hpp"
@@ -27,6 +28,7 @@ namespace {
 constexpr int kExitOk = 0;
 constexpr int kExitTrace = 1; // unreadable, truncated, corrupt trace
 constexpr int kExitUsage = 2; // bad arguments, bad --conf
+constexpr int kExitInternal = 3; // out of host memory, or a bug
 
 const char* const kMainHelp =
     "usage: gpumemprof <command> [options]\n"
@@ -71,7 +73,8 @@ const char* const kReplayHelp =
     "  --top N           sweep rows to print (default 20, 0 = all)\n"
     "  -h, --help        this text\n"
     "\n"
-    "exit status: 0 done, 1 unreadable/truncated/corrupt trace, 2 bad arguments or settings\n";
+    "exit status: 0 done, 1 unreadable/truncated/corrupt trace, 2 bad arguments or settings,\n"
+    "             3 out of memory or internal error\n";
 
 std::string human(std::int64_t bytes) {
     const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -421,7 +424,7 @@ int main(int argc, char** argv) {
         return kExitOk;
     }
     if (cmd == "replay") {
-        // Nothing may escape as a crash; the only exception left is running out of memory.
+        // Nothing may escape as a crash: running out of memory (or a bug) is exit status 3.
         try {
             return cmd_replay(argc - 2, argv + 2);
         } catch (const std::bad_alloc&) {
@@ -429,7 +432,7 @@ int main(int argc, char** argv) {
         } catch (const std::exception& e) {
             std::fprintf(stderr, "gpumemprof replay: internal error: %s\n", e.what());
         }
-        return 1;
+        return kExitInternal;
     }
     if (cmd == "report") {
         try {

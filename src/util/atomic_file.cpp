@@ -81,8 +81,11 @@ bool write_file_atomic(const std::string& path, std::string_view content, std::s
     try {
         return write_files_atomic({{path, std::string(content)}}, error);
     } catch (...) {
-        if (error)
-            *error = "out of memory writing " + path;
+        try {
+            if (error)
+                *error = "out of memory writing " + path;
+        } catch (...) { // still out of memory: an empty message, but never an exception
+        }
         return false;
     }
 }

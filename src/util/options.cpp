@@ -187,6 +187,21 @@ constexpr OptionSpec kOptions[] = {
      "`1`/`0`: write (or not) `<prefix>.pickle`, a snapshot in the shape of `torch.cuda.memory._snapshot()`",
      "expected 0 or 1", set_bool<&Options::pickle>, show_bool<&Options::pickle>, false,
      [](Options& o) { o.pickle = o.stack_depth > 0; }},
+    {"GPUMEMPROF_PYTHON", "1", "`1`",
+     "`1`: stacks of Python threads show the Python frames (`file:line:function`) in place of the "
+     "interpreter's frames (CPython 3.11-3.13); `all`: keep the interpreter's frames too; `0`: native frames only",
+     "expected 0, 1 or all",
+     [](const char* v, Options& o) {
+         if (std::strcmp(v, "all") == 0) { o.python = 2; return true; }
+         if (std::strcmp(v, "0") == 0 || std::strcmp(v, "1") == 0) { o.python = v[0] - '0'; return true; }
+         return false;
+     },
+     [](const Options& o) { return std::string(o.python == 2 ? "all" : o.python == 1 ? "1" : "0"); }},
+    {"GPUMEMPROF_FRAMEWORK_ENV", "1", "`1`",
+     "with the pool on, set `PYTORCH_NO_CUDA_MEMORY_CACHING=1` and `XLA_PYTHON_CLIENT_ALLOCATOR=platform` at "
+     "load time where unset, so PyTorch and JAX allocate each tensor through the pool (the report lists what was "
+     "set); `0`: leave the environment alone",
+     "expected 0 or 1", set_bool<&Options::framework_env>, show_bool<&Options::framework_env>},
 };
 // clang-format on
 

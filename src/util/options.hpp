@@ -40,6 +40,12 @@ struct Options {
     /// GPUMEMPROF_PICKLE: write <prefix>.pickle (torch.cuda.memory._dump_snapshot's format);
     /// unset = on while stack capture is on.
     bool pickle = false;
+    /// GPUMEMPROF_PYTHON: 0 = native stacks only, 1 = the thread's Python frames in place of the
+    /// interpreter's, 2 ("all") = Python frames and the interpreter's own frames.
+    int python = 1;
+    /// GPUMEMPROF_FRAMEWORK_ENV: with the pool on, set PYTORCH_NO_CUDA_MEMORY_CACHING=1 and
+    /// XLA_PYTHON_CLIENT_ALLOCATOR=platform at load time where the user has not set them.
+    bool framework_env = true;
 };
 
 /// One GPUMEMPROF_* variable.

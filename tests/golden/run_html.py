@@ -317,7 +317,10 @@ def main():
         check_html(a, base, trace, L, src)
         check_offline(a, base, tmp)
     print("%d failed" % len(failures))
-    return 1 if failures else 0
+    if failures:
+        return 1
+    # Without a browser the page was not opened: meson reports the test as skipped, not passed.
+    return 0 if a.chromium else 77
 
 
 if __name__ == "__main__":

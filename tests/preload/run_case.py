@@ -415,7 +415,32 @@ def case_oom(args, tmp):
     })
     c.eq("preload: sim cuMemAlloc_v2 ok", pre.sim_ok("cuMemAlloc_v2"), 7)
     c.eq("preload: sim cuMemFree_v2 ok", pre.sim_ok("cuMemFree_v2"), 1)
-    return c.finish([plain, pre])
+    # expandable_segments:True on the same 64 MiB device: one large range of 4 x 20 MiB pages.
+    # 12 MiB blocks at 0, 12, 24, 36, 48 MiB take three pages (60 MiB mapped). The freed block at
+    # 48 MiB plus 2 MiB more would serve the 14 MiB, but that needs a fourth 20 MiB page (80 > 64):
+    # out of memory; release_cached_blocks finds no whole free page (page 2 is 40..60 MiB, the free
+    # block 48..60 MiB), the retry fails: OOM 1. The next 12 MiB takes the free block; the one after
+    # needs the fourth page again: OOM 2. After the frees the 1 MiB request maps a 2 MiB small page
+    # (62 MiB <= 64). As with PyTorch's expandable segments the 14 MiB request fails here where plain
+    # cudaMalloc succeeds: pages are 20 MiB.
+    exp = run_prog(args, tmp, "expandable", True,
+                   {"SIMCUDA_CAPACITY": "64M", "GPUMEMPROF_ALLOC_CONF": "expandable_segments:True"})
+    c.eq("expandable: exit code", exp.rc, 0)
+    for k, v in {"alloc_14m": 2, "more_12m": 1, "oom_code": 2, "alloc_after_oom": 0}.items():
+        c.eq("expandable: %s" % k, exp.val(k), v)
+    check_stats(c, exp.report(), {
+        "num_ooms": 2,
+        "num_alloc_retries": 2,
+        "num_device_alloc": 4,
+        "num_device_free": 0,
+        "segment.all.allocated": 0,
+        "reserved_bytes.all.current": 62 * 1048576,
+    })
+    c.eq("expandable: sim cuMemAlloc_v2 calls", exp.sim_calls("cuMemAlloc_v2"), 0)
+    # Every page created is mapped (no page kept from a failed mapping): the device's bytes in use
+    # at exit are the pool's reserved bytes.
+    c.eq("expandable: sim bytes in use at exit", sum(r.get("bytes_in_use", 0) for r in exp.sim), 62 * 1048576)
+    return c.finish([plain, pre, exp])
 
 
 def case_cross_stream_reuse(args, tmp):
@@ -569,7 +594,13 @@ def case_pool_off(args, tmp):
         "num_device_alloc": 6,
         "num_device_free": 6,
     })
-    return c.finish([plain, pre])
+    # expandable_segments:True cannot apply without the pool: one warning naming it, no VMM call.
+    exp = run_prog(args, tmp, "expandable", True,
+                   {"GPUMEMPROF_POOL": "0", "GPUMEMPROF_ALLOC_CONF": "expandable_segments:True"})
+    c.eq("pool off + expandable: warnings naming it",
+         len([l for l in exp.stderr.splitlines() if "expandable_segments:True" in l]), 1)
+    c.eq("pool off + expandable: sim cuMemCreate calls", exp.sim_calls("cuMemCreate"), 0)
+    return c.finish([plain, pre, exp])
 
 
 def case_bad_config(args, tmp):
@@ -925,6 +956,9 @@ def case_expandable(args, tmp):
                 if e["action"].startswith("segment")]
         c.eq("pickle: segment events", maps, [("segment_map", 2097152), ("segment_map", 20971520),
                                               ("segment_map", 20971520)])
+    txts = glob.glob(os.path.join(pre.out_dir, "out-*.txt"))
+    text = open(txts[0], encoding="utf-8").read() if txts else ""
+    c.true(".txt: page maps/unmaps line", "page maps/unmaps (expandable segments): 3 / 0," in text, text[:1500])
     # The trace replays with the recorded setting to the same peak; without it the plain policy's.
     env2 = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     for conf, want in ((None, 44040192), ("", SEQUENCE_STATS["reserved_bytes.all.peak"])):

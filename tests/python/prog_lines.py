@@ -2,8 +2,10 @@
 # Allocates device memory through ctypes on the simulated CUDA runtime from known lines (each
 # marked "@site:NAME"), under every kind of Python frame the profiler must name: nested functions,
 # a method, a comprehension, a threading.Thread, a call that releases the GIL (ctypes.CDLL) and
-# one that holds it (ctypes.PyDLL). run_python_lines.py checks the report's tree by value.
+# one that holds it (ctypes.PyDLL), a Python callback under libc, and (--fork) a forked child.
+# run_python_lines.py checks the reports by value.
 import ctypes
+import os
 import sys
 import threading
 
@@ -68,6 +70,16 @@ def from_native_callback():
     libc.qsort(arr, 2, ctypes.sizeof(ctypes.c_int), cmp_type(compare))  # @site:qsort
 
 
+def forked():
+    pid = os.fork()
+    if pid == 0:
+        malloc(cudart, 2 * MIB)  # @site:fork_child
+        sys.exit(0)  # a normal exit: the child's report is written
+    _, status = os.waitpid(pid, 0)
+    if status != 0:
+        sys.exit("forked child failed: %d" % status)
+
+
 def main():
     outer()  # @site:main_outer
     Model().forward()  # @site:main_method
@@ -77,6 +89,8 @@ def main():
     t.join()
     with_gil()  # @site:main_pydll
     from_native_callback()  # @site:main_callback
+    if "--fork" in sys.argv:
+        forked()  # @site:main_fork
     print("allocated=%d" % len(kept))
 
 

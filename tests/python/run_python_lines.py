@@ -114,6 +114,9 @@ def main():
             "ASAN_OPTIONS": "detect_leaks=0",
         })
         p = subprocess.run([a.python, PROG], env=env, capture_output=True, text=True, timeout=120)
+        # The same program forking a child that allocates: the child's own report names its line.
+        fork_env = dict(env, GPUMEMPROF_OUTPUT=os.path.join(tmp, "fork-%p"))
+        pf = subprocess.run([a.python, PROG, "--fork"], env=fork_env, capture_output=True, text=True, timeout=120)
         check("program exits 0 and allocated 7 blocks", p.returncode == 0 and "allocated=7" in p.stdout,
               (p.returncode, p.stdout, p.stderr[-2000:]))
         warnings = [l for l in p.stderr.splitlines() if "cannot read this Python" in l]
@@ -223,6 +226,16 @@ def main():
         check("folded file carries Python frames",
               re.search(r"<module> \(prog_lines\.py:%d\);main \(prog_lines\.py:%d\);with_gil \(prog_lines\.py:%d\)" %
                         (L["module"], L["main_pydll"], L["pydll"]), folded) is not None, folded[:800])
+        # The child's report (it keeps the parent's call-site totals; the parent's has no such site).
+        child_sites = []
+        for path in glob.glob(os.path.join(tmp, "fork-*.json")):
+            for site in json.load(open(path)).get("sites", []):
+                if any(f.get("kind") == "python" and f["line"] == L["fork_child"] and f["function"] == "forked"
+                       for f in site["frames"]):
+                    child_sites.append(site)
+        check("fork: the child's report names prog_lines.py:%d:forked for its 2 MiB" % L["fork_child"],
+              pf.returncode == 0 and [s["total_bytes"] for s in child_sites] == [2 << 20],
+              (pf.returncode, pf.stderr[-1500:], [s["total_bytes"] for s in child_sites]))
         check("report says Python frames were found in all 7 stacks",
               "Python frames: found in 7 stacks" in txt, "")
     print("%d failures" % len(failures))

@@ -99,6 +99,35 @@ class Cli(unittest.TestCase):
     def tearDown(self):
         self.dir.cleanup()
 
+    def test_exit_status_out_of_memory(self):
+        # The help's exit statuses are the ones returned: running out of host memory is 3, not
+        # the trace-error status 1. A 1M-event trace needs ~50 MiB to load; under a 32 MiB
+        # address-space limit that fails, while a 10-event trace replays.
+        rc, out, _ = run("replay", "--help")
+        self.assertEqual(rc, 0)
+        status = out[out.index("exit status:"):]
+        self.assertIn("1 unreadable/truncated/corrupt trace", status)
+        self.assertIn("3 out of memory", status)
+        m = tw()
+        small = os.path.join(self.dir.name, "small.gmt")
+        big = os.path.join(self.dir.name, "big.gmt")
+        for path, n in ((small, 10), (big, 1000000)):
+            with m.TraceWriter(path, pid=1, host="t", exe="big") as w:
+                for i in range(n):
+                    w.record(m.ALLOC, ptr=0x100000000 + i * 4096, size=512, time_ns=i)
+
+        def limited(path):
+            def limit():
+                import resource
+                resource.setrlimit(resource.RLIMIT_AS, (32 << 20, 32 << 20))
+            return subprocess.run([CLI, "replay", path], capture_output=True, text=True, timeout=300,
+                                  preexec_fn=limit)
+        if limited(small).returncode != 0:
+            self.skipTest("the CLI cannot start under a 32 MiB address-space limit (sanitizer build)")
+        p = limited(big)
+        self.assertIn("out of memory", p.stderr)
+        self.assertEqual(p.returncode, 3, p.stderr)
+
     def test_help(self):
         rc, out, _ = run("--help")
         self.assertEqual(rc, 0)

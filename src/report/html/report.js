@@ -138,7 +138,7 @@ class Timeline {
     for (let k = 0; k <= 4; ++k) {
       const v = ymax * k / 4, y = Y(v);
       g.beginPath(); g.moveTo(0, y); g.lineTo(this.w, y); g.stroke();
-      g.fillText(human(Math.round(v)), this.w + 4, y + 4);
+      g.fillText(human(Math.round(v)), this.w + 4, Math.max(y + 4, 10));
     }
     for (let k = 0; k <= 5; ++k) {
       const t = this.view[0] + (this.view[1] - this.view[0]) * k / 5;
@@ -284,18 +284,20 @@ function selectTime(t) {
 }
 
 // ---- tables ------------------------------------------------------------------------------------
+// rows: [site index, bytes, blocks?]; the blocks column only when the rows carry counts.
 function siteTable(rows, what, total) {
+  const counts = rows.length > 0 && rows[0].length > 2;
   const tb = el("tbody");
   for (const [s, bytes, extra] of rows) {
     const frames = s >= 0 ? siteStack(s, true, 6).join("\n") : "[no stack captured]";
     tb.append(el("tr", { "data-site": String(s), "data-bytes": String(bytes) },
       el("td", { class: "num", text: human(bytes) }),
       el("td", { class: "num", text: total ? (100 * bytes / total).toFixed(1) + "%" : "" }),
-      el("td", { class: "num", text: extra === undefined ? "" : String(extra) }),
+      counts ? el("td", { class: "num", text: String(extra) }) : null,
       el("td", { class: "frames", text: frames })));
   }
   return el("table", null, el("thead", null, el("tr", null, el("th", { class: "num", text: what }),
-    el("th", { class: "num", text: "share" }), el("th", { class: "num", text: "blocks" }),
+    el("th", { class: "num", text: "share" }), counts ? el("th", { class: "num", text: "blocks" }) : null,
     el("th", { text: "call site (innermost frames that are not allocator plumbing)" }))), tb);
 }
 
