@@ -48,11 +48,15 @@ bool write_files_atomic(const std::vector<std::pair<std::string, std::string>>& 
             if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
                 return fail(path + " exists and is not a regular file (a FIFO, device or directory); "
                                    "not replaced");
-            std::string tmp;
-            const int fd = create_temp(path, &tmp);
-            if (fd < 0)
-                return fail(os_error("cannot create", tmp, errno));
-            temps.push_back(tmp);
+            // The name is in `temps` before the file exists (reserved: no allocation here), so
+            // that a failure from here on never leaves it behind.
+            temps.emplace_back();
+            const int fd = create_temp(path, &temps.back());
+            if (fd < 0) {
+                const std::string message = os_error("cannot create", temps.back(), errno);
+                temps.pop_back();
+                return fail(message);
+            }
             const int werr = write_all_quietly(fd, content.data(), content.size());
             const int cerr = ::close(fd) != 0 ? errno : 0;
             if (werr != 0 || cerr != 0)
