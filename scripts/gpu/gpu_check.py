@@ -371,6 +371,52 @@ def check_expandable(lib, bindir, tries, steps):
            step_ms_torch=ref["out"].get("step_ms_median"), step_ms_ours=ours["out"].get("step_ms_median"))
 
 
+def check_pool_vs_torch(lib, steps, repeat):
+    """Issue 9: the pool holds no more than PyTorch's caching allocator would (reserved peak
+    <= 1.10x; the big loop also <= 2x PyTorch's cudaMalloc calls), with and without a live
+    non-blocking stream, and costs <= 1.05x PyTorch's step time (alternating runs, median of the
+    per-run medians). PyTorch's figures come from the same loop with its cache on; ours with
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 under the preload, stacks off."""
+    script = os.path.join(os.path.dirname(__file__), "torch_loop.py")
+    for loop, loop_steps, runs in (("readme", steps, repeat), ("big", 3, 1)):
+        for side in ("0", "1"):
+            env = {"STEPS": str(loop_steps), "PYTHONUNBUFFERED": "1", "LOOP": loop, "SIDE_STREAM": side}
+            refs, ourss = [], []
+            for _ in range(runs):  # alternate, so both see the same clocks and memory state
+                refs.append(run([sys.executable, script], env))
+                ourss.append(run([sys.executable, script], dict(env, PYTORCH_NO_CUDA_MEMORY_CACHING="1",
+                                                                 GPUMEMPROF_STACK_DEPTH="0"), preload=lib))
+            name = "pool_%s_loop%s" % (loop, "_side_stream" if side == "1" else "")
+            ok_ref = [r for r in refs if r["out"]]
+            ok_ours = [r for r in ourss if r["out"] and r["reports"]]
+            if not ok_ref or not ok_ours:
+                record(name + "_reserved_1.10x", False, rc_ref=refs[0]["rc"], rc_ours=ourss[0]["rc"],
+                       stderr=(ourss[0]["stderr"] or refs[0]["stderr"])[-2000:])
+                continue
+            ref, ours = ok_ref[-1], ok_ours[-1]
+            dev = device_stats(ours["reports"][-1])
+            ms = dev["memory_stats"]
+            t_res, o_res = ref["out"]["torch_max_reserved"], ms["reserved_bytes.all.peak"]
+            record(name + "_reserved_1.10x", o_res <= 1.10 * t_res, pool_reserved_peak=o_res,
+                   torch_reserved_peak=t_res, ratio=round(o_res / t_res, 4),
+                   pool_allocated_peak=ms["allocated_bytes.all.peak"],
+                   pool_requested_peak=ms["requested_bytes.all.peak"],
+                   torch_allocated_peak=ref["out"]["torch_max_allocated"],
+                   pending_free=dev.get("pending_free"), pool_counters=dev.get("pool_counters"))
+            if loop == "big":
+                t_calls, o_calls = ref["out"]["torch_num_device_alloc"], ms["num_device_alloc"]
+                record(name + "_device_calls_2x", o_calls <= 2 * max(t_calls, 1), pool_device_allocs=o_calls,
+                       pool_device_frees=ms["num_device_free"], torch_device_allocs=t_calls)
+            if runs >= 5:
+                med = lambda v: sorted(v)[len(v) // 2]
+                t_ref = med([r["out"]["step_ms_median"] for r in ok_ref])
+                t_ours = med([r["out"]["step_ms_median"] for r in ok_ours])
+                record(name + "_step_time_1.05x", t_ours / t_ref <= 1.05, runs_each=runs,
+                       torch_caching_ms=round(t_ref, 2), ours_ms=round(t_ours, 2), ratio=round(t_ours / t_ref, 3),
+                       all_runs_ms={"caching": [r["out"]["step_ms_median"] for r in ok_ref],
+                                    "ours": [r["out"]["step_ms_median"] for r in ok_ours]})
+
+
 def check_frameworks(lib):
     script = os.path.join(os.path.dirname(__file__), "frameworks_check.py")
     for fw in ("jax", "cupy"):
@@ -394,7 +440,8 @@ def main():
     ap.add_argument("--tries", type=int, default=1000)
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--repeat", type=int, default=3, help="runs of each timed PyTorch configuration")
-    ap.add_argument("--only", default="cuda,cross,bench,torch,ab,oom,frameworks,html,expandable,python")
+    ap.add_argument("--only", default="cuda,cross,bench,torch,ab,oom,frameworks,html,expandable,python,pool")
+    ap.add_argument("--pool-repeat", type=int, default=5, help="alternating runs of each pool-vs-PyTorch loop")
     ap.add_argument("--ab-runs", type=int, default=3, help="processes per depth for the in-process stacks A/B")
     ap.add_argument("--ab-steps", type=int, default=42, help="steps per A/B process")
     ap.add_argument("--ab-depths", default="64", help="stack depths to A/B against no stacks")
@@ -422,6 +469,8 @@ def main():
         check_torch_html(a.lib, a.steps, a.artifacts)
     if "expandable" in only:
         check_expandable(a.lib, a.bindir, a.tries, a.steps)
+    if "pool" in only:
+        check_pool_vs_torch(a.lib, max(a.steps, 8), a.pool_repeat)
     if "python" in only:
         import python_check  # issue 8: Python frames, zero configuration, the gpumemprof package
         python_check.check_all(run, record, a.lib, a.steps, a.ab_steps, a.ab_runs)

@@ -59,6 +59,12 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     dev = "cuda"
     vocab, d, heads, layers, batch, seq = 32000, 1024, 16, 8, 8, 512
+    # LOOP=big: the loop sized to ~60% of an H200 (issue 9): 104 blocks of Linear
+    # 4096->16384->4096 in bf16 on 8192 tokens, SGD.
+    big = os.environ.get("LOOP") == "big"
+    # SIDE_STREAM=1: a live non-blocking stream does a little work every step (the pool must then
+    # fence freed blocks instead of reusing them at once).
+    side = torch.cuda.Stream() if os.environ.get("SIDE_STREAM") == "1" else None
 
     class Model(nn.Module):
         def __init__(self):
@@ -71,10 +77,26 @@ def main():
         def forward(self, x):
             return self.head(self.enc(self.emb(x)))
 
-    model = Model().to(dev)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    gen = torch.Generator(device="cpu").manual_seed(1)
-    data = [torch.randint(0, vocab, (batch, seq + 1), generator=gen) for _ in range(steps)]
+    class Big(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(4096, 16384), nn.GELU(), nn.Linear(16384, 4096))
+                                        for _ in range(104))
+
+        def forward(self, x):
+            for b in self.blocks:
+                x = x + b(x)
+            return x
+
+    if big:
+        model = Big().to(dev, dtype=torch.bfloat16)
+        opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+        data = [None] * steps
+    else:
+        model = Model().to(dev)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        gen = torch.Generator(device="cpu").manual_seed(1)
+        data = [torch.randint(0, vocab, (batch, seq + 1), generator=gen) for _ in range(steps)]
     losses, times, device_allocs = [], [], []
     stacks_on = []
     for i in range(steps):
@@ -82,13 +104,22 @@ def main():
         if set_depth:
             set_depth(ab_depth if on else 0)
         stacks_on.append(on)
-        x = data[i][:, :-1].to(dev)
-        y = data[i][:, 1:].to(dev)
+        if big:
+            x = torch.randn(8192, 4096, device=dev, dtype=torch.bfloat16)
+        else:
+            x = data[i][:, :-1].to(dev)
+            y = data[i][:, 1:].to(dev)
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            out = model(x)
-            loss = nn.functional.cross_entropy(out.float().view(-1, vocab), y.reshape(-1))
+        if side is not None:
+            with torch.cuda.stream(side):
+                (torch.ones(1 << 20, device=dev) * 2).sum()
+        if big:
+            loss = model(x).float().pow(2).mean()
+        else:
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                out = model(x)
+                loss = nn.functional.cross_entropy(out.float().view(-1, vocab), y.reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -114,6 +145,9 @@ def main():
         "step_ms_median": 1000 * timed[len(timed) // 2],
         "torch_max_allocated": torch.cuda.max_memory_allocated(),
         "torch_max_reserved": torch.cuda.max_memory_reserved(),
+        "torch_num_device_alloc": torch.cuda.memory_stats().get("num_device_alloc", 0),
+        "loop": "big" if big else "readme",
+        "side_stream": side is not None,
         "caching": os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING", "0") != "1",
         "profiler_device_allocs_after_each_step": device_allocs,
     }))

@@ -13,6 +13,7 @@ namespace gpumemprof::core {
 #define GPUMEMPROF_REAL_FUNCTIONS(X) \
     X(cuGetProcAddress) X(cuGetProcAddress_v2) \
     X(cuCtxGetCurrent) X(cuCtxGetDevice) X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2) \
+    X(cuCtxSynchronize) X(cuCtxSynchronize_v2) \
     X(cuCtxDestroy_v2) X(cuDevicePrimaryCtxGetState) X(cuDevicePrimaryCtxRetain) \
     X(cuDevicePrimaryCtxRelease_v2) X(cuDevicePrimaryCtxReset_v2) X(cuDeviceTotalMem_v2) \
     X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuMemAllocPitch_v2) X(cuMemGetInfo_v2) \
@@ -23,7 +24,7 @@ namespace gpumemprof::core {
     X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemSetAccess) X(cuMemGetAllocationGranularity) \
     X(cuIpcGetMemHandle) \
     X(cuEventCreate) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize) X(cuEventDestroy_v2) \
-    X(cuStreamCreate) X(cuStreamCreateWithPriority) X(cuStreamDestroy_v2) \
+    X(cuStreamCreate) X(cuStreamCreateWithPriority) X(cuStreamDestroy_v2) X(cuStreamWaitEvent) \
     X(cuStreamIsCapturing) X(cuStreamIsCapturing_ptsz) \
     X(cuStreamBeginCapture) X(cuStreamBeginCapture_ptsz) X(cuStreamBeginCapture_v2) X(cuStreamBeginCapture_v2_ptsz) \
     X(cuStreamBeginCaptureToGraph) X(cuStreamBeginCaptureToGraph_ptsz) \

@@ -4,6 +4,10 @@
 #include "core/process_state.hpp"
 #include "core/scoped_context.hpp"
 
+#include <chrono>
+#include <sched.h>
+#include <thread>
+
 namespace gpumemprof::core {
 
 DriverBackend::DriverBackend(const DriverApi& api, CUcontext ctx, StreamRegistry& streams)
@@ -157,6 +161,27 @@ CUevent DriverBackend::take_event() {
     return e;
 }
 
+std::size_t DriverBackend::take_slot() {
+    if (free_slots_.empty()) {
+        const std::size_t n = fences_.size();
+        const std::size_t grow = n < 8 ? 8 : n;
+        fences_.resize(n + grow);
+        free_slots_.reserve(n + grow);
+        for (std::size_t i = n + grow; i-- > n;)
+            free_slots_.push_back(i);
+    }
+    const std::size_t slot = free_slots_.back();
+    free_slots_.pop_back();
+    return slot;
+}
+
+DriverBackend::Fence* DriverBackend::find(pool::FenceId fence) {
+    const std::size_t slot = static_cast<std::size_t>(fence & 0xFFFFFFFFu);
+    if (slot >= fences_.size() || fences_[slot].id != fence)
+        return nullptr;
+    return &fences_[slot];
+}
+
 pool::FenceId DriverBackend::fence_record() {
     // Recording on the legacy stream during a capture would invalidate the capture
     // (cudaErrorStreamCaptureImplicit); pending blocks simply wait until it ends.
@@ -164,12 +189,14 @@ pool::FenceId DriverBackend::fence_record() {
         return 0;
     try {
         std::lock_guard lock(mutex_);
-        std::vector<CUevent> events;
+        const std::size_t slot = take_slot();
+        Fence& f = fences_[slot];
+        f.events.clear();
         scratch_streams_.clear();
         scratch_streams_.push_back(nullptr); // the legacy default stream
-        streams_.fence_targets(ctx_, &scratch_streams_, &events);
-        const std::size_t orphans = events.size();
-        events.reserve(orphans + scratch_streams_.size());
+        streams_.fence_targets(ctx_, &scratch_streams_, &f.events);
+        const std::size_t orphans = f.events.size();
+        f.events.reserve(orphans + scratch_streams_.size());
         ScopedContext scope(api_, ctx_);
         for (CUstream s : scratch_streams_) {
             CUevent e = take_event();
@@ -178,16 +205,18 @@ pool::FenceId DriverBackend::fence_record() {
                 // destroyed streams go back to the registry for the next one.
                 if (e)
                     spare_events_.push_back(e);
-                streams_.return_orphans(ctx_, std::vector<CUevent>(events.begin(), events.begin() + orphans));
-                for (std::size_t i = orphans; i < events.size(); ++i)
-                    spare_events_.push_back(events[i]);
+                for (std::size_t i = orphans; i < f.events.size(); ++i)
+                    spare_events_.push_back(f.events[i]);
+                f.events.resize(orphans);
+                streams_.return_orphans(ctx_, std::move(f.events));
+                f.events = {};
+                free_slots_.push_back(slot);
                 return 0;
             }
-            events.push_back(e);
+            f.events.push_back(e);
         }
-        pool::FenceId id = next_fence_++;
-        fences_.emplace(id, std::move(events));
-        return id;
+        f.id = (next_fence_++ << 32) | slot;
+        return f.id;
     } catch (...) {
         return 0; // out of host memory: the blocks stay pending
     }
@@ -197,13 +226,13 @@ bool DriverBackend::fence_done(pool::FenceId fence) {
     if (streams_.captures.load(std::memory_order_acquire) > 0)
         return false; // event queries are not allowed while capturing
     std::lock_guard lock(mutex_);
-    auto it = fences_.find(fence);
-    if (it == fences_.end())
+    Fence* f = find(fence);
+    if (f == nullptr)
         return true;
     if (process_exiting())
         return false;
     ScopedContext scope(api_, ctx_);
-    for (CUevent e : it->second) {
+    for (CUevent e : f->events) {
         CUresult r = api_.cuEventQuery(e);
         if (r == CUDA_ERROR_NOT_READY)
             return false;
@@ -213,36 +242,75 @@ bool DriverBackend::fence_done(pool::FenceId fence) {
     return true;
 }
 
+void DriverBackend::copy_events(Fence& f) {
+    wait_events_.clear();
+    wait_events_.insert(wait_events_.end(), f.events.begin(), f.events.end());
+}
+
 bool DriverBackend::fence_wait(pool::FenceId fence) {
     if (streams_.captures.load(std::memory_order_acquire) > 0 || process_exiting())
         return false;
-    std::vector<CUevent> events;
-    {
+    try {
         std::lock_guard lock(mutex_);
-        auto it = fences_.find(fence);
-        if (it == fences_.end())
+        Fence* f = find(fence);
+        if (f == nullptr)
             return true;
-        events = it->second;
+        copy_events(*f);
+        ScopedContext scope(api_, ctx_);
+        for (CUevent e : wait_events_)
+            api_.cuEventSynchronize(e);
+        return true;
+    } catch (...) {
+        return false;
     }
+}
+
+bool DriverBackend::fence_wait_for(pool::FenceId fence, std::uint64_t limit_ns) {
+    if (streams_.captures.load(std::memory_order_acquire) > 0 || process_exiting())
+        return false;
+    std::lock_guard lock(mutex_);
+    Fence* f = find(fence);
+    if (f == nullptr)
+        return true;
     ScopedContext scope(api_, ctx_);
-    for (CUevent e : events)
-        api_.cuEventSynchronize(e);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(limit_ns);
+    // Poll rather than cuEventSynchronize, so that the wait is bounded: the device may be held up
+    // by something this process does only after the allocation returns. Yield first (most waits
+    // are short), then sleep in small steps.
+    for (CUevent e : f->events) {
+        for (unsigned spins = 0;; ++spins) {
+            CUresult r = api_.cuEventQuery(e);
+            if (r != CUDA_ERROR_NOT_READY)
+                break; // done, or a sticky error: nothing will run any more
+            if (std::chrono::steady_clock::now() >= deadline)
+                return false;
+            if (spins < 64)
+                sched_yield();
+            else
+                std::this_thread::sleep_for(std::chrono::microseconds(20));
+        }
+    }
     return true;
 }
 
 void DriverBackend::fence_release(pool::FenceId fence) {
     std::lock_guard lock(mutex_);
-    auto it = fences_.find(fence);
-    if (it == fences_.end())
+    Fence* f = find(fence);
+    if (f == nullptr)
         return;
-    for (CUevent e : it->second)
-        spare_events_.push_back(e);
-    fences_.erase(it);
+    // spare_events_ only grows when this context has more events than ever before.
+    spare_events_.insert(spare_events_.end(), f->events.begin(), f->events.end());
+    f->events.clear();
+    f->id = 0;
+    free_slots_.push_back(static_cast<std::size_t>(fence & 0xFFFFFFFFu));
 }
+
+bool DriverBackend::frees_ordered() { return !streams_.unordered(); }
 
 void DriverBackend::forget() {
     std::lock_guard lock(mutex_);
     fences_.clear();
+    free_slots_.clear();
     spare_events_.clear();
 }
 

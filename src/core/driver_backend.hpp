@@ -27,7 +27,9 @@ public:
     pool::FenceId fence_record() override;
     bool fence_done(pool::FenceId fence) override;
     bool fence_wait(pool::FenceId fence) override;
+    bool fence_wait_for(pool::FenceId fence, std::uint64_t limit_ns) override;
     void fence_release(pool::FenceId fence) override;
+    bool frees_ordered() override;
 
     // Expandable segments: the real driver's cuMem* calls (never our hooks), on this context's device.
     int vmm_granularity(std::size_t* bytes) override;
@@ -43,7 +45,16 @@ public:
     void forget();
 
 private:
+    /// One fence: its events (one per stream it covers, plus those left by destroyed streams).
+    /// Slots and their vectors are reused, so recording a fence allocates nothing in steady state.
+    struct Fence {
+        pool::FenceId id = 0; ///< 0: free slot
+        std::vector<CUevent> events;
+    };
     CUevent take_event();
+    std::size_t take_slot();               // requires mutex_; may allocate (slot growth only)
+    Fence* find(pool::FenceId fence);       // requires mutex_
+    void copy_events(Fence& f);             // requires mutex_: into wait_events_
     /// The context's device ordinal (-1 when it cannot be had).
     int device();
     const DriverApi& api_;
@@ -51,9 +62,11 @@ private:
     StreamRegistry& streams_;
     std::mutex mutex_; // guards the members below (fences are used under the pool lock anyway)
     std::vector<CUevent> spare_events_;
-    std::unordered_map<pool::FenceId, std::vector<CUevent>> fences_;
-    std::vector<CUstream> scratch_streams_; ///< reused by fence_record (called on most frees)
-    pool::FenceId next_fence_ = 1;
+    std::vector<Fence> fences_;
+    std::vector<std::size_t> free_slots_;
+    std::vector<CUstream> scratch_streams_; ///< reused by fence_record (called on many frees)
+    std::vector<CUevent> wait_events_;      ///< reused by the waits
+    std::uint64_t next_fence_ = 1;
     int device_ = -1; ///< cached by device()
 };
 

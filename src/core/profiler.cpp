@@ -184,6 +184,11 @@ PoolSlot* Profiler::create_slot(const DriverApi& api, CUcontext ctx) noexcept {
             }
         }
         on_first_cuda_use(); // before the pool's listener is given the trace
+        // Two contexts have two legacy streams, unordered with each other.
+        bool another = false;
+        pools_.for_each_live([&](PoolSlot* s) { return another = s->ctx.load(std::memory_order_acquire) != ctx; });
+        if (another)
+            streams_.mark_unordered();
         PoolSlot* raw = pools_.find_or_add(ctx, [&](int index) {
             auto slot = std::make_unique<PoolSlot>();
             slot->device = static_cast<int>(dev);
@@ -202,6 +207,7 @@ PoolSlot* Profiler::create_slot(const DriverApi& api, CUcontext ctx) noexcept {
             po.conf = conf_;
             po.mode = options_.pool ? pool::Mode::caching : pool::Mode::passthrough;
             po.defer_frees = options_.fenced_reuse;
+            po.reuse_when_ordered = options_.reuse_when_ordered;
             po.device = slot->device;
             slot->pool = std::make_unique<pool::DevicePool>(*slot->backend, po, slot->events.get());
             return slot;
@@ -289,7 +295,10 @@ CUresult Profiler::mem_free(const DriverApi& api, CUdeviceptr ptr) noexcept {
 }
 
 CUresult Profiler::mem_free_async(const DriverApi& api, CUdeviceptr ptr, CUstream stream, bool ptsz) noexcept {
-    // cudaFreeAsync may free cudaMalloc memory: the block waits for a fence like any free.
+    // cudaFreeAsync may free cudaMalloc memory: the block waits for a fence like any free. A
+    // per-thread default stream is one order per thread: no more reuse at once.
+    if (ptsz || stream == CU_STREAM_PER_THREAD)
+        streams_.mark_unordered();
     int r = free_in_pools(static_cast<std::uintptr_t>(ptr));
     if (r != pool::kNotOwned)
         return static_cast<CUresult>(r);
@@ -593,6 +602,7 @@ report::DeviceSummary Profiler::device_summary(const PoolSlot& s, const std::map
     d.pool_counters = s.pool->counters();
     d.total_capacity = s.total_bytes;
     d.at_reserved_peak = s.pool->reserved_peak();
+    d.pending = s.pool->pending();
     if (s.model) {
         d.has_model = true;
         d.model = s.model->stats();

@@ -9,6 +9,7 @@
 #include "core/passthrough_ledger.hpp"
 #include "core/pool_table.hpp"
 #include "core/stream_registry.hpp"
+#include "core/process_state.hpp"
 #include "util/options.hpp"
 
 namespace gpumemprof::trace { class Writer; }
@@ -43,6 +44,18 @@ public:
     CUresult mem_free(const DriverApi& api, CUdeviceptr ptr) noexcept;
     CUresult mem_free_async(const DriverApi& api, CUdeviceptr ptr, CUstream stream, bool ptsz) noexcept;
     CUresult mem_get_info(const DriverApi& api, std::size_t* free_bytes, std::size_t* total_bytes) noexcept;
+    /// cuCtxSynchronize (ctx null: the current context): when `sync` succeeds, the blocks freed in
+    /// that context's pool before it began become reusable without a fence.
+    template <typename Sync> CUresult ctx_synchronize(const DriverApi& api, CUcontext ctx, Sync&& sync) noexcept {
+        PoolSlot* slot = nullptr;
+        if (!process_exiting() && (ctx || api.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS) && ctx)
+            slot = pools_.find_live(ctx);
+        const std::uint64_t mark = slot ? slot->pool->pending_mark() : 0;
+        CUresult r = sync();
+        if (slot && r == CUDA_SUCCESS && mark > 0)
+            slot->pool->retire_through(mark);
+        return r;
+    }
     CUresult ipc_get_mem_handle(const DriverApi& api, CUipcMemHandle* handle, CUdeviceptr ptr) noexcept;
 
     // ---- pass-through, recorded ----------------------------------------------------------

@@ -48,9 +48,9 @@ void StreamRegistry::fence_targets(CUcontext ctx, std::vector<CUstream>* streams
         if (c == ctx)
             streams->push_back(s);
     auto it = orphans_.find(ctx);
-    if (it != orphans_.end()) {
-        *orphans = std::move(it->second);
-        orphans_.erase(it);
+    if (it != orphans_.end() && !it->second.empty()) {
+        orphans->insert(orphans->end(), it->second.begin(), it->second.end());
+        it->second.clear(); // keeps its capacity for the next destroyed stream
     }
 }
 

@@ -47,10 +47,25 @@ CUresult end_capture(const DriverApi& api, CUstream s, CUgraph* g, bool ptsz) {
 }
 
 // A created stream that runs independently of the legacy stream must get its own fence events.
+// Any created stream ends reuse at once (work may now run in two orders), and the new stream
+// first waits for what the legacy stream has queued so far: blocks freed and reused at once
+// before it existed may still be in use there (cudaFree would have waited for that work).
 CUresult track_stream(const DriverApi& api, CUresult r, CUstream* stream, unsigned flags) {
     CUcontext ctx = nullptr;
-    if (r == CUDA_SUCCESS && (flags & CU_STREAM_NON_BLOCKING) && api.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS)
+    if (r != CUDA_SUCCESS || api.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS)
+        return r;
+    prof().streams().mark_unordered();
+    if (flags & CU_STREAM_NON_BLOCKING) {
         prof().streams().add(ctx, *stream);
+        if (prof().streams().captures.load(std::memory_order_acquire) == 0 && api.cuStreamWaitEvent) {
+            CUevent e = nullptr;
+            if (api.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {
+                if (api.cuEventRecord(e, nullptr) == CUDA_SUCCESS)
+                    api.cuStreamWaitEvent(*stream, e, 0);
+                api.cuEventDestroy_v2(e);
+            }
+        }
+    }
     return r;
 }
 
@@ -251,6 +266,17 @@ CUresult cuStreamEndCapture(CUstream s, CUgraph* g) {
 CUresult cuStreamEndCapture_ptsz(CUstream s, CUgraph* g) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuStreamEndCapture_ptsz);
     return end_capture(*api, s, g, true);
+}
+
+// ---- device-wide synchronization: every block freed before it is free --------------------------
+CUresult cuCtxSynchronize() {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuCtxSynchronize);
+    return prof().ctx_synchronize(*api, nullptr, [&] { return api->cuCtxSynchronize(); });
+}
+
+CUresult cuCtxSynchronize_v2(CUcontext ctx) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuCtxSynchronize_v2);
+    return prof().ctx_synchronize(*api, ctx, [&] { return api->cuCtxSynchronize_v2(ctx); });
 }
 
 // ---- context lifetime: a pool must never outlive its context ------------------------------------

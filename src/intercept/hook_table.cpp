@@ -56,6 +56,8 @@ const Entry kEntries[] = {
     GPUMEMPROF_ENTRY(cuStreamBeginCaptureToGraph_ptsz, "cuStreamBeginCaptureToGraph", 12030, true),
     GPUMEMPROF_ENTRY(cuStreamEndCapture, "cuStreamEndCapture", 10000, false),
     GPUMEMPROF_ENTRY(cuStreamEndCapture_ptsz, "cuStreamEndCapture", 10000, true),
+    GPUMEMPROF_ENTRY(cuCtxSynchronize, "cuCtxSynchronize", 2000, false),
+    GPUMEMPROF_ENTRY(cuCtxSynchronize_v2, "cuCtxSynchronize", 13000, false),
     GPUMEMPROF_ENTRY(cuCtxDestroy_v2, "cuCtxDestroy", 4000, false),
     GPUMEMPROF_ENTRY(cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease", 11000, false),
     GPUMEMPROF_ENTRY(cuDevicePrimaryCtxReset_v2, "cuDevicePrimaryCtxReset", 11000, false),

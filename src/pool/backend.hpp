@@ -19,6 +19,7 @@ inline constexpr int kNotSupported = 801;   // CUDA_ERROR_NOT_SUPPORTED
 using PageHandle = std::uint64_t;
 
 /// A fence marks "every piece of device work queued so far, on every stream". 0 is no fence.
+/// Fences finish in the order they were recorded: once one is done, every earlier one is.
 using FenceId = std::uint64_t;
 
 class Backend {
@@ -40,8 +41,18 @@ public:
     virtual bool fence_done(FenceId fence) = 0;
     /// Block until the fence is done. Returns false if waiting is not allowed now (capture).
     virtual bool fence_wait(FenceId fence) = 0;
+    /// Block until the fence is done or `limit_ns` passed. True when it is done; false on the
+    /// time limit or when waiting is not allowed now. The pool's bounded wait on a miss.
+    virtual bool fence_wait_for(FenceId fence, std::uint64_t limit_ns) = 0;
     /// The fence is no longer needed.
     virtual void fence_release(FenceId fence) = 0;
+
+    /// True while every piece of device work the program can queue runs in one order (one
+    /// context, only its legacy default stream): a block the program frees may then be handed out
+    /// again at once, as PyTorch does within a stream, because whatever the program queues next
+    /// runs after the work queued before the free. False (the default): freed blocks wait for a
+    /// fence. Once false it stays false.
+    virtual bool frees_ordered() { return false; }
 
     // ---- virtual memory (expandable segments); the driver's cuMem* calls one for one -------------
     // A backend without virtual memory management answers kNotSupported.

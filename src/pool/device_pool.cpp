@@ -7,6 +7,7 @@
 #include "stats/stat_fields.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <deque>
 #include <limits>
 #include <map>
@@ -39,6 +40,7 @@ struct Block {
     BlockPool* pool = nullptr;
     std::uint64_t gc_count_base = 0;
     Block* pending_next = nullptr; ///< link in the unfenced list or a fence group
+    std::uint64_t free_seq = 0;    ///< pending: the number of the free that made it so
     ExpandableSegment* es = nullptr; ///< set for blocks of an expandable segment
     bool mapped = true;              ///< false: unmapped address space of an expandable segment
     BState state = BState::free;
@@ -181,6 +183,14 @@ private:
 
 constexpr std::size_t kOneExaByte = std::size_t{1} << 60;
 constexpr std::size_t kBlockChunk = 256;
+/// Fence cadence: a free records a new fence once this many bytes were freed since the last
+/// one (or reserved/kFenceStepDivisor, whichever is larger), so that a miss finds an old enough
+/// fence to wait for instead of one recorded at the miss (which waits for the whole queue).
+constexpr std::size_t kMinFenceStep = std::size_t{2} << 20;
+constexpr std::size_t kFenceStepDivisor = 32;
+/// Upper bound of one wait on a miss; past it the pool grows instead (the device may be waiting
+/// for something this process does after the allocation returns).
+constexpr std::uint64_t kWaitLimitNs = 200'000'000;
 
 } // namespace
 
@@ -214,7 +224,10 @@ struct DevicePool::Impl {
     std::vector<BlockSet::node_type> spare_nodes; ///< recycled std::set nodes
     Block* unfenced_head = nullptr;
     Block* unfenced_tail = nullptr;
+    std::size_t unfenced_bytes = 0;
     std::deque<FenceGroup> fenced; ///< oldest first
+    PendingStats pending;
+    std::uint64_t free_seq = 0; ///< frees so far that left a block pending
 
     stats::DeviceStats st;
     std::int64_t invalid_frees = 0;
@@ -250,13 +263,26 @@ struct DevicePool::Impl {
 
     /// Everything malloc/free may need, obtained before any state changes (may throw bad_alloc,
     /// which the public entry points turn into an error with the pool unchanged).
+    /// A malloc can retire every pending block (each needs a set node unless it merges) and
+    /// insert one split remainder; a free inserts at most one block; both recycle what they
+    /// extract. So `pending + 2` ready nodes (and room to keep every extracted one) make every
+    /// set insert of the call allocation-free, after the state began to change.
     void ensure_spares() {
         if (spare_blocks.size() < 2)
             grow_spare_blocks();
+        const auto need = static_cast<std::size_t>(pending.blocks.current) + 2;
+        if (spare_nodes.size() < need) {
+            if (spare_nodes.capacity() < need + 4)
+                spare_nodes.reserve(std::max(need + 4, spare_nodes.capacity() * 2));
+            BlockSet scratch; // inserting into an empty set compares nothing
+            while (spare_nodes.size() < need)
+                spare_nodes.push_back(scratch.extract(scratch.insert(&node_seed).first));
+        }
         if (spare_nodes.size() + 4 > spare_nodes.capacity())
             spare_nodes.reserve(spare_nodes.capacity() * 2 + 8);
         active.reserve_one();
     }
+    Block node_seed; ///< placeholder value of fresh set nodes
 
     Block* new_block() {
         if (spare_blocks.empty())
@@ -502,11 +528,10 @@ struct DevicePool::Impl {
     }
 
     // free_block: the free completes: merge with free neighbours, back into the cache, stats.
+    // (active/requested already dropped at the free request: free_locked.)
     void free_block(Block* b) {
         if (listener)
             listener->on_free_completed(b->ptr, b->size, b->requested);
-        const std::size_t original_size = b->size;
-        const std::size_t requested = b->requested;
         BlockPool& pool = *b->pool;
         active.erase(b->ptr); // before merging moves ptr
         std::int64_t net_blocks = 0;
@@ -535,9 +560,6 @@ struct DevicePool::Impl {
                 st.inactive_split_bytes[t].increase(net_bytes);
             else if (net_bytes < 0)
                 st.inactive_split_bytes[t].decrease(-net_bytes);
-            st.active[t].decrease(1);
-            st.active_bytes[t].decrease(static_cast<std::int64_t>(original_size));
-            st.requested_bytes[t].decrease(static_cast<std::int64_t>(requested));
         });
     }
 
@@ -894,10 +916,17 @@ struct DevicePool::Impl {
     void retire_group(Block* head) {
         while (head != nullptr) {
             Block* next = head->pending_next;
-            head->pending_next = nullptr;
-            free_block(head);
+            retire_block(head);
             head = next;
         }
+    }
+
+    /// A pending block becomes reusable (its list links are the caller's business).
+    void retire_block(Block* b) {
+        b->pending_next = nullptr;
+        pending.bytes.decrease(static_cast<std::int64_t>(b->size));
+        pending.blocks.decrease(1);
+        free_block(b);
     }
 
     /// One fence for every unfenced pending block. fence_record() == 0: they stay unfenced.
@@ -915,6 +944,113 @@ struct DevicePool::Impl {
             return;
         }
         unfenced_head = unfenced_tail = nullptr;
+        unfenced_bytes = 0;
+    }
+
+    /// The fenced groups up to and including `index` are done: retire them, oldest first.
+    void retire_front(std::size_t index) {
+        for (std::size_t i = 0; i <= index; ++i) {
+            const FenceGroup g = fenced.front();
+            fenced.pop_front();
+            retire_group(g.head);
+            backend.fence_release(g.id);
+        }
+    }
+
+    /// Could a block of this group, once free, be (part of) a block that serves `rounded` bytes
+    /// on `stream` from `pool`? Same pool, same stream, a segment large enough.
+    static bool group_may_serve(const FenceGroup& g, const BlockPool& pool, std::uintptr_t stream,
+                                std::size_t rounded) {
+        for (const Block* b = g.head; b != nullptr; b = b->pending_next)
+            if (b->pool == &pool && b->stream == stream && b->seg->size >= rounded)
+                return true;
+        return false;
+    }
+
+    /// A miss while blocks wait: retire what the device has passed; then wait (bounded) for the
+    /// oldest fence whose blocks could serve the request, and for the next, until a cached block
+    /// fits or no pending block could help. Returns the block, or nullptr (the pool grows).
+    Block* reclaim_pending(BlockPool& pool, std::uintptr_t stream, std::size_t rounded) {
+        Block* b = nullptr;
+        if (!fenced.empty() && process_fences_locked() && (b = get_free_block(pool, stream, rounded)))
+            return b;
+        if (unfenced_head != nullptr) {
+            fence_unfenced();
+            if (process_fences_locked() && (b = get_free_block(pool, stream, rounded)))
+                return b;
+        }
+        for (;;) {
+            std::size_t index = 0;
+            while (index < fenced.size() && !group_may_serve(fenced[index], pool, stream, rounded))
+                ++index;
+            if (index == fenced.size())
+                return nullptr;
+            const auto t0 = std::chrono::steady_clock::now();
+            const bool done = backend.fence_wait_for(fenced[index].id, kWaitLimitNs);
+            ++counters.fence_waits;
+            counters.wait_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                    std::chrono::steady_clock::now() - t0)
+                                    .count();
+            if (!done) {
+                ++counters.wait_timeouts;
+                return nullptr;
+            }
+            retire_front(index);
+            if ((b = get_free_block(pool, stream, rounded)))
+                return b;
+        }
+    }
+
+    /// Take `b` out of whichever pending list holds it (fenced group or unfenced).
+    bool unlink_pending(Block* b) {
+        for (std::size_t i = 0; i < fenced.size(); ++i) {
+            Block** link = &fenced[i].head;
+            while (*link != nullptr && *link != b)
+                link = &(*link)->pending_next;
+            if (*link == b) {
+                *link = b->pending_next;
+                if (fenced[i].head == nullptr) { // nothing left behind this fence
+                    backend.fence_release(fenced[i].id);
+                    fenced.erase(fenced.begin() + static_cast<std::ptrdiff_t>(i));
+                }
+                return true;
+            }
+        }
+        Block* prev = nullptr;
+        for (Block* c = unfenced_head; c != nullptr; prev = c, c = c->pending_next) {
+            if (c != b)
+                continue;
+            (prev ? prev->pending_next : unfenced_head) = c->pending_next;
+            if (unfenced_tail == c)
+                unfenced_tail = prev;
+            unfenced_bytes -= c->size;
+            return true;
+        }
+        return false;
+    }
+
+    /// Retire every pending block freed at or before free number `mark` (the device is past it).
+    void retire_through_locked(std::uint64_t mark) {
+        while (!fenced.empty()) {
+            FenceGroup& g = fenced.front();
+            while (g.head != nullptr && g.head->free_seq <= mark) {
+                Block* b = g.head;
+                g.head = b->pending_next;
+                retire_block(b);
+            }
+            if (g.head != nullptr)
+                return; // later frees wait for this fence
+            backend.fence_release(g.id);
+            fenced.pop_front();
+        }
+        while (unfenced_head != nullptr && unfenced_head->free_seq <= mark) {
+            Block* b = unfenced_head;
+            unfenced_head = b->pending_next;
+            unfenced_bytes -= b->size;
+            retire_block(b);
+        }
+        if (unfenced_head == nullptr)
+            unfenced_tail = nullptr;
     }
 
     /// process_events: oldest fence first, stop at the first that is not done. Returns whether
@@ -922,13 +1058,10 @@ struct DevicePool::Impl {
     bool process_fences_locked() {
         bool any = false;
         while (!fenced.empty()) {
-            const FenceGroup g = fenced.front();
             ++counters.fence_polls;
-            if (!backend.fence_done(g.id))
+            if (!backend.fence_done(fenced.front().id))
                 break;
-            fenced.pop_front();
-            retire_group(g.head);
-            backend.fence_release(g.id);
+            retire_front(0);
             any = true;
         }
         return any;
@@ -939,12 +1072,9 @@ struct DevicePool::Impl {
         ++st.num_sync_all_streams;
         fence_unfenced();
         while (!fenced.empty()) {
-            const FenceGroup g = fenced.front();
-            if (!backend.fence_wait(g.id))
+            if (!backend.fence_wait(fenced.front().id))
                 break; // waiting is not allowed now: the rest stays pending
-            fenced.pop_front();
-            retire_group(g.head);
-            backend.fence_release(g.id);
+            retire_front(0);
         }
     }
 
@@ -1026,15 +1156,8 @@ struct DevicePool::Impl {
         // a hit makes no device call. (With defer_frees off there are no fences at all and the
         // order is PyTorch's.)
         Block* b = get_free_block(pool, stream, rounded);
-        if (b == nullptr && !fenced.empty() && process_fences_locked())
-            b = get_free_block(pool, stream, rounded);
-        if (b == nullptr && unfenced_head != nullptr) {
-            // Our stand-in for the free-memory callbacks: fence what was freed since the last
-            // fence and look again if that fence is already passed.
-            fence_unfenced();
-            if (process_fences_locked())
-                b = get_free_block(pool, stream, rounded);
-        }
+        if (b == nullptr && pending.blocks.current > 0)
+            b = reclaim_pending(pool, stream, rounded); // our stand-in for the free-memory callbacks
         if (b == nullptr)
             ++counters.misses;
         int err = kOutOfMemory;
@@ -1106,10 +1229,15 @@ struct DevicePool::Impl {
             return kNotOwned;
         }
         BlockPool& pool = *b->pool;
-        // free(): allocation/allocated_bytes drop at the free request, active/requested at completion.
+        // PyTorch's free() of a block without record_stream: every program-facing figure drops
+        // now. If the block must wait for a fence, that is the pool's business (pending).
+        const auto bsize = static_cast<std::int64_t>(b->size);
         for_types(pool, [&](int t) {
             st.allocation[t].decrease(1);
-            st.allocated_bytes[t].decrease(static_cast<std::int64_t>(b->size));
+            st.allocated_bytes[t].decrease(bsize);
+            st.active[t].decrease(1);
+            st.active_bytes[t].decrease(bsize);
+            st.requested_bytes[t].decrease(static_cast<std::int64_t>(b->requested));
         });
         if (listener)
             listener->on_free_requested(b->ptr, b->size, b->requested);
@@ -1122,24 +1250,36 @@ struct DevicePool::Impl {
             release_block(b);
             return kSuccess;
         }
-        if (options.defer_frees) {
-            b->state = BState::pending;
-            b->pending_next = nullptr;
-            if (unfenced_tail)
-                unfenced_tail->pending_next = b;
-            else
-                unfenced_head = b;
-            unfenced_tail = b;
-            // Keep one fence in flight: one recorded now is usually passed by the time a later
-            // malloc needs this memory, whereas one recorded at that malloc never is yet, and
-            // the pool would grow instead. At most one device call per free, none while a
-            // fence is outstanding.
-            if (fenced.empty())
-                fence_unfenced();
-        } else {
+        if (options.defer_frees && !(options.reuse_when_ordered && backend.frees_ordered()))
+            make_pending(b);
+        else
             free_block(b);
-        }
         return kSuccess;
+    }
+
+    void make_pending(Block* b) {
+        b->state = BState::pending;
+        b->pending_next = nullptr;
+        b->free_seq = ++free_seq;
+        if (unfenced_tail)
+            unfenced_tail->pending_next = b;
+        else
+            unfenced_head = b;
+        unfenced_tail = b;
+        unfenced_bytes += b->size;
+        pending.bytes.increase(static_cast<std::int64_t>(b->size));
+        pending.blocks.increase(1);
+        ++counters.deferred_frees;
+        // A fence recorded now is usually passed by the time a later malloc needs this memory,
+        // whereas one recorded at that malloc is not yet. One in flight at least, and a new one
+        // every fence_step() bytes so that a miss can wait for an old one: at most one device
+        // call per free, usually none.
+        if (fenced.empty() || unfenced_bytes >= fence_step())
+            fence_unfenced();
+    }
+
+    std::size_t fence_step() const {
+        return std::max(kMinFenceStep, total_allocated_memory / kFenceStepDivisor);
     }
 
     const Segment* segment_of(std::uintptr_t ptr) const {
@@ -1172,6 +1312,9 @@ struct DevicePool::Impl {
         segments.clear();
         fenced.clear();
         unfenced_head = unfenced_tail = nullptr;
+        unfenced_bytes = 0;
+        pending.bytes.current = 0;
+        pending.blocks.current = 0;
         spare_blocks.clear();
         for (auto& chunk : block_chunks)
             for (std::size_t i = 0; i < kBlockChunk; ++i)
@@ -1205,6 +1348,7 @@ int DevicePool::malloc(std::size_t size, std::uintptr_t stream, std::uintptr_t* 
 int DevicePool::free(std::uintptr_t ptr) {
     try {
         std::lock_guard<std::mutex> lock(impl_->mu);
+        impl_->ensure_spares(); // before any state changes: a free may insert one set node
         return impl_->free_locked(ptr);
     } catch (...) {
         return kInvalidValue;
@@ -1244,6 +1388,7 @@ Lookup DevicePool::lookup(std::uintptr_t ptr) const {
 void DevicePool::process_fences() {
     try {
         std::lock_guard<std::mutex> lock(impl_->mu);
+        impl_->ensure_spares();
         // Public entry (unlike malloc's internal poll) also fences what was freed since the last
         // fence, so that a caller who knows the device is idle retires everything at once.
         impl_->fence_unfenced();
@@ -1252,9 +1397,40 @@ void DevicePool::process_fences() {
     }
 }
 
+int DevicePool::retire(std::uintptr_t ptr) {
+    try {
+        std::lock_guard<std::mutex> lock(impl_->mu);
+        Block* b = ptr != 0 ? impl_->active.find(ptr) : nullptr;
+        if (b == nullptr || b->state != BState::pending)
+            return kInvalidValue;
+        impl_->ensure_spares();
+        if (!impl_->unlink_pending(b))
+            return kInvalidValue;
+        impl_->retire_block(b);
+        return kSuccess;
+    } catch (...) {
+        return kInvalidValue;
+    }
+}
+
+std::uint64_t DevicePool::pending_mark() const {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    return impl_->free_seq;
+}
+
+void DevicePool::retire_through(std::uint64_t mark) {
+    try {
+        std::lock_guard<std::mutex> lock(impl_->mu);
+        impl_->ensure_spares();
+        impl_->retire_through_locked(mark);
+    } catch (...) {
+    }
+}
+
 void DevicePool::empty_cache() {
     try {
         std::lock_guard<std::mutex> lock(impl_->mu);
+        impl_->ensure_spares();
         impl_->release_cached_blocks();
     } catch (...) {
     }
@@ -1268,6 +1444,8 @@ stats::DeviceStats DevicePool::stats() const {
 void DevicePool::reset_peak_stats() {
     std::lock_guard<std::mutex> lock(impl_->mu);
     impl_->st.reset_peak();
+    impl_->pending.bytes.reset_peak();
+    impl_->pending.blocks.reset_peak();
     impl_->reserved_peak = impl_->moment();
 }
 
@@ -1279,11 +1457,18 @@ ReservedPeak DevicePool::reserved_peak() const {
 void DevicePool::reset_accumulated_stats() {
     std::lock_guard<std::mutex> lock(impl_->mu);
     impl_->st.reset_accumulated();
+    impl_->pending.bytes.reset_accumulated();
+    impl_->pending.blocks.reset_accumulated();
 }
 
 PoolCounters DevicePool::counters() const {
     std::lock_guard<std::mutex> lock(impl_->mu);
     return impl_->counters;
+}
+
+PendingStats DevicePool::pending() const {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    return impl_->pending;
 }
 
 std::int64_t DevicePool::invalid_frees() const {
@@ -1322,7 +1507,7 @@ std::vector<SegmentInfo> DevicePool::snapshot() const {
                 BlockInfo bi{b->ptr, b->size, b->requested, Impl::public_state(b->state)};
                 if (b->state == BState::allocated)
                     si.allocated_size += b->size;
-                if (b->state != BState::free) {
+                if (b->state != BState::free) { // as PyTorch's snapshot: pending blocks are active there
                     si.active_size += b->size;
                     si.requested_size += b->requested;
                 }

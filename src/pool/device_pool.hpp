@@ -31,10 +31,14 @@ enum class Mode {
 struct PoolOptions {
     AllocConf conf;
     Mode mode = Mode::caching;
-    /// true: a freed block waits for a fence before reuse (live driver, cudaFree semantics).
+    /// true: a freed block waits for a fence before reuse (live driver, cudaFree semantics)
+    /// unless Backend::frees_ordered() says reuse at once is safe now.
     /// false: a freed block is reusable at once, exactly as PyTorch's same-stream reuse
     /// (replay and unit tests).
     bool defer_frees = true;
+    /// With defer_frees: reuse at once while Backend::frees_ordered() (GPUMEMPROF_REUSE=auto).
+    /// false: always wait for a fence (GPUMEMPROF_REUSE=fenced).
+    bool reuse_when_ordered = true;
     int device = 0;
 };
 
@@ -104,6 +108,18 @@ struct PoolCounters {
     std::int64_t fences_recorded = 0; ///< Backend::fence_record calls that produced a fence
     std::int64_t fence_polls = 0;     ///< Backend::fence_done calls
     std::int64_t misses = 0;          ///< requests no cached block could serve
+    std::int64_t deferred_frees = 0;  ///< frees whose block had to wait for a fence
+    std::int64_t fence_waits = 0;     ///< bounded waits on a miss (Backend::fence_wait_for calls)
+    std::int64_t wait_timeouts = 0;   ///< ... of which ran out of time (the pool grew instead)
+    std::int64_t wait_ns = 0;         ///< host time spent in those waits
+};
+
+/// Blocks the program freed that wait for a fence before the pool may hand them out again (the
+/// pool's business, not the program's: they are not allocated, active or requested). Reset by
+/// reset_peak_stats() / reset_accumulated_stats() as the torch stats are.
+struct PendingStats {
+    stats::Stat bytes;
+    stats::Stat blocks;
 };
 
 /// The pool at the moment its reserved bytes first reached their peak (right after the request
@@ -134,7 +150,18 @@ public:
     /// Free a pointer returned by malloc. kSuccess; kInvalidValue if the address is inside one of
     /// this pool's segments but is not the start of an allocated block (double or interior
     /// free: nothing changes and invalid_frees() grows); kNotOwned if it lies in no segment.
+    /// The block stops counting as allocated, active and requested at once (PyTorch's rules for
+    /// a free without record_stream); if it must wait for a fence it counts in pending().
     int free(std::uintptr_t ptr);
+
+    /// A block freed earlier that still waits (pending) becomes reusable now, without a fence:
+    /// replay of a recorded free_completed. kSuccess, or kInvalidValue if `ptr` is not pending.
+    int retire(std::uintptr_t ptr);
+
+    /// The device finished all work queued before `mark` was taken (e.g. cuCtxSynchronize
+    /// returned): every block freed before then becomes reusable without asking the device.
+    std::uint64_t pending_mark() const;
+    void retire_through(std::uint64_t mark);
 
     Lookup lookup(std::uintptr_t ptr) const;
 
@@ -149,6 +176,7 @@ public:
     void reset_accumulated_stats();
     std::int64_t invalid_frees() const;
     PoolCounters counters() const;
+    PendingStats pending() const;
     /// Reset by reset_peak_stats() to the present moment, as the peaks are.
     ReservedPeak reserved_peak() const;
 

@@ -2,6 +2,7 @@
 // Simulated device for the pool (see sim_backend.hpp).
 #include "pool/sim_backend.hpp"
 
+#include <algorithm>
 #include <iterator>
 
 namespace gpumemprof::pool {
@@ -26,10 +27,15 @@ int SimBackend::allocate(std::size_t size, std::uintptr_t* ptr) {
         return kOutOfMemory;
     }
     const std::size_t span = (size + kAlignment - 1) / kAlignment * kAlignment;
+    try {
+        live_.emplace(next_address_, size);
+    } catch (...) { // host memory: the device "fails" as a driver would, nothing changed
+        ++counters_.allocate_failures;
+        return kOutOfMemory;
+    }
     *ptr = next_address_;
     next_address_ += span;
     used_ += size;
-    live_.emplace(*ptr, size);
     return kSuccess;
 }
 
@@ -84,6 +90,32 @@ bool SimBackend::fence_wait(FenceId fence) {
     return true;
 }
 
+bool SimBackend::fence_wait_for(FenceId fence, std::uint64_t) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++counters_.bounded_waits;
+    if (fence <= done_upto_)
+        return true;
+    if (!wait_allowed_ || waits_time_out_)
+        return false;
+    done_upto_ = fence;
+    return true;
+}
+
+bool SimBackend::frees_ordered() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return frees_ordered_;
+}
+
+void SimBackend::set_frees_ordered(bool ordered) {
+    std::lock_guard<std::mutex> lock(mu_);
+    frees_ordered_ = ordered;
+}
+
+void SimBackend::set_waits_time_out(bool time_out) {
+    std::lock_guard<std::mutex> lock(mu_);
+    waits_time_out_ = time_out;
+}
+
 void SimBackend::fence_release(FenceId) {
     std::lock_guard<std::mutex> lock(mu_);
     ++counters_.fence_releases;
@@ -97,6 +129,16 @@ void SimBackend::set_fences_busy(bool busy) {
 void SimBackend::complete_fences() {
     std::lock_guard<std::mutex> lock(mu_);
     done_upto_ = last_fence_;
+}
+
+void SimBackend::complete_fences_through(FenceId fence) {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_upto_ = std::max(done_upto_, std::min(fence, last_fence_));
+}
+
+FenceId SimBackend::last_fence() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_fence_;
 }
 
 void SimBackend::set_fence_record_allowed(bool allowed) {

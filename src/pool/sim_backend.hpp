@@ -30,7 +30,9 @@ public:
     FenceId fence_record() override;
     bool fence_done(FenceId fence) override;
     bool fence_wait(FenceId fence) override;
+    bool fence_wait_for(FenceId fence, std::uint64_t limit_ns) override;
     void fence_release(FenceId fence) override;
+    bool frees_ordered() override;
 
     /// Virtual memory: reservations start at kVmmBaseAddress and are never reused; pages are
     /// charged against the capacity from page_create to page_release, as the real driver does.
@@ -49,10 +51,19 @@ public:
     void set_fences_busy(bool busy);
     /// Finish every fence recorded so far.
     void complete_fences();
+    /// Finish the fences up to and including `fence` (a device that trails the host).
+    void complete_fences_through(FenceId fence);
+    /// The newest fence recorded (0: none yet).
+    FenceId last_fence() const;
     /// false: fence_record() returns 0 ("cannot fence now", as during a stream capture).
     void set_fence_record_allowed(bool allowed);
     /// false: fence_wait() returns false without finishing the fence.
     void set_fence_wait_allowed(bool allowed);
+    /// What frees_ordered() answers (default false: freed blocks wait for fences).
+    void set_frees_ordered(bool ordered);
+    /// true: fence_wait_for() runs out of time on a fence that is not done (default false: the
+    /// wait lets the device run up to the fence, as fence_wait does).
+    void set_waits_time_out(bool time_out);
     /// The next allocate() fails with `code` (once).
     void fail_next_allocate(int code);
     void set_capacity(std::size_t bytes);
@@ -75,6 +86,7 @@ public:
         std::uint64_t fence_records = 0;
         std::uint64_t fence_queries = 0;
         std::uint64_t fence_waits = 0;
+        std::uint64_t bounded_waits = 0; ///< fence_wait_for calls
         std::uint64_t fence_releases = 0;
         std::uint64_t address_reserves = 0;
         std::uint64_t address_frees = 0;
@@ -106,6 +118,8 @@ private:
     bool fences_busy_ = false;
     bool record_allowed_ = true;
     bool wait_allowed_ = true;
+    bool frees_ordered_ = false;
+    bool waits_time_out_ = false;
     FenceId last_fence_ = 0;
     FenceId done_upto_ = 0; ///< every fence <= this is finished
 

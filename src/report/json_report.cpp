@@ -53,6 +53,19 @@ void write_pool_device(util::JsonWriter& w, const DeviceSummary& d) {
     w.field("fences_recorded", d.pool_counters.fences_recorded);
     w.field("fence_polls", d.pool_counters.fence_polls);
     w.field("misses", d.pool_counters.misses);
+    w.field("deferred_frees", d.pool_counters.deferred_frees);
+    w.field("fence_waits", d.pool_counters.fence_waits);
+    w.field("wait_timeouts", d.pool_counters.wait_timeouts);
+    w.field("wait_ns", d.pool_counters.wait_ns);
+    w.end_object();
+    // Freed by the program, waiting for the device to pass the free before the pool may hand
+    // them out again: not allocated, active or requested (those are the program's figures).
+    w.key("pending_free").begin_object();
+    w.field("bytes_current", d.pending.bytes.current);
+    w.field("bytes_peak", d.pending.bytes.peak);
+    w.field("blocks_current", d.pending.blocks.current);
+    w.field("blocks_peak", d.pending.blocks.peak);
+    w.field("blocks_total", d.pending.blocks.allocated);
     w.end_object();
     write_reserved_peak(w, d.at_reserved_peak);
     if (d.has_model) {

@@ -50,6 +50,8 @@ struct DeviceSummary {
     PassthroughSummary passthrough; ///< zero unless this pool carries its device's ledger
     std::size_t total_capacity = 0;
     pool::ReservedPeak at_reserved_peak; ///< the pool when its reserved bytes peaked
+    /// Blocks the program freed that waited for a fence (outside the 122 keys), and the waits.
+    pool::PendingStats pending;
     /// PyTorch's allocator on the same requests (pool::PoolModel), when GPUMEMPROF_MODEL is on.
     bool has_model = false;
     stats::DeviceStats model;

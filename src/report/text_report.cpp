@@ -141,10 +141,20 @@ std::string text_report(const ReportInput& in, const stacks::ReportData& data, c
                std::to_string(st.num_device_free) + ", alloc retries: " + std::to_string(st.num_alloc_retries) +
                ", OOMs: " + std::to_string(st.num_ooms) + ", invalid frees: " + std::to_string(d.invalid_frees) +
                "\n";
+        if (d.pending.blocks.allocated > 0) {
+            char waited[64];
+            std::snprintf(waited, sizeof waited, "%.3f ms", static_cast<double>(d.pool_counters.wait_ns) / 1e6);
+            out += "  freed blocks waiting for the device (not allocated/active/requested): now " +
+                   fmt_bytes(d.pending.bytes.current) + " in " + std::to_string(d.pending.blocks.current) +
+                   " blocks, peak " + fmt_bytes(d.pending.bytes.peak) + " in " +
+                   std::to_string(d.pending.blocks.peak) + " blocks; waits on a miss: " +
+                   std::to_string(d.pool_counters.fence_waits) + " (" + waited + ", " +
+                   std::to_string(d.pool_counters.wait_timeouts) + " timed out)\n";
+        }
         if (d.has_model) {
             const auto& m = d.model;
             out += "  PyTorch's caching allocator on the same requests (model; it reuses a freed block at once on\n"
-                   "  its stream, where this pool waits until the device has passed the free):\n";
+                   "  its stream, where this pool may wait until the device has passed the free):\n";
             out += "    peak reserved:  " + fmt_bytes(m.reserved_bytes[all].peak) + ", peak allocated: " +
                    fmt_bytes(m.allocated_bytes[all].peak) + "\n";
             fragmentation_line(out, "    ", d.model_at_reserved_peak);

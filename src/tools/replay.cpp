@@ -16,6 +16,7 @@ namespace {
 struct Live {
     std::uint32_t slot;
     std::uint64_t size;
+    bool freed = false; ///< free_requested seen, free_completed not yet
 };
 
 class PlanBuilder {
@@ -69,10 +70,10 @@ public:
         }
         case trace::EventType::free_requested:
         case trace::EventType::free_completed: {
-            // The block becomes reusable at free_completed; a trace without such events frees at
-            // free_requested. Each free is counted once: at the event that frees.
-            const bool frees_here = (e.type == trace::EventType::free_completed) == plan_->frees_at_completion;
-            if (!frees_here) break;
+            // The program frees at free_requested; the block becomes reusable at free_completed
+            // (a trace without such events: at free_requested). The run's pool may have waited
+            // for the device in between; replay hands the block out again where the run did.
+            const bool completion = e.type == trace::EventType::free_completed;
             auto it = live_[d].find(e.ptr);
             if (it == live_[d].end()) {
                 ++plan_->unmatched_frees;
@@ -82,8 +83,17 @@ public:
             op.slot = it->second.slot;
             op.device = d;
             op.is_free = 1;
-            plan_->ops.push_back(op);
-            requested_[d] -= static_cast<std::int64_t>(it->second.size);
+            if (!it->second.freed) {
+                plan_->ops.push_back(op); // the program's free
+                it->second.freed = true;
+                requested_[d] -= static_cast<std::int64_t>(it->second.size);
+            }
+            if (plan_->frees_at_completion && !completion)
+                break; // reusable later, at its free_completed
+            if (plan_->frees_at_completion) {
+                op.completes = 1;
+                plan_->ops.push_back(op);
+            }
             live_[d].erase(it);
             break;
         }
@@ -204,7 +214,10 @@ std::vector<DeviceResult> replay(const Plan& plan, const ReplayOptions& options)
         pool::PoolOptions po;
         po.conf = options.conf;
         po.mode = options.mode;
-        po.defer_frees = false;
+        // A trace that says when freed blocks became reusable: they wait (pending, no fences)
+        // until then; otherwise a freed block is reusable at once, as PyTorch's on its stream.
+        po.defer_frees = plan.frees_at_completion;
+        backends.back()->set_fence_record_allowed(false);
         po.device = static_cast<int>(plan.devices[i].ordinal);
         pools.push_back(std::make_unique<pool::DevicePool>(*backends.back(), po));
     }
@@ -218,6 +231,11 @@ std::vector<DeviceResult> replay(const Plan& plan, const ReplayOptions& options)
                 slot_ptr[op.slot] = p;
             else
                 ++r.failed_allocs;
+        } else if (op.completes) {
+            const std::uintptr_t p = slot_ptr[op.slot];
+            if (p != 0) // 0: its allocation failed in the replay (counted at the free)
+                pools[op.device]->retire(p);
+            slot_ptr[op.slot] = 0;
         } else {
             const std::uintptr_t p = slot_ptr[op.slot];
             if (p == 0) {
@@ -225,7 +243,8 @@ std::vector<DeviceResult> replay(const Plan& plan, const ReplayOptions& options)
                 continue;
             }
             pools[op.device]->free(p);
-            slot_ptr[op.slot] = 0;
+            if (!plan.frees_at_completion)
+                slot_ptr[op.slot] = 0;
         }
     }
     for (std::size_t i = 0; i < pools.size(); ++i) {

@@ -23,6 +23,9 @@ struct Op {
     std::uint32_t slot = 0;
     std::uint16_t device = 0; ///< index into Plan::devices
     std::uint8_t is_free = 0;
+    /// With Plan::frees_at_completion: 1 = the freed block becomes reusable here (the trace's
+    /// free_completed); the free itself (is_free) is where the program freed it.
+    std::uint8_t completes = 0;
 };
 
 /// What the trace itself says happened (from its segment and oom events), per device.
@@ -55,7 +58,9 @@ struct Plan {
     std::uint64_t unmatched_frees = 0; ///< frees of pointers the trace never allocated: skipped
     std::uint64_t realloc_of_live = 0; ///< alloc of a pointer still live in the trace (a lost free)
     std::uint64_t max_request = 0;     ///< largest requested size
-    bool frees_at_completion = false;  ///< the trace has free_completed events: free there
+    /// The trace has free_completed events: a block is freed at free_requested (the program's
+    /// figures drop) and becomes reusable at free_completed, as in the run that recorded it.
+    bool frees_at_completion = false;
     bool complete = false;             ///< the trace had its end record
 };
 

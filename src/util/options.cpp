@@ -102,8 +102,9 @@ bool set_log(const char* v, Options& o) {
 }
 
 bool set_reuse(const char* v, Options& o) {
-    if (strcasecmp(v, "fenced") == 0 || strcasecmp(v, "immediate") == 0) {
-        o.fenced_reuse = strcasecmp(v, "fenced") == 0;
+    if (strcasecmp(v, "auto") == 0 || strcasecmp(v, "fenced") == 0 || strcasecmp(v, "immediate") == 0) {
+        o.fenced_reuse = strcasecmp(v, "immediate") != 0;
+        o.reuse_when_ordered = strcasecmp(v, "auto") == 0;
         return true;
     }
     return false;
@@ -167,12 +168,16 @@ constexpr OptionSpec kOptions[] = {
      "(see docs/design.md)",
      "expected 0 or 1", set_bool<&Options::model>, show_bool<&Options::model>, false,
      [](Options& o) { o.model = o.stack_depth > 0; }},
-    {"GPUMEMPROF_REUSE", "fenced", "`fenced`",
-     "`fenced`: freed memory is reused once the device has passed the free; `immediate`: at once, PyTorch's "
-     "same-stream rule (unsafe for programs that free memory still used by queued work on another stream; see "
-     "docs/design.md)",
-     "expected fenced or immediate", set_reuse,
-     [](const Options& o) { return std::string(o.fenced_reuse ? "fenced" : "immediate"); }},
+    {"GPUMEMPROF_REUSE", "auto", "`auto`",
+     "`auto`: freed memory is reused at once while the program's device work runs in one order (one context, "
+     "no created stream, no per-thread default stream), else once the device has passed the free (a miss "
+     "waits, bounded, for that instead of growing); `fenced`: always once the device has passed the free; "
+     "`immediate`: always at once, PyTorch's same-stream rule (unsafe for programs that free memory still used "
+     "by queued work on another stream; see docs/design.md)",
+     "expected auto, fenced or immediate", set_reuse,
+     [](const Options& o) {
+         return std::string(!o.fenced_reuse ? "immediate" : o.reuse_when_ordered ? "auto" : "fenced");
+     }},
     {"GPUMEMPROF_LOG", "warning", "`warning`", "`debug`, `info`, `warning`, `error`",
      "expected debug, info, warning or error", set_log,
      [](const Options& o) { return std::string(kLevels[o.log_level & 3]); }},

@@ -30,9 +30,12 @@ struct Options {
     /// Unset = on while stack capture is on (the model costs about 90 ns per allocation+free
     /// pair, which the lean stacks-off mode keeps out).
     bool model = false;
-    /// GPUMEMPROF_REUSE: true ("fenced") = a freed block is reused only after the device has
-    /// passed the free; false ("immediate") = at once, as PyTorch does within one stream.
+    /// GPUMEMPROF_REUSE: true ("auto", "fenced") = a freed block is reused only after the device
+    /// has passed the free; false ("immediate") = at once, as PyTorch does within one stream.
     bool fenced_reuse = true;
+    /// "auto": ... except while the program's device work runs in one order (pool::Backend::
+    /// frees_ordered), when reuse at once is safe.
+    bool reuse_when_ordered = true;
     int log_level = 2;            ///< GPUMEMPROF_LOG: 0 debug, 1 info, 2 warning, 3 error
     int max_warnings = 0;         ///< GPUMEMPROF_MAX_WARNINGS
     bool report_at_exit = true;   ///< GPUMEMPROF_REPORT: false = write nothing at exit

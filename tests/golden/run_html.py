@@ -80,6 +80,9 @@ def run_program(a, tmp):
         "SIMCUDA_CAPACITY": "64M",
         "GPUMEMPROF_OUTPUT": os.path.join(tmp, "golden"),
         "GPUMEMPROF_STACK_DEPTH": "64",
+        # The program uses only the legacy stream, so by default its frees would be reused at
+        # once; fenced reuse keeps the freed blocks pending, which the snapshot must show.
+        "GPUMEMPROF_REUSE": "fenced",
         "GPUMEMPROF_TRACE": os.path.join(tmp, "golden.gmt"),
     })
     p = subprocess.run([a.prog], env=env, capture_output=True, text=True, timeout=60)

@@ -22,5 +22,18 @@ int main() {
     MUST(cudaDeviceSynchronize());
     MUST(cudaMemGetInfo(&f, &t));
     put("drop_none_live", static_cast<long long>(f0 - f));
+    // Issue 14's case, with a stream so that freed blocks wait for fences: 100 x 10 MiB allocated
+    // and freed, a device-wide synchronize, then the first query must see all of it free.
+    cudaStream_t s;
+    MUST(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    void* p[100];
+    for (auto& q : p)
+        MUST(cudaMalloc(&q, 10 * kMiB));
+    for (auto& q : p)
+        MUST(cudaFree(q));
+    MUST(cudaDeviceSynchronize());
+    MUST(cudaMemGetInfo(&f, &t));
+    put("drop_after_100_frees_sync", static_cast<long long>(f0 - f));
+    MUST(cudaStreamDestroy(s));
     return 0;
 }

@@ -187,6 +187,7 @@ SIM_EXPORT CUresult cuInit(unsigned int flags) {
     std::lock_guard lk(st.mu);
     if (!st.initialized) {
         if (std::size_t cap = parse_size(std::getenv("SIMCUDA_CAPACITY"))) st.capacity = cap;
+        if (const char* d = std::getenv("SIMCUDA_EVENT_DELAY_US")) st.event_delay_ns = std::atoll(d) * 1000;
         if (const char* d = std::getenv("SIMCUDA_DEVICES")) {
             int n = std::atoi(d);
             if (n >= 1 && n <= 64) st.device_count = n;
@@ -468,7 +469,9 @@ static CUresult ctx_sync(CUctx_st* c) {
             return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
         }
     }
+    const std::int64_t ready = state().latest_ready_ns.load();
     sync_context(c);
+    sleep_until_ns(ready);
     return CUDA_SUCCESS;
 }
 

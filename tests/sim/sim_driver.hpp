@@ -75,6 +75,7 @@ struct CUevent_st {
     CUstream_st* stream = nullptr; // last record, nullptr if never recorded
     std::uint64_t seq = 0;
     unsigned flags = 0;
+    std::int64_t ready_ns = 0; // SIMCUDA_EVENT_DELAY_US: not complete before this steady-clock time
 };
 
 struct CUgraph_st {
@@ -121,6 +122,10 @@ struct State {
     CUmemGenericAllocationHandle next_handle = 1;
     std::uint64_t next_buffer_id = 1;
     int active_global_captures = 0;
+    /// SIMCUDA_EVENT_DELAY_US: an event completes this long after it was recorded at the earliest
+    /// (a device that trails the host); synchronizes wait for every event recorded before them.
+    std::int64_t event_delay_ns = 0;
+    std::atomic<std::int64_t> latest_ready_ns{0};
     bool captures_invalidated = false;
     // statistics for tests: calls per entry point, successful calls per entry point
     std::map<std::string, long long> calls, ok;
@@ -129,6 +134,10 @@ struct State {
 /// The process-wide state. Created on first use and never destroyed (worker threads and at-exit
 /// reporting may still read it while static destructors run).
 State& state();
+
+/// steady_clock now in ns; sleep until such a time (event delay knob).
+std::int64_t now_ns();
+void sleep_until_ns(std::int64_t t);
 
 /// Count one call of entry point `name` (for SIMCUDA_LOG / simcuda_stat).
 void count_call(const char* name);

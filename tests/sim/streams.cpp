@@ -3,6 +3,7 @@
 // host functions, copies, memsets and stream capture.
 #include "sim_driver.hpp"
 
+#include <chrono>
 #include <cstring>
 #include <new>
 #include <pthread.h>
@@ -210,7 +211,9 @@ CUresult stream_sync(CUstream h) {
     CUstream_st* s = nullptr;
     if (CUresult r = stream_for_call(h, &s)) return r;
     if (s->capture != CU_STREAM_CAPTURE_STATUS_NONE) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    const std::int64_t ready = state().latest_ready_ns.load();
     sync_stream(s);
+    sleep_until_ns(ready);
     return CUDA_SUCCESS;
 }
 
@@ -280,9 +283,17 @@ CUresult event_record(CUevent e, CUstream h) {
     if (CUresult r = stream_for_call(h, &s)) return r;
     if (!e || !event_known(e)) return CUDA_ERROR_INVALID_HANDLE;
     std::uint64_t seq = enqueue(s, nullptr);
+    const std::int64_t delay = state().event_delay_ns;
+    const std::int64_t ready = delay > 0 ? now_ns() + delay : 0;
+    if (ready > 0) {
+        std::int64_t prev = state().latest_ready_ns.load();
+        while (prev < ready && !state().latest_ready_ns.compare_exchange_weak(prev, ready)) {
+        }
+    }
     std::lock_guard lk(g_registry_mu);
     e->stream = s;
     e->seq = seq;
+    e->ready_ns = ready;
     return CUDA_SUCCESS;
 }
 
@@ -323,6 +334,16 @@ CUstream_st* resolve_stream(CUctx_st* ctx, CUstream h) {
 }
 
 std::uint64_t enqueue(CUstream_st* s, std::function<void()> fn) { return enqueue_with(s, std::move(fn), {}); }
+
+std::int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+void sleep_until_ns(std::int64_t t) {
+    if (t > 0)
+        std::this_thread::sleep_until(std::chrono::steady_clock::time_point(std::chrono::nanoseconds(t)));
+}
 
 void wait_for(CUstream_st* s, std::uint64_t seq) {
     CUctx_st* c = s->ctx;
@@ -446,16 +467,20 @@ static CUresult event_state(CUevent e, bool wait) {
     if (!e || !event_known(e)) return CUDA_ERROR_INVALID_HANDLE;
     CUstream_st* s;
     std::uint64_t seq;
+    std::int64_t ready;
     {
         std::lock_guard lk(g_registry_mu);
         s = e->stream;
         seq = e->seq;
+        ready = e->ready_ns;
     }
     if (!s) return CUDA_SUCCESS; // never recorded: complete
     if (wait) {
         wait_for(s, seq);
+        sleep_until_ns(ready);
         return CUDA_SUCCESS;
     }
+    if (ready > 0 && now_ns() < ready) return CUDA_ERROR_NOT_READY;
     std::lock_guard lk(s->ctx->mu);
     return s->completed >= seq ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }

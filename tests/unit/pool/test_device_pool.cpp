@@ -333,13 +333,17 @@ TEST_CASE("deferred frees wait for their fence", "[pool][defer]") {
     const auto p = must_malloc(pool, 1000);
     REQUIRE(pool.free(p) == kSuccess);
     auto s = pool.stats();
-    // free(): allocation and allocated_bytes drop at once; active/requested at completion.
+    // free(): the program's figures drop at once (PyTorch's free without record_stream); the
+    // block waits for its fence in the pool's own figures.
     CHECK(s.allocation[kAll].current == 0);
     CHECK(s.allocated_bytes[kAll].current == 0);
-    CHECK(s.active[kAll].current == 1);
-    CHECK(s.active_bytes[kAll].current == 1024);
-    CHECK(s.requested_bytes[kAll].current == 1000);
+    CHECK(s.active[kAll].current == 0);
+    CHECK(s.active_bytes[kAll].current == 0);
+    CHECK(s.requested_bytes[kAll].current == 0);
+    CHECK(pool.pending().bytes.current == 1024);
+    CHECK(pool.pending().blocks.current == 1);
     CHECK(pool.snapshot()[0].blocks[0].state == BlockState::active_pending_free);
+    CHECK(pool.snapshot()[0].active_size == 1024); // PyTorch's snapshot counts active_pending_free there
 
     // The free found no fence in flight, so it recorded one at once (one device call).
     CHECK(dev.counters().fence_records == 1);
@@ -354,22 +358,28 @@ TEST_CASE("deferred frees wait for their fence", "[pool][defer]") {
     REQUIRE(pool.free(q) == kSuccess);
 
     // q's free saw p's fence in flight: no second fence then. A miss (other stream) polls p's
-    // fence (busy), fences q, polls again (busy) -> new segment.
+    // fence (busy), fences q, polls again (busy); no pending block is on stream 9, so it does
+    // not wait -> new segment.
     const auto r = must_malloc(pool, 1000, 9);
     CHECK(r == B + 2 * MiB);
     CHECK(dev.counters().fence_records == 2);
+    CHECK(dev.counters().bounded_waits == 0);
     CHECK(pool.counters().misses == 2); // p's first malloc (empty pool) and r
-    CHECK(pool.stats().active[kAll].current == 3);
+    CHECK(pool.stats().active[kAll].current == 1);
+    CHECK(pool.pending().blocks.current == 2);
+    CHECK(pool.pending().bytes.peak == 2048);
 
     // A busy fence is polled by later mallocs but retires nothing.
     must_malloc(pool, 1000, 9);
-    CHECK(pool.stats().active[kAll].current == 4);
+    CHECK(pool.stats().active[kAll].current == 2);
 
     dev.complete_fences();
     pool.process_fences();
     s = pool.stats();
     CHECK(s.active[kAll].current == 2);
     CHECK(s.requested_bytes[kAll].current == 2000);
+    CHECK(pool.pending().blocks.current == 0);
+    CHECK(pool.pending().blocks.peak == 2);
     CHECK(s.inactive_split[kAll].current == 1); // segment 1 whole again, segment 2 split
     CHECK(pool.releasable_bytes() == 2 * MiB);
     CHECK(dev.counters().fence_releases == 2);
@@ -390,7 +400,8 @@ TEST_CASE("a miss fences pending blocks and reuses them when the fence is done",
     CHECK(r == B);
     CHECK(dev.counters().fence_records == 1);
     CHECK(pool.stats().num_device_alloc == 1);
-    CHECK(pool.stats().active[kAll].current == 2); // r, and q pending
+    CHECK(pool.stats().active[kAll].current == 1); // r (q pending: the pool's, not the program's)
+    CHECK(pool.pending().blocks.current == 1);
     CHECK(pool.counters().misses == 1); // only p's first malloc, into the empty pool
 }
 
@@ -403,14 +414,14 @@ TEST_CASE("empty_cache waits for fences; unfenceable blocks stay pending", "[poo
     REQUIRE(pool.free(p) == kSuccess);   // the free cannot fence p
     pool.empty_cache();
     CHECK(pool.stats().segment[kAll].current == 1);
-    CHECK(pool.stats().active[kAll].current == 1);
+    CHECK(pool.pending().blocks.current == 1);
     CHECK(pool.stats().num_sync_all_streams == 1);
 
     dev.set_fence_record_allowed(true);
     pool.empty_cache(); // fences p, waits (the simulated device then finishes it), releases
     auto s = pool.stats();
     CHECK(dev.counters().fence_waits == 1);
-    CHECK(s.active[kAll].current == 0);
+    CHECK(pool.pending().blocks.current == 0);
     CHECK(s.segment[kAll].current == 0);
     CHECK(s.num_sync_all_streams == 2);
     CHECK(dev.live_segments() == 0);
@@ -423,11 +434,11 @@ TEST_CASE("fence_wait refused: blocks stay pending, segment kept", "[pool][defer
     DevicePool pool(dev, opts("", true));
     REQUIRE(pool.free(must_malloc(pool, 1000)) == kSuccess);
     pool.empty_cache();
-    CHECK(pool.stats().active[kAll].current == 1);
+    CHECK(pool.pending().blocks.current == 1);
     CHECK(pool.stats().segment[kAll].current == 1);
     dev.complete_fences();
     pool.process_fences();
-    CHECK(pool.stats().active[kAll].current == 0);
+    CHECK(pool.pending().blocks.current == 0);
 }
 
 TEST_CASE("interior, double and foreign frees; lookup", "[pool]") {

@@ -19,7 +19,7 @@ void check_invariants(DevicePool& pool, SimBackend& dev) {
     const auto snap = pool.snapshot();
     std::int64_t reserved[3] = {}, allocated[3] = {}, active[3] = {}, requested[3] = {};
     std::int64_t split_count[3] = {}, split_bytes[3] = {}, releasable = 0, segments[3] = {};
-    std::int64_t allocations[3] = {};
+    std::int64_t allocations[3] = {}, pending_bytes = 0, pending_blocks = 0;
     for (const auto& seg : snap) {
         const int t = seg.is_small ? kSmallPool : kLargePool;
         std::size_t sum = 0;
@@ -30,9 +30,14 @@ void check_invariants(DevicePool& pool, SimBackend& dev) {
                     allocated[k] += static_cast<std::int64_t>(b.size);
                     ++allocations[k];
                 }
-                if (b.state != BlockState::inactive) {
+                if (b.state == BlockState::active_allocated) { // pending: the pool's, not the program's
                     active[k] += static_cast<std::int64_t>(b.size);
                     requested[k] += static_cast<std::int64_t>(b.requested_size);
+                } else if (b.state == BlockState::active_pending_free) {
+                    if (k == kAll) {
+                        pending_bytes += static_cast<std::int64_t>(b.size);
+                        ++pending_blocks;
+                    }
                 } else if (seg.blocks.size() > 1) {
                     ++split_count[k];
                     split_bytes[k] += static_cast<std::int64_t>(b.size);
@@ -59,9 +64,12 @@ void check_invariants(DevicePool& pool, SimBackend& dev) {
         REQUIRE(s.inactive_split_bytes[k].current == split_bytes[k]);
     }
     REQUIRE(static_cast<std::int64_t>(pool.releasable_bytes()) == releasable);
-    // The identity of pytorch-allocator.md 3.2 (non-expandable segments).
-    REQUIRE(s.reserved_bytes[kAll].current ==
-            s.active_bytes[kAll].current + s.inactive_split_bytes[kAll].current + releasable);
+    REQUIRE(pool.pending().bytes.current == pending_bytes);
+    REQUIRE(pool.pending().blocks.current == pending_blocks);
+    // The identity of pytorch-allocator.md 3.2 (non-expandable segments), plus the blocks that
+    // wait for a fence (outside the torch keys).
+    REQUIRE(s.reserved_bytes[kAll].current == s.active_bytes[kAll].current + pending_bytes +
+                                                  s.inactive_split_bytes[kAll].current + releasable);
     REQUIRE(static_cast<std::int64_t>(dev.used_bytes()) == s.reserved_bytes[kAll].current);
     REQUIRE(s.num_device_alloc - s.num_device_free == s.segment[kAll].current);
 }

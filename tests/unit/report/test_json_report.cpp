@@ -118,7 +118,11 @@ struct Fixture {
         d.context_alive = true;
         d.invalid_frees = 1;
         d.ipc_refused = 5;
-        d.pool_counters = {11, 13, 17};
+        d.pool_counters = {11, 13, 17, 19, 23, 1, 29000};
+        d.pending.bytes.increase(4096);
+        d.pending.bytes.decrease(1024);
+        d.pending.blocks.increase(2);
+        d.pending.blocks.decrease(1);
         d.passthrough.managed = {2, 1, 1024, 2048, 3072};
         d.stats.allocated_bytes[stats::kAll].peak = 2097152;
         in.devices.push_back(d);
@@ -161,7 +165,10 @@ TEST_CASE("the JSON's figures are the snapshot's: one moment for every field", "
                   "\"total_bytes\":4096},\"foreign_invalid_frees\":2") != std::string::npos);
     CHECK(js.find("\"device\":0,\"context\":0,\"context_alive\":true,") != std::string::npos);
     CHECK(js.find("\"invalid_frees\":1,\"ipc_refused\":5,\"pool_counters\":{\"fences_recorded\":11,"
-                  "\"fence_polls\":13,\"misses\":17}") != std::string::npos);
+                  "\"fence_polls\":13,\"misses\":17,\"deferred_frees\":19,\"fence_waits\":23,"
+                  "\"wait_timeouts\":1,\"wait_ns\":29000},\"pending_free\":{\"bytes_current\":3072,"
+                  "\"bytes_peak\":4096,\"blocks_current\":1,\"blocks_peak\":2,\"blocks_total\":2}") !=
+          std::string::npos);
     CHECK(js.find("\"managed\":{\"calls\":2,\"frees\":1,\"current_bytes\":1024,\"peak_bytes\":2048,"
                   "\"total_bytes\":3072}") != std::string::npos);
     // The device with pass-through memory only: no pool, its own ledger.
