@@ -44,14 +44,17 @@ void PoolEvents::remember(stats::PoolAction action, std::uint64_t addr, std::uin
         return;
     try {
         const std::int64_t t = now_ticks();
-        // The model's reserved bytes are read before our lock (the model has its own).
-        const std::int64_t model_reserved = model_ ? static_cast<std::int64_t>(model_->reserved_bytes()) : 0;
+        // The model's reserved bytes are read before our lock (the model has its own); only
+        // allocations and frees reach the model, so only they can change them.
+        const bool model_changed =
+            model_ && (action == stats::PoolAction::alloc || action == stats::PoolAction::free_requested);
+        const std::int64_t model_reserved = model_changed ? static_cast<std::int64_t>(model_->reserved_bytes()) : 0;
         std::lock_guard lock(history_mutex_);
         if (delta)
             series_.add(t, s, delta);
         if (delta2)
             series_.add(t, s2, delta2);
-        if (model_)
+        if (model_changed)
             series_.set(t, stats::Series::model_reserved, model_reserved);
         stats::PoolEvent e;
         e.t_ns = t;
@@ -108,9 +111,15 @@ void PoolEvents::on_segment_free(std::uintptr_t ptr, std::size_t size) {
 void PoolEvents::on_empty_cache(std::int64_t reserved_before) noexcept {
     if (!history_)
         return;
-    std::lock_guard lock(history_mutex_);
-    series_.mark(now_ticks(), stats::MarkerKind::empty_cache,
-                 reserved_before - series_.current(stats::Series::reserved));
+    try {
+        const std::int64_t model_reserved = model_ ? static_cast<std::int64_t>(model_->reserved_bytes()) : 0;
+        std::lock_guard lock(history_mutex_);
+        const std::int64_t t = now_ticks();
+        series_.mark(t, stats::MarkerKind::empty_cache, reserved_before - series_.current(stats::Series::reserved));
+        if (model_)
+            series_.set(t, stats::Series::model_reserved, model_reserved);
+    } catch (...) {
+    }
 }
 
 void PoolEvents::history(stats::SeriesData* series, std::vector<stats::PoolEvent>* events,

@@ -499,9 +499,9 @@ void Profiler::empty_cache() noexcept {
     pools_.for_each_live([](PoolSlot* s) {
         const std::int64_t reserved = s->pool->stats().reserved_bytes[stats::kAll].current;
         s->pool->empty_cache();
-        s->events->on_empty_cache(reserved);
         if (s->model)
             s->model->empty_cache();
+        s->events->on_empty_cache(reserved); // after the model's: its reserved bytes drop too
         return false;
     });
 }

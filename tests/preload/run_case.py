@@ -561,6 +561,19 @@ def case_c_api(args, tmp):
              [("segment_alloc", 2 * MIB), ("alloc", 1000), ("segment_alloc", 20 * MIB), ("alloc", 3 * MIB)])
     except (ValueError, KeyError, IndexError) as e:
         c.true("snapshot_json is the snapshot as JSON", False, e)
+    # The HTML report's time series: one empty_cache marker of the 20 MiB it gave back; afterwards
+    # the pool and the PyTorch model both reserve a's 2 MiB segment (the later small blocks fit in it).
+    pages = glob.glob(os.path.join(pre.out_dir, "out-*.html"))
+    try:
+        text = open(pages[0], encoding="utf-8").read()
+        data = json.loads(text.split('<script type="application/json" id="data">')[1].split("</script>")[0])
+        dev = data["devices"][0]
+        c.eq("html: empty_cache markers (kind, bytes)", [(m[0], m[2]) for m in dev["markers"]],
+             [("empty_cache", 20 * MIB)])
+        c.eq("html: reserved and model reserved at the end",
+             (dev["series"]["reserved"]["last"][-1], dev["series"]["model_reserved"]["last"][-1]), (2 * MIB, 2 * MIB))
+    except (IndexError, ValueError, KeyError) as e:
+        c.true("html report with its data", False, (pages, e))
     # empty_cache gives back the wholly free 20 MiB segment; a's 2 MiB segment stays.
     c.eq("memory_reserved after empty_cache", pre.val("reserved_after_empty_cache"), 2 * MIB)
     # gpumemprof_set_stack_depth: returns the previous depth; -1 only reads it.
