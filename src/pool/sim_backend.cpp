@@ -27,14 +27,28 @@ int SimBackend::allocate(std::size_t size, std::uintptr_t* ptr) {
         return kOutOfMemory;
     }
     const std::size_t span = (size + kAlignment - 1) / kAlignment * kAlignment;
+    std::uintptr_t at = next_address_;
+    bool planned = false;
+    if (plan_next_ < plan_.size() && plan_[plan_next_].second == size) {
+        const std::uintptr_t want = plan_[plan_next_].first;
+        planned = true;
+        for (const auto& [p, n] : live_)
+            if (want < p + n && p < want + size)
+                planned = false; // the replay diverged from the recording: place it elsewhere
+        if (planned)
+            at = want;
+    }
     try {
-        live_.emplace(next_address_, size);
+        live_.emplace(at, size);
     } catch (...) { // host memory: the device "fails" as a driver would, nothing changed
         ++counters_.allocate_failures;
         return kOutOfMemory;
     }
-    *ptr = next_address_;
-    next_address_ += span;
+    *ptr = at;
+    if (planned)
+        ++plan_next_;
+    else
+        next_address_ += span;
     used_ += size;
     return kSuccess;
 }
@@ -99,6 +113,16 @@ bool SimBackend::fence_wait_for(FenceId fence, std::uint64_t) {
         return false;
     done_upto_ = fence;
     return true;
+}
+
+void SimBackend::set_address_plan(std::vector<std::pair<std::uintptr_t, std::size_t>> plan) {
+    std::lock_guard<std::mutex> lock(mu_);
+    plan_ = std::move(plan);
+    plan_next_ = 0;
+    for (const auto& [a, n] : plan_) { // unplanned segments and reservations go above them
+        next_address_ = std::max(next_address_, (a + n + kAlignment - 1) / kAlignment * kAlignment);
+        next_vmm_address_ = std::max(next_vmm_address_, next_address_ + (std::uintptr_t{1} << 40));
+    }
 }
 
 bool SimBackend::frees_ordered() {

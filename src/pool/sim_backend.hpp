@@ -10,6 +10,8 @@
 #include <map>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace gpumemprof::pool {
 
@@ -64,6 +66,11 @@ public:
     /// true: fence_wait_for() runs out of time on a fence that is not done (default false: the
     /// wait lets the device run up to the fence, as fence_wait does).
     void set_waits_time_out(bool time_out);
+    /// Replay: the segment addresses the recorded device gave, in order (address, size).
+    /// allocate() takes the next one when its size matches and its range is free, so that ties
+    /// between equal free blocks break as they did on the device; otherwise it places the
+    /// segment above every planned address. Set before the first allocate().
+    void set_address_plan(std::vector<std::pair<std::uintptr_t, std::size_t>> plan);
     /// The next allocate() fails with `code` (once).
     void fail_next_allocate(int code);
     void set_capacity(std::size_t bytes);
@@ -119,6 +126,8 @@ private:
     bool record_allowed_ = true;
     bool wait_allowed_ = true;
     bool frees_ordered_ = false;
+    std::vector<std::pair<std::uintptr_t, std::size_t>> plan_;
+    std::size_t plan_next_ = 0;
     bool waits_time_out_ = false;
     FenceId last_fence_ = 0;
     FenceId done_upto_ = 0; ///< every fence <= this is finished

@@ -98,6 +98,9 @@ public:
             break;
         }
         case trace::EventType::segment_alloc:
+            if (e.ptr != 0)
+                plan_->devices[d].segment_addresses.emplace_back(e.ptr, e.size);
+            [[fallthrough]];
         case trace::EventType::vmm_map:
             ++rec.segment_allocs;
             reserved_[d] += static_cast<std::int64_t>(e.size);
@@ -218,6 +221,10 @@ std::vector<DeviceResult> replay(const Plan& plan, const ReplayOptions& options)
         // until then; otherwise a freed block is reusable at once, as PyTorch's on its stream.
         po.defer_frees = plan.frees_at_completion;
         backends.back()->set_fence_record_allowed(false);
+        std::vector<std::pair<std::uintptr_t, std::size_t>> addresses;
+        for (const auto& [a, n] : plan.devices[i].segment_addresses)
+            addresses.emplace_back(static_cast<std::uintptr_t>(a), static_cast<std::size_t>(n));
+        backends.back()->set_address_plan(std::move(addresses));
         po.device = static_cast<int>(plan.devices[i].ordinal);
         pools.push_back(std::make_unique<pool::DevicePool>(*backends.back(), po));
     }

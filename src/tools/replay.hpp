@@ -45,6 +45,9 @@ struct PlanDevice {
     std::uint32_t ordinal = 0;
     std::uint64_t recorded_capacity = 0; ///< from the trace header, 0 = unknown
     std::uint64_t live_blocks = 0;       ///< live_block events of this device
+    /// (address, size) of each segment_alloc, in trace order: replay places its segments there
+    /// when its requests match, so ties between equal free blocks break as on the device.
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> segment_addresses;
     Recorded recorded;
 };
 

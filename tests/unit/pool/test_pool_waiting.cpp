@@ -208,3 +208,27 @@ TEST_CASE("a device one full step behind: reserved peak within 1.10x of PyTorch'
     INFO("without waiting " << grown << " B");
     CHECK(static_cast<double>(grown) > 1.5 * static_cast<double>(ref));
 }
+
+TEST_CASE("replay: segments at the device's addresses break ties as the device did", "[pool][replay]") {
+    // Two 20 MiB segments; each ends up with a 2 MiB block and an 18 MiB free tail of the same
+    // size. An 18 MiB request takes the tail at the lower address. If that is segment B, freeing
+    // B's 2 MiB block leaves no whole segment and a 20 MiB request needs a third segment; if it is
+    // A (the simulated device's own ascending order), B becomes whole and serves it.
+    auto run = [](bool device_order) {
+        SimBackend dev;
+        if (device_order) // the recorded device placed the second segment below the first
+            dev.set_address_plan({{B + 64 * MiB, 20 * MiB}, {B, 20 * MiB}, {B + 128 * MiB, 20 * MiB}});
+        DevicePool pool(dev, opts());
+        const auto a1 = must_malloc(pool, 2 * MiB);  // segment A
+        const auto x = must_malloc(pool, 18 * MiB);  // A's tail
+        const auto b1 = must_malloc(pool, 2 * MiB);  // segment B
+        REQUIRE(pool.free(x) == kSuccess);           // A: 18 MiB free; B: 18 MiB free
+        must_malloc(pool, 18 * MiB);                 // the tie: the lower address wins
+        REQUIRE(pool.free(b1) == kSuccess);
+        must_malloc(pool, 20 * MiB);
+        (void)a1;
+        return pool.stats().reserved_bytes[kAll].peak;
+    };
+    CHECK(run(false) == static_cast<std::int64_t>(40 * MiB));
+    CHECK(run(true) == static_cast<std::int64_t>(60 * MiB));
+}
