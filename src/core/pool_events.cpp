@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "core/pool_events.hpp"
 
-#include "report/byte_format.hpp"
+#include "util/byte_format.hpp"
 #include "report/oom_advice.hpp"
 #include "core/oom_notices.hpp"
 #include "stacks/recorder.hpp"

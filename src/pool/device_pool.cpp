@@ -5,6 +5,7 @@
 #include "pool/expandable_segment.hpp"
 #include "pool/rounding.hpp"
 #include "stats/stat_fields.hpp"
+#include "util/flat_map.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -92,95 +93,6 @@ struct FenceGroup {
     Block* head = nullptr;
 };
 
-/// Address -> Block for handed-out and pending blocks (PyTorch's allocated_blocks / active_blocks).
-/// Open addressing with linear probing and backward-shift deletion: no heap allocation per insert,
-/// which keeps the malloc/free hot path free of allocator calls. Key 0 marks an empty slot.
-class PtrMap {
-public:
-    PtrMap() { rehash(64); }
-
-    Block* find(std::uintptr_t key) const {
-        std::size_t i = slot_of(key);
-        while (slots_[i].key != 0) {
-            if (slots_[i].key == key)
-                return slots_[i].value;
-            i = (i + 1) & mask_;
-        }
-        return nullptr;
-    }
-
-    /// Make room for one more entry (may allocate); insert() then never allocates.
-    void reserve_one() {
-        if ((count_ + 1) * 2 > slots_.size())
-            rehash(slots_.size() * 2);
-    }
-
-    void insert(std::uintptr_t key, Block* value) {
-        reserve_one();
-        std::size_t i = slot_of(key);
-        while (slots_[i].key != 0)
-            i = (i + 1) & mask_;
-        slots_[i] = {key, value};
-        ++count_;
-    }
-
-    void erase(std::uintptr_t key) {
-        std::size_t i = slot_of(key);
-        while (slots_[i].key != key) {
-            if (slots_[i].key == 0)
-                return;
-            i = (i + 1) & mask_;
-        }
-        // Backward shift: pull later entries of the probe run into the hole when their home slot
-        // does not lie cyclically between the hole and their current slot.
-        std::size_t j = i;
-        for (;;) {
-            j = (j + 1) & mask_;
-            if (slots_[j].key == 0)
-                break;
-            const std::size_t home = slot_of(slots_[j].key);
-            if (((j - home) & mask_) >= ((j - i) & mask_)) {
-                slots_[i] = slots_[j];
-                i = j;
-            }
-        }
-        slots_[i] = {0, nullptr};
-        --count_;
-    }
-
-    void clear() {
-        std::fill(slots_.begin(), slots_.end(), Slot{0, nullptr});
-        count_ = 0;
-    }
-
-private:
-    struct Slot {
-        std::uintptr_t key;
-        Block* value;
-    };
-
-    std::size_t slot_of(std::uintptr_t key) const {
-        return static_cast<std::size_t>((static_cast<std::uint64_t>(key) * 0x9E3779B97F4A7C15ull) >>
-                                        shift_);
-    }
-
-    void rehash(std::size_t n) {
-        std::vector<Slot> old(n, Slot{0, nullptr});
-        old.swap(slots_);
-        mask_ = n - 1;
-        shift_ = 64 - static_cast<unsigned>(__builtin_ctzll(n));
-        count_ = 0;
-        for (const Slot& s : old)
-            if (s.key != 0)
-                insert(s.key, s.value);
-    }
-
-    std::vector<Slot> slots_;
-    std::size_t mask_ = 0;
-    unsigned shift_ = 0;
-    std::size_t count_ = 0;
-};
-
 constexpr std::size_t kOneExaByte = std::size_t{1} << 60;
 constexpr std::size_t kBlockChunk = 256;
 /// Fence cadence: a free records a new fence once this many bytes were freed since the last
@@ -217,7 +129,7 @@ struct DevicePool::Impl {
 
     BlockPool small;
     BlockPool large;
-    PtrMap active; ///< allocated + pending blocks by address
+    util::FlatMap<Block*> active; ///< allocated + pending blocks by address (PyTorch's active_blocks)
     std::map<std::uintptr_t, Segment> segments;
     std::vector<std::unique_ptr<Block[]>> block_chunks;
     std::vector<Block*> spare_blocks;
@@ -483,7 +395,7 @@ struct DevicePool::Impl {
         }
         b->state = BState::allocated;
         b->requested = orig_size;
-        active.insert(b->ptr, b);
+        active.put(b->ptr, b);
         const auto bsize = static_cast<std::int64_t>(b->size);
         const auto req = static_cast<std::int64_t>(orig_size);
         for_types(pool, [&](int t) {
@@ -533,7 +445,7 @@ struct DevicePool::Impl {
         if (listener)
             listener->on_free_completed(b->ptr, b->size, b->requested);
         BlockPool& pool = *b->pool;
-        active.erase(b->ptr); // before merging moves ptr
+        active.take(b->ptr); // before merging moves ptr
         std::int64_t net_blocks = 0;
         std::int64_t net_bytes = 0;
         Block* const candidates[2] = {b->prev, b->next};
@@ -1220,7 +1132,7 @@ struct DevicePool::Impl {
     }
 
     int free_locked(std::uintptr_t ptr) {
-        Block* b = ptr != 0 ? active.find(ptr) : nullptr;
+        Block* b = ptr != 0 ? active.value_or(ptr, nullptr) : nullptr;
         if (b == nullptr || b->state != BState::allocated) {
             if (b != nullptr || segment_of(ptr) != nullptr) {
                 ++invalid_frees; // double free (pending block) or an address inside a segment
@@ -1364,7 +1276,7 @@ Lookup DevicePool::lookup(std::uintptr_t ptr) const {
     r.in_pool = true;
     r.segment_base = s->base;
     r.segment_size = s->size;
-    if (const Block* b = impl_->active.find(ptr); b != nullptr && b->state == BState::allocated) {
+    if (const Block* b = impl_->active.value_or(ptr, nullptr); b != nullptr && b->state == BState::allocated) {
         if (s->es != nullptr)
             std::tie(r.segment_base, r.segment_size) = Impl::mapped_run(b);
         r.is_block_start = true;
@@ -1400,7 +1312,7 @@ void DevicePool::process_fences() {
 int DevicePool::retire(std::uintptr_t ptr) {
     try {
         std::lock_guard<std::mutex> lock(impl_->mu);
-        Block* b = ptr != 0 ? impl_->active.find(ptr) : nullptr;
+        Block* b = ptr != 0 ? impl_->active.value_or(ptr, nullptr) : nullptr;
         if (b == nullptr || b->state != BState::pending)
             return kInvalidValue;
         impl_->ensure_spares();

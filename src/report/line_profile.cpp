@@ -2,7 +2,7 @@
 // Line-profile tree construction and printing (see line_profile.hpp).
 #include "report/line_profile.hpp"
 
-#include "report/byte_format.hpp"
+#include "util/byte_format.hpp"
 
 #include <algorithm>
 #include <map>
@@ -23,7 +23,7 @@ void print(const std::vector<Node>& nodes, std::size_t i, int depth, std::string
     const Node& n = nodes[i];
     out.append(static_cast<std::size_t>(depth) * 2, ' ');
     out += n.label;
-    out += " (" + cupy_size(n.used) + ", " + cupy_size(n.acquired) + ")\n";
+    out += " (" + util::cupy_size(n.used) + ", " + util::cupy_size(n.acquired) + ")\n";
     std::vector<std::size_t> kids = n.children;
     std::sort(kids.begin(), kids.end(), [&](std::size_t a, std::size_t b) {
         if (nodes[a].used != nodes[b].used)

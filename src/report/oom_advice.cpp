@@ -2,7 +2,7 @@
 // OOM message and advice (see oom_advice.hpp).
 #include "report/oom_advice.hpp"
 
-#include "report/byte_format.hpp"
+#include "util/byte_format.hpp"
 
 #include <algorithm>
 #include <limits>
@@ -13,15 +13,15 @@ namespace gpumemprof::report {
 std::string oom_message(int device, const pool::OomInfo& info) {
     const std::int64_t unallocated = info.reserved - info.allocated;
     std::string s = "CUDA out of memory. Tried to allocate " +
-                    torch_size(static_cast<std::int64_t>(info.allocation_size)) + ". GPU " + std::to_string(device) +
-                    " has a total capacity of " + torch_size(static_cast<std::int64_t>(info.device_total)) +
-                    " of which " + torch_size(static_cast<std::int64_t>(info.device_free)) + " is free. ";
+                    util::torch_size(static_cast<std::int64_t>(info.allocation_size)) + ". GPU " + std::to_string(device) +
+                    " has a total capacity of " + util::torch_size(static_cast<std::int64_t>(info.device_total)) +
+                    " of which " + util::torch_size(static_cast<std::int64_t>(info.device_free)) + " is free. ";
     if (info.allowed > 0)
-        s += torch_size(static_cast<std::int64_t>(info.allowed)) + " allowed; ";
-    s += "Of the allocated memory " + torch_size(info.allocated) + " is allocated by the pool, and " +
-         torch_size(unallocated < 0 ? 0 : unallocated) +
+        s += util::torch_size(static_cast<std::int64_t>(info.allowed)) + " allowed; ";
+    s += "Of the allocated memory " + util::torch_size(info.allocated) + " is allocated by the pool, and " +
+         util::torch_size(unallocated < 0 ? 0 : unallocated) +
          " is reserved by the pool but unallocated. The largest free cached block is " +
-         torch_size(static_cast<std::int64_t>(info.largest_free_block)) + ". The program asked for " +
+         util::torch_size(static_cast<std::int64_t>(info.largest_free_block)) + ". The program asked for " +
          std::to_string(info.requested) + " bytes (rounded to " + std::to_string(info.rounded) + ").";
     return s;
 }
@@ -33,7 +33,7 @@ std::string oom_suggestion(const pool::OomInfo& info, const pool::AllocConf& con
     constexpr std::int64_t kMinSplitMb = 20; // PyTorch's (and the parser's) minimum max_split_size_mb
     if (unallocated > 0 && unallocated + static_cast<std::int64_t>(info.device_free) >= need) {
         // Enough memory existed, but split across cached blocks: fragmentation.
-        const std::string head = "reserved but unallocated memory (" + torch_size(unallocated) +
+        const std::string head = "reserved but unallocated memory (" + util::torch_size(unallocated) +
                                  ") plus free memory would have covered this request";
         if (conf.expandable_segments)
             return head + " even with expandable_segments:True (its free pages went back to the device before "
@@ -56,7 +56,7 @@ std::string oom_suggestion(const pool::OomInfo& info, const pool::AllocConf& con
                  "blocks are released earlier, ";
         return s + "or call gpumemprof_empty_cache() between phases of the program.";
     }
-    return "live allocations (" + torch_size(info.allocated) + ") leave no room for " + torch_size(need) +
+    return "live allocations (" + util::torch_size(info.allocated) + ") leave no room for " + util::torch_size(need) +
            ": reduce what is live at this point (see the at-peak tree and the top call sites by bytes at the "
            "peak for the lines that hold it), free earlier, or use smaller batches.";
 }

@@ -4,7 +4,7 @@
 
 #include "pool/alloc_conf.hpp"
 
-#include "report/byte_format.hpp"
+#include "util/byte_format.hpp"
 #include "report/frame_filter.hpp"
 #include "report/line_profile.hpp"
 #include "report/oom_advice.hpp"
@@ -16,15 +16,11 @@ namespace gpumemprof::report {
 
 namespace {
 
-std::string fmt_bytes(std::int64_t b) {
-    return torch_size(b) + " (" + std::to_string(b) + " bytes)";
-}
-
 /// Fragmentation measured at one instant: when reserved bytes peaked (pool::ReservedPeak).
 void fragmentation_line(std::string& out, const char* indent, const pool::ReservedPeak& p) {
-    out += std::string(indent) + "fragmentation when reserved peaked: " + fmt_bytes(p.reserved - p.allocated) +
-           " reserved but not allocated (of " + torch_size(p.reserved) + "), of which " +
-           fmt_bytes(p.inactive_split_bytes) + " free inside split segments\n";
+    out += std::string(indent) + "fragmentation when reserved peaked: " + util::torch_size_exact(p.reserved - p.allocated) +
+           " reserved but not allocated (of " + util::torch_size(p.reserved) + "), of which " +
+           util::torch_size_exact(p.inactive_split_bytes) + " free inside split segments\n";
 }
 
 void heading(std::string& out, const std::string& title) {
@@ -79,7 +75,7 @@ void top_sites(std::string& out, const ResolvedReport& r, int n, Key key, const 
     for (std::size_t i = 0; i < v.size() && i < static_cast<std::size_t>(n); ++i) {
         const ResolvedSite& site = r.sites[v[i]];
         const auto [bytes, count] = key(site);
-        out += "#" + std::to_string(i + 1) + " " + fmt_bytes(bytes) + " " + what + " in " + std::to_string(count) +
+        out += "#" + std::to_string(i + 1) + " " + util::torch_size_exact(bytes) + " " + what + " in " + std::to_string(count) +
                " block" + (count == 1 ? "" : "s") + "\n";
         stack_lines(out, site.frames, 6, "    ", filter);
     }
@@ -110,8 +106,8 @@ std::string text_report(const ReportInput& in, const stacks::ReportData& data, c
     }
 
     heading(out, "Summary");
-    out += "process-wide peak of live bytes (all devices): " + fmt_bytes(data.peak_bytes) + "\n";
-    out += "live at exit: " + fmt_bytes(data.live_bytes) + " in " + std::to_string(data.live_count) + " blocks\n";
+    out += "process-wide peak of live bytes (all devices): " + util::torch_size_exact(data.peak_bytes) + "\n";
+    out += "live at exit: " + util::torch_size_exact(data.live_bytes) + " in " + std::to_string(data.live_count) + " blocks\n";
     // With expandable segments the device calls are page maps/unmaps, and no segment is counted.
     std::vector<std::string> ignored;
     const bool expandable = pool::parse_alloc_conf(in.alloc_conf, &ignored).expandable_segments;
@@ -120,19 +116,19 @@ std::string text_report(const ReportInput& in, const stacks::ReportData& data, c
         const auto all = stats::kAll;
         out += "\ndevice " + std::to_string(d.device);
         if (d.total_capacity > 0)
-            out += " (total capacity " + torch_size(static_cast<std::int64_t>(d.total_capacity)) + ")";
+            out += " (total capacity " + util::torch_size(static_cast<std::int64_t>(d.total_capacity)) + ")";
         out += "\n";
-        out += "  peak allocated:  " + fmt_bytes(st.allocated_bytes[all].peak) + "\n";
-        out += "  peak reserved:   " + fmt_bytes(st.reserved_bytes[all].peak) + "\n";
-        out += "  peak requested:  " + fmt_bytes(st.requested_bytes[all].peak) + "\n";
+        out += "  peak allocated:  " + util::torch_size_exact(st.allocated_bytes[all].peak) + "\n";
+        out += "  peak reserved:   " + util::torch_size_exact(st.reserved_bytes[all].peak) + "\n";
+        out += "  peak requested:  " + util::torch_size_exact(st.requested_bytes[all].peak) + "\n";
         const auto dev = static_cast<std::size_t>(d.device);
         if (d.device >= 0 && dev < data.device_live_at_peak.size())
-            out += "  live on this device at the process-wide peak: " + fmt_bytes(data.device_live_at_peak[dev]) +
+            out += "  live on this device at the process-wide peak: " + util::torch_size_exact(data.device_live_at_peak[dev]) +
                    "\n";
         fragmentation_line(out, "  ", d.at_reserved_peak);
         out += "  now: reserved - allocated = " +
-               fmt_bytes(st.reserved_bytes[all].current - st.allocated_bytes[all].current) +
-               ", inactive split = " + fmt_bytes(st.inactive_split_bytes[all].current) + "\n";
+               util::torch_size_exact(st.reserved_bytes[all].current - st.allocated_bytes[all].current) +
+               ", inactive split = " + util::torch_size_exact(st.inactive_split_bytes[all].current) + "\n";
         out += "  allocations: " + std::to_string(st.allocation[all].allocated) + " (peak live " +
                std::to_string(st.allocation[all].peak) + ", live now " + std::to_string(st.allocation[all].current) +
                "), segments: " + std::to_string(st.segment[all].allocated) + "\n";
@@ -145,8 +141,8 @@ std::string text_report(const ReportInput& in, const stacks::ReportData& data, c
             char waited[64];
             std::snprintf(waited, sizeof waited, "%.3f ms", static_cast<double>(d.pool_counters.wait_ns) / 1e6);
             out += "  freed blocks waiting for the device (not allocated/active/requested): now " +
-                   fmt_bytes(d.pending.bytes.current) + " in " + std::to_string(d.pending.blocks.current) +
-                   " blocks, peak " + fmt_bytes(d.pending.bytes.peak) + " in " +
+                   util::torch_size_exact(d.pending.bytes.current) + " in " + std::to_string(d.pending.blocks.current) +
+                   " blocks, peak " + util::torch_size_exact(d.pending.bytes.peak) + " in " +
                    std::to_string(d.pending.blocks.peak) + " blocks; waits on a miss: " +
                    std::to_string(d.pool_counters.fence_waits) + " (" + waited + ", " +
                    std::to_string(d.pool_counters.wait_timeouts) + " timed out)\n";
@@ -155,8 +151,8 @@ std::string text_report(const ReportInput& in, const stacks::ReportData& data, c
             const auto& m = d.model;
             out += "  PyTorch's caching allocator on the same requests (model; it reuses a freed block at once on\n"
                    "  its stream, where this pool may wait until the device has passed the free):\n";
-            out += "    peak reserved:  " + fmt_bytes(m.reserved_bytes[all].peak) + ", peak allocated: " +
-                   fmt_bytes(m.allocated_bytes[all].peak) + "\n";
+            out += "    peak reserved:  " + util::torch_size_exact(m.reserved_bytes[all].peak) + ", peak allocated: " +
+                   util::torch_size_exact(m.allocated_bytes[all].peak) + "\n";
             fragmentation_line(out, "    ", d.model_at_reserved_peak);
             out += std::string(expandable ? "    page maps: " : "    cudaMalloc calls: ") +
                    std::to_string(m.num_device_alloc) + ", segments at the peak: " +
@@ -218,7 +214,7 @@ std::string text_report(const ReportInput& in, const stacks::ReportData& data, c
     for (const ResolvedOom& o : r.ooms) {
         const stacks::OomRecord& rec = *o.record;
         out += "OOM #" + std::to_string(++k) + " on device " + std::to_string(rec.device) + ": request of " +
-               fmt_bytes(static_cast<std::int64_t>(rec.info.requested)) + "\n";
+               util::torch_size_exact(static_cast<std::int64_t>(rec.info.requested)) + "\n";
         out += "  " + oom_message(rec.device, rec.info) + "\n";
         out += "  stack:\n";
         stack_lines(out, o.frames, 32, "    ", filter);

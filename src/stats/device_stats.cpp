@@ -25,27 +25,13 @@ void Stat::decrease(std::int64_t amount) {
 
 // resetPeakStats: every array and both oversize stats; counters untouched.
 void DeviceStats::reset_peak() {
-#define X(name)                                                                                      \
-    for (auto& s : name)                                                                             \
-        s.reset_peak();
-    GPUMEMPROF_STAT_ARRAYS(X)
-#undef X
-#define X(name) name.reset_peak();
-    GPUMEMPROF_STAT_SINGLES(X)
-#undef X
+    for_each_stat([](Stat& s) { s.reset_peak(); });
 }
 
 // resetAccumulatedStats: allocated/freed of every stat and all event counters go to 0
 // (the Python docstring only names retries and ooms; the C++ zeroes all five).
 void DeviceStats::reset_accumulated() {
-#define X(name)                                                                                      \
-    for (auto& s : name)                                                                             \
-        s.reset_accumulated();
-    GPUMEMPROF_STAT_ARRAYS(X)
-#undef X
-#define X(name) name.reset_accumulated();
-    GPUMEMPROF_STAT_SINGLES(X)
-#undef X
+    for_each_stat([](Stat& s) { s.reset_accumulated(); });
 #define X(name) name = 0;
     GPUMEMPROF_STAT_COUNTERS(X)
 #undef X

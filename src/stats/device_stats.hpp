@@ -2,6 +2,8 @@
 // torch.cuda.memory_stats() for one device: the same keys and the same update rules.
 #pragma once
 
+#include "stats/stat_fields.hpp"
+
 #include <array>
 #include <cstdint>
 #include <string>
@@ -27,25 +29,33 @@ struct Stat {
 enum StatType : int { kAll = 0, kSmallPool = 1, kLargePool = 2, kNumStatTypes = 3 };
 using StatArray = std::array<Stat, kNumStatTypes>;
 
+/// The members are generated from the field list (stats/stat_fields.hpp).
 struct DeviceStats {
-    StatArray allocation{};
-    StatArray segment{};
-    StatArray active{};
-    StatArray inactive_split{};
-    StatArray allocated_bytes{};
-    StatArray reserved_bytes{};
-    StatArray active_bytes{};
-    StatArray inactive_split_bytes{};
-    StatArray requested_bytes{};
-    Stat oversize_allocations{};
-    Stat oversize_segments{};
-    std::int64_t num_alloc_retries = 0;
-    std::int64_t num_ooms = 0;
-    std::int64_t num_sync_all_streams = 0;
-    std::int64_t num_device_alloc = 0;
-    std::int64_t num_device_free = 0;
-    /// -1 when unlimited, as torch reports it.
-    std::int64_t max_split_size = -1;
+#define X(name) StatArray name{};
+    GPUMEMPROF_STAT_ARRAYS(X)
+#undef X
+#define X(name) Stat name{};
+    GPUMEMPROF_STAT_SINGLES(X)
+#undef X
+#define X(name) std::int64_t name = 0;
+    GPUMEMPROF_STAT_COUNTERS(X)
+#undef X
+    // Constants are -1 until set (max_split_size: -1 when unlimited, as torch reports it).
+#define X(name) std::int64_t name = -1;
+    GPUMEMPROF_STAT_CONSTANTS(X)
+#undef X
+
+    /// fn(Stat&) for every Stat: each element of the arrays, then the single ones.
+    template <typename Fn> void for_each_stat(Fn&& fn) {
+#define X(name)                                                                                      \
+    for (Stat& s : name)                                                                             \
+        fn(s);
+        GPUMEMPROF_STAT_ARRAYS(X)
+#undef X
+#define X(name) fn(name);
+        GPUMEMPROF_STAT_SINGLES(X)
+#undef X
+    }
 
     void reset_peak();
     void reset_accumulated();

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The one list of DeviceStats fields: names, flattening, JSON and resets are all generated from it.
+// The one list of DeviceStats fields: the struct's members, names, flattening, JSON and resets are
+// all generated from it.
 #pragma once
 
 // X(name): a StatArray member of DeviceStats ({all, small_pool, large_pool} x 4 values).

@@ -6,6 +6,7 @@
 #include "tools/offline_report.hpp"
 #include "tools/replay.hpp"
 #include "tools/sweep.hpp"
+#include "util/byte_format.hpp"
 #include "util/json_writer.hpp"
 
 #include <cctype>
@@ -76,20 +77,6 @@ const char* const kReplayHelp =
     "exit status: 0 done, 1 unreadable/truncated/corrupt trace, 2 bad arguments or settings,\n"
     "             3 out of memory or internal error\n";
 
-std::string human(std::int64_t bytes) {
-    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    double v = static_cast<double>(bytes);
-    int u = 0;
-    while ((v >= 1024.0 || v <= -1024.0) && u < 4) {
-        v /= 1024.0;
-        ++u;
-    }
-    char buf[64];
-    if (u == 0) std::snprintf(buf, sizeof buf, "%" PRId64 " B", bytes);
-    else std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
-    return buf;
-}
-
 /// "80G", "1536M", "4096", "2T", "512KiB" -> bytes (powers of 1024). False on anything else.
 bool parse_size(const std::string& text, std::uint64_t* out) {
     if (text.empty() || text[0] < '0' || text[0] > '9') return false;
@@ -147,9 +134,9 @@ void print_device_text(const PlanDevice& pd, const DeviceResult& r) {
     const auto& s = r.stats;
     const std::int64_t reserved = s.reserved_bytes[stats::kAll].peak;
     const std::int64_t allocated = s.allocated_bytes[stats::kAll].peak;
-    std::printf("device %u (simulated capacity %s)\n", r.ordinal, human(static_cast<std::int64_t>(r.capacity)).c_str());
+    std::printf("device %u (simulated capacity %s)\n", r.ordinal, util::iec_size(static_cast<std::int64_t>(r.capacity)).c_str());
     auto row = [](const char* name, std::int64_t v) {
-        std::printf("  %-28s %12s  (%" PRId64 " B)\n", name, human(v).c_str(), v);
+        std::printf("  %-28s %12s  (%" PRId64 " B)\n", name, util::iec_size(v).c_str(), v);
     };
     row("peak allocated", allocated);
     row("peak reserved", reserved);
@@ -168,7 +155,7 @@ void print_device_text(const PlanDevice& pd, const DeviceResult& r) {
     // segment events only give growth, not a peak to compare with.
     if ((rec.segment_allocs || rec.ooms) && (rec.baseline_known || pd.live_blocks == 0))
         std::printf("  %-28s %12s  (%" PRIu64 " segment allocs, %" PRIu64 " OOMs in the trace)\n",
-                    "recorded peak reserved", human(rec.reserved_peak).c_str(), rec.segment_allocs, rec.ooms);
+                    "recorded peak reserved", util::iec_size(rec.reserved_peak).c_str(), rec.segment_allocs, rec.ooms);
 }
 
 std::string conf_or_defaults(const std::string& label) { return label.empty() ? "(PyTorch defaults)" : label; }
@@ -266,13 +253,13 @@ int run_replay(const Args& a) {
             if (i >= rows && !e.recorded) continue;
             const Totals& t = e.totals;
             std::printf("%4zu  %14s  %14s  %14s  %6" PRId64 "  %10" PRId64 "  %7" PRId64 "  %s%s\n", i + 1,
-                        human(t.reserved_peak).c_str(), human(t.allocated_peak).c_str(),
-                        human(t.reserved_peak - t.allocated_peak).c_str(), t.ooms, t.device_allocs, t.retries,
+                        util::iec_size(t.reserved_peak).c_str(), util::iec_size(t.allocated_peak).c_str(),
+                        util::iec_size(t.reserved_peak - t.allocated_peak).c_str(), t.ooms, t.device_allocs, t.retries,
                         conf_or_defaults(e.label).c_str(), e.recorded ? "  <- recorded" : "");
         }
         std::printf("(%zu settings replayed; no caching at all would reserve %s at peak with %" PRId64
                     " device allocs)\n",
-                    grid.size(), human(nocache.reserved_peak).c_str(), nocache.device_allocs);
+                    grid.size(), util::iec_size(nocache.reserved_peak).c_str(), nocache.device_allocs);
         if (best.label.empty()) {
             std::printf("recommended: PyTorch's defaults (no PYTORCH_CUDA_ALLOC_CONF / GPUMEMPROF_ALLOC_CONF needed)\n");
         } else {
@@ -284,7 +271,7 @@ int run_replay(const Args& a) {
             std::printf("             GPUMEMPROF_ALLOC_CONF=%s\n", best.label.c_str());
             std::printf("             (peak reserved %s vs %s with the defaults, %.1f%% less; OOMs %" PRId64
                         " vs %" PRId64 ")\n",
-                        human(best.totals.reserved_peak).c_str(), human(defaults.reserved_peak).c_str(), gain,
+                        util::iec_size(best.totals.reserved_peak).c_str(), util::iec_size(defaults.reserved_peak).c_str(), gain,
                         best.totals.ooms, defaults.ooms);
         }
         return kExitOk;
@@ -351,7 +338,7 @@ int run_replay(const Args& a) {
     if (results.size() > 1) {
         const Totals t = totals(results);
         std::printf("all devices: peak reserved %s, peak allocated %s, OOMs %" PRId64 "\n",
-                    human(t.reserved_peak).c_str(), human(t.allocated_peak).c_str(), t.ooms);
+                    util::iec_size(t.reserved_peak).c_str(), util::iec_size(t.allocated_peak).c_str(), t.ooms);
     }
     return kExitOk;
 }

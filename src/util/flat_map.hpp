@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
-// A small open-addressing hash map from 64-bit keys to trivially copyable values, for the
-// per-event tables (pointer -> live block, stack id -> site): one probe sequence in one array,
-// no allocation per insert (std::unordered_map allocates a node per element).
+// The one open-addressing hash map of the library, from 64-bit keys to trivially copyable values,
+// for the per-event tables (the pool's address -> block, the recorder's pointer -> live block and
+// stack id -> site, the model's pointer map): one probe sequence in one array, no allocation per
+// insert (std::unordered_map allocates a node per element).
 #pragma once
 
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -18,11 +20,11 @@ class FlatMap {
 public:
     static constexpr std::uint64_t kEmpty = ~std::uint64_t{0};
 
-    FlatMap() { clear(); }
+    FlatMap() { rehash(kInitial); }
 
+    /// Empties the map, keeping its capacity.
     void clear() {
-        slots_.assign(kInitial, Slot{kEmpty, Value{}});
-        mask_ = kInitial - 1;
+        std::fill(slots_.begin(), slots_.end(), Slot{kEmpty, Value{}});
         size_ = 0;
     }
     std::size_t size() const { return size_; }
@@ -40,10 +42,22 @@ public:
         }
     }
 
-    /// Inserts (or overwrites) and returns the stored value. May allocate when the table grows.
-    Value& put(std::uint64_t key, const Value& value) {
+    /// The value of `key`, or `fallback` when absent.
+    Value value_or(std::uint64_t key, Value fallback) const {
+        const Value* v = find(key);
+        return v != nullptr ? *v : fallback;
+    }
+
+    /// Makes room for one more entry (may allocate); the next put() then never allocates, so
+    /// that a caller can fail before it changes anything else.
+    void reserve_one() {
         if ((size_ + 1) * 2 > slots_.size())
             rehash(slots_.size() * 2);
+    }
+
+    /// Inserts (or overwrites) and returns the stored value. May allocate when the table grows.
+    Value& put(std::uint64_t key, const Value& value) {
+        reserve_one();
         std::size_t i = index(key);
         for (;;) {
             Slot& s = slots_[i];
@@ -61,8 +75,8 @@ public:
         }
     }
 
-    /// Removes `key`; copies its value to *out. Returns false when absent.
-    bool take(std::uint64_t key, Value* out) {
+    /// Removes `key`; copies its value to *out (when not null). Returns false when absent.
+    bool take(std::uint64_t key, Value* out = nullptr) {
         std::size_t i = index(key);
         for (;;) {
             Slot& s = slots_[i];
@@ -106,16 +120,18 @@ private:
         std::uint64_t key;
         Value value;
     };
-    static constexpr std::size_t kInitial = 1024;
+    static constexpr std::size_t kInitial = 64;
 
+    /// Fibonacci hashing: the top bits of key x 2^64/phi, so that aligned addresses (low bits
+    /// zero) still spread over the table.
     std::size_t index(std::uint64_t key) const {
-        std::uint64_t x = key * 0x9e3779b97f4a7c15ull;
-        return static_cast<std::size_t>(x ^ (x >> 29)) & mask_;
+        return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_);
     }
     void rehash(std::size_t n) {
         std::vector<Slot> old(n, Slot{kEmpty, Value{}});
         old.swap(slots_);
         mask_ = n - 1;
+        shift_ = 64 - static_cast<unsigned>(__builtin_ctzll(n));
         size_ = 0;
         for (const Slot& s : old)
             if (s.key != kEmpty)
@@ -124,6 +140,7 @@ private:
 
     std::vector<Slot> slots_;
     std::size_t mask_ = 0;
+    unsigned shift_ = 0;
     std::size_t size_ = 0;
 };
 

@@ -2,7 +2,7 @@
 // Report formatting on synthetic data with fake symbol names: byte formats, frame dropping and
 // merging, the CuPy-style tree (both views), folded stacks, the text report and the OOM text.
 #include "fake_symbolizer.hpp"
-#include "report/byte_format.hpp"
+#include "util/byte_format.hpp"
 #include "report/folded_writer.hpp"
 #include "report/frame_filter.hpp"
 #include "report/line_profile.hpp"
@@ -21,19 +21,26 @@ using namespace gpumemprof;
 using namespace gpumemprof::report;
 
 TEST_CASE("byte formats: CuPy humanised and PyTorch format_size", "[report]") {
-    CHECK(cupy_size(0) == "0.00B");
-    CHECK(cupy_size(512) == "512.00B");
-    CHECK(cupy_size(1023) == "1023.00B");
-    CHECK(cupy_size(1024) == "1.00KB");
-    CHECK(cupy_size(4096) == "4.00KB");
-    CHECK(cupy_size(1572864) == "1.50MB");          // 1.5 * 2^20
-    CHECK(cupy_size(3221225472) == "3.00GB");       // 3 * 2^30
-    CHECK(torch_size(1024) == "1024 bytes");
-    CHECK(torch_size(1025) == "1.00 KiB");
-    CHECK(torch_size(1048576) == "1024.00 KiB");    // exactly 1 MiB stays in KiB
-    CHECK(torch_size(2097152) == "2.00 MiB");
-    CHECK(torch_size(1073741824) == "1024.00 MiB");
-    CHECK(torch_size(3221225472) == "3.00 GiB");
+    CHECK(util::cupy_size(0) == "0.00B");
+    CHECK(util::cupy_size(512) == "512.00B");
+    CHECK(util::cupy_size(1023) == "1023.00B");
+    CHECK(util::cupy_size(1024) == "1.00KB");
+    CHECK(util::cupy_size(4096) == "4.00KB");
+    CHECK(util::cupy_size(1572864) == "1.50MB");          // 1.5 * 2^20
+    CHECK(util::cupy_size(3221225472) == "3.00GB");       // 3 * 2^30
+    CHECK(util::torch_size(1024) == "1024 bytes");
+    CHECK(util::torch_size(1025) == "1.00 KiB");
+    CHECK(util::torch_size(1048576) == "1024.00 KiB");    // exactly 1 MiB stays in KiB
+    CHECK(util::torch_size(2097152) == "2.00 MiB");
+    CHECK(util::torch_size(1073741824) == "1024.00 MiB");
+    CHECK(util::torch_size(-5) == "-5 bytes");
+    CHECK(util::torch_size_exact(2097152) == "2.00 MiB (2097152 bytes)");
+    // The CLI's tables: IEC units up to TiB, negative differences scaled too.
+    CHECK(util::iec_size(512) == "512 B");
+    CHECK(util::iec_size(1024) == "1.00 KiB");
+    CHECK(util::iec_size(-3758096384) == "-3.50 GiB");
+    CHECK(util::iec_size(std::int64_t{5} << 50) == "5120.00 TiB");
+    CHECK(util::torch_size(3221225472) == "3.00 GiB");
 }
 
 TEST_CASE("skip list parsing", "[report]") {

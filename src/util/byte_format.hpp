@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
-// Human-readable byte counts in the two conventions our reports imitate.
+// Human-readable byte counts: the one formatter, in the conventions our outputs imitate.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
-namespace gpumemprof::report {
+namespace gpumemprof::util {
 
 /// CuPy LineProfileHook: divide by 1024 through '', K, M, G, T, P, E (then Z), "%3.2f" + unit +
 /// "B": 512 -> "512.00B", 4096 -> "4.00KB", 1572864 -> "1.50MB".
@@ -15,4 +15,10 @@ std::string cupy_size(std::int64_t bytes);
 /// "%.2f MiB"; else "%.2f GiB" (exactly 1 MiB prints "1024.00 KiB").
 std::string torch_size(std::int64_t bytes);
 
-} // namespace gpumemprof::report
+/// torch_size followed by the exact count: "2.00 MiB (2097152 bytes)" (the .txt report).
+std::string torch_size_exact(std::int64_t bytes);
+
+/// IEC units up to TiB, whichever sign: "512 B", "1.00 KiB", "-3.50 GiB" (the CLI's tables).
+std::string iec_size(std::int64_t bytes);
+
+} // namespace gpumemprof::util

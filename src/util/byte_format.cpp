@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: MIT
+// Byte count formatting (see byte_format.hpp).
+#include "util/byte_format.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+namespace gpumemprof::util {
+namespace {
+
+/// When a value moves on to the next unit: the conventions differ at 1024 and for negatives.
+enum class Step {
+    at_least,     ///< value >= 1024 (CuPy; negative values stay in bytes)
+    above,        ///< value > 1024 (PyTorch; negative values stay in bytes)
+    magnitude,    ///< |value| >= 1024 (the CLI)
+};
+
+/// bytes / 1024^unit, unit at most `max_unit`.
+double scaled(std::int64_t bytes, int max_unit, Step step, int* unit) {
+    double v = static_cast<double>(bytes);
+    int u = 0;
+    auto next = [&] {
+        switch (step) {
+        case Step::at_least: return v >= 1024.0;
+        case Step::above: return v > 1024.0;
+        case Step::magnitude: return std::fabs(v) >= 1024.0;
+        }
+        return false;
+    };
+    while (u < max_unit && next()) {
+        v /= 1024.0;
+        ++u;
+    }
+    *unit = u;
+    return v;
+}
+
+} // namespace
+
+std::string cupy_size(std::int64_t bytes) {
+    static const char* const kUnits[] = {"", "K", "M", "G", "T", "P", "E", "Z"};
+    int u = 0;
+    const double v = scaled(bytes, 7, Step::at_least, &u);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%3.2f%sB", v, kUnits[u]);
+    return buf;
+}
+
+std::string torch_size(std::int64_t bytes) {
+    static const char* const kUnits[] = {"bytes", "KiB", "MiB", "GiB"};
+    int u = 0;
+    const double v = scaled(bytes, 3, Step::above, &u);
+    char buf[64];
+    if (u == 0)
+        std::snprintf(buf, sizeof buf, "%lld bytes", static_cast<long long>(bytes));
+    else
+        std::snprintf(buf, sizeof buf, "%.2f %s", v, kUnits[u]);
+    return buf;
+}
+
+std::string torch_size_exact(std::int64_t bytes) {
+    return torch_size(bytes) + " (" + std::to_string(bytes) + " bytes)";
+}
+
+std::string iec_size(std::int64_t bytes) {
+    static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    const double v = scaled(bytes, 4, Step::magnitude, &u);
+    char buf[64];
+    if (u == 0)
+        std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));
+    else
+        std::snprintf(buf, sizeof buf, "%.2f %s", v, kUnits[u]);
+    return buf;
+}
+
+} // namespace gpumemprof::util
