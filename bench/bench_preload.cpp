@@ -2,7 +2,7 @@
 // The allocation hot path as a program sees it: cuMemAlloc_v2 + cuMemFree_v2 pairs on a pool
 // hit through LD_PRELOAD=libgpumemprof.so (simulated device), against the same calls without the
 // preload (the simulated driver's own mmap/munmap), and with 32-frame stack capture on against
-// off (issue 3's goal: capture + interning under 1 us). Each variant runs in a child process of
+// off (goal: capture + interning under 1 us). Each variant runs in a child process of
 // this program, so all figures come from one run.
 #include <cuda.h>
 

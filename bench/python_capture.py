@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-# Benchmark (issue 8): the cost of capturing a stack with 20 Python frames and about 30 native
+# Benchmark: the cost of capturing a stack with 20 Python frames and about 30 native
 # frames, against native-only capture of the same stacks (GPUMEMPROF_PYTHON=0), same machine,
 # same run. The program (below, run under the preload on the simulated device) descends 20 Python
 # frames, three of them through a builtin (map) so that native frames sit between Python ones,

@@ -3,6 +3,7 @@
 gpu-check.json. Every check compares against the truth measured in the same run (the program's own
 counts, the same program without the preload, PyTorch's own allocator)."""
 import argparse
+import atexit
 import glob
 import json
 import os
@@ -27,10 +28,22 @@ def record(name, ok, **numbers):
             json.dump(RESULTS, f, indent=1)
 
 
+# Every run's report folder, removed when the check exits (callers read them until then;
+# --artifacts copies what is worth keeping).
+TEMP_DIRS = []
+
+
+@atexit.register
+def remove_temp_dirs():
+    for d in TEMP_DIRS:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def run(cmd, env_extra=None, preload=None, timeout=600):
     env = dict(os.environ)
     env.update(env_extra or {})
     out_dir = tempfile.mkdtemp(prefix="gpumemprof-")
+    TEMP_DIRS.append(out_dir)
     env["GPUMEMPROF_OUTPUT"] = os.path.join(out_dir, "prof-%p")
     if preload:
         env["LD_PRELOAD"] = preload

@@ -58,7 +58,8 @@ void OomNotices::reset_after_fork() noexcept {
     if (fd_ >= 0)
         ::close(fd_);
     fd_ = -1;
-    kept_.clear();
+    // Abandoned, not cleared: a fork child must not free memory before it has to (issue 13).
+    new (&kept_) std::vector<OomNotice>();
     count_ = 0;
 }
 

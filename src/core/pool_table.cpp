@@ -86,11 +86,11 @@ void PoolTable::abandon_after_fork() {
     // The child cannot use the parent's CUDA state: start from nothing, without any CUDA call.
     for (auto& s : live_)
         s.store(nullptr, std::memory_order_relaxed);
-    for (auto& s : all_) {
-        s->backend->forget();
+    // Released, not destroyed, and nothing freed (not even the fence lists): a fork child of a
+    // multi-threaded program must not touch the heap before it has to (Profiler::fork_child).
+    for (auto& s : all_)
         (void)s.release();
-    }
-    all_.clear();
+    all_.clear(); // null pointers only; the capacity stays
     mutex_.unlock();
 }
 

@@ -104,7 +104,7 @@ public:
 
 private:
     std::vector<PoolSlot*> slots_of(int device) const;
-    int free_live_index() const; // requires mutex_
+    int free_live_index() const;                                                      // requires mutex_
     PoolSlot* publish(std::unique_ptr<PoolSlot> slot, CUcontext ctx, int live_index); // requires mutex_
 
     mutable std::mutex mutex_;

@@ -10,7 +10,11 @@ std::atomic<bool> g_exiting{false}; // constant-initialised: readable before any
 
 } // namespace
 
-bool process_exiting() noexcept { return g_exiting.load(std::memory_order_acquire); }
-void set_process_exiting() noexcept { g_exiting.store(true, std::memory_order_release); }
+bool process_exiting() noexcept {
+    return g_exiting.load(std::memory_order_acquire);
+}
+void set_process_exiting() noexcept {
+    g_exiting.store(true, std::memory_order_release);
+}
 
 } // namespace gpumemprof::core

@@ -16,6 +16,7 @@
 #include "util/log.hpp"
 
 #include <pthread.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -84,7 +85,19 @@ Profiler::Profiler() : start_(std::chrono::steady_clock::now()) {
     stacks::python::set_warning_sink([](const char* message) { log::warn("{}", message); });
     stacks::python::set_enabled(options_.python != 0);
     stacks::Recorder::instance().configure(options_.stack_depth);
-    if (!options_.trace.empty()) {
+    std::atexit(exit_handler);
+    // quick_exit skips atexit handlers but runs these: a profiled program that ends that way
+    // still gets its report (docs/guarantees.md).
+    std::at_quick_exit(exit_handler);
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
+static void trace_failed(const char* message) { log::warn("GPUMEMPROF_TRACE: {}", message); }
+
+void Profiler::open_trace() noexcept {
+    try {
+        if (options_.trace.empty())
+            return;
         trace::Header h;
         h.pid = static_cast<std::uint64_t>(::getpid());
         h.host = util::host_name();
@@ -95,32 +108,51 @@ Profiler::Profiler() : start_(std::chrono::steady_clock::now()) {
                 .count());
         h.metadata.push_back({"source", "libgpumemprof"});
         h.metadata.push_back({"pool", options_.pool ? "caching" : "passthrough"});
+        trace::WriterOptions wo;
+        wo.on_failure = trace_failed;
         auto w = std::make_unique<trace::Writer>();
-        std::string path = util::expand_output_prefix(options_.trace, static_cast<int>(::getpid()));
-        if (w->open(path, h))
-            trace_ = std::move(w);
+        const std::string path = util::expand_output_prefix(options_.trace, static_cast<int>(::getpid()));
+        if (!w->open(path, h, wo) && w->busy_pid() > 0) {
+            // Another live process (our parent, typically, with a path without %p) records there.
+            const std::string own = path + "." + std::to_string(::getpid());
+            log::warn("GPUMEMPROF_TRACE: process {} is recording into {}; this process records into {}",
+                      w->busy_pid(), path, own);
+            w->open(own, h, wo);
+        }
+        if (w->error().empty())
+            trace_.store(w.release(), std::memory_order_release);
         else
-            log::warn("GPUMEMPROF_TRACE: cannot write {}: {}; recording no trace", path, w->error());
+            log::warn("GPUMEMPROF_TRACE: {}; recording no trace", w->error());
+    } catch (...) {
     }
-    std::atexit(exit_handler);
-    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 
-// Started at the first CUDA allocation, so that processes that never touch CUDA (shells and
-// other children that inherit LD_PRELOAD) get no thread, no handlers and no report files.
-void Profiler::start_signal_thread() noexcept {
+// At the first CUDA allocation, so that processes that never touch CUDA (shells and other
+// children that inherit LD_PRELOAD) get no trace file, no thread, no handlers and no reports.
+void Profiler::on_first_cuda_use() noexcept {
+    if (signal_thread_started_.load(std::memory_order_acquire))
+        return;
+    std::lock_guard lock(first_use_mutex_);
     if (signal_thread_started_.load(std::memory_order_relaxed))
         return;
+    if (child_reset_pending_) {
+        // A fork child's first CUDA use: forget the parent's passthrough blocks, streams and live
+        // call sites (freeing memory is fine now: the program is allocating itself).
+        child_reset_pending_ = false;
+        ledger_.clear();
+        streams_.clear();
+        stacks::Recorder::instance().reset_after_fork();
+    }
     cuda_seen_.store(true, std::memory_order_relaxed);
-    bool expected = false;
-    if (options_.output.empty() || !signal_thread_started_.compare_exchange_strong(expected, true))
-        return;
-    install_signal_handlers(options_.dump_signal, [this](bool fatal) {
-        if (fatal)
-            set_process_exiting(); // the process dies right after: no CUDA calls from here on
-        dump(std::string());
-        flush_trace();
-    });
+    open_trace();
+    if (!options_.output.empty())
+        install_signal_handlers(options_.dump_signal, [this](bool fatal) {
+            if (fatal)
+                set_process_exiting(); // the process dies right after: no CUDA calls from here on
+            dump(std::string());
+            flush_trace();
+        });
+    signal_thread_started_.store(true, std::memory_order_release);
 }
 
 // ---- pools ------------------------------------------------------------------------------------
@@ -151,6 +183,7 @@ PoolSlot* Profiler::create_slot(const DriverApi& api, CUcontext ctx) noexcept {
                 api.cuDevicePrimaryCtxRelease_v2(dev);
             }
         }
+        on_first_cuda_use(); // before the pool's listener is given the trace
         // Two contexts have two legacy streams, unordered with each other.
         bool another = false;
         pools_.for_each_live([&](PoolSlot* s) { return another = s->ctx.load(std::memory_order_acquire) != ctx; });
@@ -167,9 +200,9 @@ PoolSlot* Profiler::create_slot(const DriverApi& api, CUcontext ctx) noexcept {
                 slot->total_bytes = total;
             if (options_.model)
                 slot->model = std::make_unique<pool::PoolModel>(conf_, slot->device, total);
-            slot->events = std::make_unique<PoolEvents>(slot->device, conf_, trace_.get(), slot->model.get(), start_,
+            slot->events = std::make_unique<PoolEvents>(slot->device, conf_, trace_.load(std::memory_order_acquire), slot->model.get(), start_,
                                                         options_.html || options_.pickle);
-            emit(trace_.get(), trace::EventType::device_info, slot->device, 0, total, total);
+            emit(trace_.load(std::memory_order_acquire), trace::EventType::device_info, slot->device, 0, total, total);
             pool::PoolOptions po;
             po.conf = conf_;
             po.mode = options_.pool ? pool::Mode::caching : pool::Mode::passthrough;
@@ -184,7 +217,6 @@ PoolSlot* Profiler::create_slot(const DriverApi& api, CUcontext ctx) noexcept {
                       PoolTable::kMaxLive);
             return nullptr;
         }
-        start_signal_thread();
         log::debug("new pool for context {} on device {} ({})", static_cast<void*>(ctx), raw->device,
                    primary ? "primary" : "created");
         return raw;
@@ -350,13 +382,13 @@ void Profiler::record_alloc_with_stack(Kind kind, const DriverApi& api, std::uin
             CUdevice dev = 0;
             device = (api.cuCtxGetDevice(&dev) == CUDA_SUCCESS) ? static_cast<int>(dev) : 0;
         }
+        on_first_cuda_use();
         ledger_.add(kind, device, key, bytes);
-        start_signal_thread();
         // Physical VMM handles are not addresses the program frees; what it uses is the mapping.
         if (kind != Kind::vmm_physical)
             stacks::Recorder::instance().on_alloc(device, key, bytes, bytes, stack);
         if (kind == Kind::vmm_mapped)
-            emit(trace_.get(), trace::EventType::vmm_map, device, key, bytes, bytes, stack);
+            emit(trace_.load(std::memory_order_acquire), trace::EventType::vmm_map, device, key, bytes, bytes, stack);
     } catch (...) {
     }
 }
@@ -370,14 +402,14 @@ void Profiler::record_free(Kind kind, std::uintptr_t key) noexcept {
         if (kind != Kind::vmm_physical)
             stacks::Recorder::instance().on_free(device, key);
         if (kind == Kind::vmm_mapped)
-            emit(trace_.get(), trace::EventType::vmm_unmap, device, key, bytes, bytes);
+            emit(trace_.load(std::memory_order_acquire), trace::EventType::vmm_unmap, device, key, bytes, bytes);
     } catch (...) {
     }
 }
 
 void Profiler::flush_trace() noexcept {
-    if (trace_)
-        trace_->flush();
+    if (trace::Writer* t = trace_.load(std::memory_order_acquire))
+        t->flush();
 }
 
 // ---- contexts ---------------------------------------------------------------------------------
@@ -559,6 +591,10 @@ report::ReportInput Profiler::snapshot(const std::string& prefix) const {
     in.doors = {doors_.dlsym_substitutions.load(), doors_.proc_address_substitutions.load(),
                 doors_.runtime_calls.load()};
     in.foreign_invalid_frees = invalid_foreign_frees_.load();
+    const DumpSignalState ds = dump_signal_state();
+    in.dump_signal = ds.signal;
+    in.dump_signal_installed = ds.installed;
+    in.dump_signal_refused = ds.installed ? "" : ds.why_not;
     const auto ledgers = ledger_.snapshot();
     if (auto host = ledgers.find(kHostMemory); host != ledgers.end())
         in.host_pinned = figures(host->second.kinds[static_cast<int>(Kind::host_pinned)]);
@@ -609,8 +645,34 @@ report::DeviceSummary Profiler::device_summary(const PoolSlot& s, const std::map
     return d;
 }
 
+namespace {
+
+/// Where a dump's files go: <prefix>.json etc. Empty (with *why set) when the prefix cannot be
+/// used as it stands.
+std::string report_prefix(const std::string& pattern, bool forked_child, std::string* why) {
+    std::string prefix = util::expand_output_prefix(pattern, static_cast<int>(::getpid()));
+    // "dir/" names a directory: files inside it, not hidden ".json" files.
+    if (!prefix.empty() && prefix.back() == '/')
+        prefix += "gpumemprof-" + std::to_string(::getpid());
+    // A fork child's files carry its pid even if the pattern does not: they must not replace
+    // the parent's (issue 12 item 2).
+    else if (forked_child && pattern.find("%p") == std::string::npos)
+        prefix += "." + std::to_string(::getpid());
+    // /dev/stdout, a FIFO, a device: the prefix is a name stem, never a file written to.
+    struct stat st{};
+    if (::stat(prefix.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+        *why = prefix + " is a device, FIFO or directory; GPUMEMPROF_OUTPUT is a file name prefix (reports are "
+                        "<prefix>.json, <prefix>.txt, ...)";
+        return {};
+    }
+    return prefix;
+}
+
+} // namespace
+
 bool Profiler::dump(const std::string& prefix_pattern) noexcept {
     try {
+        CoreScope scope; // no cancellation point fires while our locks are held
         // One dump at a time (the exit handler, the signal thread and gpumemprof_dump may race):
         // they would write the same temporary file.
         std::lock_guard dump_lock(dump_mutex_);
@@ -618,18 +680,19 @@ bool Profiler::dump(const std::string& prefix_pattern) noexcept {
         // Nothing to say for a process that never allocated device memory (unless asked).
         if (pattern.empty() || (prefix_pattern.empty() && !cuda_seen_.load()))
             return true;
-        std::string prefix = util::expand_output_prefix(pattern, static_cast<int>(::getpid()));
         std::string error;
+        const std::string prefix = report_prefix(pattern, forked_child_, &error);
+        if (prefix.empty()) {
+            log::warn("reports not written: {}", error);
+            return false;
+        }
         bool ok = true;
         const report::ReportInput in = snapshot(prefix);
         // Collected and symbolised once, outside the pool-table lock, for the JSON and the text.
         const report::StackReport stacks = report::prepare_stack_report(in);
-        if (!report::write_json_report(in, stacks, &error)) {
-            log::warn("could not write the report: {}", error);
-            ok = false;
-        }
-        if (!report::write_reports(in, stacks, &error)) {
-            log::warn("could not write the reports: {}", error);
+        // All four files or none: a full disk must not leave a JSON beside an older .txt.
+        if (!report::write_all_reports(in, stacks, &error)) {
+            log::warn("reports not written: {}", error);
             ok = false;
         }
         // Built and written one after the other, each timed (GPUMEMPROF_LOG=info shows it).
@@ -669,11 +732,19 @@ std::string Profiler::snapshot_json() noexcept {
 
 void Profiler::on_exit() noexcept {
     set_process_exiting();
+    if (CoreScope::inside()) {
+        // exit() was called on a thread interrupted inside the profiler (from a signal handler):
+        // the interrupted frame may hold any of our locks and will never release them.
+        log::warn("exit() was called from a signal handler that interrupted a CUDA call: no report is written "
+                  "(the profiler's state is in the middle of an update)");
+        return;
+    }
+    CoreScope scope; // no cancellation point fires while the report is written
     if (options_.report_at_exit)
         dump(std::string());
-    if (trace_) {
+    if (trace::Writer* t = trace_.load(std::memory_order_acquire)) {
         write_trace_stacks();
-        trace_->close();
+        t->close();
     }
 }
 
@@ -703,7 +774,7 @@ void Profiler::write_trace_stacks() noexcept {
         for (const report::ResolvedOom& o : r.resolved.ooms)
             if (o.record && o.record->id != 0)
                 add(o.record->id, o.frames);
-        trace_->write_stacks(stacks);
+        trace_.load(std::memory_order_acquire)->write_stacks(stacks);
     } catch (...) {
     }
 }
@@ -716,6 +787,7 @@ void Profiler::write_trace_stacks() noexcept {
 // included, without touching them (fork_child).
 void Profiler::fork_prepare() noexcept {
     dump_mutex_.lock(); // no report (and so no symbolizer lock) is being written across fork
+    first_use_mutex_.lock();
     pools_.lock_for_fork();
     ledger_.lock_for_fork();
     stacks::Recorder::instance().lock_for_fork();
@@ -727,30 +799,37 @@ void Profiler::fork_parent() noexcept {
     stacks::Recorder::instance().unlock_after_fork();
     ledger_.unlock_after_fork();
     pools_.unlock_after_fork();
+    first_use_mutex_.unlock();
     dump_mutex_.unlock();
 }
 
+// The child of a fork() may be the child of a multi-threaded program: until it calls CUDA
+// itself, nothing here allocates or frees memory, in this handler or at its exit (an allocator
+// lock held by another thread of the parent stays held in the child: glibc resets its malloc at
+// fork, ASan's allocator and others do not; issue 13). A child that never allocates device
+// memory writes no report and no trace: the parent's allocations are the parent's. Its state is
+// reset (freeing the parent's) at its first CUDA allocation, in on_first_cuda_use.
 void Profiler::fork_child() noexcept {
     streams_.unlock_after_fork();
     stacks::Recorder::instance().unlock_after_fork();
-    stacks::Recorder::instance().reset_after_fork();
-    OomNotices::instance().reset_after_fork();
+    OomNotices::instance().reset_after_fork(); // closes the shared eventfd; frees nothing
     ledger_.unlock_after_fork();
-    // The child cannot use the parent's CUDA state: start from nothing, without any CUDA call.
-    // The parent's pools are leaked on purpose (their owners live in the parent).
+    // The child cannot use the parent's CUDA state. The parent's pools (backends, fence lists,
+    // models) are abandoned without a call into them: released, not destroyed.
     pools_.abandon_after_fork();
-    ledger_.clear();
-    streams_.clear();
     doors_.dlsym_substitutions = 0;
     doors_.proc_address_substitutions = 0;
     doors_.runtime_calls = 0;
     invalid_foreign_frees_ = 0;
     start_ = std::chrono::steady_clock::now();
-    // The parent's trace belongs to the parent; the child's events are not recorded.
-    (void)trace_.release();
-    // Threads do not survive fork: the child starts its own signal thread when it uses CUDA.
-    // cuda_seen_ stays: a child of a CUDA process writes its own report (pid in the name).
+    // The parent's trace belongs to the parent (abandoned, not closed: closing writes and frees).
+    trace_.store(nullptr, std::memory_order_relaxed);
+    forked_child_ = true;
+    child_reset_pending_ = true;
+    // Threads do not survive fork: the child starts its own report thread when it uses CUDA.
+    cuda_seen_ = false;
     signal_thread_started_ = false;
+    first_use_mutex_.unlock();
     dump_mutex_.unlock();
 }
 

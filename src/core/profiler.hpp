@@ -104,7 +104,10 @@ public:
 
 private:
     Profiler();
-    void start_signal_thread() noexcept;
+    /// At the first device allocation (never in processes that do not use CUDA): open the trace,
+    /// start the report thread and take the signals.
+    void on_first_cuda_use() noexcept;
+    void open_trace() noexcept; // requires first_use_mutex_
     PoolSlot* current_slot(const DriverApi& api) noexcept;
     PoolSlot* create_slot(const DriverApi& api, CUcontext ctx) noexcept;
     /// Free `ptr` in whichever pool owns it: kSuccess, kInvalidValue, or kNotOwned.
@@ -130,7 +133,10 @@ private:
     PoolTable pools_;                ///< second in the lock order (then each pool's own lock)
     std::atomic<std::int64_t> invalid_foreign_frees_{0};
     std::chrono::steady_clock::time_point start_;
-    std::unique_ptr<trace::Writer> trace_; ///< GPUMEMPROF_TRACE, null when off
+    std::atomic<trace::Writer*> trace_{nullptr}; ///< GPUMEMPROF_TRACE, null when off or not yet opened
+    std::mutex first_use_mutex_;           ///< on_first_cuda_use; taken at fork
+    bool forked_child_ = false;            ///< this process is a fork() child (no exec) of a profiled one
+    bool child_reset_pending_ = false;     ///< fork child: the parent's state is dropped at first CUDA use
     std::atomic<bool> cuda_seen_{false};   ///< the process allocated through us at least once
     std::atomic<bool> signal_thread_started_{false};
 };

@@ -6,9 +6,11 @@
 #include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <ctime>
-#include <fcntl.h>
-#include <pthread.h>
+#include <semaphore.h>
+#include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
 
@@ -16,29 +18,37 @@ namespace gpumemprof::core {
 namespace {
 
 constexpr int kFatal[] = {SIGTERM, SIGINT, SIGABRT, SIGQUIT, SIGHUP};
+constexpr unsigned kDumpRequest = 1, kFatalRequest = 2, kDeferredRequest = 4;
+constexpr int kFatalWaitMs = 5000; // a fatal signal waits at most this long for its reports
 
-int g_pipe[2] = {-1, -1};
-std::atomic<int> g_done{0};         // generation counter bumped by the thread after each dump
+// The handlers' only tools: an atomic request mask and a semaphore (sem_post is async-signal-safe).
+// No file descriptor: the program may close any fd and reuse its number (issue 12 item 1).
+sem_t g_wake;
+std::atomic<unsigned> g_requests{0};
+std::atomic<int> g_done{0};           // bumped by the helper after each dump
+std::atomic<bool> g_helper_alive{false};
+std::atomic<int> g_deferred_signal{0}; // a fatal signal waiting for a thread to leave the profiler
 std::function<void(bool)>* g_dump = nullptr;
+DumpSignalState g_dump_state;
 
-void wake(char what) {
-    int saved = errno;
-    ssize_t n = ::write(g_pipe[1], &what, 1);
-    (void)n;
+// initial-exec: read from signal handlers, where a lazily allocated TLS block would not do.
+thread_local int t_depth __attribute__((tls_model("initial-exec"))) = 0;
+thread_local int t_deferred __attribute__((tls_model("initial-exec"))) = 0;
+
+void request(unsigned what) {
+    const int saved = errno;
+    if ((g_requests.fetch_or(what) & what) == 0)
+        sem_post(&g_wake);
     errno = saved;
 }
 
-void on_dump_signal(int) { wake('d'); }
-
-void on_fatal_signal(int sig) {
-    // Ask the helper thread for the reports and wait for it (bounded: if the dying thread holds a
-    // lock the writer needs, we give up after 5 s rather than hang the program).
-    int before = g_done.load();
-    wake('f');
-    for (int i = 0; i < 500 && g_done.load() == before; ++i) {
-        struct timespec ts = {0, 10 * 1000 * 1000};
-        nanosleep(&ts, nullptr);
+void sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000L * 1000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
+}
+
+[[noreturn]] void die_by(int sig) {
     struct sigaction sa = {};
     sa.sa_handler = SIG_DFL;
     sigemptyset(&sa.sa_mask);
@@ -48,34 +58,104 @@ void on_fatal_signal(int sig) {
     sigaddset(&set, sig);
     pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
     raise(sig);
+    _exit(128 + sig); // a default action that does not terminate (cannot happen for kFatal)
+}
+
+/// Ask the helper for the reports, wait for them (bounded), then die of `sig`.
+[[noreturn]] void fatal_now(int sig) {
+    if (g_helper_alive.load()) {
+        const int before = g_done.load();
+        request(kFatalRequest);
+        for (int waited = 0; waited < kFatalWaitMs && g_done.load() == before; waited += 10)
+            sleep_ms(10);
+    }
+    die_by(sig);
+}
+
+void on_dump_signal(int) { request(kDumpRequest); }
+
+void on_fatal_signal(int sig) {
+    if (t_depth > 0) {
+        // This thread was interrupted inside the profiler and may hold a lock the reports need:
+        // finish that call first (CoreScope's destructor acts on the signal). The helper kills
+        // the process if the call does not come back.
+        const int saved = errno;
+        t_deferred = sig;
+        g_deferred_signal.store(sig);
+        request(kDeferredRequest);
+        errno = saved;
+        return;
+    }
+    fatal_now(sig);
+}
+
+/// main() called pthread_exit and every thread of the program has ended: only this helper is
+/// left (and the zombie main thread). The process would have exited; do so. No fd is used:
+/// /proc/self/task's link count is 2 + threads, and a dead main thread has no exe link.
+bool only_helper_left() {
+    struct stat st{};
+    if (::stat("/proc/self/task", &st) != 0 || st.st_nlink != 4)
+        return false;
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/self/task/%d/exe", static_cast<int>(::getpid()));
+    char buf[8];
+    return ::readlink(path, buf, sizeof buf) < 0 && errno == ENOENT;
 }
 
 void helper_loop() {
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, nullptr);
+    int old = 0;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+    struct timespec deferred_deadline = {0, 0};
     for (;;) {
-        char c = 0;
-        ssize_t n = ::read(g_pipe[0], &c, 1);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return;
-        try {
-            if (g_dump)
-                (*g_dump)(c == 'f');
-        } catch (...) {
+        struct timespec until{};
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_sec += 1;
+        if (sem_clockwait(&g_wake, CLOCK_MONOTONIC, &until) != 0) {
+            if (errno == ETIMEDOUT && only_helper_left())
+                std::exit(0); // what the last thread's pthread_exit does (atexit handlers run)
         }
-        g_done.fetch_add(1);
+        const unsigned req = g_requests.exchange(0);
+        struct timespec now{};
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (req & kDeferredRequest) {
+            deferred_deadline = now;
+            deferred_deadline.tv_sec += kFatalWaitMs / 1000;
+        }
+        if (const int sig = g_deferred_signal.load(); sig != 0 && deferred_deadline.tv_sec != 0 &&
+                                                       now.tv_sec >= deferred_deadline.tv_sec) {
+            // The interrupted call never left the profiler: die as the signal asked, unreported.
+            log::warn("signal {} arrived inside a CUDA call that has not returned for {} s: exiting "
+                      "without a report", sig, kFatalWaitMs / 1000);
+            struct sigaction sa = {};
+            sa.sa_handler = SIG_DFL;
+            sigemptyset(&sa.sa_mask);
+            sigaction(sig, &sa, nullptr);
+            ::kill(::getpid(), sig);
+        }
+        if (req & (kDumpRequest | kFatalRequest)) {
+            try {
+                if (g_dump)
+                    (*g_dump)((req & kFatalRequest) != 0);
+            } catch (...) {
+            }
+            g_done.fetch_add(1);
+        }
     }
 }
 
-bool install(int sig, void (*fn)(int), bool only_if_default) {
+const char* refuse_reason(int sig) {
     struct sigaction old = {};
     if (sigaction(sig, nullptr, &old) != 0)
-        return false;
-    if (only_if_default && (old.sa_flags & SA_SIGINFO || old.sa_handler != SIG_DFL))
-        return false; // the program (or its runtime) handles it: leave it alone
+        return "it cannot be handled";
+    if ((old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL)
+        return "the program handles it";
+    return nullptr;
+}
+
+bool install(int sig, void (*fn)(int)) {
     struct sigaction sa = {};
     sa.sa_handler = fn;
     sigemptyset(&sa.sa_mask);
@@ -83,24 +163,63 @@ bool install(int sig, void (*fn)(int), bool only_if_default) {
     return sigaction(sig, &sa, nullptr) == 0;
 }
 
+void after_fork_in_child() {
+    // The helper thread does not exist in the child: a fatal signal must not wait for it.
+    g_helper_alive.store(false);
+    g_requests.store(0);
+    g_deferred_signal.store(0);
+    t_deferred = 0;
+}
+
 } // namespace
 
+CoreScope::CoreScope() noexcept {
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old_cancel_state_);
+    ++t_depth;
+}
+
+CoreScope::~CoreScope() noexcept {
+    if (--t_depth == 0 && t_deferred != 0) {
+        const int sig = t_deferred;
+        t_deferred = 0;
+        g_deferred_signal.store(0);
+        fatal_now(sig); // our locks are released now
+    }
+    pthread_setcancelstate(old_cancel_state_, nullptr);
+}
+
+bool CoreScope::inside() noexcept { return t_depth > 0; }
+
+DumpSignalState dump_signal_state() noexcept { return g_dump_state; }
+
 void install_signal_handlers(int dump_signal, std::function<void(bool)> dump) noexcept {
+    static const int atfork = pthread_atfork(nullptr, nullptr, after_fork_in_child);
+    (void)atfork;
     try {
-        if (g_pipe[0] >= 0) {
-            ::close(g_pipe[0]);
-            ::close(g_pipe[1]);
-        }
-        if (::pipe2(g_pipe, O_CLOEXEC) != 0)
+        if (sem_init(&g_wake, 0, 0) != 0)
             return;
+        g_requests.store(0);
         delete g_dump;
         g_dump = new std::function<void(bool)>(std::move(dump));
         std::thread(helper_loop).detach();
-        if (dump_signal > 0)
-            install(dump_signal, on_dump_signal, false);
+        g_helper_alive.store(true);
+        g_dump_state = DumpSignalState{dump_signal, false, ""};
+        if (dump_signal > 0) {
+            if (const char* why = refuse_reason(dump_signal)) {
+                g_dump_state.why_not = why;
+                log::warn("GPUMEMPROF_DUMP_SIGNAL: signal {} is not taken ({}): reports on demand only through "
+                          "gpumemprof_dump(); choose a free signal to have them",
+                          dump_signal, why);
+            } else if (install(dump_signal, on_dump_signal)) {
+                g_dump_state.installed = true;
+            } else {
+                g_dump_state.why_not = "it cannot be handled";
+                log::warn("GPUMEMPROF_DUMP_SIGNAL: cannot handle signal {}", dump_signal);
+            }
+        }
         for (int sig : kFatal)
-            if (sig != dump_signal)
-                install(sig, on_fatal_signal, true);
+            if (sig != dump_signal && !refuse_reason(sig))
+                install(sig, on_fatal_signal); // only where the program keeps the default action
     } catch (...) {
         log::warn("could not start the report thread: reports only at exit and through gpumemprof_dump()");
     }

@@ -1,15 +1,48 @@
 // SPDX-License-Identifier: MIT
 // Reports on demand (GPUMEMPROF_DUMP_SIGNAL) and on fatal signals the program does not handle
-// (SIGTERM, SIGINT, SIGABRT, SIGQUIT, SIGHUP): the handler only wakes a helper thread, which
-// writes the reports; a fatal signal is then re-raised with its default action.
+// (SIGTERM, SIGINT, SIGABRT, SIGQUIT, SIGHUP). A handler never blocks and never touches a file
+// descriptor: it sets a flag and posts a semaphore (both async-signal-safe); a helper thread
+// writes the reports. A fatal signal that lands on a thread inside the profiler (holding its
+// locks) is deferred to the moment that thread leaves the profiler (CoreScope), then re-raised
+// with its default action after the reports are written. See docs/guarantees.md.
 #pragma once
 
 #include <functional>
+#include <pthread.h>
 
 namespace gpumemprof::core {
 
-/// Install the handlers. `dump` is called on the helper thread (all signals blocked there);
-/// `fatal` is true when the process is about to die. Safe to call again in a fork child.
+/// What became of GPUMEMPROF_DUMP_SIGNAL (reported in the JSON and the .txt).
+struct DumpSignalState {
+    int signal = 0;          ///< the signal asked for; 0 = none
+    bool installed = false;  ///< our handler was installed
+    const char* why_not = ""; ///< when not installed: a short reason
+};
+
+/// Install the handlers and start the helper thread. `dump` is called on the helper thread (all
+/// signals blocked there); `fatal` is true when the process is about to die. Safe to call again
+/// in a fork child. The dump signal is taken only if its disposition is the default one: a
+/// handler the program installed (before or after us) is never replaced.
 void install_signal_handlers(int dump_signal, std::function<void(bool fatal)> dump) noexcept;
+
+DumpSignalState dump_signal_state() noexcept;
+
+/// Marks the calling thread as inside the profiler for the scope's lifetime (nestable): thread
+/// cancellation is disabled (no cancellation point can fire under our locks), a fatal signal is
+/// deferred to the end of the outermost scope, and exit() called on this thread from a signal
+/// handler skips the report rather than wait for a lock the interrupted frame holds.
+class CoreScope {
+public:
+    CoreScope() noexcept;
+    ~CoreScope() noexcept;
+    CoreScope(const CoreScope&) = delete;
+    CoreScope& operator=(const CoreScope&) = delete;
+
+    /// True when the calling thread is inside a CoreScope (it may hold the profiler's locks).
+    static bool inside() noexcept;
+
+private:
+    int old_cancel_state_ = PTHREAD_CANCEL_ENABLE;
+};
 
 } // namespace gpumemprof::core

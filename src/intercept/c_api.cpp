@@ -4,6 +4,7 @@
 
 #include "core/oom_notices.hpp"
 #include "core/profiler.hpp"
+#include "core/signals.hpp"
 #include "report/scoped_profile.hpp"
 #include "stacks/recorder.hpp"
 #include "stats/device_stats.hpp"
@@ -37,6 +38,7 @@ extern "C" {
 __attribute__((visibility("default"))) int gpumemprof_is_active(void) { return 1; }
 
 __attribute__((visibility("default"))) size_t gpumemprof_memory_stats(int device, char* buf, size_t size) {
+    gpumemprof::core::CoreScope scope;
     // Whatever happens, a buffer with room for one byte holds a string afterwards.
     if (buf && size > 0)
         buf[0] = '\0';
@@ -57,27 +59,37 @@ __attribute__((visibility("default"))) size_t gpumemprof_memory_stats(int device
 }
 
 __attribute__((visibility("default"))) int64_t gpumemprof_memory_allocated(int device) {
+    gpumemprof::core::CoreScope scope;
     return stat_value(device, &gpumemprof::stats::Stat::current, false);
 }
 __attribute__((visibility("default"))) int64_t gpumemprof_max_memory_allocated(int device) {
+    gpumemprof::core::CoreScope scope;
     return stat_value(device, &gpumemprof::stats::Stat::peak, false);
 }
 __attribute__((visibility("default"))) int64_t gpumemprof_memory_reserved(int device) {
+    gpumemprof::core::CoreScope scope;
     return stat_value(device, &gpumemprof::stats::Stat::current, true);
 }
 __attribute__((visibility("default"))) int64_t gpumemprof_max_memory_reserved(int device) {
+    gpumemprof::core::CoreScope scope;
     return stat_value(device, &gpumemprof::stats::Stat::peak, true);
 }
 __attribute__((visibility("default"))) void gpumemprof_reset_peak_memory_stats(int device) {
+    gpumemprof::core::CoreScope scope;
     if (valid_device(device))
         Profiler::instance().reset_peak(device);
 }
 __attribute__((visibility("default"))) void gpumemprof_reset_accumulated_memory_stats(int device) {
+    gpumemprof::core::CoreScope scope;
     if (valid_device(device))
         Profiler::instance().reset_accumulated(device);
 }
-__attribute__((visibility("default"))) void gpumemprof_empty_cache(void) { Profiler::instance().empty_cache(); }
+__attribute__((visibility("default"))) void gpumemprof_empty_cache(void) {
+    gpumemprof::core::CoreScope scope;
+    Profiler::instance().empty_cache();
+}
 __attribute__((visibility("default"))) int gpumemprof_set_stack_depth(int depth) {
+    gpumemprof::core::CoreScope scope;
     auto& recorder = gpumemprof::stacks::Recorder::instance();
     return depth < 0 ? recorder.max_depth() : recorder.configure(depth);
 }
@@ -99,6 +111,7 @@ __attribute__((visibility("default"))) size_t gpumemprof_snapshot_json(char* buf
 }
 
 __attribute__((visibility("default"))) int gpumemprof_dump(const char* prefix) {
+    gpumemprof::core::CoreScope scope;
     try {
         return Profiler::instance().dump(prefix ? std::string(prefix) : std::string()) ? 0 : -1;
     } catch (...) {

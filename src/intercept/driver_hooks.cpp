@@ -3,6 +3,7 @@
 // functions are what the dlsym and cuGetProcAddress doors hand out.
 #include "core/driver_api.hpp"
 #include "core/profiler.hpp"
+#include "core/signals.hpp"
 
 #include "core/cuda_api.hpp"
 
@@ -15,7 +16,9 @@ using gpumemprof::core::Profiler;
 namespace {
 
 // The real function of this hook, or the error a program gets when the driver lacks it.
+// CoreScope: no cancellation point and no fatal-signal report while this thread is in the core.
 #define GPUMEMPROF_REAL_OR_RETURN(api, fn)                 \
+    gpumemprof::core::CoreScope core_scope_;               \
     const DriverApi* api = gpumemprof::core::driver();     \
     if (!api)                                              \
         return CUDA_ERROR_NOT_INITIALIZED;                 \

@@ -124,6 +124,12 @@ std::string json_report(const ReportInput& in, const StackReport& stacks) {
     w.key("host_pinned");
     write_counters(w, in.host_pinned);
     w.field("foreign_invalid_frees", in.foreign_invalid_frees);
+    w.key("dump_signal").begin_object();
+    w.field("signal", in.dump_signal);
+    w.field("installed", in.dump_signal_installed);
+    if (!in.dump_signal_refused.empty())
+        w.field("not_installed_because", in.dump_signal_refused);
+    w.end_object();
     w.key("devices").begin_array();
     for (const DeviceSummary& d : in.devices)
         write_pool_device(w, d);

@@ -79,6 +79,11 @@ struct ReportInput {
     DoorCounts doors;
     PassthroughCounters host_pinned;
     std::int64_t foreign_invalid_frees = 0;
+    /// GPUMEMPROF_DUMP_SIGNAL: the signal (0 = none), whether our handler is installed, and why
+    /// not ("the program handles it"): the JSON's "dump_signal" and a line in the .txt.
+    int dump_signal = 0;
+    bool dump_signal_installed = false;
+    std::string dump_signal_refused;
     std::vector<DeviceSummary> devices; ///< one per pool, in table order
     /// Devices with pass-through memory but no pool (JSON only: context -1, ledger figures).
     std::vector<DeviceSummary> devices_without_pool;

@@ -41,32 +41,52 @@ void note(std::string* error, const std::string& msg) {
 
 } // namespace
 
+std::vector<std::pair<std::string, std::string>> report_files(const ReportInput& in, const StackReport& report) {
+    const ResolvedReport& r = report.resolved;
+    return {
+        {in.prefix + ".txt", text_report(in, report.data, r)},
+        {in.prefix + ".folded", folded_stacks(r, FoldedMetric::peak_live_bytes)},
+        {in.prefix + ".alloc.folded", folded_stacks(r, FoldedMetric::total_bytes)},
+    };
+}
+
 bool write_reports(const ReportInput& in, const StackReport& report, std::string* error) {
     if (!report.ok) {
         note(error, "stack report failed");
         return false;
     }
     try {
-        const ResolvedReport& r = report.resolved;
-        bool ok = true;
         std::string err;
-        const std::pair<std::string, std::string> files[] = {
-            {in.prefix + ".txt", text_report(in, report.data, r)},
-            {in.prefix + ".folded", folded_stacks(r, FoldedMetric::peak_live_bytes)},
-            {in.prefix + ".alloc.folded", folded_stacks(r, FoldedMetric::total_bytes)},
-        };
-        for (const auto& [path, content] : files) {
-            err.clear();
-            if (!util::write_file_atomic(path, content, &err)) {
-                ok = false;
-                note(error, err.empty() ? "cannot write " + path : err);
-            }
-        }
-        return ok;
+        if (util::write_files_atomic(report_files(in, report), &err))
+            return true;
+        note(error, err);
+        return false;
     } catch (const std::exception& e) {
         note(error, std::string("stack report failed: ") + e.what());
     } catch (...) {
         note(error, "stack report failed");
+    }
+    return false;
+}
+
+bool write_all_reports(const ReportInput& in, const StackReport& report, std::string* error) {
+    try {
+        std::vector<std::pair<std::string, std::string>> files;
+        files.emplace_back(in.prefix + ".json", json_report(in, report));
+        if (report.ok) {
+            for (auto& f : report_files(in, report))
+                files.push_back(std::move(f));
+        } else {
+            note(error, "the stack report failed: only the JSON is written");
+        }
+        std::string err;
+        if (util::write_files_atomic(files, &err))
+            return report.ok;
+        note(error, err);
+    } catch (const std::exception& e) {
+        note(error, std::string("report failed: ") + e.what());
+    } catch (...) {
+        note(error, "report failed");
     }
     return false;
 }

@@ -11,6 +11,8 @@
 #include "util/json_writer.hpp"
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace gpumemprof::report {
 
@@ -33,6 +35,14 @@ struct StackReport {
 /// Never throws.
 StackReport prepare_stack_report(const ReportInput& in);
 
+/// The three stack reports' (path, content), from a prepared report (report.ok). May throw.
+std::vector<std::pair<std::string, std::string>> report_files(const ReportInput& in, const StackReport& report);
+
+/// Writes <prefix>.json and, when the stack report is ready, <prefix>.txt, <prefix>.folded and
+/// <prefix>.alloc.folded: all or none (util::write_files_atomic). Returns false and sets *error on
+/// failure; never throws.
+bool write_all_reports(const ReportInput& in, const StackReport& report, std::string* error);
+
 /// `data`'s stacks resolved with the process's symbolizer (under its lock): `stack_skip` as
 /// GPUMEMPROF_STACK_SKIP (nullptr: the default), `python_mode` as ReportInput::python_frames.
 ResolvedReport resolve_stacks(const stacks::ReportData& data, const char* stack_skip, int python_mode);
@@ -42,8 +52,7 @@ ResolvedReport resolve_stacks(const stacks::ReportData& data, const char* stack_
 bool write_json_report(const ReportInput& in, const StackReport& report, std::string* error);
 
 /// Writes <prefix>.txt, <prefix>.folded (bytes live at the global peak) and <prefix>.alloc.folded
-/// (total bytes allocated). Returns false and sets *error on failure (the other files are still
-/// attempted); never throws.
+/// (total bytes allocated), all or none. Returns false and sets *error on failure; never throws.
 bool write_reports(const ReportInput& in, const StackReport& report, std::string* error);
 
 /// The same with the data and the symbolizer given (tests, offline tools). append_json adds

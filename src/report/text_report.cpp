@@ -95,6 +95,9 @@ std::string text_report(const ReportInput& in, const stacks::ReportData& data, c
     out += std::string("time under the profiler: ") + secs + " s\n";
     if (!in.alloc_conf.empty())
         out += "GPUMEMPROF_ALLOC_CONF: " + in.alloc_conf + "\n";
+    if (in.dump_signal > 0 && !in.dump_signal_refused.empty())
+        out += "GPUMEMPROF_DUMP_SIGNAL: signal " + std::to_string(in.dump_signal) + " is not taken (" +
+               in.dump_signal_refused + "): no reports on demand by signal\n";
     if (!in.framework_env.empty()) {
         out += "set at load time (GPUMEMPROF_FRAMEWORK_ENV=0 turns this off):";
         for (const std::string& v : in.framework_env)

@@ -138,9 +138,11 @@ void Recorder::unlock_after_fork() noexcept {
 }
 
 void Recorder::reset_after_fork() noexcept {
-    // Whatever thread held these at fork time does not exist in the child.
-    new (&mutex_) std::mutex();
-    tree_.reinit_lock_after_fork();
+    // Called by the core in a fork child at its first CUDA use, not in the atfork handler: it
+    // frees memory, which a child of a multi-threaded program must not do before it has to
+    // (docs/guarantees.md). The locks are free: the prepare handler took them, the child's
+    // handler released them.
+    std::lock_guard<std::mutex> lock(mutex_);
     table_.reset_live();
     ooms_.clear();
 }

@@ -56,10 +56,11 @@ public:
     void on_oom(int device, const pool::OomInfo& info, StackId id, std::string suggestion) noexcept;
 
     /// pthread_atfork support: prepare takes both locks so that no update is half-done at fork;
-    /// the parent releases them; the child calls reset_after_fork.
+    /// the parent and the child release them; the child calls reset_after_fork before it records.
     void lock_for_fork() noexcept;
     void unlock_after_fork() noexcept;
     /// In a forked child: forget live blocks, OOMs and peak state; keep the trace tree and totals.
+    /// Frees memory: not from an atfork handler.
     void reset_after_fork() noexcept;
 
     /// A consistent copy for the report writers (frames filled in, unsymbolised).

@@ -2,14 +2,46 @@
 // Streaming trace writer (see format.hpp for the bytes it produces).
 #include "trace/writer.hpp"
 
+#include "util/quiet_io.hpp"
+
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <csignal>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace gpumemprof::trace {
 
 Writer::~Writer() { close(); }
+
+namespace {
+
+/// The pid recorded in the header of an existing trace file (0 when it is not a trace).
+int trace_owner(int fd) {
+    std::uint8_t head[32];
+    const ssize_t n = ::pread(fd, head, sizeof head, 0);
+    if (n < 17 || std::memcmp(head, kFileMagic, 8) != 0)
+        return 0;
+    const std::uint8_t* p = head + 16;
+    std::uint64_t pid = 0;
+    if (!read_varint(&p, head + n, &pid) || pid == 0 || pid > 0x3fffffff)
+        return 0;
+    return static_cast<int>(pid);
+}
+
+bool process_alive(int pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
+
+std::string absolute(const std::string& path) {
+    if (!path.empty() && path[0] == '/')
+        return path;
+    char cwd[4096];
+    if (::getcwd(cwd, sizeof cwd) == nullptr)
+        return path;
+    return std::string(cwd) + "/" + path;
+}
+
+} // namespace
 
 bool Writer::open(const std::string& path, const Header& header, WriterOptions options) {
     close();
@@ -21,24 +53,53 @@ bool Writer::open(const std::string& path, const Header& header, WriterOptions o
     if (options.events_per_block > max_events) options.events_per_block = static_cast<std::uint32_t>(max_events);
     options_ = options;
     error_.clear();
+    busy_pid_ = 0;
     failed_.store(false, std::memory_order_relaxed);
     total_events_ = total_blocks_ = 0;
     dropped_.store(0, std::memory_order_relaxed);
     used_ = 0;
     count_ = 0;
     state_ = CodecState{};
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    path_ = absolute(path); // the program may chdir() later
+    // O_NONBLOCK: a FIFO without a reader fails at once (ENXIO) instead of blocking; O_NOFOLLOW:
+    // a symlink planted at the path is refused (ELOOP). No O_TRUNC before the checks below.
+    const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644);
     if (fd < 0) {
-        error_ = "cannot create trace file " + path + ": " + std::strerror(errno);
+        error_ = "cannot create trace file " + path + ": " +
+                 (errno == ELOOP ? std::string("it is a symbolic link") : std::string(std::strerror(errno)));
         return false;
     }
-    fd_.store(fd, std::memory_order_release);
-    const std::vector<std::uint8_t> bytes = encode_header(header);
-    if (!write_all_io_locked(bytes.data(), bytes.size())) {
+    auto refuse = [&](std::string why) {
         ::close(fd);
-        fd_.store(-1, std::memory_order_release);
+        error_ = "cannot use trace file " + path + ": " + why;
+        return false;
+    };
+    struct stat st{};
+    if (::fstat(fd, &st) != 0)
+        return refuse(std::strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return refuse("not a regular file (a trace is written to a file, never to a FIFO or device)");
+    if (st.st_nlink > 1)
+        return refuse("it has other hard links");
+    if (st.st_size > 0) {
+        const int owner = trace_owner(fd);
+        if (owner > 0 && owner != static_cast<int>(::getpid()) && process_alive(owner)) {
+            busy_pid_ = owner;
+            return refuse("process " + std::to_string(owner) + " is recording into it");
+        }
+    }
+    if (::ftruncate(fd, 0) != 0)
+        return refuse(std::strerror(errno));
+    dev_ = static_cast<unsigned long long>(st.st_dev);
+    ino_ = static_cast<unsigned long long>(st.st_ino);
+    const std::vector<std::uint8_t> bytes = encode_header(header);
+    const int err = util::write_all_quietly(fd, bytes.data(), bytes.size());
+    ::close(fd);
+    if (err != 0) {
+        error_ = "cannot write trace file " + path + ": " + std::strerror(err);
         return false;
     }
+    open_.store(true, std::memory_order_release);
     const std::size_t block_bytes =
         kBlockHeaderBytes + static_cast<std::size_t>(options_.events_per_block) * kMaxEventBytes;
     buf_.assign(block_bytes, 0);
@@ -47,9 +108,9 @@ bool Writer::open(const std::string& path, const Header& header, WriterOptions o
 }
 
 void Writer::record(const Event& ev) {
-    if (fd_.load(std::memory_order_relaxed) < 0) return;
+    if (!open_.load(std::memory_order_relaxed)) return;
     std::unique_lock<std::mutex> lock(mu_);
-    if (fd_.load(std::memory_order_relaxed) < 0) return;
+    if (!open_.load(std::memory_order_relaxed)) return;
     if (failed_.load(std::memory_order_relaxed)) {
         dropped_.fetch_add(1, std::memory_order_relaxed);
         return;
@@ -90,33 +151,49 @@ void Writer::write_block_io_locked(const std::uint8_t* block, std::size_t bytes,
     else dropped_.fetch_add(count, std::memory_order_relaxed);
 }
 
+void Writer::fail_io_locked(std::string message) {
+    error_ = std::move(message);
+    failed_.store(true, std::memory_order_relaxed);
+    if (options_.on_failure)
+        options_.on_failure(error_.c_str());
+}
+
 bool Writer::write_all_io_locked(const std::uint8_t* data, std::size_t size) {
     if (failed_.load(std::memory_order_relaxed)) return false;
-    const int fd = fd_.load(std::memory_order_relaxed);
-    while (size > 0) {
-        const ssize_t n = ::write(fd, data, size);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            error_ = std::string("trace write failed: ") + std::strerror(errno);
-            failed_.store(true, std::memory_order_relaxed);
-            return false;
-        }
-        data += n;
-        size -= static_cast<std::size_t>(n);
+    // An fd of our own for this write only, checked to be the file we created.
+    const int fd = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        fail_io_locked("trace file " + path_ + " cannot be reopened (" + std::strerror(errno) +
+                       "): recording stopped");
+        return false;
+    }
+    struct stat st{};
+    if (::fstat(fd, &st) != 0 || static_cast<unsigned long long>(st.st_dev) != dev_ ||
+        static_cast<unsigned long long>(st.st_ino) != ino_) {
+        ::close(fd);
+        fail_io_locked("trace file " + path_ + " was replaced by another file: recording stopped");
+        return false;
+    }
+    const int err = util::write_all_quietly(fd, data, size);
+    ::close(fd);
+    if (err != 0) {
+        fail_io_locked("trace write to " + path_ + " failed (" + std::strerror(err) +
+                       "): recording stopped, later events are not in the trace");
+        return false;
     }
     return true;
 }
 
 void Writer::flush() {
     std::unique_lock<std::mutex> lock(mu_);
-    if (fd_.load(std::memory_order_relaxed) < 0 || failed_.load(std::memory_order_relaxed)) return;
+    if (!open_.load(std::memory_order_relaxed) || failed_.load(std::memory_order_relaxed)) return;
     ship_block(lock);
 }
 
 void Writer::write_stacks(const std::vector<Stack>& stacks) {
     flush();
     std::lock_guard<std::mutex> lock(mu_);
-    if (fd_.load(std::memory_order_relaxed) < 0 || failed_.load(std::memory_order_relaxed))
+    if (!open_.load(std::memory_order_relaxed) || failed_.load(std::memory_order_relaxed))
         return;
     std::lock_guard<std::mutex> io(io_mu_);
     std::size_t i = 0;
@@ -143,8 +220,7 @@ void Writer::write_stacks(const std::vector<Stack>& stacks) {
 
 void Writer::close() {
     std::lock_guard<std::mutex> lock(mu_);
-    const int fd = fd_.load(std::memory_order_relaxed);
-    if (fd < 0) return;
+    if (!open_.load(std::memory_order_relaxed)) return;
     std::lock_guard<std::mutex> io(io_mu_); // waits for a write in progress on another thread
     if (!failed_.load(std::memory_order_relaxed)) {
         if (count_ > 0) {
@@ -160,8 +236,7 @@ void Writer::close() {
         const auto payload = static_cast<std::uint32_t>(p - (rec + kBlockHeaderBytes));
         write_all_io_locked(rec, seal_block(rec, kEndMagic, payload, 0));
     }
-    ::close(fd);
-    fd_.store(-1, std::memory_order_release);
+    open_.store(false, std::memory_order_release);
     buf_.clear();
     buf_.shrink_to_fit();
     spare_.clear();

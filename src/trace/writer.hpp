@@ -18,16 +18,24 @@ struct WriterOptions {
     std::uint32_t events_per_block = 4096;
     /// Write the pending block right after an oom event: an OOM is often followed by a crash.
     bool flush_on_oom = true;
+    /// Called once, with the message, when a write fails and recording stops (under the writer's
+    /// I/O lock: must not call back into the writer). Null: error() only.
+    void (*on_failure)(const char* message) = nullptr;
 };
 
 /// Thread-safe. record() encodes into an in-memory block under mu_ (no system call, no allocation).
-/// A full block is written with one write(2), on the thread whose event filled it, but not under
-/// mu_: that thread swaps the full buffer with a spare one under mu_, takes io_mu_ before it
-/// releases mu_ (so blocks reach the file in the order they were filled), then writes holding
-/// io_mu_ only. Other threads keep recording into the fresh buffer meanwhile; one waits for an
-/// earlier write only if it fills the next block before that write has finished (two buffers).
-/// What this does not change: a caller that holds its own lock around record() (the pool does)
-/// still holds it while the block its event completed is written, once per events_per_block events.
+/// A full block is written on the thread whose event filled it, but not under mu_: that thread
+/// swaps the full buffer with a spare one under mu_, takes io_mu_ before it releases mu_ (so
+/// blocks reach the file in the order they were filled), then writes holding io_mu_ only. Other
+/// threads keep recording into the fresh buffer meanwhile; one waits for an earlier write only if
+/// it fills the next block before that write has finished (two buffers). What this does not
+/// change: a caller that holds its own lock around record() (the pool does) still holds it while
+/// the block its event completed is written, once per events_per_block events.
+///
+/// The writer holds no file descriptor between writes (the program may close any fd and reuse
+/// its number; issue 12): each block is appended through an fd opened for it (O_APPEND, by the
+/// absolute path fixed at open()) that must still be the file open() created (same device and
+/// inode), and closed right after. Writes raise no signal (util::write_all_quietly).
 /// Never throws, never aborts: an I/O error stops recording (later events are dropped, not
 /// written) and is kept in error(). A file cut by a crash holds every block written before it.
 class Writer {
@@ -37,9 +45,14 @@ public:
     Writer(const Writer&) = delete;
     Writer& operator=(const Writer&) = delete;
 
-    /// Create/truncate `path` (O_CLOEXEC) and write the file header. False with error() set on
-    /// failure.
+    /// Create `path` (or empty an existing regular file) and write the file header. Refused, false
+    /// with error() set: a symlink at `path` (O_NOFOLLOW), a file that is not regular (a FIFO, a
+    /// device: opened without blocking, then refused) or has other hard links, and an existing
+    /// trace whose recording process is still alive (then busy_pid() is that process: two
+    /// processes must not write one trace; issue 12 item 2).
     bool open(const std::string& path, const Header& header, WriterOptions options = {});
+    /// After a failed open(): the live process that owns the trace at that path, else 0.
+    int busy_pid() const { return busy_pid_; }
 
     /// Append one event. time_ns == 0 is stamped with now_ns(). Safe from any thread; no-op when
     /// not open.
@@ -62,11 +75,15 @@ private:
     /// Requires io_mu_. Writes one sealed block of `count` events; counts it or its events as dropped.
     void write_block_io_locked(const std::uint8_t* block, std::size_t bytes, std::uint32_t count);
     bool write_all_io_locked(const std::uint8_t* data, std::size_t size); // requires io_mu_
+    void fail_io_locked(std::string message);                              // requires io_mu_
 
     // Lock order: mu_, then io_mu_. Nothing takes mu_ while holding io_mu_.
     mutable std::mutex mu_;    // buf_, used_, count_, state_, total_events_, options_
     mutable std::mutex io_mu_; // the file (writes and close), spare_, total_blocks_, error_
-    std::atomic<int> fd_{-1};  // changed only with both mutexes held
+    std::atomic<bool> open_{false}; // changed only with both mutexes held
+    std::string path_;              // absolute path of the trace (io_mu_)
+    unsigned long long dev_ = 0, ino_ = 0; // identity of the file open() created (io_mu_)
+    int busy_pid_ = 0;
     std::atomic<bool> failed_{false}; // an I/O error happened: stop writing
     WriterOptions options_;
     std::vector<std::uint8_t> buf_;   // block being filled: 16-byte header space, then the payload

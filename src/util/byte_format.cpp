@@ -10,9 +10,9 @@ namespace {
 
 /// When a value moves on to the next unit: the conventions differ at 1024 and for negatives.
 enum class Step {
-    at_least,     ///< value >= 1024 (CuPy; negative values stay in bytes)
-    above,        ///< value > 1024 (PyTorch; negative values stay in bytes)
-    magnitude,    ///< |value| >= 1024 (the CLI)
+    at_least,  ///< value >= 1024 (CuPy; negative values stay in bytes)
+    above,     ///< value > 1024 (PyTorch; negative values stay in bytes)
+    magnitude, ///< |value| >= 1024 (the CLI)
 };
 
 /// bytes / 1024^unit, unit at most `max_unit`.

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 #include "util/log.hpp"
 
+#include "util/quiet_io.hpp"
+
 #include <spdlog/logger.h>
-#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/sinks/base_sink.h>
 
 #include <atomic>
 #include <memory>
@@ -14,10 +16,22 @@ namespace {
 std::atomic<int> g_level{static_cast<int>(Level::warning)};
 std::atomic<int> g_budget{100};
 
+/// stderr through write(2) on fd 2, raising no SIGPIPE when stderr is a pipe whose reader left
+/// (issue 14 item 1: a warning must not kill the program). The line is dropped then.
+class QuietStderrSink final : public spdlog::sinks::base_sink<std::mutex> {
+protected:
+    void sink_it_(const spdlog::details::log_msg& msg) override {
+        spdlog::memory_buf_t line;
+        formatter_->format(msg, line);
+        (void)util::write_all_quietly(2, line.data(), line.size());
+    }
+    void flush_() override {}
+};
+
 spdlog::logger* logger() {
     // Never destroyed: warnings may be written while the process tears down static objects.
     static spdlog::logger* l = [] {
-        auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+        auto sink = std::make_shared<QuietStderrSink>();
         auto* lg = new spdlog::logger("gpumemprof", std::move(sink));
         lg->set_pattern("gpumemprof: %l [%P]: %v");
         lg->set_level(spdlog::level::trace);

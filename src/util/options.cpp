@@ -11,9 +11,39 @@
 namespace gpumemprof::util {
 namespace {
 
+// secure_getenv: in a set-user-ID or set-group-ID program, the caller's environment does not
+// choose where the program writes (issue 12 item 9): every setting reads as unset there.
 const char* env(const char* name) {
-    const char* v = std::getenv(name);
+    const char* v = ::secure_getenv(name);
     return (v && *v) ? v : nullptr;
+}
+
+/// RANK, else LOCAL_RANK, else "0": read once (the environment may change, and getenv is not
+/// safe against a concurrent setenv), kept only if it is a plain name: a value with '/' or other
+/// characters would put the files elsewhere (issue 14). Each other character becomes '_'.
+const std::string& rank_text(std::string* warnings = nullptr) {
+    static const std::string rank = [&] {
+        const char* name = "RANK";
+        const char* r = env(name);
+        if (!r) {
+            name = "LOCAL_RANK";
+            r = env(name);
+        }
+        std::string out = r ? r : "0";
+        bool changed = false;
+        for (char& c : out) {
+            const bool ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+                            c == '-';
+            if (!ok) {
+                c = '_';
+                changed = true;
+            }
+        }
+        if (changed && warnings)
+            *warnings += std::string(name) + "=\"" + r + "\" is not a plain rank; %r expands to \"" + out + "\"\n";
+        return out;
+    }();
+    return rank;
 }
 
 bool parse_bool(const char* s, bool* out) {
@@ -101,7 +131,13 @@ constexpr OptionSpec kOptions[] = {
     {"GPUMEMPROF_OUTPUT", "gpumemprof-%p", "`gpumemprof-%p`",
      "report path prefix; `%p` pid, `%h` host, `%r` rank (`RANK`, else `LOCAL_RANK`, else 0), `%%`; `none` "
      "writes nothing",
-     "a path prefix", [](const char* v, Options& o) { o.output = std::strcmp(v, "none") == 0 ? "" : v; return true; },
+     "a path prefix; empty is not one, `none` writes no files",
+     [](const char* v, Options& o) {
+         if (*v == '\0')
+             return false; // GPUMEMPROF_OUTPUT=$UNSET: a warning and the default, not silence
+         o.output = std::strcmp(v, "none") == 0 ? "" : v;
+         return true;
+     },
      show_string<&Options::output>, /*empty_is_value=*/true},
     {"GPUMEMPROF_STACK_DEPTH", "64", "`64`",
      "frames captured per allocation; `0` turns capture and call-site accounting off; changeable at runtime "
@@ -122,8 +158,11 @@ constexpr OptionSpec kOptions[] = {
      "record every allocator event to this file (`%p` allowed) for `gpumemprof replay`",
      "a path", set_string<&Options::trace>, show_string<&Options::trace>},
     {"GPUMEMPROF_DUMP_SIGNAL", "SIGUSR2", "`SIGUSR2`",
-     "signal (number or name) that writes the reports on demand; `0` = none",
-     "expected a signal number or name such as SIGUSR2", set_signal, show_int<&Options::dump_signal>},
+     "signal (number or name) that writes the reports on demand, taken only if the program leaves it at its "
+     "default: USR1, USR2, HUP, WINCH, URG, PWR or RTMIN+n; `0` = none",
+     "expected 0, USR1, USR2, HUP, WINCH, URG, PWR or a real-time signal RTMIN+n (or its number); fault, stop, "
+     "kill and termination signals are not accepted",
+     set_signal, show_int<&Options::dump_signal>},
     {"GPUMEMPROF_MODEL", nullptr, "on while stack capture is on",
      "`1`/`0`: run (or not) PyTorch's allocator on the same requests and report its figures beside the pool's "
      "(see docs/design.md)",
@@ -193,13 +232,14 @@ Options read_options(std::string* warnings) {
     Options o;
     for (const OptionSpec& s : kOptions) {
         apply_default(s, o); // in table order: a derived default sees the options before it
-        const char* raw = std::getenv(s.name);
+        const char* raw = ::secure_getenv(s.name);
         if (raw == nullptr || (*raw == '\0' && !s.empty_is_value))
             continue;
         if (!s.parse(raw, o) && warnings)
             *warnings += std::string(s.name) + "=\"" + raw + "\" is not valid (" + s.expected +
                          "); using the default " + (s.default_value ? s.default_value : s.default_doc) + "\n";
     }
+    (void)rank_text(warnings); // %r's rank, read now, once
     return o;
 }
 
@@ -210,22 +250,42 @@ std::vector<std::string> describe_options(const Options& o) {
     return out;
 }
 
+// A report request must be a signal that nothing else means: not a fault (SEGV, BUS, FPE, ILL,
+// TRAP, SYS: a handler that returns makes the fault repeat forever), not one that stops,
+// continues or kills (KILL, STOP, TSTP, TTIN, TTOU, CONT cannot be caught or are job control),
+// not a termination request (TERM, INT, QUIT, ABRT: a killed program would carry on and exit 0),
+// not one the C library or the kernel uses (32 and 33 are glibc's, PIPE, XFSZ, XCPU, ALRM,
+// VTALRM, PROF, CHLD, IO carry other news).
 int parse_signal(const std::string& text) {
     if (text.empty())
         return -1;
-    int n = 0;
-    if (parse_int(text.c_str(), 0, 64, &n))
-        return n;
     std::string name = text;
-    if (name.rfind("SIG", 0) == 0)
+    if (strncasecmp(name.c_str(), "SIG", 3) == 0)
         name = name.substr(3);
-    static const struct { const char* name; int sig; } kNames[] = {
-        {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"HUP", SIGHUP}, {"INT", SIGINT}, {"TERM", SIGTERM},
-        {"QUIT", SIGQUIT}, {"PROF", SIGPROF}, {"WINCH", SIGWINCH},
-    };
-    for (const auto& e : kNames)
-        if (strcasecmp(name.c_str(), e.name) == 0)
-            return e.sig;
+    int n = -1;
+    if (!parse_int(name.c_str(), 0, 64, &n)) {
+        static const struct { const char* name; int sig; } kNames[] = {
+            {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"HUP", SIGHUP}, {"WINCH", SIGWINCH}, {"URG", SIGURG},
+            {"PWR", SIGPWR}, {"NONE", 0}, {"OFF", 0},
+        };
+        for (const auto& e : kNames)
+            if (strcasecmp(name.c_str(), e.name) == 0)
+                n = e.sig;
+        int k = 0;
+        if (strncasecmp(name.c_str(), "RTMIN", 5) == 0 &&
+            (name.size() == 5 || (name[5] == '+' && parse_int(name.c_str() + 6, 0, 64, &k))))
+            n = SIGRTMIN + k;
+        if (n < 0)
+            return -1;
+    }
+    if (n == 0)
+        return 0;
+    static const int kAccepted[] = {SIGUSR1, SIGUSR2, SIGHUP, SIGWINCH, SIGURG, SIGPWR};
+    for (int s : kAccepted)
+        if (n == s)
+            return n;
+    if (n >= SIGRTMIN && n <= SIGRTMAX)
+        return n;
     return -1;
 }
 
@@ -267,10 +327,7 @@ std::string expand_output_prefix(const std::string& pattern, int pid) {
         } else if (k == 'h') {
             out += host_name();
         } else if (k == 'r') {
-            const char* r = env("RANK");
-            if (!r)
-                r = env("LOCAL_RANK");
-            out += r ? r : "0";
+            out += rank_text();
         } else if (k == '%') {
             out.push_back('%');
         } else {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// fork() after CUDA use: the child (no CUDA calls) exits normally; both processes write a report.
+// fork() after CUDA use: the child (no CUDA calls) exits normally and writes nothing; the parent reports.
 #include "common.hpp"
 
 #include <cuda_runtime_api.h>

@@ -514,9 +514,10 @@ def case_fork_child(args, tmp):
         c.eq("%s: exit code" % r.label, r.rc, 0)
         c.eq("%s: child exit status" % r.label, r.val("child_status"), 0)
     parent, child = pre.val("parent_pid"), pre.val("child_pid")
-    c.eq("preload: reports written (parent + child)", len(pre.reports), 2)
+    # The child made no allocation of its own: it writes nothing (docs/guarantees.md, issue 13).
+    c.eq("preload: reports written (the parent's only)", len(pre.reports), 1)
     pids = [r.get("pid") for r in pre.reports]
-    c.true("child report has the child's pid", pre.report(child) is not None, pids)
+    c.true("no report of the child", pre.report(child) is None, pids)
     rep = pre.report(parent)
     c.true("parent report has the parent's pid", rep is not None, pids)
     # Parent: 1 MiB + 1 MiB fill one 2 MiB small segment; b freed; c = 1000 -> 1024 reuses b's

@@ -113,14 +113,18 @@ TEST_CASE("the model follows stack capture unless GPUMEMPROF_MODEL says otherwis
     }
 }
 
-TEST_CASE("empty values: OUTPUT and the frame lists take them, the others ignore them", "[options]") {
+TEST_CASE("empty values: the frame lists take them, OUTPUT warns, the others ignore them", "[options]") {
     {
         Env env({{"GPUMEMPROF_OUTPUT", "none"}});
         CHECK(read_options(nullptr).output.empty());
     }
     {
+        // GPUMEMPROF_OUTPUT=$UNSET_VARIABLE is a mistake, not a request for silence (issue 12):
+        // one warning naming it, then the default.
         Env env({{"GPUMEMPROF_OUTPUT", ""}});
-        CHECK(read_options(nullptr).output.empty());
+        std::string warnings;
+        CHECK(read_options(&warnings).output == "gpumemprof-%p");
+        CHECK(warnings.find("GPUMEMPROF_OUTPUT=\"\" is not valid") != std::string::npos);
     }
     {
         Env env({{"GPUMEMPROF_STACK_DEPTH", ""}}); // empty elsewhere = unset
@@ -170,6 +174,16 @@ TEST_CASE("signals by number or name", "[options]") {
     CHECK(parse_signal("0") == 0);
     CHECK(parse_signal("65") == -1);
     CHECK(parse_signal("") == -1);
+    // Only signals that mean nothing else (issue 12 item 12).
+    for (const char* bad : {"11", "SIGSEGV", "TERM", "INT", "9", "KILL", "19", "STOP", "32", "33", "PIPE", "CHLD",
+                            "ABRT", "7", "PROF", "ALRM"})
+        CHECK(parse_signal(bad) == -1);
+    CHECK(parse_signal("10") == SIGUSR1);
+    CHECK(parse_signal("HUP") == SIGHUP);
+    CHECK(parse_signal("RTMIN") == SIGRTMIN);
+    CHECK(parse_signal("SIGRTMIN+3") == SIGRTMIN + 3);
+    CHECK(parse_signal(std::to_string(SIGRTMAX)) == SIGRTMAX);
+    CHECK(parse_signal("none") == 0);
 }
 
 // The README's configuration table is the option table: same variables, same order, same default

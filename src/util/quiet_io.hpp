@@ -1,0 +1,16 @@
+// SPDX-License-Identifier: MIT
+// The library's writes into files: never a signal in the program (SIGPIPE for a pipe whose
+// reader left, SIGXFSZ past RLIMIT_FSIZE), every short write and error seen.
+#pragma once
+
+#include <cstddef>
+
+namespace gpumemprof::util {
+
+/// Write all `size` bytes to `fd` (EINTR retried). SIGPIPE and SIGXFSZ are blocked on the calling
+/// thread for the call; one that this write raised is consumed, never delivered (one the program
+/// had pending already stays pending). Returns 0, or the errno of the failure (EPIPE, EFBIG,
+/// ENOSPC, ...). Async-signal-safe.
+int write_all_quietly(int fd, const void* data, std::size_t size) noexcept;
+
+} // namespace gpumemprof::util

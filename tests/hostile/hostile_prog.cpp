@@ -1,0 +1,272 @@
+// SPDX-License-Identifier: MIT
+// Programs that are hostile but fair to a library living inside them (issues 12, 13, 14): one
+// executable, one case per argument. Each prints key=value lines that run_hostile.py checks; the
+// same program runs without the preload as the baseline.
+#include "../preload/common.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <ctime>
+#include <fcntl.h>
+#include <pthread.h>
+#include <string>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+void churn(int n, std::size_t bytes = kMiB) {
+    for (int i = 0; i < n; ++i) {
+        void* p = nullptr;
+        MUST(cudaMalloc(&p, bytes + static_cast<std::size_t>(i % 97) * 4096));
+        MUST(cudaFree(p));
+    }
+}
+
+double now_s() {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// ---- fork: the child of a multi-threaded CUDA program exits (issue 13) ------------------------
+// A second thread allocates host memory without pause, so that fork() often lands while it holds
+// an allocator lock; each child only calls exit(0). A child that hangs is killed and counted.
+int fork_storm(int forks) {
+    void* keep = nullptr;
+    MUST(cudaMalloc(&keep, kMiB));
+    std::atomic<bool> stop{false};
+    std::thread busy([&] {
+        while (!stop.load(std::memory_order_relaxed)) {
+            void* volatile p = std::malloc(64 + (reinterpret_cast<std::uintptr_t>(&p) & 255));
+            std::free(p);
+        }
+    });
+    int hung = 0;
+    for (int i = 0; i < forks; ++i) {
+        churn(2); // fenced frees: the simulated device's stream worker runs beside the fork too
+        const pid_t child = fork();
+        EXPECT(child >= 0);
+        if (child == 0)
+            std::exit(0);
+        int status = 0;
+        const double deadline = now_s() + 15;
+        pid_t r = 0;
+        while ((r = waitpid(child, &status, WNOHANG)) == 0 && now_s() < deadline)
+            usleep(1000);
+        if (r == 0) {
+            ++hung;
+            kill(child, SIGKILL);
+            waitpid(child, &status, 0);
+        } else {
+            EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        }
+    }
+    stop = true;
+    busy.join();
+    MUST(cudaFree(keep));
+    put("forks", forks);
+    put("hung_children", hung);
+    return 0;
+}
+
+// ---- fds: the program closes every fd and reuses the numbers (issue 12 item 1) --------------
+int fds(const char* data_path) {
+    churn(10); // the trace (if any) is open, the report thread and handlers are installed
+    syscall(SYS_close_range, 3u, ~0u, 0u); // a daemon closes everything it did not open itself
+    for (int fd = 3; fd < 1024; ++fd)
+        close(fd);
+    const int data = open(data_path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    EXPECT(data == 3);
+    const char text[] = "the program's own data\n";
+    EXPECT(write(data, text, sizeof text - 1) == static_cast<ssize_t>(sizeof text - 1));
+    // dup2 the data file over every low number the library could have used.
+    for (int fd = 4; fd < 64; ++fd)
+        EXPECT(dup2(data, fd) == fd);
+    churn(3000); // several trace blocks
+    raise(SIGUSR2); // the dump signal's handler runs
+    usleep(300 * 1000);
+    churn(3000);
+    put("data_bytes", lseek(data, 0, SEEK_END));
+    put("done", 1);
+    return 0;
+}
+
+// ---- signals -------------------------------------------------------------------------------
+// A storm of the dump signal from another process while the program allocates (item 4).
+int usr2_storm(double seconds) {
+    churn(1); // the profiler is set up (its handler installed) before the storm starts
+    const pid_t parent = getpid();
+    const pid_t sender = fork();
+    EXPECT(sender >= 0);
+    if (sender == 0) {
+        const double end = now_s() + seconds;
+        long sent = 0;
+        while (now_s() < end && kill(parent, SIGUSR2) == 0)
+            ++sent;
+        _exit(0);
+    }
+    const double end = now_s() + seconds + 0.5;
+    long rounds = 0;
+    while (now_s() < end) {
+        churn(10);
+        ++rounds;
+    }
+    int status = 0;
+    waitpid(sender, &status, 0);
+    put("rounds", rounds);
+    put("done", 1);
+    return 0;
+}
+
+// exit() from a signal handler while the main loop allocates (item 5).
+void exit_now(int) { std::exit(7); }
+int exit_in_handler() {
+    struct sigaction sa = {};
+    sa.sa_handler = exit_now;
+    sigaction(SIGALRM, &sa, nullptr);
+    itimerval t = {};
+    t.it_value.tv_usec = 150 * 1000;
+    setitimer(ITIMER_REAL, &t, nullptr);
+    for (;;)
+        churn(100);
+}
+
+// Keeps allocating until killed (item 6).
+int alloc_forever() {
+    churn(1);
+    put("ready", 1);
+    for (;;)
+        churn(100);
+}
+
+// The program's own dump-signal handler, installed before any CUDA call (item 7).
+std::atomic<int> g_own_handler_runs{0};
+void own_handler(int) { g_own_handler_runs.fetch_add(1); }
+int own_usr2() {
+    struct sigaction sa = {};
+    sa.sa_handler = own_handler;
+    sigaction(SIGUSR2, &sa, nullptr);
+    churn(5);
+    raise(SIGUSR2);
+    put("own_handler_runs", g_own_handler_runs.load());
+    return 0;
+}
+
+// ---- limits, pipes, cancellation, lifetimes (issue 14) ---------------------------------------
+int fsize(long limit, int allocations) {
+    rlimit rl{static_cast<rlim_t>(limit), static_cast<rlim_t>(limit)};
+    EXPECT(setrlimit(RLIMIT_FSIZE, &rl) == 0);
+    std::vector<void*> live;
+    for (int i = 0; i < allocations; ++i) {
+        void* p = nullptr;
+        MUST(cudaMalloc(&p, 4096 + static_cast<std::size_t>(i) * 512)); // kept: leaks at exit
+        live.push_back(p);
+    }
+    churn(allocations * 400);
+    std::printf("buffered stdout survives\n"); // no fflush: written at exit, after our report
+    return 0;
+}
+
+int cancel_thread() {
+    std::atomic<long> rounds{0};
+    pthread_t t;
+    auto body = [](void* arg) -> void* {
+        int old = 0;
+        pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, &old);
+        auto* n = static_cast<std::atomic<long>*>(arg);
+        for (;;) {
+            churn(50);
+            n->fetch_add(1);
+            pthread_testcancel();
+        }
+    };
+    EXPECT(pthread_create(&t, nullptr, body, &rounds) == 0);
+    while (rounds.load() < 5)
+        usleep(1000);
+    usleep(50 * 1000);
+    EXPECT(pthread_cancel(t) == 0);
+    timespec deadline{};
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 20;
+    void* ret = nullptr;
+    const int r = pthread_timedjoin_np(t, &ret, &deadline);
+    put("joined", r == 0 && ret == PTHREAD_CANCELED);
+    if (r != 0)
+        _exit(4); // the cancelled thread holds a lock forever: do not hang at exit too
+    churn(10); // the locks the cancelled thread used are free
+    put("done", 1);
+    return 0;
+}
+
+int pthread_exit_main() {
+    churn(5);
+    std::thread([] {
+        usleep(200 * 1000);
+        churn(5);
+    }).detach();
+    put("main_exits", 1);
+    pthread_exit(nullptr);
+}
+
+int quick_exit_case() {
+    void* p = nullptr;
+    MUST(cudaMalloc(&p, 3 * kMiB));
+    put("quick_exit", 1);
+    std::quick_exit(3);
+}
+
+// Tries to make the library write where it should not: symlinks planted at the names of the
+// report's temporary files (names the library would have used) before the exit report.
+int plant(const char* prefix, const char* victim) {
+    churn(5);
+    int planted = 0;
+    for (const char* ext : {".json", ".txt", ".folded", ".alloc.folded"})
+        for (int n = 0; n < 6; ++n) {
+            const std::string tmp = std::string(prefix) + ext + ".tmp." + std::to_string(getpid()) +
+                                    (n == 0 ? std::string() : "." + std::to_string(n - 1));
+            planted += symlink(victim, tmp.c_str()) == 0;
+        }
+    put("planted", planted);
+    return 0;
+}
+
+int system_child() {
+    churn(300);
+    EXPECT(std::system("true") == 0);
+    churn(300);
+    put("done", 1);
+    return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    const std::string c = argc > 1 ? argv[1] : "";
+    const char* a2 = argc > 2 ? argv[2] : "";
+    const char* a3 = argc > 3 ? argv[3] : "";
+    if (c == "fork_storm") return fork_storm(std::atoi(a2));
+    if (c == "fds") return fds(a2);
+    if (c == "usr2_storm") return usr2_storm(std::atof(a2));
+    if (c == "exit_in_handler") return exit_in_handler();
+    if (c == "alloc_forever") return alloc_forever();
+    if (c == "own_usr2") return own_usr2();
+    if (c == "fsize") return fsize(std::atol(a2), std::atoi(a3));
+    if (c == "cancel") return cancel_thread();
+    if (c == "pthread_exit_main") return pthread_exit_main();
+    if (c == "quick_exit") return quick_exit_case();
+    if (c == "plant") return plant(a2, a3);
+    if (c == "system_child") return system_child();
+    if (c == "churn") { churn(std::atoi(a2)); put("done", 1); return 0; }
+    std::printf("FAIL unknown case %s\n", c.c_str());
+    return 2;
+}

@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: MIT
+// core/passthrough_ledger: per device and kind calls/frees/current/peak/total, VMM maps counted as
+// device allocations, handles and addresses kept apart.
+#include "core/passthrough_ledger.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace gpumemprof::core;
+
+namespace {
+const KindCounters& of(const std::map<int, DeviceLedger>& m, int device, Kind kind) {
+    return m.at(device).kinds[static_cast<int>(kind)];
+}
+} // namespace
+
+TEST_CASE("ledger: current, peak and total per device and kind", "[ledger]") {
+    PassthroughLedger l;
+    l.add(Kind::managed, 0, 0x1000, 4096);
+    l.add(Kind::managed, 0, 0x3000, 1024);
+    l.add(Kind::async, 1, 0x5000, 512);
+    int device = -9;
+    std::size_t bytes = 0;
+    Kind kind = Kind::count;
+    REQUIRE(l.remove(0x1000, {Kind::async, Kind::managed}, &kind, &device, &bytes));
+    CHECK(kind == Kind::managed);
+    CHECK(device == 0);
+    CHECK(bytes == 4096);
+    l.add(Kind::managed, 0, 0x1000, 2048);
+    const auto m = l.snapshot();
+    const KindCounters& managed = of(m, 0, Kind::managed);
+    CHECK(managed.calls == 3);
+    CHECK(managed.frees == 1);
+    CHECK(managed.current_bytes == 1024 + 2048);
+    CHECK(managed.peak_bytes == 4096 + 1024); // before the free
+    CHECK(managed.total_bytes == 4096 + 1024 + 2048);
+    CHECK(of(m, 1, Kind::async).current_bytes == 512);
+    CHECK(m.at(0).device_allocs == 0);
+}
+
+TEST_CASE("ledger: a free of an unknown key or of another kind changes nothing", "[ledger]") {
+    PassthroughLedger l;
+    l.add(Kind::async, 0, 0x1000, 4096);
+    CHECK_FALSE(l.remove(0x2000, {Kind::async}));
+    CHECK_FALSE(l.remove(0x1000, {Kind::managed})); // cuMemFree of async memory is not ours to count
+    const auto m = l.snapshot();
+    CHECK(of(m, 0, Kind::async).frees == 0);
+    CHECK(of(m, 0, Kind::async).current_bytes == 4096);
+}
+
+TEST_CASE("ledger: VMM handles apart from addresses; maps count as device allocations", "[ledger]") {
+    PassthroughLedger l;
+    // A physical handle whose value equals a mapped address: two different entries.
+    l.add(Kind::vmm_physical, 2, 0x7000, 2 << 20);
+    l.add(Kind::vmm_mapped, 2, 0x7000, 2 << 20);
+    CHECK(l.handle_device(0x7000) == 2);
+    CHECK(l.handle_device(0x9000) == -1);
+    REQUIRE(l.remove(0x7000, {Kind::vmm_mapped}));
+    auto m = l.snapshot();
+    CHECK(m.at(2).device_allocs == 1);
+    CHECK(m.at(2).device_frees == 1);
+    CHECK(of(m, 2, Kind::vmm_physical).current_bytes == 2 << 20); // the handle is still live
+    REQUIRE(l.remove(0x7000, {Kind::vmm_physical}));
+    CHECK(l.handle_device(0x7000) == -1);
+    l.clear();
+    CHECK(l.snapshot().empty());
+}
