@@ -413,18 +413,24 @@ def case_small_stacks(args, tmp):
 
 def case_rlimit_as(args, tmp):
     c = Checks("rlimit_as")
-    for margin in (16, 64):
+    warning = "frames are shown as module+offset"
+    for margin in (16, 64, 1024):
         d = os.path.join(tmp, "m%d" % margin)
         os.mkdir(d)
         r = run(args, d, [], cmd=[args.limits_prog, "rlimit_as", str(margin)], timeout=120)
         c.eq("margin %d MiB: the program's exit status" % margin, r.rc, 7)
-        reps = reports(d)
-        c.eq("margin %d MiB: a report" % margin, len(reps), 1)
+        c.eq("margin %d MiB: a report" % margin, len(reports(d)), 1)
         txt = glob.glob(os.path.join(d, "out-*.txt"))
         text = open(txt[0], errors="replace").read() if txt else ""
-        c.true("margin %d MiB: the leak's frames name the program (symbol or module+offset)" % margin,
-               "limits_prog" in text, text[-1500:])
-        c.true("margin %d MiB: at most one symbolisation warning" % margin, r.err.count("symbolis") <= 1, r.err[-800:])
+        if margin == 16:
+            c.true("margin 16 MiB: the leak's frames as module+offset", "limits_prog+0x" in text, text[-1500:])
+            c.eq("margin 16 MiB: one warning", r.err.count(warning), 1)
+        elif margin == 1024:
+            c.true("margin 1 GiB: the leak's frames with file:line", "limits_prog.cpp:" in text, text[-1500:])
+            c.eq("margin 1 GiB: no warning", r.err.count(warning), 0)
+        else:
+            c.true("margin 64 MiB: the leak's frames name the program", "limits_prog" in text, text[-1500:])
+            c.true("margin 64 MiB: at most one warning", r.err.count(warning) <= 1, r.err[-800:])
     return c.finish(r.out + r.err[-3000:])
 
 
