@@ -217,8 +217,11 @@ void Recorder::reset_after_fork() noexcept {
     // (docs/guarantees.md). The locks are free: the prepare handler took them, the child's
     // handler released them.
     std::lock_guard<std::mutex> lock(mutex_);
-    table_.reset_live();
+    table_.clear();
     ooms_.clear();
+    for (auto* c : {&captures_, &frames_, &cache_hits_, &python_captures_, &python_frames_, &unwind_ticks_,
+                    &intern_ticks_})
+        c->store(0, std::memory_order_relaxed);
 }
 
 ReportData Recorder::collect() const {

@@ -59,7 +59,8 @@ public:
     /// the parent and the child release them; the child calls reset_after_fork before it records.
     void lock_for_fork() noexcept;
     void unlock_after_fork() noexcept;
-    /// In a forked child: forget live blocks, OOMs and peak state; keep the trace tree and totals.
+    /// In a forked child: forget the parent's call-site accounting (totals, live blocks, peak),
+    /// OOMs and capture counters; keep the trace tree (ids are only names of stacks).
     /// Frees memory: not from an atfork handler.
     void reset_after_fork() noexcept;
 

@@ -102,18 +102,9 @@ void SiteTable::on_acquire(int device, std::size_t bytes, StackId id) {
     s.c.acquire_count += 1;
 }
 
-void SiteTable::reset_live() {
-    live_.clear();
-    for (Site& s : sites_) {
-        s.c.live_bytes = s.c.live_count = 0;
-        s.c.peak_live_bytes = s.c.peak_live_count = s.c.peak_acquired_bytes = 0;
-        s.epoch = 0;
-    }
-    live_bytes_ = live_count_ = 0;
-    peak_bytes_ = 0;
-    peak_epoch_ = 0;
-    device_live_.clear();
-    device_live_at_peak_.clear();
+void SiteTable::clear() {
+    // A fresh table: a forked child's report describes the child, not its parent's sites.
+    *this = SiteTable{};
 }
 
 SiteCounters SiteTable::site(StackId id) const {

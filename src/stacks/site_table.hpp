@@ -27,8 +27,8 @@ public:
     StackId on_free(int device, std::uintptr_t ptr);
     void on_acquire(int device, std::size_t bytes, StackId id);
 
-    /// Forget live blocks and peak state (forked child); totals are kept.
-    void reset_live();
+    /// Forget everything (a forked child's first CUDA use): sites, totals, live blocks, peak.
+    void clear();
 
     /// Site counters with peak_* resolved to their values at the latest global peak.
     SiteCounters site(StackId id) const;

@@ -139,7 +139,7 @@ def prog_env(args, out_dir, preload, extra_env=None):
 # fork_child: the child drops the parent's pools on purpose (Profiler::fork_child), which LSan
 # reports as leaks; and LSan's exit-time check in a child forked while other threads (the
 # simulated device's stream workers) run can deadlock on the allocator lock (seen with GCC 12).
-NO_LEAK_CHECK = {"fork_child"}
+NO_LEAK_CHECK = {"fork_child", "fork_child_alloc"}
 
 
 def collect(out_dir):
@@ -529,6 +529,36 @@ def case_fork_child(args, tmp):
         "num_device_alloc": 1,
         "allocated_bytes.all.allocated": 2 * MIB + 1024,
     })
+    return c.finish([plain, pre])
+
+
+def case_fork_child_alloc(args, tmp):
+    """A child forked after 200 allocations makes one of its own: its report lists that one."""
+    c = Checker(args.case)
+    plain, pre = both(args, tmp)
+    for r in (plain, pre):
+        c.eq("%s: exit code" % r.label, r.rc, 0)
+        c.eq("%s: child exit status" % r.label, r.val("child_status"), 0)
+    parent, child = pre.val("parent_pid"), pre.val("child_pid")
+    c.eq("preload: reports written (parent and child)", len(pre.reports), 2)
+    crep, prep = pre.report(child) or {}, pre.report(parent) or {}
+
+    def innermost(site):  # "(anonymous namespace)::child_alloc(unsigned long) [clone .isra.0]" -> child_alloc
+        fn = site["frames"][-1]["function"] if site.get("frames") else ""
+        return next((n for n in ("child_alloc", "parent_alloc") if "::%s(" % n in fn), fn)
+
+    csites = [s for s in crep.get("sites", []) if s["total_count"] > 0]
+    c.eq("child: call sites with allocations", [(innermost(s), s["total_count"], s["total_bytes"]) for s in csites],
+         [("child_alloc", 1, 3 * MIB)])
+    c.eq("child: leaks at exit (bytes, blocks)", ((crep.get("leaks") or {}).get("bytes"),
+                                                   (crep.get("leaks") or {}).get("count")), (3 * MIB, 1))
+    c.eq("child: peak of live bytes", (crep.get("peak") or {}).get("bytes"), 3 * MIB)
+    c.eq("child: captures", (crep.get("stacks") or {}).get("captures"), 1)
+    psites = [s for s in prep.get("sites", []) if s["total_count"] > 0]
+    c.eq("parent: call sites with allocations", [(innermost(s), s["total_count"], s["total_bytes"]) for s in psites],
+         [("parent_alloc", 200, 200 * 64 * 1024)])
+    c.eq("parent: leaks at exit", (prep.get("leaks") or {}).get("bytes"), 0)
+    c.eq("parent: peak of live bytes", (prep.get("peak") or {}).get("bytes"), 200 * 64 * 1024)
     return c.finish([plain, pre])
 
 
@@ -1124,6 +1154,7 @@ CASES = {
     "cross_stream_reuse": case_cross_stream_reuse,
     "mem_get_info": case_mem_get_info,
     "fork_child": case_fork_child,
+    "fork_child_alloc": case_fork_child_alloc,
     "c_api": case_c_api,
     "pool_off": case_pool_off,
     "bad_config": case_bad_config,
