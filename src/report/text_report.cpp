@@ -191,6 +191,14 @@ std::string text_report(const ReportInput& in, const stacks::ReportData& data, c
             out += line;
         }
     }
+    if (const stacks::CaptureStats& c = data.capture; c.small_stack_skips > 0) {
+        char line[256];
+        std::snprintf(line, sizeof line,
+                      "%llu allocations kept without a stack: made on a small stack, a coroutine or a signal stack "
+                      "(under 32 KiB left to unwind)\n",
+                      static_cast<unsigned long long>(c.small_stack_skips));
+        out += line;
+    }
 
     heading(out, "Top call sites by bytes live at the peak");
     top_sites(out, r, in.top_n,
