@@ -590,6 +590,27 @@ def case_dtor_free(args, tmp):
     return c.finish([plain, pre])
 
 
+def case_dlclose_reuse(args, tmp):
+    """A leak made by an unloaded plugin is not named after the plugin later loaded at its address."""
+    c = Checker(args.case)
+    d = os.path.dirname(os.path.abspath(args.prog))
+    argv = (os.path.join(d, "libdlplug_a.so"), os.path.join(d, "libdlplug_b.so"))
+    plain = run_prog(args, tmp, "plain", False, argv=argv)
+    pre = run_prog(args, tmp, "preload", True, argv=argv)
+    for r in (plain, pre):
+        c.eq("%s: exit code" % r.label, r.rc, 0)
+    c.eq("preload: plugin B was loaded at plugin A's old address (the case under test)", pre.val("same_base"), 1)
+    rep = pre.report() or {}
+    leaked = [s for s in rep.get("sites", []) if s["live_bytes"] > 0]
+    c.eq("one leak: the 7 MiB block", [s["live_bytes"] for s in leaked], [7 * MIB])
+    frames = leaked[0]["frames"] if leaked else []
+    names = " ".join("%s %s %s" % (f.get("function"), f.get("file"), f.get("module")) for f in frames)
+    c.true("no frame of the leak names plugin B", "plugin_b" not in names and "dlplug_b" not in names, frames[-3:])
+    c.true("a frame of the leak names plugin A's module or says it is unknown",
+           "libdlplug_a.so" in names, frames[-3:])
+    return c.finish([plain, pre])
+
+
 def case_c_api(args, tmp):
     c = Checker(args.case)
     plain, pre = both(args, tmp)
@@ -1182,6 +1203,7 @@ CASES = {
     "cross_stream_reuse": case_cross_stream_reuse,
     "mem_get_info": case_mem_get_info,
     "fork_child": case_fork_child,
+    "dlclose_reuse": case_dlclose_reuse,
     "dtor_free": case_dtor_free,
     "fork_child_alloc": case_fork_child_alloc,
     "c_api": case_c_api,
