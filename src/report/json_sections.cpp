@@ -122,6 +122,7 @@ void json_sections(util::JsonWriter& w, const ReportInput& in, const stacks::Rep
     w.field("cache_hits", c.cache_hits);
     w.field("python_captures", c.python_captures); // stacks that had Python frames
     w.field("python_frames", c.python_frames);
+    w.field("small_stack_skips", c.small_stack_skips); // kept under "no stack": too little stack to unwind
     w.field("unwind_seconds", c.unwind_seconds);
     w.field("intern_seconds", c.intern_seconds);
     w.end_object();

@@ -3,9 +3,11 @@
 #include "report/symbolizer.hpp"
 
 #include "config.h"
+#include "util/log.hpp"
 
 #include <cxxabi.h>
 #include <dlfcn.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -166,6 +168,20 @@ void scopes_in(Dwarf_Die* sub, Dwarf_Addr addr, std::vector<Dwarf_Die>& out) {
     out.assign(chain.rbegin(), chain.rend());
 }
 
+/// Address space libdw may need to open one module's DWARF (it maps the ELF file and allocates
+/// its line tables; it exits or crashes on a failed allocation inside dwarf_getsrclines).
+constexpr std::size_t kDwarfHeadroom = 64u << 20;
+
+/// True when kDwarfHeadroom of address space can still be reserved (RLIMIT_AS, a full address
+/// space): a PROT_NONE reservation, given back at once, commits no memory.
+bool dwarf_headroom() noexcept {
+    void* p = ::mmap(nullptr, kDwarfHeadroom, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return false;
+    ::munmap(p, kDwarfHeadroom);
+    return true;
+}
+
 } // namespace
 
 struct ProcessSymbolizer::Impl {
@@ -174,13 +190,26 @@ struct ProcessSymbolizer::Impl {
     char* debuginfo_path = nullptr;
     Dwfl* dwfl = nullptr;
     bool rereported = false;
+    bool low_memory = false; ///< DWARF given up for this report: module+offset from dladdr only
     std::unordered_map<std::uintptr_t, std::vector<SymbolFrame>> cache;
 
     Impl() {
         callbacks.find_elf = dwfl_linux_proc_find_elf;
         callbacks.find_debuginfo = dwfl_standard_find_debuginfo;
         callbacks.debuginfo_path = &debuginfo_path;
-        report();
+        if (enough_memory())
+            report();
+    }
+
+    /// Checked before every DWARF lookup; the first failure ends DWARF use with one warning.
+    bool enough_memory() noexcept {
+        if (!low_memory && !dwarf_headroom()) {
+            low_memory = true;
+            log::warn("too little address space left to read debug info ({} MiB could not be reserved); "
+                      "frames are shown as module+offset",
+                      kDwarfHeadroom >> 20);
+        }
+        return !low_memory;
     }
     ~Impl() {
         if (dwfl != nullptr)
@@ -205,6 +234,10 @@ struct ProcessSymbolizer::Impl {
 
     std::vector<SymbolFrame> lookup(std::uintptr_t ip) {
         std::vector<SymbolFrame> out;
+        if (!enough_memory()) {
+            out.push_back(resolve_dladdr(ip));
+            return out;
+        }
         Dwfl_Module* m = dwfl != nullptr ? dwfl_addrmodule(dwfl, ip) : nullptr;
         if (m == nullptr && !rereported) {
             rereported = true; // a module dlopen'ed after we started: read the maps again, once
@@ -349,11 +382,17 @@ const std::vector<SymbolFrame>& ProcessSymbolizer::resolve(std::uintptr_t ip) {
     try {
         frames = impl_->lookup(ip);
     } catch (...) {
-        frames.clear();
+        frames.clear(); // std::bad_alloc among others: the dladdr frame below
     }
-    if (frames.empty())
-        frames.push_back(resolve_dladdr(ip));
-    return impl_->cache.emplace(ip, std::move(frames)).first->second;
+    try {
+        if (frames.empty())
+            frames.push_back(resolve_dladdr(ip));
+        return impl_->cache.emplace(ip, std::move(frames)).first->second;
+    } catch (...) {
+        // Not even room for the cache entry: one shared "unknown" frame, never an exception.
+        static const std::vector<SymbolFrame> unknown{SymbolFrame{{}, {}, 0, "??", 0, false}};
+        return unknown;
+    }
 }
 
 std::size_t ProcessSymbolizer::resolved_count() const {

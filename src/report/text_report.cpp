@@ -191,6 +191,14 @@ std::string text_report(const ReportInput& in, const stacks::ReportData& data, c
             out += line;
         }
     }
+    if (const stacks::CaptureStats& c = data.capture; c.small_stack_skips > 0) {
+        char line[256];
+        std::snprintf(line, sizeof line,
+                      "%llu allocations kept without a stack: made on a small stack, a coroutine or a signal stack "
+                      "(under 32 KiB left to unwind)\n",
+                      static_cast<unsigned long long>(c.small_stack_skips));
+        out += line;
+    }
 
     heading(out, "Top call sites by bytes live at the peak");
     top_sites(out, r, in.top_n,
@@ -214,6 +222,8 @@ std::string text_report(const ReportInput& in, const stacks::ReportData& data, c
     top_sites(out, r, 1 << 30,
               [](const ResolvedSite& s) { return std::make_pair(s.counters.live_bytes, s.counters.live_count); },
               "leaked", filter);
+    out += "Blocks live when this report was written; at exit, after the program's exit handlers and the global\n"
+           "and ELF destructors of the program and its libraries (frees made there are seen).\n";
 
     heading(out, "Out-of-memory events");
     if (r.ooms.empty())

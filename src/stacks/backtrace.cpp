@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <new>
 
 namespace gpumemprof::stacks {
 
@@ -25,6 +26,30 @@ void enable_unwind_cache() noexcept {
     });
 }
 
+/// The raw frames of one unwind live on the heap, one buffer per thread, so that a capture costs
+/// the calling thread's stack only libunwind's own cursor (issue 14, item 3).
+struct RawFrames {
+    void* raw[kMaxFrames + 17];
+};
+thread_local RawFrames* tl_raw = nullptr;
+thread_local bool tl_raw_gone = false;
+struct RawFramesHolder {
+    ~RawFramesHolder() {
+        delete tl_raw;
+        tl_raw = nullptr;
+        tl_raw_gone = true;
+    }
+};
+thread_local RawFramesHolder tl_raw_holder;
+
+RawFrames* raw_frames() noexcept {
+    if (tl_raw == nullptr && !tl_raw_gone) {
+        tl_raw = new (std::nothrow) RawFrames;
+        (void)&tl_raw_holder; // registers the thread-exit destructor
+    }
+    return tl_raw;
+}
+
 } // namespace
 
 __attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_frames, int skip) noexcept {
@@ -34,7 +59,10 @@ __attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_fra
     skip = std::clamp(skip, 0, 16);
     max_frames = std::min(max_frames, kMaxFrames);
     // One extra slot for this function's own frame, `skip` more for the caller's helpers.
-    void* raw[kMaxFrames + 17];
+    RawFrames* frames = raw_frames();
+    if (frames == nullptr)
+        return 0; // out of memory, or the thread is exiting: no stack rather than a large frame
+    void** raw = frames->raw;
     const int want = max_frames + skip + 1;
     int n = unw_backtrace(raw, want);
     // libunwind may end a stack with bogus zero frames; drop them.

@@ -13,7 +13,8 @@ inline constexpr int kMaxFrames = 256;
 /// starting `skip` frames above the caller of capture_backtrace (skip = 0: the first entry is
 /// inside the function that called capture_backtrace). Each address is the return address minus
 /// one, so it points into the call instruction and symbolises to the calling line (libunwind
-/// issue #287). No heap allocation, no locks, no symbolisation. Returns the number written.
+/// issue #287). No locks, no symbolisation; the raw frames go to a per-thread heap buffer made at
+/// the thread's first call (its own stack holds only libunwind's cursor). Returns the number written.
 int capture_backtrace(std::uintptr_t* ips, int max_frames, int skip) noexcept;
 
 } // namespace gpumemprof::stacks

@@ -7,8 +7,72 @@
 
 #include <algorithm>
 #include <new>
+#include <pthread.h>
 
 namespace gpumemprof::stacks {
+
+namespace {
+
+/// Stack a capture may need below the caller's frame: libunwind's cursor and context (about
+/// 1.5 KB), its DWARF state while it reads .eh_frame, the Python walk and the interning. Below
+/// this much room, or off the thread's own stack, the allocation is kept without a stack.
+constexpr std::uintptr_t kUnwindStackRoom = 32 * 1024;
+
+/// The calling thread's stack bounds (pthread_getattr_np, once per thread) and its frame buffer:
+/// the frames of a capture live here, not on the thread's stack (issue 14, item 3).
+struct ThreadCapture {
+    std::uintptr_t ips[kMaxFrames + python::kMaxPythonFrames];
+};
+struct ThreadStack {
+    std::uintptr_t lo = 0, hi = 0; // [lo, hi): the stack pthread gave this thread
+    bool probed = false;
+    bool known = false;
+};
+thread_local ThreadStack tl_stack;
+thread_local ThreadCapture* tl_capture = nullptr;
+thread_local bool tl_capture_gone = false;
+struct ThreadCaptureHolder {
+    ~ThreadCaptureHolder() {
+        delete tl_capture;
+        tl_capture = nullptr;
+        tl_capture_gone = true;
+    }
+};
+thread_local ThreadCaptureHolder tl_capture_holder;
+
+ThreadCapture* thread_capture() noexcept {
+    if (tl_capture == nullptr && !tl_capture_gone) {
+        tl_capture = new (std::nothrow) ThreadCapture;
+        (void)&tl_capture_holder; // registers the thread-exit destructor
+    }
+    return tl_capture;
+}
+
+/// True when the stack pointer `sp` has room for an unwind: it lies on the thread's own stack
+/// (not a makecontext coroutine, not a sigaltstack) with kUnwindStackRoom left below it.
+/// Threads whose bounds pthread cannot tell are unwound as before.
+bool room_to_unwind(std::uintptr_t sp) noexcept {
+    ThreadStack& t = tl_stack;
+    if (!t.probed) {
+        t.probed = true;
+        pthread_attr_t attr;
+        if (::pthread_getattr_np(::pthread_self(), &attr) == 0) {
+            void* addr = nullptr;
+            std::size_t size = 0;
+            if (::pthread_attr_getstack(&attr, &addr, &size) == 0 && addr != nullptr && size > 0) {
+                t.lo = reinterpret_cast<std::uintptr_t>(addr);
+                t.hi = t.lo + size;
+                t.known = true;
+            }
+            ::pthread_attr_destroy(&attr);
+        }
+    }
+    if (!t.known)
+        return true;
+    return sp > t.lo && sp <= t.hi && sp - t.lo >= kUnwindStackRoom;
+}
+
+} // namespace
 
 Recorder& Recorder::instance() {
     // Deliberately leaked: hooks may run during static destruction (frees in other objects'
@@ -35,7 +99,16 @@ __attribute__((noinline)) StackId Recorder::capture() noexcept {
     const int depth = max_depth_.load(std::memory_order_relaxed);
     if (depth <= 0)
         return 0;
-    std::uintptr_t ips[kMaxFrames + python::kMaxPythonFrames];
+    // A small stack (PTHREAD_STACK_MIN threads), a coroutine or a signal's alternate stack: no
+    // unwind, whose own frames would overflow it; the block is accounted under "no stack".
+    if (!room_to_unwind(reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0)))) {
+        small_stack_skips_.fetch_add(1, std::memory_order_relaxed);
+        return 0;
+    }
+    ThreadCapture* buffer = thread_capture();
+    if (buffer == nullptr)
+        return 0;
+    std::uintptr_t* ips = buffer->ips;
     const std::uint64_t t0 = util::CycleClock::now();
     // skip = 0 would keep a frame inside capture() itself; 1 starts at its caller.
     int n = capture_backtrace(ips, depth, 1);
@@ -67,6 +140,7 @@ CaptureStats Recorder::capture_stats() const noexcept {
     s.cache_hits = cache_hits_.load(std::memory_order_relaxed);
     s.python_captures = python_captures_.load(std::memory_order_relaxed);
     s.python_frames = python_frames_.load(std::memory_order_relaxed);
+    s.small_stack_skips = small_stack_skips_.load(std::memory_order_relaxed);
     const double ns = clock_.ns_per_tick();
     s.unwind_seconds = static_cast<double>(unwind_ticks_.load(std::memory_order_relaxed)) * ns * 1e-9;
     s.intern_seconds = static_cast<double>(intern_ticks_.load(std::memory_order_relaxed)) * ns * 1e-9;

@@ -84,6 +84,7 @@ private:
     std::atomic<std::uint64_t> cache_hits_{0};
     std::atomic<std::uint64_t> python_captures_{0};
     std::atomic<std::uint64_t> python_frames_{0};
+    std::atomic<std::uint64_t> small_stack_skips_{0};
     std::atomic<std::uint64_t> unwind_ticks_{0};
     std::atomic<std::uint64_t> intern_ticks_{0};
     mutable std::mutex mutex_; ///< guards table_ and ooms_

@@ -48,6 +48,7 @@ struct CaptureStats {
     std::uint64_t cache_hits = 0;      ///< captures interned from the per-thread stack cache
     std::uint64_t python_captures = 0; ///< captures that found Python frames on the thread
     std::uint64_t python_frames = 0;   ///< Python frames kept, summed over captures
+    std::uint64_t small_stack_skips = 0; ///< allocations kept without a stack: too little stack left to unwind
     double unwind_seconds = 0;         ///< time in libunwind
     double intern_seconds = 0;         ///< time hashing / interning the frames
 };

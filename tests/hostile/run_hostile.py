@@ -372,6 +372,68 @@ def case_lifetimes(args, tmp):
     return c.finish()
 
 
+# ---- issue 14, items 3 and 4 ---------------------------------------------------------------------
+def case_small_stacks(args, tmp):
+    c = Checks("small_stacks")
+    prog = [args.limits_prog, "small_stacks"]
+    r = run(args, tmp, [], cmd=prog, timeout=60)
+    c.eq("exit code", r.rc, 0)
+    c.eq("16 KiB pthread: allocated and freed", r.val("thread_done"), 1)
+    c.eq("8 KiB makecontext coroutine: allocated and freed", r.val("coroutine_done"), 1)
+    c.eq("coroutine: bytes written below its 8 KiB stack", r.val("coroutine_overflow_bytes"), 0)
+    c.eq("8 KiB sigaltstack handler: allocated and freed", r.val("sigaltstack_done"), 1)
+    c.eq("sigaltstack: bytes written below its 8 KiB stack", r.val("sigaltstack_overflow_bytes"), 0)
+    c.eq("the heap is whole afterwards", r.val("heap_ok"), 1)
+    reps = reports(tmp)
+    c.eq("one report", len(reps), 1)
+    if reps:
+        st = reps[0]["devices"][0]["memory_stats"]
+        c.eq("allocations counted (1 + 3 x 10)", st.get("allocation.all.allocated"), 31)
+        c.eq("live at exit: one block from each small context", st.get("allocated_bytes.all.current"), 3 * MIB)
+        c.eq("allocations kept without a stack (3 x 10)", reps[0].get("stacks", {}).get("small_stack_skips"), 30)
+    # Stack bytes of one warm cudaMalloc + cudaFree on a 1 MiB thread, without the preload, with
+    # it and with stacks off (docs/measurements.md).
+    used = {}
+    for name, preload, extra in (("without", False, None), ("stacks on", True, None),
+                                 ("stacks off", True, {"GPUMEMPROF_STACK_DEPTH": "0"})):
+        d = os.path.join(tmp, name.replace(" ", "_"))
+        os.mkdir(d)
+        m = run(args, d, [], cmd=[args.limits_prog, "stack_use"], preload=preload, extra=extra, timeout=60)
+        used[name] = m.val("stack_bytes")
+        print("stack bytes per cudaMalloc+cudaFree, %s the preload: %s" % (name, used[name]))
+    c.true("stack use measured", all(isinstance(v, int) and v > 0 for v in used.values()), repr(used))
+    if all(isinstance(v, int) for v in used.values()):
+        # The unwind itself runs in libunwind's frames; the profiler's own share stays a few KB.
+        c.true("stacks off: at most 3 KiB more than without the preload",
+               used["stacks off"] - used["without"] <= 3072, repr(used))
+        c.true("stacks on: at most 6 KiB more than without the preload",
+               used["stacks on"] - used["without"] <= 6144, repr(used))
+    return c.finish(r.out + r.err[-3000:])
+
+
+def case_rlimit_as(args, tmp):
+    c = Checks("rlimit_as")
+    warning = "frames are shown as module+offset"
+    for margin in (16, 64, 1024):
+        d = os.path.join(tmp, "m%d" % margin)
+        os.mkdir(d)
+        r = run(args, d, [], cmd=[args.limits_prog, "rlimit_as", str(margin)], timeout=120)
+        c.eq("margin %d MiB: the program's exit status" % margin, r.rc, 7)
+        c.eq("margin %d MiB: a report" % margin, len(reports(d)), 1)
+        txt = glob.glob(os.path.join(d, "out-*.txt"))
+        text = open(txt[0], errors="replace").read() if txt else ""
+        if margin == 16:
+            c.true("margin 16 MiB: the leak's frames as module+offset", "limits_prog+0x" in text, text[-1500:])
+            c.eq("margin 16 MiB: one warning", r.err.count(warning), 1)
+        elif margin == 1024:
+            c.true("margin 1 GiB: the leak's frames with file:line", "limits_prog.cpp:" in text, text[-1500:])
+            c.eq("margin 1 GiB: no warning", r.err.count(warning), 0)
+        else:
+            c.true("margin 64 MiB: the leak's frames name the program", "limits_prog" in text, text[-1500:])
+            c.true("margin 64 MiB: at most one warning", r.err.count(warning) <= 1, r.err[-800:])
+    return c.finish(r.out + r.err[-3000:])
+
+
 CASES = {n[5:]: f for n, f in globals().items() if n.startswith("case_")}
 
 
@@ -380,11 +442,13 @@ def main():
     ap.add_argument("--case", required=True, choices=sorted(CASES))
     ap.add_argument("--lib", required=True)
     ap.add_argument("--prog", required=True)
+    ap.add_argument("--limits-prog", default="")
     ap.add_argument("--sim-dir", required=True)
     ap.add_argument("--cli", required=True)
     ap.add_argument("--asan-runtime", default="")
     args = ap.parse_args()
     args.prog = os.path.abspath(args.prog)
+    args.limits_prog = os.path.abspath(args.limits_prog) if args.limits_prog else ""
     args.cli = os.path.abspath(args.cli)
     with tempfile.TemporaryDirectory(prefix="gpumemprof_hostile_") as tmp:
         sys.exit(CASES[args.case](args, tmp))
