@@ -34,6 +34,9 @@ namespace {
 
 void exit_handler() { Profiler::instance().on_exit(); }
 void late_exit_handler(void*) { Profiler::instance().on_exit(); }
+// Tied to this library: runs at its turn in _dl_fini (or earlier), before the CUDA libraries'
+// own finalisation; from then on we make no CUDA calls (frees are still accounted).
+void teardown_handler() { set_process_exiting(); }
 void atfork_prepare() { Profiler::instance().fork_prepare(); }
 void atfork_parent() { Profiler::instance().fork_parent(); }
 void atfork_child() { Profiler::instance().fork_child(); }
@@ -96,6 +99,7 @@ Profiler::Profiler() : start_(std::chrono::steady_clock::now()) {
     // the handler runs after _dl_fini: after every global and ELF destructor (docs/outputs.md).
     // Everything the dump uses is leaked, never destroyed, so it is all still there.
     abi::__cxa_atexit(late_exit_handler, nullptr, nullptr);
+    std::atexit(teardown_handler);
     // quick_exit skips atexit handlers but runs these: a profiled program that ends that way
     // still gets its report (docs/guarantees.md).
     std::at_quick_exit(exit_handler);
