@@ -15,6 +15,7 @@
 #include "util/atomic_file.hpp"
 #include "util/log.hpp"
 
+#include <cxxabi.h>
 #include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -32,6 +33,7 @@ namespace gpumemprof::core {
 namespace {
 
 void exit_handler() { Profiler::instance().on_exit(); }
+void late_exit_handler(void*) { Profiler::instance().on_exit(); }
 void atfork_prepare() { Profiler::instance().fork_prepare(); }
 void atfork_parent() { Profiler::instance().fork_parent(); }
 void atfork_child() { Profiler::instance().fork_child(); }
@@ -85,7 +87,15 @@ Profiler::Profiler() : start_(std::chrono::steady_clock::now()) {
     stacks::python::set_warning_sink([](const char* message) { log::warn("{}", message); });
     stacks::python::set_enabled(options_.python != 0);
     stacks::Recorder::instance().configure(options_.stack_depth);
-    std::atexit(exit_handler);
+    // The exit report lists what is still live: it must come after the program's and its
+    // libraries' global destructors, which may free device memory. std::atexit from here would
+    // tie the handler to this library, whose finalisation the loader runs (in _dl_fini) before
+    // that of the program's own libraries (a preload comes early in the search list): their
+    // destructors' frees would come after the report, as false leaks. Registered with no DSO,
+    // before _dl_fini itself is (our constructor runs before __libc_start_main registers it),
+    // the handler runs after _dl_fini: after every global and ELF destructor (docs/outputs.md).
+    // Everything the dump uses is leaked, never destroyed, so it is all still there.
+    abi::__cxa_atexit(late_exit_handler, nullptr, nullptr);
     // quick_exit skips atexit handlers but runs these: a profiled program that ends that way
     // still gets its report (docs/guarantees.md).
     std::at_quick_exit(exit_handler);

@@ -9,7 +9,9 @@
 #include "stacks/recorder.hpp"
 #include "stats/device_stats.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <string>
 
 using gpumemprof::core::Profiler;
 
@@ -24,6 +26,17 @@ std::int64_t stat_value(int device, std::int64_t gpumemprof::stats::Stat::*field
         return -1;
     const auto& arr = reserved ? st.reserved_bytes : st.allocated_bytes;
     return arr[gpumemprof::stats::kAll].*field;
+}
+
+/// The C API's string convention: copy what fits of `text` into buf[size] with a NUL, and return
+/// the size a caller needs (text and NUL), so that a too-small buffer can be retried.
+std::size_t copy_out(const std::string& text, char* buf, std::size_t size) {
+    if (buf && size > 0) {
+        const std::size_t n = std::min(size - 1, text.size());
+        std::memcpy(buf, text.data(), n);
+        buf[n] = '\0';
+    }
+    return text.size() + 1;
 }
 
 // Create the core (reads the options, installs the exit and fork handlers) when the library is
@@ -47,12 +60,7 @@ __attribute__((visibility("default"))) size_t gpumemprof_memory_stats(int device
         if (!valid_device(device) || !Profiler::instance().device_stats(device, &st))
             return 0;
         std::string json = gpumemprof::stats::to_json(st);
-        if (buf && size > 0) {
-            std::size_t n = std::min(size - 1, json.size());
-            std::memcpy(buf, json.data(), n);
-            buf[n] = '\0';
-        }
-        return json.size() + 1;
+        return copy_out(json, buf, size);
     } catch (...) {
         return 0;
     }
@@ -99,12 +107,7 @@ __attribute__((visibility("default"))) size_t gpumemprof_snapshot_json(char* buf
         const std::string json = Profiler::instance().snapshot_json();
         if (json.empty())
             return 0;
-        if (buf && size > 0) {
-            std::size_t n = std::min(size - 1, json.size());
-            std::memcpy(buf, json.data(), n);
-            buf[n] = '\0';
-        }
-        return json.size() + 1;
+        return copy_out(json, buf, size);
     } catch (...) {
         return 0;
     }
@@ -163,12 +166,7 @@ __attribute__((visibility("default"))) size_t gpumemprof_line_profile_report(int
             token, max_depth, (flags & 1) != 0, o.stack_skip ? o.stack_skip->c_str() : nullptr, o.python);
         if (text.empty())
             return 0;
-        if (buf && size > 0) {
-            std::size_t n = std::min(size - 1, text.size());
-            std::memcpy(buf, text.data(), n);
-            buf[n] = '\0';
-        }
-        return text.size() + 1;
+        return copy_out(text, buf, size);
     } catch (...) {
         return 0;
     }

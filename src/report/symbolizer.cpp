@@ -3,6 +3,7 @@
 #include "report/symbolizer.hpp"
 
 #include "config.h"
+#include "stacks/unloaded_modules.hpp"
 #include "util/log.hpp"
 
 #include <cxxabi.h>
@@ -374,7 +375,43 @@ struct ProcessSymbolizer::Impl {
 ProcessSymbolizer::ProcessSymbolizer() : impl_(std::make_unique<Impl>()) {}
 ProcessSymbolizer::~ProcessSymbolizer() = default;
 
+namespace {
+
+/// A frame in code since unloaded by dlclose. Only if that module alone ever held the address
+/// and nothing is loaded there now is it certainly that module's; else it cannot be told apart
+/// from code loaded there later, and the frame says so rather than name the wrong function.
+SymbolFrame unloaded_frame(std::uintptr_t ip, const stacks::ModuleRange* const* m, int n) {
+    char offset[32];
+    std::snprintf(offset, sizeof offset, "+0x%zx", static_cast<std::size_t>(ip - m[0]->base));
+    SymbolFrame f;
+    if (n == 1 && !stacks::address_loaded(ip)) {
+        f.module = m[0]->name;
+        f.offset = ip - m[0]->base;
+        f.function = std::string("[unloaded by dlclose: ") + m[0]->name + offset + "]";
+        return f;
+    }
+    f.module = "??";
+    f.function = std::string("[unknown: ") + m[0]->name + offset + " before its dlclose, or code loaded there later]";
+    return f;
+}
+
+} // namespace
+
 const std::vector<SymbolFrame>& ProcessSymbolizer::resolve(std::uintptr_t ip) {
+    const stacks::ModuleRange* unloaded[4];
+    if (const int n = stacks::unloaded_at(ip, unloaded, 4); n > 0) {
+        // Cached apart from live addresses (a bit no user-space address has).
+        const std::uintptr_t key = ip ^ (std::uintptr_t{1} << 62);
+        auto u = impl_->cache.find(key);
+        if (u != impl_->cache.end())
+            return u->second;
+        try {
+            return impl_->cache.emplace(key, std::vector<SymbolFrame>{unloaded_frame(ip, unloaded, n)}).first->second;
+        } catch (...) {
+            static const std::vector<SymbolFrame> unknown{SymbolFrame{{}, {}, 0, "??", 0, false}};
+            return unknown;
+        }
+    }
     auto it = impl_->cache.find(ip);
     if (it != impl_->cache.end())
         return it->second;

@@ -222,6 +222,8 @@ std::string text_report(const ReportInput& in, const stacks::ReportData& data, c
     top_sites(out, r, 1 << 30,
               [](const ResolvedSite& s) { return std::make_pair(s.counters.live_bytes, s.counters.live_count); },
               "leaked", filter);
+    out += "Blocks live when this report was written; at exit, after the program's exit handlers and the global\n"
+           "and ELF destructors of the program and its libraries (frees made there are seen).\n";
 
     heading(out, "Out-of-memory events");
     if (r.ooms.empty())

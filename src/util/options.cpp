@@ -22,7 +22,8 @@ const char* env(const char* name) {
 /// safe against a concurrent setenv), kept only if it is a plain name: a value with '/' or other
 /// characters would put the files elsewhere (issue 14). Each other character becomes '_'.
 const std::string& rank_text(std::string* warnings = nullptr) {
-    static const std::string rank = [&] {
+    // Leaked: the exit report (expanding %r) runs after this library's static destructors.
+    static const std::string& rank = *new std::string([&] {
         const char* name = "RANK";
         const char* r = env(name);
         if (!r) {
@@ -42,7 +43,7 @@ const std::string& rank_text(std::string* warnings = nullptr) {
         if (changed && warnings)
             *warnings += std::string(name) + "=\"" + r + "\" is not a plain rank; %r expands to \"" + out + "\"\n";
         return out;
-    }();
+    }());
     return rank;
 }
 

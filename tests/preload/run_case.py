@@ -562,6 +562,55 @@ def case_fork_child_alloc(args, tmp):
     return c.finish([plain, pre])
 
 
+def case_dtor_free(args, tmp):
+    """Blocks a library's global destructor frees at exit are no leaks; main's unfreed block is."""
+    c = Checker(args.case)
+    plain, pre = both(args, tmp)
+    for r in (plain, pre):
+        c.eq("%s: exit code" % r.label, r.rc, 0)
+        c.eq("%s: the library's destructor freed its 10 blocks" % r.label,
+             (r.val("dtor_frees"), r.val("dtor_bad")), (10, 0))
+    rep = pre.report() or {}
+    leaks = rep.get("leaks") or {}
+    c.eq("leaks at exit: main's 1 MiB block only (bytes, blocks)", (leaks.get("bytes"), leaks.get("count")),
+         (MIB, 1))
+    leaked = [s for s in rep.get("sites", []) if s["live_bytes"] > 0]
+    c.eq("one call site holds live bytes, main's", [(s["frames"][-1]["function"] if s["frames"] else None,
+                                                    s["live_bytes"]) for s in leaked], [("main", MIB)])
+    lib_site = [s for s in rep.get("sites", []) if s["total_count"] == 10]
+    c.eq("the library's site: 10 blocks allocated, none live", [(s["live_count"], s["live_bytes"]) for s in lib_site],
+         [(0, 0)])
+    c.eq("memory_stats: allocations freed (the 10 included)", stat(rep, "allocation.all.freed"), 10)
+    text = ""
+    for path in glob.glob(os.path.join(pre.out_dir, "out-*.txt")):
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    c.true("the text report's leak section says when it was taken", "after the program's exit handlers and the global" in text,
+           [l for l in text.splitlines() if "Leak" in l])
+    return c.finish([plain, pre])
+
+
+def case_dlclose_reuse(args, tmp):
+    """A leak made by an unloaded plugin is not named after the plugin later loaded at its address."""
+    c = Checker(args.case)
+    d = os.path.dirname(os.path.abspath(args.prog))
+    argv = (os.path.join(d, "libdlplug_a.so"), os.path.join(d, "libdlplug_b.so"))
+    plain = run_prog(args, tmp, "plain", False, argv=argv)
+    pre = run_prog(args, tmp, "preload", True, argv=argv)
+    for r in (plain, pre):
+        c.eq("%s: exit code" % r.label, r.rc, 0)
+    c.eq("preload: plugin B was loaded at plugin A's old address (the case under test)", pre.val("same_base"), 1)
+    rep = pre.report() or {}
+    leaked = [s for s in rep.get("sites", []) if s["live_bytes"] > 0]
+    c.eq("one leak: the 7 MiB block", [s["live_bytes"] for s in leaked], [7 * MIB])
+    frames = leaked[0]["frames"] if leaked else []
+    names = " ".join("%s %s %s" % (f.get("function"), f.get("file"), f.get("module")) for f in frames)
+    c.true("no frame of the leak names plugin B", "plugin_b" not in names and "dlplug_b" not in names, frames[-3:])
+    c.true("a frame of the leak names plugin A's module or says it is unknown",
+           "libdlplug_a.so" in names, frames[-3:])
+    return c.finish([plain, pre])
+
+
 def case_c_api(args, tmp):
     c = Checker(args.case)
     plain, pre = both(args, tmp)
@@ -1154,6 +1203,8 @@ CASES = {
     "cross_stream_reuse": case_cross_stream_reuse,
     "mem_get_info": case_mem_get_info,
     "fork_child": case_fork_child,
+    "dlclose_reuse": case_dlclose_reuse,
+    "dtor_free": case_dtor_free,
     "fork_child_alloc": case_fork_child_alloc,
     "c_api": case_c_api,
     "pool_off": case_pool_off,

@@ -53,7 +53,24 @@ std::size_t parse_size(const char* text) {
     return static_cast<std::size_t>(v);
 }
 
-thread_local std::vector<CUctx_st*> t_ctx_stack;
+// Heap-held per thread: a program's global destructors call the driver at exit, after the main
+// thread's thread_local objects were destroyed (a real driver allows it); the stack is then made
+// anew (and kept, reachable from the thread's TLS).
+thread_local std::vector<CUctx_st*>* t_ctx_stack_ptr = nullptr;
+struct CtxStackHolder {
+    ~CtxStackHolder() {
+        delete t_ctx_stack_ptr;
+        t_ctx_stack_ptr = nullptr;
+    }
+};
+thread_local CtxStackHolder t_ctx_stack_holder;
+std::vector<CUctx_st*>& ctx_stack() {
+    if (!t_ctx_stack_ptr) {
+        t_ctx_stack_ptr = new std::vector<CUctx_st*>();
+        (void)&t_ctx_stack_holder; // registers the destructor for this thread
+    }
+    return *t_ctx_stack_ptr;
+}
 
 CUctx_st* new_context(int device, bool primary, unsigned flags) {
     auto* c = new CUctx_st;
@@ -124,7 +141,7 @@ CUresult check_init() {
     return st.initialized ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
 }
 
-CUctx_st* current_ctx() { return t_ctx_stack.empty() ? nullptr : t_ctx_stack.back(); }
+CUctx_st* current_ctx() { return ctx_stack().empty() ? nullptr : ctx_stack().back(); }
 
 CUresult require_ctx(CUctx_st** out) {
     if (CUresult r = check_init()) return r;
@@ -351,7 +368,7 @@ static CUresult ctx_create(CUcontext* pctx, unsigned flags, CUdevice dev) {
     if (CUresult r = check_device(dev)) return r;
     if (!pctx) return CUDA_ERROR_INVALID_VALUE;
     CUctx_st* c = new_context(dev, false, flags);
-    t_ctx_stack.push_back(c);
+    ctx_stack().push_back(c);
     *pctx = c;
     return CUDA_SUCCESS;
 }
@@ -376,8 +393,8 @@ static CUresult ctx_destroy(CUcontext ctx) {
     if (ctx->primary) return CUDA_ERROR_INVALID_CONTEXT; // primary contexts go through Release
     drop_context_memory(ctx);
     ctx->alive = false;
-    for (auto it = t_ctx_stack.begin(); it != t_ctx_stack.end();) {
-        it = *it == ctx ? t_ctx_stack.erase(it) : std::next(it);
+    for (auto it = ctx_stack().begin(); it != ctx_stack().end();) {
+        it = *it == ctx ? ctx_stack().erase(it) : std::next(it);
     }
     return CUDA_SUCCESS;
 }
@@ -404,11 +421,11 @@ SIM_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
     if (CUresult r = check_init()) return r;
     if (ctx && !ctx->alive) return CUDA_ERROR_INVALID_CONTEXT;
     if (!ctx) {
-        if (!t_ctx_stack.empty()) t_ctx_stack.pop_back();
-    } else if (t_ctx_stack.empty()) {
-        t_ctx_stack.push_back(ctx);
+        if (!ctx_stack().empty()) ctx_stack().pop_back();
+    } else if (ctx_stack().empty()) {
+        ctx_stack().push_back(ctx);
     } else {
-        t_ctx_stack.back() = ctx;
+        ctx_stack().back() = ctx;
     }
     return CUDA_SUCCESS;
 }
@@ -416,7 +433,7 @@ SIM_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
 static CUresult ctx_push(CUcontext ctx) {
     if (CUresult r = check_init()) return r;
     if (!ctx || !ctx->alive) return CUDA_ERROR_INVALID_CONTEXT;
-    t_ctx_stack.push_back(ctx);
+    ctx_stack().push_back(ctx);
     return CUDA_SUCCESS;
 }
 SIM_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
@@ -430,9 +447,9 @@ SIM_EXPORT CUresult cuCtxPushCurrent(CUcontext ctx) {
 
 static CUresult ctx_pop(CUcontext* pctx) {
     if (CUresult r = check_init()) return r;
-    if (t_ctx_stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
-    if (pctx) *pctx = t_ctx_stack.back();
-    t_ctx_stack.pop_back();
+    if (ctx_stack().empty()) return CUDA_ERROR_INVALID_CONTEXT;
+    if (pctx) *pctx = ctx_stack().back();
+    ctx_stack().pop_back();
     return CUDA_SUCCESS;
 }
 SIM_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext* pctx) {
