@@ -234,7 +234,7 @@ def case_write_fail(args, tmp, what, errno_value):
     env = {"FAULT_WRITE_MATCH": "out-" if what == "report" else ".gmt", "FAULT_WRITE_ERRNO": str(errno_value)}
     if what == "trace":
         env["GPUMEMPROF_TRACE"] = os.path.join(tmp, "run-%p.gmt")
-        env["FAULT_WRITE_AFTER"] = "4096"  # the header and a block get through, then the disk is full
+        env["FAULT_WRITE_AFTER"] = "200"  # the header gets through, the first event block does not: the disk is full mid-run
     plain, pre = pair(args, tmp, "alloc", env, shim=True)
     check_common(c, plain, pre) if what == "trace" else None
     c.eq("plain: exit code", plain.rc, 0)
@@ -287,6 +287,7 @@ CASES = {
     "context_lost": case_context_lost,
     "report_eio": lambda a, t: case_write_fail(a, t, "report", 5),
     "report_enospc": lambda a, t: case_write_fail(a, t, "report", 28),
+    "trace_eio": lambda a, t: case_write_fail(a, t, "trace", 5),
     "trace_enospc": lambda a, t: case_write_fail(a, t, "trace", 28),
     "two_devices": case_two_devices,
 }
