@@ -110,6 +110,11 @@ void lose_current_context() {
     std::lock_guard lk(state().mu);
     c->alive = false;
     c->retain_count = 0;
+    // A lost context is never destroyed (cuCtxDestroy answers an error, as the driver does): keep
+    // it reachable for the process's life, like the rest of the simulated state, so that
+    // LeakSanitizer does not count its streams as the program's leak.
+    static std::vector<CUctx_st*>* lost = new std::vector<CUctx_st*>;
+    lost->push_back(c);
 }
 
 } // namespace
