@@ -96,16 +96,25 @@ void PoolEvents::on_free_completed(std::uintptr_t ptr, std::size_t size, std::si
              -static_cast<std::int64_t>(size));
 }
 
-void PoolEvents::on_segment_alloc(std::uintptr_t ptr, std::size_t size) {
+void PoolEvents::device_memory_acquired(trace::EventType type, stats::PoolAction action, std::uintptr_t ptr,
+                                        std::size_t size) {
     stacks::Recorder::instance().on_acquire(device_, size, t_request_stack);
-    emit(trace_, trace::EventType::segment_alloc, device_, ptr, size, size);
-    remember(stats::PoolAction::segment_alloc, ptr, size, size, 0, t_request_stack, stats::Series::reserved,
-             static_cast<std::int64_t>(size));
+    emit(trace_, type, device_, ptr, size, size);
+    remember(action, ptr, size, size, 0, t_request_stack, stats::Series::reserved, static_cast<std::int64_t>(size));
+}
+
+void PoolEvents::device_memory_released(trace::EventType type, stats::PoolAction action, std::uintptr_t ptr,
+                                        std::size_t size) {
+    emit(trace_, type, device_, ptr, size, size);
+    remember(action, ptr, size, size, 0, 0, stats::Series::reserved, -static_cast<std::int64_t>(size));
+}
+
+void PoolEvents::on_segment_alloc(std::uintptr_t ptr, std::size_t size) {
+    device_memory_acquired(trace::EventType::segment_alloc, stats::PoolAction::segment_alloc, ptr, size);
 }
 
 void PoolEvents::on_segment_free(std::uintptr_t ptr, std::size_t size) {
-    emit(trace_, trace::EventType::segment_free, device_, ptr, size, size);
-    remember(stats::PoolAction::segment_free, ptr, size, size, 0, 0, stats::Series::reserved, -static_cast<std::int64_t>(size));
+    device_memory_released(trace::EventType::segment_free, stats::PoolAction::segment_free, ptr, size);
 }
 
 void PoolEvents::on_empty_cache(std::int64_t reserved_before) noexcept {
@@ -152,16 +161,11 @@ void PoolEvents::history(stats::SeriesData* series, std::vector<stats::PoolEvent
 }
 
 void PoolEvents::on_segment_map(std::uintptr_t ptr, std::size_t size) {
-    stacks::Recorder::instance().on_acquire(device_, size, t_request_stack);
-    emit(trace_, trace::EventType::vmm_map, device_, ptr, size, size);
-    remember(stats::PoolAction::segment_map, ptr, size, size, 0, t_request_stack, stats::Series::reserved,
-             static_cast<std::int64_t>(size));
+    device_memory_acquired(trace::EventType::vmm_map, stats::PoolAction::segment_map, ptr, size);
 }
 
 void PoolEvents::on_segment_unmap(std::uintptr_t ptr, std::size_t size) {
-    emit(trace_, trace::EventType::vmm_unmap, device_, ptr, size, size);
-    remember(stats::PoolAction::segment_unmap, ptr, size, size, 0, 0, stats::Series::reserved,
-             -static_cast<std::int64_t>(size));
+    device_memory_released(trace::EventType::vmm_unmap, stats::PoolAction::segment_unmap, ptr, size);
 }
 
 void PoolEvents::on_oom(const pool::OomInfo& info) {

@@ -61,6 +61,9 @@ private:
     /// the steady clock costs about 20): converted to nanoseconds when copied out.
     std::int64_t now_ticks() const { return static_cast<std::int64_t>(util::CycleClock::now() - ticks0_); }
     /// One pool event: series change(s) and the ring, under history_mutex_.
+    /// A segment allocated or pages mapped (charged to the requesting stack), or given back.
+    void device_memory_acquired(trace::EventType type, stats::PoolAction action, std::uintptr_t ptr, std::size_t size);
+    void device_memory_released(trace::EventType type, stats::PoolAction action, std::uintptr_t ptr, std::size_t size);
     void remember(stats::PoolAction action, std::uint64_t addr, std::uint64_t size, std::uint64_t block_size,
                   std::uint64_t stream, stacks::StackId site, stats::Series s, std::int64_t delta, stats::Series s2 = stats::Series::allocated,
                   std::int64_t delta2 = 0) noexcept;
