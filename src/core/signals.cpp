@@ -146,6 +146,22 @@ void helper_loop() {
     }
 }
 
+/// The helper is born with every signal blocked: a thread inherits its creator's mask, and a
+/// fatal signal delivered to the new thread before helper_loop blocks them would make the helper
+/// wait for its own reports (seen under load: 5 s, then death without reports).
+void start_helper() {
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    try {
+        std::thread(helper_loop).detach();
+    } catch (...) {
+        pthread_sigmask(SIG_SETMASK, &old, nullptr);
+        throw;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
 const char* refuse_reason(int sig) {
     struct sigaction old = {};
     if (sigaction(sig, nullptr, &old) != 0)
@@ -201,7 +217,7 @@ void install_signal_handlers(int dump_signal, std::function<void(bool)> dump) no
         g_requests.store(0);
         delete g_dump;
         g_dump = new std::function<void(bool)>(std::move(dump));
-        std::thread(helper_loop).detach();
+        start_helper();
         g_helper_alive.store(true);
         g_dump_state = DumpSignalState{dump_signal, false, ""};
         if (dump_signal > 0) {
