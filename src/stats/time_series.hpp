@@ -71,7 +71,8 @@ public:
     SeriesData data() const;
 
 private:
-    void record(std::int64_t t_ns);
+    /// Series `s` changed (current_ holds its new value).
+    void record(std::int64_t t_ns, int s);
     void compact();
 
     std::size_t capacity_;
