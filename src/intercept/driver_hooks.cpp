@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Door (a): the driver's exported names. Each hook is a thin forwarder into the core; the same
-// functions are what the dlsym and cuGetProcAddress doors hand out.
+// functions are what the dlsym and cuGetProcAddress doors hand out. Each is listed once, as a HOOK
+// of core/driver_functions.hpp.
 #include "core/driver_api.hpp"
 #include "core/profiler.hpp"
 #include "core/signals.hpp"
