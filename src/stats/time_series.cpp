@@ -13,11 +13,6 @@ TimeSeries::TimeSeries(std::size_t capacity) : capacity_(std::max<std::size_t>(4
     }
 }
 
-void TimeSeries::add(std::int64_t t_ns, Series s, std::int64_t delta) {
-    current_[static_cast<int>(s)] += delta;
-    record(t_ns, static_cast<int>(s));
-}
-
 void TimeSeries::set(std::int64_t t_ns, Series s, std::int64_t value) {
     if (current_[static_cast<int>(s)] == value)
         return;
@@ -33,30 +28,7 @@ void TimeSeries::mark(std::int64_t t_ns, MarkerKind kind, std::int64_t bytes) {
     markers_.push_back({kind, std::max(t_ns, last_t_ns_), bytes});
 }
 
-void TimeSeries::record(std::int64_t t_ns, int s) {
-    t_ns = std::max(t_ns, last_t_ns_);
-    last_t_ns_ = t_ns;
-    ++changes_;
-    const std::int64_t v = current_[s];
-    // Only series s changed, so only its peak can have moved.
-    if (s == static_cast<int>(Series::allocated) && v > peak_allocated_) {
-        peak_allocated_ = v;
-        peak_allocated_t_ns_ = t_ns;
-    } else if (s == static_cast<int>(Series::reserved) && v > peak_reserved_) {
-        peak_reserved_ = v;
-        peak_reserved_t_ns_ = t_ns;
-    }
-    if (!buckets_.empty() && (t_ns == buckets_.back().t0_ns || t_ns - buckets_.back().t0_ns < bucket_ns_)) {
-        // Same instant, or inside the current bucket's width: widen the last bucket. Its `last`
-        // equals current_ but for series s (every change ends here or in a new bucket), and its
-        // min and max already hold `last`: only series s needs updating.
-        SeriesBucket& b = buckets_.back();
-        b.t1_ns = t_ns;
-        b.min[s] = std::min(b.min[s], v);
-        b.max[s] = std::max(b.max[s], v);
-        b.last[s] = v;
-        return;
-    }
+void TimeSeries::open_bucket(std::int64_t t_ns) {
     SeriesBucket b;
     b.t0_ns = b.t1_ns = t_ns;
     b.min = b.max = b.last = current_;
