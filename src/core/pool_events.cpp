@@ -37,9 +37,15 @@ void emit_to(trace::Writer* w, trace::EventType type, int device, std::uintptr_t
 stacks::StackId current_request_stack() noexcept { return t_request_stack; }
 void set_current_request_stack(stacks::StackId id) noexcept { t_request_stack = id; }
 
-void PoolEvents::record(stats::PoolAction action, std::uint64_t addr, std::uint64_t size, std::uint64_t block_size,
-                        std::uint64_t stream, stacks::StackId site, stats::Series s, std::int64_t delta, stats::Series s2,
-                        std::int64_t delta2) noexcept {
+// Inlined into each caller, where the action, the series and the deltas' signs are constants:
+// an event then costs no call, only the ring's copy and the series' changes.
+inline __attribute__((always_inline)) void PoolEvents::remember(stats::PoolAction action, std::uint64_t addr,
+                                                                std::uint64_t size, std::uint64_t block_size,
+                                                                std::uint64_t stream, stacks::StackId site,
+                                                                stats::Series s, std::int64_t delta, stats::Series s2,
+                                                                std::int64_t delta2) noexcept {
+    if (!history_)
+        return;
     try {
         const std::int64_t t = now_ticks();
         // Only allocations and frees reach the model, so only they can change its reserved bytes.

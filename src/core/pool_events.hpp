@@ -74,13 +74,7 @@ private:
     void device_memory_released(trace::EventType type, stats::PoolAction action, std::uintptr_t ptr, std::size_t size);
     void remember(stats::PoolAction action, std::uint64_t addr, std::uint64_t size, std::uint64_t block_size,
                   std::uint64_t stream, stacks::StackId site, stats::Series s, std::int64_t delta,
-                  stats::Series s2 = stats::Series::allocated, std::int64_t delta2 = 0) noexcept {
-        if (history_) // checked inline: with the history off an event costs nothing more
-            record(action, addr, size, block_size, stream, site, s, delta, s2, delta2);
-    }
-    void record(stats::PoolAction action, std::uint64_t addr, std::uint64_t size, std::uint64_t block_size,
-                std::uint64_t stream, stacks::StackId site, stats::Series s, std::int64_t delta, stats::Series s2,
-                std::int64_t delta2) noexcept;
+                  stats::Series s2 = stats::Series::allocated, std::int64_t delta2 = 0) noexcept;
 
     int device_;
     const pool::AllocConf& conf_;
