@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace {
@@ -262,15 +263,22 @@ TEST_CASE("streams: clear forgets every stream, event and capture", "[core][stre
     }
 }
 
-TEST_CASE("streams: once unordered, always unordered", "[core][streams]") {
+TEST_CASE("streams: once unordered, always unordered; the first reason is the one reported", "[core][streams]") {
     StreamRegistry r;
     CHECK_FALSE(r.unordered());
+    CHECK(r.lost_by() == OrderLoss::none);
+    CHECK(std::string(order_loss_text(r.lost_by())).empty());
     r.add(kA, kS1); // registering a stream is not what decides it (the stream hooks do)
     CHECK_FALSE(r.unordered());
-    r.mark_unordered();
+
+    r.mark_unordered(OrderLoss::second_context, 42);
     CHECK(r.unordered());
-    r.mark_unordered();
+    r.mark_unordered(OrderLoss::stream_created, 7);
+    CHECK(r.lost_by() == OrderLoss::second_context);
+    CHECK(r.lost_stack() == 42);
+
     r.forget_context(kA);
     r.clear();
     CHECK(r.unordered());
+    CHECK(r.lost_by() == OrderLoss::second_context);
 }
