@@ -539,7 +539,12 @@ def case_library_stream(args, tmp):
            len(line) == 1 and line[0].startswith("freed memory waits for the device before reuse "
                                                  "(GPUMEMPROF_REUSE=auto): the program created a stream at ")
            and line[0].split(" at ", 1)[1].split(" < ")[0].endswith("/prog_library_stream.cpp:19:main"), line)
-    return c.finish([lib, own])
+    # With stack capture off the reports still name the line (native frames only).
+    nostack = run_prog(args, tmp, "own_stream_no_stacks", True, dict(delay, OWN_STREAM="1", GPUMEMPROF_STACK_DEPTH="0"))
+    where = ((nostack.report() or {}).get("reuse") or {}).get("stopped_at") or []
+    c.true("own_stream, stacks off: stopped_at names the program's line first",
+           bool(where) and os.path.basename(where[0]) == "prog_library_stream.cpp:19:main", where[:3])
+    return c.finish([lib, own, nostack])
 
 
 def case_mem_get_info(args, tmp):
