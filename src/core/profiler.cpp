@@ -204,7 +204,7 @@ PoolSlot* Profiler::create_slot(const DriverApi& api, CUcontext ctx) noexcept {
         bool another = false;
         pools_.for_each_live([&](PoolSlot* s) { return another = s->ctx.load(std::memory_order_acquire) != ctx; });
         if (another && !streams_.unordered())
-            streams_.mark_unordered(OrderLoss::second_context, capture_stack());
+            streams_.mark_unordered(OrderLoss::second_context, origin_stack());
         PoolSlot* raw = pools_.find_or_add(ctx, [&](int index) {
             auto slot = std::make_unique<PoolSlot>();
             slot->device = static_cast<int>(dev);
@@ -325,7 +325,7 @@ CUresult Profiler::mem_free_async(const DriverApi& api, CUdeviceptr ptr, CUstrea
     // cudaFreeAsync may free cudaMalloc memory: the block waits for a fence like any free. A
     // per-thread default stream is one order per thread: no more reuse at once.
     if ((ptsz || stream == CU_STREAM_PER_THREAD) && !streams_.unordered())
-        streams_.mark_unordered(OrderLoss::per_thread_stream, capture_stack());
+        streams_.mark_unordered(OrderLoss::per_thread_stream, origin_stack());
     int r = free_in_pools(static_cast<std::uintptr_t>(ptr));
     if (r != pool::kNotOwned)
         return static_cast<CUresult>(r);
@@ -384,6 +384,16 @@ CUresult Profiler::ipc_get_mem_handle(const DriverApi& api, CUipcMemHandle* hand
 
 // ---- pass-through ---------------------------------------------------------------------------
 
+// The stack of a rare event the reports point at (what ended reuse at once): with stack capture
+// off (GPUMEMPROF_STACK_DEPTH=0) the native frames are still kept.
+std::uint32_t Profiler::origin_stack() noexcept {
+    if (const std::uint32_t id = capture_stack())
+        return id;
+    std::uintptr_t ips[32];
+    const int n = stacks::capture_backtrace(ips, 32, 0);
+    return n > 0 ? stacks::Recorder::instance().intern(ips, n) : 0;
+}
+
 void Profiler::note_stream_created() noexcept {
     if (streams_.unordered())
         return;
@@ -396,7 +406,7 @@ void Profiler::note_stream_created() noexcept {
         }
     } catch (...) {
     }
-    streams_.mark_unordered(OrderLoss::stream_created, capture_stack());
+    streams_.mark_unordered(OrderLoss::stream_created, origin_stack());
 }
 
 std::uint32_t Profiler::capture_stack() noexcept { return stacks::Recorder::instance().capture(); }

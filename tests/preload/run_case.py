@@ -338,6 +338,25 @@ def case_dlsym_lookup(args, tmp):
     return c.finish([plain, pre])
 
 
+def case_hook_doors(args, tmp):
+    # Every HOOK of src/core/driver_functions.hpp through every door. Without the preload the
+    # simulated driver answers each (base name, ABI, flavour) with the function of that exported
+    # name: the list's ABI versions and names agree with the driver's own table. With it, each
+    # door hands out our hook.
+    c = Checker(args.case)
+    plain, pre = both(args, tmp)
+    hooks = plain.val("hooks")
+    c.ge("hooks in the list", hooks, 1)
+    for r in (plain, pre):
+        c.eq("%s: exit code" % r.label, r.rc, 0)
+        c.eq("%s: hooks" % r.label, r.val("hooks"), hooks)
+        for door in ("by_handle", "by_proc_address", "by_proc_address4"):
+            c.eq("%s: %s is the exported function" % (r.label, door), r.val(door), hooks)
+    c.eq("plain: none in the preload library", plain.val("in_preload"), 0)
+    c.eq("preload: every exported name binds to our hook", pre.val("in_preload"), hooks)
+    return c.finish([plain, pre])
+
+
 def case_passthrough_kinds(args, tmp):
     c = Checker(args.case)
     plain, pre = both(args, tmp)
@@ -520,7 +539,12 @@ def case_library_stream(args, tmp):
            len(line) == 1 and line[0].startswith("freed memory waits for the device before reuse "
                                                  "(GPUMEMPROF_REUSE=auto): the program created a stream at ")
            and line[0].split(" at ", 1)[1].split(" < ")[0].endswith("/prog_library_stream.cpp:19:main"), line)
-    return c.finish([lib, own])
+    # With stack capture off the reports still name the line (native frames only).
+    nostack = run_prog(args, tmp, "own_stream_no_stacks", True, dict(delay, OWN_STREAM="1", GPUMEMPROF_STACK_DEPTH="0"))
+    where = ((nostack.report() or {}).get("reuse") or {}).get("stopped_at") or []
+    c.true("own_stream, stacks off: stopped_at names the program's line first",
+           bool(where) and os.path.basename(where[0]) == "prog_library_stream.cpp:19:main", where[:3])
+    return c.finish([lib, own, nostack])
 
 
 def case_mem_get_info(args, tmp):
@@ -1254,6 +1278,7 @@ CASES = {
     "static_cudart": lambda a, t: case_sequence(a, t, static=True),
     "driver_direct": case_driver_direct,
     "dlsym_lookup": case_dlsym_lookup,
+    "hook_doors": case_hook_doors,
     "passthrough_kinds": case_passthrough_kinds,
     "bad_free": case_bad_free,
     "oom": case_oom,
