@@ -384,7 +384,7 @@ def check_expandable(lib, bindir, tries, steps):
            step_ms_torch=ref["out"].get("step_ms_median"), step_ms_ours=ours["out"].get("step_ms_median"))
 
 
-def check_pool_vs_torch(lib, steps, repeat):
+def check_pool_vs_torch(lib, steps, repeat, loops=("readme", "big"), sides=("0", "1")):
     """Issue 9: the pool holds no more than PyTorch's caching allocator would (reserved peak
     <= 1.10x; the big loop also <= 2x PyTorch's cudaMalloc calls), with and without a live
     non-blocking stream, and costs <= 1.05x PyTorch's step time (alternating runs, median of the
@@ -392,13 +392,23 @@ def check_pool_vs_torch(lib, steps, repeat):
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 under the preload, stacks off."""
     script = os.path.join(os.path.dirname(__file__), "torch_loop.py")
     for loop, loop_steps, runs in (("readme", steps, repeat), ("big", 3, 1)):
-        for side in ("0", "1"):
+        if loop not in loops:
+            continue
+        for side in sides:
             env = {"STEPS": str(loop_steps), "PYTHONUNBUFFERED": "1", "LOOP": loop, "SIDE_STREAM": side}
             refs, ourss = [], []
             for _ in range(runs):  # alternate, so both see the same clocks and memory state
                 refs.append(run([sys.executable, script], env))
                 ourss.append(run([sys.executable, script], dict(env, PYTORCH_NO_CUDA_MEMORY_CACHING="1",
                                                                  GPUMEMPROF_STACK_DEPTH="0"), preload=lib))
+                r, o = refs[-1], ourss[-1]
+                if r["out"] and o["out"] and o["reports"]:  # one pair as it comes (a run cut short keeps them)
+                    ms = device_stats(o["reports"][-1])["memory_stats"]
+                    print("pair %s side=%s: reserved ours %d torch %d (%.4fx), step ms ours %.2f torch %.2f, "
+                          "wall s %.1f/%.1f, reuse %s" % (loop, side, ms["reserved_bytes.all.peak"],
+                          r["out"]["torch_max_reserved"], ms["reserved_bytes.all.peak"] / r["out"]["torch_max_reserved"],
+                          o["out"]["step_ms_median"], r["out"]["step_ms_median"], o["wall"], r["wall"],
+                          json.dumps(o["reports"][-1].get("reuse"))), flush=True)
             name = "pool_%s_loop%s" % (loop, "_side_stream" if side == "1" else "")
             ok_ref = [r for r in refs if r["out"]]
             ok_ours = [r for r in ourss if r["out"] and r["reports"]]
@@ -415,7 +425,9 @@ def check_pool_vs_torch(lib, steps, repeat):
                    pool_allocated_peak=ms["allocated_bytes.all.peak"],
                    pool_requested_peak=ms["requested_bytes.all.peak"],
                    torch_allocated_peak=ref["out"]["torch_max_allocated"],
-                   pending_free=dev.get("pending_free"), pool_counters=dev.get("pool_counters"))
+                   pending_free=dev.get("pending_free"), pool_counters=dev.get("pool_counters"),
+                   reuse=ours["reports"][-1].get("reuse"),
+                   losses_torch=ref["out"].get("losses"), losses_ours=ours["out"].get("losses"))
             if loop == "big":
                 t_calls, o_calls = ref["out"]["torch_num_device_alloc"], ms["num_device_alloc"]
                 record(name + "_device_calls_2x", o_calls <= 2 * max(t_calls, 1), pool_device_allocs=o_calls,
@@ -455,6 +467,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=3, help="runs of each timed PyTorch configuration")
     ap.add_argument("--only", default="cuda,cross,bench,torch,ab,oom,frameworks,html,expandable,python,pool")
     ap.add_argument("--pool-repeat", type=int, default=5, help="alternating runs of each pool-vs-PyTorch loop")
+    ap.add_argument("--pool-loops", default="readme,big", help="which pool-vs-PyTorch loops to run")
+    ap.add_argument("--pool-sides", default="0,1", help="without (0) and/or with (1) a live side stream")
     ap.add_argument("--ab-runs", type=int, default=3, help="processes per depth for the in-process stacks A/B")
     ap.add_argument("--ab-steps", type=int, default=42, help="steps per A/B process")
     ap.add_argument("--ab-depths", default="64", help="stack depths to A/B against no stacks")
@@ -483,7 +497,7 @@ def main():
     if "expandable" in only:
         check_expandable(a.lib, a.bindir, a.tries, a.steps)
     if "pool" in only:
-        check_pool_vs_torch(a.lib, max(a.steps, 8), a.pool_repeat)
+        check_pool_vs_torch(a.lib, max(a.steps, 8), a.pool_repeat, a.pool_loops.split(","), a.pool_sides.split(","))
     if "python" in only:
         import python_check  # issue 8: Python frames, zero configuration, the gpumemprof package
         python_check.check_all(run, record, a.lib, a.steps, a.ab_steps, a.ab_runs)

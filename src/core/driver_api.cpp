@@ -18,9 +18,8 @@ void fill(void* handle) {
     DlsymFn sym = real_dlsym();
     if (!sym)
         return;
-#define GPUMEMPROF_RESOLVE(name) \
-    g_api.name = reinterpret_cast<decltype(g_api.name)>(sym(handle, #name));
-    GPUMEMPROF_REAL_FUNCTIONS(GPUMEMPROF_RESOLVE)
+#define GPUMEMPROF_RESOLVE(name, ...) g_api.name = reinterpret_cast<decltype(g_api.name)>(sym(handle, #name));
+    GPUMEMPROF_DRIVER_FUNCTIONS(GPUMEMPROF_RESOLVE, GPUMEMPROF_RESOLVE)
 #undef GPUMEMPROF_RESOLVE
     g_api.handle = handle;
     Dl_info info{};
@@ -60,6 +59,5 @@ const DriverApi* driver(bool load) noexcept {
     t_resolving = false;
     return g_ready.load(std::memory_order_acquire) ? &g_api : nullptr;
 }
-
 
 } // namespace gpumemprof::core

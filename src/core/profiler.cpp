@@ -5,6 +5,8 @@
 #include "core/pool_events.hpp"
 #include "core/process_state.hpp"
 #include "core/signals.hpp"
+#include "core/stream_origin.hpp"
+#include "stacks/backtrace.hpp"
 #include "report/html_report.hpp"
 #include "report/reports.hpp"
 #include "report/torch_snapshot.hpp"
@@ -201,8 +203,8 @@ PoolSlot* Profiler::create_slot(const DriverApi& api, CUcontext ctx) noexcept {
         // Two contexts have two legacy streams, unordered with each other.
         bool another = false;
         pools_.for_each_live([&](PoolSlot* s) { return another = s->ctx.load(std::memory_order_acquire) != ctx; });
-        if (another)
-            streams_.mark_unordered();
+        if (another && !streams_.unordered())
+            streams_.mark_unordered(OrderLoss::second_context, origin_stack());
         PoolSlot* raw = pools_.find_or_add(ctx, [&](int index) {
             auto slot = std::make_unique<PoolSlot>();
             slot->device = static_cast<int>(dev);
@@ -322,8 +324,8 @@ CUresult Profiler::mem_free(const DriverApi& api, CUdeviceptr ptr) noexcept {
 CUresult Profiler::mem_free_async(const DriverApi& api, CUdeviceptr ptr, CUstream stream, bool ptsz) noexcept {
     // cudaFreeAsync may free cudaMalloc memory: the block waits for a fence like any free. A
     // per-thread default stream is one order per thread: no more reuse at once.
-    if (ptsz || stream == CU_STREAM_PER_THREAD)
-        streams_.mark_unordered();
+    if ((ptsz || stream == CU_STREAM_PER_THREAD) && !streams_.unordered())
+        streams_.mark_unordered(OrderLoss::per_thread_stream, origin_stack());
     int r = free_in_pools(static_cast<std::uintptr_t>(ptr));
     if (r != pool::kNotOwned)
         return static_cast<CUresult>(r);
@@ -381,6 +383,31 @@ CUresult Profiler::ipc_get_mem_handle(const DriverApi& api, CUipcMemHandle* hand
 }
 
 // ---- pass-through ---------------------------------------------------------------------------
+
+// The stack of a rare event the reports point at (what ended reuse at once): with stack capture
+// off (GPUMEMPROF_STACK_DEPTH=0) the native frames are still kept.
+std::uint32_t Profiler::origin_stack() noexcept {
+    if (const std::uint32_t id = capture_stack())
+        return id;
+    std::uintptr_t ips[32];
+    const int n = stacks::capture_backtrace(ips, 32, 0);
+    return n > 0 ? stacks::Recorder::instance().intern(ips, n) : 0;
+}
+
+void Profiler::note_stream_created() noexcept {
+    if (streams_.unordered())
+        return;
+    try {
+        std::uintptr_t ips[32];
+        const int n = stacks::capture_backtrace(ips, 32, 0);
+        if (created_by_joining_library(ips, n, nullptr)) {
+            streams_.add_library_stream();
+            return;
+        }
+    } catch (...) {
+    }
+    streams_.mark_unordered(OrderLoss::stream_created, origin_stack());
+}
 
 std::uint32_t Profiler::capture_stack() noexcept { return stacks::Recorder::instance().capture(); }
 
@@ -596,6 +623,13 @@ report::ReportInput Profiler::snapshot(const std::string& prefix) const {
     in.alloc_conf = options_.alloc_conf;
     in.effective_alloc_conf = pool::format_alloc_conf(conf_);
     in.caching = options_.pool;
+    in.reuse.mode = !options_.fenced_reuse ? "immediate" : options_.reuse_when_ordered ? "auto" : "fenced";
+    in.reuse.at_once = !options_.fenced_reuse || (options_.reuse_when_ordered && !streams_.unordered());
+    if (options_.reuse_when_ordered && streams_.unordered()) {
+        in.reuse.lost_by = order_loss_text(streams_.lost_by());
+        in.reuse.lost_stack = streams_.lost_stack();
+    }
+    in.reuse.library_streams = streams_.library_streams();
     in.stack_skip = options_.stack_skip;
     in.hide_frames = options_.hide_frames;
     in.python_frames = options_.python;

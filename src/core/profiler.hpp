@@ -64,6 +64,11 @@ public:
                       int device = kDeviceOfCurrentContext) noexcept;
     void record_free(Kind kind, std::uintptr_t key) noexcept;
     /// Capture the caller's stack for a pass-through allocation (before calling the driver).
+    /// A stream was created on this thread: ends reuse at once unless a joining library (cuDNN)
+    /// made it for itself (core/stream_origin.hpp). Call outside any pool lock.
+    void note_stream_created() noexcept;
+    /// A call stack for a rare event, kept even with stack capture off (native frames then).
+    std::uint32_t origin_stack() noexcept;
     std::uint32_t capture_stack() noexcept;
     /// Same as record_alloc, charging the allocation to `stack`.
     void record_alloc_with_stack(Kind kind, const DriverApi& api, std::uintptr_t key, std::size_t bytes, int device,

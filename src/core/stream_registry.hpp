@@ -7,11 +7,18 @@
 #include "core/cuda_api.hpp"
 
 #include <atomic>
+#include <cstdint>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
 
 namespace gpumemprof::core {
+
+/// Why freed blocks stopped being reused at once (GPUMEMPROF_REUSE=auto).
+enum class OrderLoss : int { none, stream_created, per_thread_stream, second_context };
+
+/// "a stream was created", ...: the reports' wording; "" for none.
+const char* order_loss_text(OrderLoss why) noexcept;
 
 /// Non-blocking streams per context, and the number of stream captures in progress.
 class StreamRegistry {
@@ -34,15 +41,32 @@ public:
 
     /// Once the program may queue work in more than one order (it created a stream, used a
     /// per-thread default stream, or made a second context), freed blocks must wait for fences
-    /// (pool::Backend::frees_ordered). Never goes back.
-    void mark_unordered() noexcept { unordered_.store(true, std::memory_order_release); }
+    /// (pool::Backend::frees_ordered). Never goes back. The first call's reason and call stack
+    /// (a stacks::Recorder id, 0 when stacks are off) are kept for the reports.
+    void mark_unordered(OrderLoss why = OrderLoss::stream_created, std::uint32_t stack = 0) noexcept {
+        bool expected = false;
+        if (unordered_.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) {
+            lost_stack_.store(stack, std::memory_order_relaxed);
+            lost_by_.store(static_cast<int>(why), std::memory_order_release);
+        }
+    }
     bool unordered() const noexcept { return unordered_.load(std::memory_order_acquire); }
+    OrderLoss lost_by() const noexcept { return static_cast<OrderLoss>(lost_by_.load(std::memory_order_acquire)); }
+    std::uint32_t lost_stack() const noexcept { return lost_stack_.load(std::memory_order_relaxed); }
+
+    /// Streams created inside a library that joins their work into its caller's stream (cuDNN's
+    /// own streams, core/stream_origin.hpp): they leave the program in one order.
+    void add_library_stream() noexcept { library_streams_.fetch_add(1, std::memory_order_relaxed); }
+    int library_streams() const noexcept { return library_streams_.load(std::memory_order_relaxed); }
 
 private:
     std::mutex mutex_;
     std::unordered_map<CUstream, CUcontext> stream_ctx_;
     std::unordered_map<CUcontext, std::vector<CUevent>> orphans_;
     std::atomic<bool> unordered_{false};
+    std::atomic<int> lost_by_{static_cast<int>(OrderLoss::none)};
+    std::atomic<std::uint32_t> lost_stack_{0};
+    std::atomic<int> library_streams_{0};
 };
 
 } // namespace gpumemprof::core

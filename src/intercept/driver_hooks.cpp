@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Door (a): the driver's exported names. Each hook is a thin forwarder into the core; the same
-// functions are what the dlsym and cuGetProcAddress doors hand out.
+// functions are what the dlsym and cuGetProcAddress doors hand out. Each is listed once, as a HOOK
+// of core/driver_functions.hpp.
 #include "core/driver_api.hpp"
 #include "core/profiler.hpp"
 #include "core/signals.hpp"
@@ -47,14 +48,15 @@ CUresult end_capture(const DriverApi& api, CUstream s, CUgraph* g, bool ptsz) {
 }
 
 // A created stream that runs independently of the legacy stream must get its own fence events.
-// Any created stream ends reuse at once (work may now run in two orders), and the new stream
+// A stream the program creates ends reuse at once (work may now run in two orders); one that a
+// joining library (cuDNN) creates for itself does not (core/stream_origin.hpp). The new stream
 // first waits for what the legacy stream has queued so far: blocks freed and reused at once
 // before it existed may still be in use there (cudaFree would have waited for that work).
 CUresult track_stream(const DriverApi& api, CUresult r, CUstream* stream, unsigned flags) {
     CUcontext ctx = nullptr;
     if (r != CUDA_SUCCESS || api.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS)
         return r;
-    prof().streams().mark_unordered();
+    prof().note_stream_created();
     if (flags & CU_STREAM_NON_BLOCKING) {
         prof().streams().add(ctx, *stream);
         if (prof().streams().captures.load(std::memory_order_acquire) == 0 && api.cuStreamWaitEvent) {

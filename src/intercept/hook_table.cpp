@@ -5,63 +5,60 @@
 
 #include "core/cuda_api.hpp"
 
-#include <cstring>
+#include <cstddef>
 
 namespace gpumemprof::intercept {
 namespace {
 
+// cuGetProcAddress's naming rule: the base name is the exported one less its per-thread-stream
+// suffix (_ptsz, _ptds) and its ABI suffix (_v2, _v3...).
+consteval bool is_per_thread(std::string_view name) {
+    return name.ends_with("_ptsz") || name.ends_with("_ptds");
+}
+
+consteval std::size_t base_length(std::string_view name) {
+    if (is_per_thread(name))
+        name.remove_suffix(5);
+    std::size_t v = name.rfind("_v");
+    if (v == std::string_view::npos || v + 2 == name.size())
+        return name.size();
+    for (char c : name.substr(v + 2))
+        if (c < '0' || c > '9')
+            return name.size();
+    return v;
+}
+
+static_assert(base_length("cuMemAlloc_v2") == std::string_view("cuMemAlloc").size());
+static_assert(base_length("cuStreamBeginCapture_v2_ptsz") == std::string_view("cuStreamBeginCapture").size());
+static_assert(base_length("cuMemcpyHtoD_v2_ptds") == std::string_view("cuMemcpyHtoD").size());
+static_assert(base_length("cuMemAllocAsync_ptsz") == std::string_view("cuMemAllocAsync").size());
+static_assert(base_length("cuMemCreate") == std::string_view("cuMemCreate").size());
+
 struct Entry {
-    const char* name;  ///< exported spelling
-    const char* base;  ///< cuGetProcAddress spelling
-    int abi;           ///< cudaTypedefs.h PFN version that introduced this ABI
-    bool ptsz;         ///< per-thread default stream variant
+    const char* name; ///< exported spelling
+    std::size_t base; ///< length of the cuGetProcAddress spelling, a prefix of `name`
+    int abi;          ///< cudaTypedefs.h PFN version that introduced this ABI
+    bool ptsz;        ///< per-thread default stream variant
     void* wrapper;
     const void* (*real)(const core::DriverApi&);
+
+    std::string_view base_name() const noexcept { return {name, base}; }
 };
 
-#define GPUMEMPROF_ENTRY(name, base, abi, ptsz)                                                     \
-    Entry{#name, base, abi, ptsz, reinterpret_cast<void*>(&::name),                                 \
-          [](const core::DriverApi& a) { return reinterpret_cast<const void*>(a.name); }}
+#define GPUMEMPROF_ENTRY(name, abi)                                                                                    \
+    Entry{#name,                                                                                                       \
+          base_length(#name),                                                                                          \
+          abi,                                                                                                         \
+          is_per_thread(#name),                                                                                        \
+          reinterpret_cast<void*>(&::name),                                                                            \
+          [](const core::DriverApi& a) { return reinterpret_cast<const void*>(a.name); }},
+#define GPUMEMPROF_NOT_HOOKED(name)
 
-const Entry kEntries[] = {
-    GPUMEMPROF_ENTRY(cuGetProcAddress, "cuGetProcAddress", 11030, false),
-    GPUMEMPROF_ENTRY(cuGetProcAddress_v2, "cuGetProcAddress", 12000, false),
-    GPUMEMPROF_ENTRY(cuMemAlloc_v2, "cuMemAlloc", 3020, false),
-    GPUMEMPROF_ENTRY(cuMemFree_v2, "cuMemFree", 3020, false),
-    GPUMEMPROF_ENTRY(cuMemAllocPitch_v2, "cuMemAllocPitch", 3020, false),
-    GPUMEMPROF_ENTRY(cuMemGetInfo_v2, "cuMemGetInfo", 3020, false),
-    GPUMEMPROF_ENTRY(cuMemAllocManaged, "cuMemAllocManaged", 6000, false),
-    GPUMEMPROF_ENTRY(cuMemAllocHost_v2, "cuMemAllocHost", 3020, false),
-    GPUMEMPROF_ENTRY(cuMemHostAlloc, "cuMemHostAlloc", 2020, false),
-    GPUMEMPROF_ENTRY(cuMemFreeHost, "cuMemFreeHost", 2000, false),
-    GPUMEMPROF_ENTRY(cuMemAllocAsync, "cuMemAllocAsync", 11020, false),
-    GPUMEMPROF_ENTRY(cuMemAllocAsync_ptsz, "cuMemAllocAsync", 11020, true),
-    GPUMEMPROF_ENTRY(cuMemFreeAsync, "cuMemFreeAsync", 11020, false),
-    GPUMEMPROF_ENTRY(cuMemFreeAsync_ptsz, "cuMemFreeAsync", 11020, true),
-    GPUMEMPROF_ENTRY(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", 11020, false),
-    GPUMEMPROF_ENTRY(cuMemAllocFromPoolAsync_ptsz, "cuMemAllocFromPoolAsync", 11020, true),
-    GPUMEMPROF_ENTRY(cuMemCreate, "cuMemCreate", 10020, false),
-    GPUMEMPROF_ENTRY(cuMemRelease, "cuMemRelease", 10020, false),
-    GPUMEMPROF_ENTRY(cuMemMap, "cuMemMap", 10020, false),
-    GPUMEMPROF_ENTRY(cuMemUnmap, "cuMemUnmap", 10020, false),
-    GPUMEMPROF_ENTRY(cuIpcGetMemHandle, "cuIpcGetMemHandle", 4010, false),
-    GPUMEMPROF_ENTRY(cuStreamCreate, "cuStreamCreate", 2000, false),
-    GPUMEMPROF_ENTRY(cuStreamCreateWithPriority, "cuStreamCreateWithPriority", 5050, false),
-    GPUMEMPROF_ENTRY(cuStreamDestroy_v2, "cuStreamDestroy", 4000, false),
-    GPUMEMPROF_ENTRY(cuStreamBeginCapture, "cuStreamBeginCapture", 10000, false),
-    GPUMEMPROF_ENTRY(cuStreamBeginCapture_ptsz, "cuStreamBeginCapture", 10000, true),
-    GPUMEMPROF_ENTRY(cuStreamBeginCapture_v2, "cuStreamBeginCapture", 10010, false),
-    GPUMEMPROF_ENTRY(cuStreamBeginCapture_v2_ptsz, "cuStreamBeginCapture", 10010, true),
-    GPUMEMPROF_ENTRY(cuStreamBeginCaptureToGraph, "cuStreamBeginCaptureToGraph", 12030, false),
-    GPUMEMPROF_ENTRY(cuStreamBeginCaptureToGraph_ptsz, "cuStreamBeginCaptureToGraph", 12030, true),
-    GPUMEMPROF_ENTRY(cuStreamEndCapture, "cuStreamEndCapture", 10000, false),
-    GPUMEMPROF_ENTRY(cuStreamEndCapture_ptsz, "cuStreamEndCapture", 10000, true),
-    GPUMEMPROF_ENTRY(cuCtxSynchronize, "cuCtxSynchronize", 2000, false),
-    GPUMEMPROF_ENTRY(cuCtxSynchronize_v2, "cuCtxSynchronize", 13000, false),
-    GPUMEMPROF_ENTRY(cuCtxDestroy_v2, "cuCtxDestroy", 4000, false),
-    GPUMEMPROF_ENTRY(cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease", 11000, false),
-    GPUMEMPROF_ENTRY(cuDevicePrimaryCtxReset_v2, "cuDevicePrimaryCtxReset", 11000, false),
-};
+// Every HOOK of driver_functions.hpp, in its order.
+const Entry kEntries[] = {GPUMEMPROF_DRIVER_FUNCTIONS(GPUMEMPROF_ENTRY, GPUMEMPROF_NOT_HOOKED)};
+
+#undef GPUMEMPROF_ENTRY
+#undef GPUMEMPROF_NOT_HOOKED
 
 } // namespace
 
@@ -78,7 +75,7 @@ void* wrapper_for_real(const core::DriverApi& api, std::string_view base, const 
     if (!real)
         return nullptr;
     for (const Entry& e : kEntries)
-        if (base == e.base && e.real(api) == real)
+        if (base == e.base_name() && e.real(api) == real)
             return e.wrapper;
     return nullptr;
 }
@@ -90,10 +87,10 @@ void* wrapper_for_request(std::string_view base, int version, unsigned long long
     const Entry* best = nullptr;
     bool has_ptsz = false;
     for (const Entry& e : kEntries)
-        if (base == e.base && e.ptsz)
+        if (base == e.base_name() && e.ptsz)
             has_ptsz = true;
     for (const Entry& e : kEntries) {
-        if (base != e.base || e.abi > version || (has_ptsz && e.ptsz != want_ptsz))
+        if (base != e.base_name() || e.abi > version || (has_ptsz && e.ptsz != want_ptsz))
             continue;
         if (!best || e.abi > best->abi)
             best = &e;

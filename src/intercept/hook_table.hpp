@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: MIT
-// Every driver entry point we replace, by exact exported name, with its wrapper and its ABI.
+// Every driver entry point we replace (the HOOK entries of core/driver_functions.hpp), by exact
+// exported name, with its wrapper and its ABI.
 // The dlsym door and the cuGetProcAddress door both substitute through this one table.
 #pragma once
 
 #include <string_view>
 
-namespace gpumemprof::core { struct DriverApi; }
+namespace gpumemprof::core {
+struct DriverApi;
+}
 
 namespace gpumemprof::intercept {
 

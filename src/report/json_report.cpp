@@ -85,6 +85,24 @@ void write_poolless_device(util::JsonWriter& w, const DeviceSummary& d) {
     w.end_object();
 }
 
+/// "reuse": GPUMEMPROF_REUSE, whether freed blocks are reused at once, and if auto stopped doing
+/// so, why and where (frame labels, innermost first; empty when stacks were off).
+void write_reuse(util::JsonWriter& w, const ReportInput& in, const StackReport& stacks) {
+    w.key("reuse").begin_object();
+    w.field("mode", in.reuse.mode);
+    w.field("at_once", in.reuse.at_once);
+    w.field("library_streams", static_cast<std::int64_t>(in.reuse.library_streams));
+    if (!in.reuse.lost_by.empty()) {
+        w.field("stopped_because", in.reuse.lost_by);
+        w.key("stopped_at").begin_array();
+        if (stacks.ok)
+            for (const std::string& f : stacks.resolved.reuse_lost_where)
+                w.value(f);
+        w.end_array();
+    }
+    w.end_object();
+}
+
 } // namespace
 
 std::string json_report(const ReportInput& in, const StackReport& stacks) {
@@ -96,6 +114,7 @@ std::string json_report(const ReportInput& in, const StackReport& stacks) {
     w.field("exe", in.exe);
     w.field("alloc_conf", in.effective_alloc_conf);
     w.field("pool", in.caching ? "caching" : "passthrough");
+    write_reuse(w, in, stacks);
     w.key("framework_env").begin_array();
     for (const std::string& v : in.framework_env)
         w.value(v);

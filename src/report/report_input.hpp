@@ -60,6 +60,15 @@ struct DeviceSummary {
     DeviceHistory history;
 };
 
+/// GPUMEMPROF_REUSE and what became of reuse at once (JSON "reuse", a line of the .txt).
+struct ReuseSummary {
+    std::string mode = "auto";     ///< auto, fenced or immediate
+    bool at_once = true;           ///< freed blocks are reused at once now (no fence)
+    std::string lost_by;           ///< why reuse at once ended under auto ("" while it holds)
+    std::uint32_t lost_stack = 0;  ///< stacks::Recorder id of the call that ended it (0: unknown)
+    int library_streams = 0;       ///< streams cuDNN made for itself: they kept the one order
+};
+
 /// How many allocations reached us by each door (JSON "doors").
 struct DoorCounts {
     std::int64_t dlsym_substitutions = 0;
@@ -76,6 +85,7 @@ struct ReportInput {
     std::string alloc_conf;     ///< GPUMEMPROF_ALLOC_CONF as given (for OOM advice)
     std::string effective_alloc_conf; ///< the settings in effect, every key spelled out
     bool caching = true;        ///< the pool caches (false: GPUMEMPROF_POOL=0)
+    ReuseSummary reuse;
     DoorCounts doors;
     PassthroughCounters host_pinned;
     std::int64_t foreign_invalid_frees = 0;

@@ -107,13 +107,19 @@ bool write_json_report(const ReportInput& in, const StackReport& report, std::st
 
 namespace {
 
+constexpr std::size_t kReuseFrames = 12; ///< frames shown for the call that ended reuse at once
+
 StackReport resolve(const ReportInput& in, const stacks::ReportData& data, Symbolizer& symbolizer) {
     StackReport report;
     try {
         report.data = data;
         // The resolved report points into the data it was built from: build it from our copy.
-        report.resolved = resolve_report(report.data, symbolizer, skip_list(in), in.alloc_conf,
-                                         in.python_frames == 2 ? PythonFrames::all : PythonFrames::merged);
+        const PythonFrames python = in.python_frames == 2 ? PythonFrames::all : PythonFrames::merged;
+        report.resolved = resolve_report(report.data, symbolizer, skip_list(in), in.alloc_conf, python);
+        if (in.reuse.lost_stack != 0)
+            report.resolved.reuse_lost_where =
+                stack_labels(stacks::Recorder::instance().frames(in.reuse.lost_stack), symbolizer, skip_list(in),
+                             python, kReuseFrames);
         report.ok = true;
     } catch (...) {
         report.ok = false;

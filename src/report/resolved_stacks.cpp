@@ -140,6 +140,16 @@ void add(stacks::SiteCounters& a, const stacks::SiteCounters& b) {
 
 } // namespace
 
+std::vector<std::string> stack_labels(const std::vector<std::uintptr_t>& ips, Symbolizer& symbolizer,
+                                      const std::vector<std::string>& skip, PythonFrames python,
+                                      std::size_t max_frames) {
+    const std::vector<SymbolFrame> root_first = symbolise(ips, symbolizer, skip, python);
+    std::vector<std::string> out;
+    for (auto it = root_first.rbegin(); it != root_first.rend() && out.size() < max_frames; ++it)
+        out.push_back(frame_label(*it));
+    return out;
+}
+
 ResolvedReport resolve_report(const stacks::ReportData& data, Symbolizer& symbolizer,
                               const std::vector<std::string>& skip, const std::string& alloc_conf,
                               PythonFrames python) {

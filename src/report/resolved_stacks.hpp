@@ -35,6 +35,8 @@ struct ResolvedReport {
     std::vector<ResolvedOom> ooms;
     /// site_of[i]: index in `sites` of ReportData.sites[i] (sites with equal stacks merge).
     std::vector<std::size_t> site_of;
+    /// Frame labels (innermost first) of the call that ended reuse at once (ReuseSummary).
+    std::vector<std::string> reuse_lost_where;
 };
 
 /// How Python frames (stacks::python) enter a resolved stack: `merged` (default) puts them in
@@ -47,6 +49,12 @@ enum class PythonFrames { merged, all };
 ResolvedReport resolve_report(const stacks::ReportData& data, Symbolizer& symbolizer,
                               const std::vector<std::string>& skip, const std::string& alloc_conf = {},
                               PythonFrames python = PythonFrames::merged);
+
+/// One stack's frame labels (frame_label), innermost first, after the skipped top and with the
+/// Python frames merged as in the reports; at most `max_frames`.
+std::vector<std::string> stack_labels(const std::vector<std::uintptr_t>& ips, Symbolizer& symbolizer,
+                                      const std::vector<std::string>& skip, PythonFrames python,
+                                      std::size_t max_frames);
 
 /// Indices into r.sites of the sites with key(site).first > 0, largest first, ties in report
 /// order. `key` maps a ResolvedSite to a (bytes, count) pair; the tables of every report use it.

@@ -83,6 +83,24 @@ void top_sites(std::string& out, const ResolvedReport& r, int n, Key key, const 
         out += "(" + std::to_string(v.size() - n) + " more call sites)\n";
 }
 
+/// What happens to freed memory: reused at once, or kept until the device is past it, and why.
+void reuse_line(std::string& out, const ReportInput& in, const ResolvedReport& r) {
+    if (!in.caching)
+        return;
+    if (in.reuse.at_once) {
+        out += "freed memory is reused at once (GPUMEMPROF_REUSE=" + in.reuse.mode + ")\n";
+        return;
+    }
+    out += "freed memory waits for the device before reuse (GPUMEMPROF_REUSE=" + in.reuse.mode + ")";
+    if (!in.reuse.lost_by.empty()) {
+        out += ": " + in.reuse.lost_by;
+        const std::size_t shown = std::min<std::size_t>(r.reuse_lost_where.size(), 4);
+        for (std::size_t i = 0; i < shown; ++i)
+            out += (i == 0 ? " at " : " < ") + r.reuse_lost_where[i];
+    }
+    out += "\n";
+}
+
 /// Who was profiled, for how long, and the settings that shaped the run.
 void header_lines(std::string& out, const ReportInput& in) {
     out += "gpumemprof report for " + (in.exe.empty() ? std::string("?") : in.exe) + " (pid " +
@@ -273,6 +291,7 @@ std::string text_report(const ReportInput& in, const stacks::ReportData& data, c
     const FrameFilter filter(in.hide_frames ? in.hide_frames->c_str() : nullptr);
     std::string out;
     header_lines(out, in);
+    reuse_line(out, in, r);
     summary_section(out, in, data, r);
     site_sections(out, in, r, filter);
     leak_section(out, r, filter);

@@ -171,7 +171,8 @@ constexpr OptionSpec kOptions[] = {
      [](Options& o) { o.model = o.stack_depth > 0; }},
     {"GPUMEMPROF_REUSE", "auto", "`auto`",
      "`auto`: freed memory is reused at once while the program's device work runs in one order (one context, "
-     "no created stream, no per-thread default stream), else once the device has passed the free (a miss "
+     "no stream created by the program - cuDNN's own streams do not count -, no per-thread default stream; the "
+     "report says what ended it, and where), else once the device has passed the free (a miss "
      "waits, bounded, for that instead of growing); `fenced`: always once the device has passed the free; "
      "`immediate`: always at once, PyTorch's same-stream rule (unsafe for programs that free memory still used "
      "by queued work on another stream; see docs/design.md)",

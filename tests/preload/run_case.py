@@ -90,6 +90,12 @@ class Checker:
         return 1 if self.failed else 0
 
 
+def report_text(run):
+    """The run's <prefix>.txt (one process), or ""."""
+    files = glob.glob(os.path.join(run.out_dir, "out-*.txt"))
+    return open(files[0]).read() if len(files) == 1 else ""
+
+
 def device_entry(report, device=0):
     """The devices[] entry of `device`; with several contexts, the one that served the most mallocs."""
     if not report:
@@ -332,6 +338,25 @@ def case_dlsym_lookup(args, tmp):
     return c.finish([plain, pre])
 
 
+def case_hook_doors(args, tmp):
+    # Every HOOK of src/core/driver_functions.hpp through every door. Without the preload the
+    # simulated driver answers each (base name, ABI, flavour) with the function of that exported
+    # name: the list's ABI versions and names agree with the driver's own table. With it, each
+    # door hands out our hook.
+    c = Checker(args.case)
+    plain, pre = both(args, tmp)
+    hooks = plain.val("hooks")
+    c.ge("hooks in the list", hooks, 1)
+    for r in (plain, pre):
+        c.eq("%s: exit code" % r.label, r.rc, 0)
+        c.eq("%s: hooks" % r.label, r.val("hooks"), hooks)
+        for door in ("by_handle", "by_proc_address", "by_proc_address4"):
+            c.eq("%s: %s is the exported function" % (r.label, door), r.val(door), hooks)
+    c.eq("plain: none in the preload library", plain.val("in_preload"), 0)
+    c.eq("preload: every exported name binds to our hook", pre.val("in_preload"), hooks)
+    return c.finish([plain, pre])
+
+
 def case_passthrough_kinds(args, tmp):
     c = Checker(args.case)
     plain, pre = both(args, tmp)
@@ -478,6 +503,48 @@ def case_cross_stream_reuse(args, tmp):
     c.eq("immediate reuse: exit code", unsafe.rc, 0)
     c.ge("immediate reuse: corrupt reads of A", unsafe.val("corrupt"), 1)
     return c.finish([plain, pre, unsafe])
+
+
+def case_library_stream(args, tmp):
+    """A stream cuDNN makes for itself (here libcudnn_sim) leaves reuse at once on; the program's
+    own stream ends it, and the reports say why and at which line of the program."""
+    c = Checker(args.case)
+    # Events complete 2 ms after they are recorded: a fenced block cannot be reused at once.
+    delay = {"SIMCUDA_EVENT_DELAY_US": "2000"}
+    lib = run_prog(args, tmp, "library_only", True, delay)
+    own = run_prog(args, tmp, "own_stream", True, dict(delay, OWN_STREAM="1"))
+    for r in (lib, own):
+        c.eq("%s: exit code" % r.label, r.rc, 0)
+        c.eq("%s: done" % r.label, r.val("done"), 1)
+        check_stats(c, r.report(), {"allocation.all.allocated": 100, "allocation.all.freed": 100})
+    reuse = (lib.report() or {}).get("reuse", {})
+    c.eq("library_only: reuse.mode", reuse.get("mode"), "auto")
+    c.eq("library_only: reuse.at_once", reuse.get("at_once"), True)
+    c.eq("library_only: reuse.library_streams", reuse.get("library_streams"), 1)
+    c.eq("library_only: no reason to stop", reuse.get("stopped_because"), None)
+    c.eq("library_only: deferred frees", device_entry(lib.report())["pool_counters"]["deferred_frees"], 0)
+    txt = report_text(lib)
+    c.true("library_only: .txt says freed memory is reused at once",
+           "freed memory is reused at once (GPUMEMPROF_REUSE=auto)" in txt)
+    reuse = (own.report() or {}).get("reuse", {})
+    c.eq("own_stream: reuse.at_once", reuse.get("at_once"), False)
+    c.eq("own_stream: reuse.stopped_because", reuse.get("stopped_because"), "the program created a stream")
+    where = reuse.get("stopped_at") or []
+    c.true("own_stream: stopped_at names the program's line first",
+           bool(where) and os.path.basename(where[0]) == "prog_library_stream.cpp:19:main", where[:3])
+    c.eq("own_stream: deferred frees (every free waits)",
+         device_entry(own.report())["pool_counters"]["deferred_frees"], 100)
+    line = [ln for ln in report_text(own).splitlines() if ln.startswith("freed memory")]
+    c.true("own_stream: .txt gives the reason and the line",
+           len(line) == 1 and line[0].startswith("freed memory waits for the device before reuse "
+                                                 "(GPUMEMPROF_REUSE=auto): the program created a stream at ")
+           and line[0].split(" at ", 1)[1].split(" < ")[0].endswith("/prog_library_stream.cpp:19:main"), line)
+    # With stack capture off the reports still name the line (native frames only).
+    nostack = run_prog(args, tmp, "own_stream_no_stacks", True, dict(delay, OWN_STREAM="1", GPUMEMPROF_STACK_DEPTH="0"))
+    where = ((nostack.report() or {}).get("reuse") or {}).get("stopped_at") or []
+    c.true("own_stream, stacks off: stopped_at names the program's line first",
+           bool(where) and os.path.basename(where[0]) == "prog_library_stream.cpp:19:main", where[:3])
+    return c.finish([lib, own, nostack])
 
 
 def case_mem_get_info(args, tmp):
@@ -1211,6 +1278,7 @@ CASES = {
     "static_cudart": lambda a, t: case_sequence(a, t, static=True),
     "driver_direct": case_driver_direct,
     "dlsym_lookup": case_dlsym_lookup,
+    "hook_doors": case_hook_doors,
     "passthrough_kinds": case_passthrough_kinds,
     "bad_free": case_bad_free,
     "oom": case_oom,
@@ -1231,6 +1299,7 @@ CASES = {
     "device_reset": case_device_reset,
     "signal_dump": case_signal_dump,
     "sigterm": case_sigterm,
+    "library_stream": case_library_stream,
     "trace_replay": case_trace_replay,
     "fenced_replay": case_fenced_replay,
     "trailing_device": case_trailing_device,

@@ -123,6 +123,8 @@ const Impl kImpl[] = {
     SIM_ABI_PT(cuStreamBeginCapture, 10000, ptsz, cuStreamBeginCapture_ptsz),
     SIM_ABI(cuStreamBeginCapture, 10010, cuStreamBeginCapture_v2),
     SIM_ABI_PT(cuStreamBeginCapture, 10010, ptsz, cuStreamBeginCapture_v2_ptsz),
+    SIM_ABI(cuStreamBeginCaptureToGraph, 12030, cuStreamBeginCaptureToGraph),
+    SIM_ABI_PT(cuStreamBeginCaptureToGraph, 12030, ptsz, cuStreamBeginCaptureToGraph_ptsz),
     SIM_ABI(cuStreamEndCapture, 10000, cuStreamEndCapture),
     SIM_ABI_PT(cuStreamEndCapture, 10000, ptsz, cuStreamEndCapture_ptsz),
     SIM_ABI(cuStreamIsCapturing, 10000, cuStreamIsCapturing),

@@ -68,6 +68,7 @@ struct CUstream_st {
     std::uint64_t completed = 0; // seq of the last finished op
     CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
     CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+    CUgraph capture_into = nullptr; // cuStreamBeginCaptureToGraph's graph, handed back at the end
 };
 
 struct CUevent_st {

@@ -241,16 +241,31 @@ CUresult begin_capture(CUstream h, CUstreamCaptureMode mode) {
     return CUDA_SUCCESS;
 }
 
+// Captures into a graph the program owns; the dependency nodes are not modelled.
+CUresult begin_capture_to_graph(CUstream h, CUgraph graph, size_t deps, const CUgraphNode* nodes,
+                                CUstreamCaptureMode mode) {
+    if (!graph || (deps && !nodes)) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult r = begin_capture(h, mode)) return r;
+    CUstream_st* s = nullptr;
+    stream_for_call(h, &s);
+    std::lock_guard lk(s->ctx->mu);
+    s->capture_into = graph;
+    return CUDA_SUCCESS;
+}
+
 CUresult end_capture(CUstream h, CUgraph* graph) {
     CUstream_st* s = nullptr;
     if (CUresult r = stream_for_call(h, &s)) return r;
     if (!graph) return CUDA_ERROR_INVALID_VALUE;
     CUstreamCaptureMode mode;
+    CUgraph into = nullptr;
     {
         std::lock_guard lk(s->ctx->mu);
         if (s->capture == CU_STREAM_CAPTURE_STATUS_NONE) return CUDA_ERROR_ILLEGAL_STATE;
         s->capture = CU_STREAM_CAPTURE_STATUS_NONE;
         mode = s->capture_mode;
+        into = s->capture_into;
+        s->capture_into = nullptr;
     }
     bool invalidated = false;
     if (mode == CU_STREAM_CAPTURE_MODE_GLOBAL) {
@@ -262,6 +277,10 @@ CUresult end_capture(CUstream h, CUgraph* graph) {
     if (invalidated) {
         *graph = nullptr;
         return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    }
+    if (into) {
+        *graph = into;
+        return CUDA_SUCCESS;
     }
     auto* g = new CUgraph_st;
     g->origin = s;
@@ -418,6 +437,18 @@ SIM_EXPORT CUresult cuStreamBeginCapture(CUstream hStream) {
 }
 SIM_EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream hStream) {
     SIM_COUNTED("cuStreamBeginCapture_ptsz", begin_capture(hStream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+}
+SIM_EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode* dependencies,
+                                                const CUgraphEdgeData*, size_t numDependencies,
+                                                CUstreamCaptureMode mode) {
+    SIM_COUNTED("cuStreamBeginCaptureToGraph",
+                begin_capture_to_graph(hStream, hGraph, numDependencies, dependencies, mode));
+}
+SIM_EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph,
+                                                     const CUgraphNode* dependencies, const CUgraphEdgeData*,
+                                                     size_t numDependencies, CUstreamCaptureMode mode) {
+    SIM_COUNTED("cuStreamBeginCaptureToGraph_ptsz",
+                begin_capture_to_graph(hStream, hGraph, numDependencies, dependencies, mode));
 }
 SIM_EXPORT CUresult cuStreamEndCapture(CUstream hStream, CUgraph* phGraph) {
     SIM_COUNTED("cuStreamEndCapture", end_capture(hStream, phGraph));

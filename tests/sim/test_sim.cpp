@@ -364,6 +364,36 @@ TEST_CASE("global-mode capture forbids cuMemAlloc and invalidates the capture", 
     REQUIRE(cuStreamDestroy_v2(s) == CUDA_SUCCESS);
 }
 
+TEST_CASE("capture into an existing graph hands that graph back", "[sim][capture]") {
+    init_sim();
+    CUstream s = nullptr;
+    REQUIRE(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+    CUgraph g = nullptr;
+    REQUIRE(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED) == CUDA_SUCCESS);
+    REQUIRE(cuStreamEndCapture(s, &g) == CUDA_SUCCESS);
+    REQUIRE(g != nullptr);
+    CHECK(cuStreamBeginCaptureToGraph(s, nullptr, nullptr, nullptr, 0, CU_STREAM_CAPTURE_MODE_RELAXED) ==
+          CUDA_ERROR_INVALID_VALUE);
+    REQUIRE(cuStreamBeginCaptureToGraph(s, g, nullptr, nullptr, 0, CU_STREAM_CAPTURE_MODE_RELAXED) == CUDA_SUCCESS);
+    CUstreamCaptureStatus cs{};
+    REQUIRE(cuStreamIsCapturing(s, &cs) == CUDA_SUCCESS);
+    CHECK(cs == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    CHECK(cuStreamBeginCaptureToGraph(s, g, nullptr, nullptr, 0, CU_STREAM_CAPTURE_MODE_RELAXED) ==
+          CUDA_ERROR_ILLEGAL_STATE); // already capturing
+    CUgraph back = nullptr;
+    REQUIRE(cuStreamEndCapture(s, &back) == CUDA_SUCCESS);
+    CHECK(back == g);
+    // The next plain capture makes a graph of its own again.
+    REQUIRE(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED) == CUDA_SUCCESS);
+    CUgraph fresh = nullptr;
+    REQUIRE(cuStreamEndCapture(s, &fresh) == CUDA_SUCCESS);
+    CHECK(fresh != nullptr);
+    CHECK(fresh != g);
+    CHECK(cuGraphDestroy(fresh) == CUDA_SUCCESS);
+    CHECK(cuGraphDestroy(g) == CUDA_SUCCESS);
+    REQUIRE(cuStreamDestroy_v2(s) == CUDA_SUCCESS);
+}
+
 TEST_CASE("destroying a context destroys its events, as the real driver does", "[sim][events]") {
     init_sim();
     CUcontext mine = nullptr;

@@ -3,7 +3,9 @@
 # Check the dynamic interface of libgpumemprof.so: every defined dynamic symbol matches the
 # allow-list of src/intercept/exports.map (cu[A-Z]*, cuda[A-Z]*, dlsym, dlclose, gpumemprof_*), none is a C++
 # name, the expected doors are there, and no DT_NEEDED entry names libcuda or libcudart (the
-# library is loaded into every process, most of which have no CUDA at all).
+# library is loaded into every process, most of which have no CUDA at all). The exported driver
+# names are exactly the HOOK entries of src/core/driver_functions.hpp: a hook missing from the list
+# would be missing from the dlsym and cuGetProcAddress doors.
 import re
 import subprocess
 import sys
@@ -37,9 +39,15 @@ def defined_dynamic_symbols(lib):
     return syms
 
 
+def listed_hooks(header):
+    """The names of the HOOK(name, abi) entries of the driver function list."""
+    with open(header) as f:
+        return set(re.findall(r"^\s*HOOK\((cu[A-Z]\w*),\s*\d+\)", f.read(), re.M))
+
+
 def main():
-    if len(sys.argv) != 2:
-        print("usage: check_symbols.py libgpumemprof.so")
+    if len(sys.argv) != 3:
+        print("usage: check_symbols.py libgpumemprof.so driver_functions.hpp")
         return 2
     lib = sys.argv[1]
     failures = []
@@ -65,6 +73,16 @@ def main():
     for name in REQUIRED:
         if name not in names:
             failures.append("missing export %s" % name)
+
+    hooks = listed_hooks(sys.argv[2])
+    print("%d hooks listed in %s" % (len(hooks), sys.argv[2]))
+    if len(hooks) < 10:
+        failures.append("only %d HOOK entries parsed from %s (format changed?)" % (len(hooks), sys.argv[2]))
+    exported = {n for n in names if re.fullmatch(r"cu[A-Z]\w*", n) and not n.startswith("cuda")}
+    for name in sorted(exported - hooks):
+        failures.append("driver hook %s is exported but not a HOOK of the list" % name)
+    for name in sorted(hooks - exported):
+        failures.append("HOOK %s of the list is not exported" % name)
 
     dyn = run(["readelf", "-d", "-W", lib])
     needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dyn)

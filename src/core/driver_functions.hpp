@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: MIT
+// The one list of driver entry points we touch, each named once by its exported (versioned)
+// spelling; cuda.h gives its signature. Everything else is generated from it:
+//   core::DriverApi (driver_api.hpp)     a typed pointer to the real function, for every entry;
+//   core::driver() (driver_api.cpp)      resolves each by exact name from libcuda.so.1;
+//   the hook table (intercept/hook_table.cpp)  the HOOK entries, for the dlsym and
+//                                        cuGetProcAddress doors.
+// A HOOK entry is defined by us (intercept/driver_hooks.cpp, proc_address.cpp): the library does
+// not link without it, and the symbols test fails on an exported driver name missing here.
+#pragma once
+
+// HOOK(name, abi): we replace the exported `name` and call the real one. `abi` is the CUDA version
+//   that introduced this ABI (cudaTypedefs.h's PFN_<base>_v<abi>), what cuGetProcAddress selects by;
+//   the base name and the per-thread-stream flavour are read from `name` (hook_table.cpp).
+// CALL(name): we only call it.
+#define GPUMEMPROF_DRIVER_FUNCTIONS(HOOK, CALL)                                                                        \
+    /* entry points (door c) */                                                                                        \
+    HOOK(cuGetProcAddress, 11030)                                                                                      \
+    HOOK(cuGetProcAddress_v2, 12000)                                                                                   \
+    /* device memory, pinned host memory */                                                                            \
+    HOOK(cuMemAlloc_v2, 3020)                                                                                          \
+    HOOK(cuMemFree_v2, 3020)                                                                                           \
+    HOOK(cuMemAllocPitch_v2, 3020)                                                                                     \
+    HOOK(cuMemGetInfo_v2, 3020)                                                                                        \
+    HOOK(cuMemAllocManaged, 6000)                                                                                      \
+    HOOK(cuMemAllocHost_v2, 3020)                                                                                      \
+    HOOK(cuMemHostAlloc, 2020)                                                                                         \
+    HOOK(cuMemFreeHost, 2000)                                                                                          \
+    HOOK(cuMemAllocAsync, 11020)                                                                                       \
+    HOOK(cuMemAllocAsync_ptsz, 11020)                                                                                  \
+    HOOK(cuMemFreeAsync, 11020)                                                                                        \
+    HOOK(cuMemFreeAsync_ptsz, 11020)                                                                                   \
+    HOOK(cuMemAllocFromPoolAsync, 11020)                                                                               \
+    HOOK(cuMemAllocFromPoolAsync_ptsz, 11020)                                                                          \
+    /* virtual memory management */                                                                                    \
+    HOOK(cuMemCreate, 10020)                                                                                           \
+    HOOK(cuMemRelease, 10020)                                                                                          \
+    HOOK(cuMemMap, 10020)                                                                                              \
+    HOOK(cuMemUnmap, 10020)                                                                                            \
+    CALL(cuMemAddressReserve)                                                                                          \
+    CALL(cuMemAddressFree)                                                                                             \
+    CALL(cuMemSetAccess)                                                                                               \
+    CALL(cuMemGetAllocationGranularity)                                                                                \
+    HOOK(cuIpcGetMemHandle, 4010)                                                                                      \
+    /* streams, captures, events */                                                                                    \
+    HOOK(cuStreamCreate, 2000)                                                                                         \
+    HOOK(cuStreamCreateWithPriority, 5050)                                                                             \
+    HOOK(cuStreamDestroy_v2, 4000)                                                                                     \
+    HOOK(cuStreamBeginCapture, 10000)                                                                                  \
+    HOOK(cuStreamBeginCapture_ptsz, 10000)                                                                             \
+    HOOK(cuStreamBeginCapture_v2, 10010)                                                                               \
+    HOOK(cuStreamBeginCapture_v2_ptsz, 10010)                                                                          \
+    HOOK(cuStreamBeginCaptureToGraph, 12030)                                                                           \
+    HOOK(cuStreamBeginCaptureToGraph_ptsz, 12030)                                                                      \
+    HOOK(cuStreamEndCapture, 10000)                                                                                    \
+    HOOK(cuStreamEndCapture_ptsz, 10000)                                                                               \
+    CALL(cuStreamIsCapturing)                                                                                          \
+    CALL(cuStreamIsCapturing_ptsz)                                                                                     \
+    CALL(cuStreamWaitEvent)                                                                                            \
+    CALL(cuEventCreate)                                                                                                \
+    CALL(cuEventRecord)                                                                                                \
+    CALL(cuEventQuery)                                                                                                 \
+    CALL(cuEventSynchronize)                                                                                           \
+    CALL(cuEventDestroy_v2)                                                                                            \
+    /* contexts and devices */                                                                                         \
+    HOOK(cuCtxSynchronize, 2000)                                                                                       \
+    HOOK(cuCtxSynchronize_v2, 13000)                                                                                   \
+    HOOK(cuCtxDestroy_v2, 4000)                                                                                        \
+    HOOK(cuDevicePrimaryCtxRelease_v2, 11000)                                                                          \
+    HOOK(cuDevicePrimaryCtxReset_v2, 11000)                                                                            \
+    CALL(cuCtxGetCurrent)                                                                                              \
+    CALL(cuCtxGetDevice)                                                                                               \
+    CALL(cuCtxPushCurrent_v2)                                                                                          \
+    CALL(cuCtxPopCurrent_v2)                                                                                           \
+    CALL(cuDevicePrimaryCtxGetState)                                                                                   \
+    CALL(cuDevicePrimaryCtxRetain)                                                                                     \
+    CALL(cuDeviceTotalMem_v2)
