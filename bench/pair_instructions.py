@@ -11,6 +11,7 @@ import argparse
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -50,6 +51,8 @@ def main():
     ap.add_argument("--sim-dir", required=True, help="folder of the simulated libcuda.so.1")
     ap.add_argument("--base", help="libgpumemprof.so of the baseline commit (optional)")
     ap.add_argument("--valgrind", default=shutil.which("valgrind"))
+    ap.add_argument("--runs", type=int, default=1, help="runs per figure, the median is printed (the pool's fence "
+                    "timing makes counts vary by a few percent)")
     args = ap.parse_args()
     if not args.valgrind:
         print("SKIP: valgrind not found")
@@ -58,8 +61,10 @@ def main():
     rows = []
     with tempfile.TemporaryDirectory(prefix="gpumemprof_pair_instr_") as tmp:
         for name, extra in CONFIGS:
-            rows.append((name, [count(args, lib, extra, tmp) for _, lib in libs]))
-    print("instructions per cuMemAlloc_v2+cuMemFree_v2 pair, pool hit, simulated device (callgrind, %d pairs)" % PAIRS)
+            rows.append((name, [statistics.median(count(args, lib, extra, tmp) for _ in range(max(1, args.runs)))
+                                for _, lib in libs]))
+    print("instructions per cuMemAlloc_v2+cuMemFree_v2 pair, pool hit, simulated device (callgrind, %d pairs, "
+          "median of %d)" % (PAIRS, max(1, args.runs)))
     print("  %-44s %12s" % ("", "this build") + ("%12s %8s" % ("base", "ratio") if args.base else ""))
     for name, v in rows:
         line = "  %-44s %12.1f" % (name, v[0])
