@@ -14,14 +14,14 @@
 namespace gpumemprof::core {
 namespace {
 
-thread_local stacks::StackId t_request_stack = 0;
+// initial-exec: a plain %fs-relative access (the library is preloaded, so its TLS is static),
+// where the default model calls __tls_get_addr at each use; the hot path reads it three times.
+thread_local stacks::StackId t_request_stack __attribute__((tls_model("initial-exec"))) = 0;
 
 } // namespace
 
-void emit(trace::Writer* w, trace::EventType type, int device, std::uintptr_t ptr, std::size_t size,
-          std::size_t block_size, std::uint64_t stack, std::uint64_t device_free, std::uint64_t largest_free) {
-    if (!w)
-        return;
+void emit_to(trace::Writer* w, trace::EventType type, int device, std::uintptr_t ptr, std::size_t size,
+             std::size_t block_size, std::uint64_t stack, std::uint64_t device_free, std::uint64_t largest_free) {
     trace::Event ev;
     ev.type = type;
     ev.device = static_cast<std::uint32_t>(std::max(device, 0));
@@ -37,25 +37,26 @@ void emit(trace::Writer* w, trace::EventType type, int device, std::uintptr_t pt
 stacks::StackId current_request_stack() noexcept { return t_request_stack; }
 void set_current_request_stack(stacks::StackId id) noexcept { t_request_stack = id; }
 
-void PoolEvents::remember(stats::PoolAction action, std::uint64_t addr, std::uint64_t size, std::uint64_t block_size,
-                          std::uint64_t stream, stacks::StackId site, stats::Series s, std::int64_t delta, stats::Series s2,
-                          std::int64_t delta2) noexcept {
+// Inlined into each caller, where the action, the series and the deltas' signs are constants:
+// an event then costs no call, only the ring's copy and the series' changes.
+inline __attribute__((always_inline)) void PoolEvents::remember(stats::PoolAction action, std::uint64_t addr,
+                                                                std::uint64_t size, std::uint64_t block_size,
+                                                                std::uint64_t stream, stacks::StackId site,
+                                                                stats::Series s, std::int64_t delta, stats::Series s2,
+                                                                std::int64_t delta2) noexcept {
     if (!history_)
         return;
     try {
         const std::int64_t t = now_ticks();
-        // The model's reserved bytes are read before our lock (the model has its own); only
-        // allocations and frees reach the model, so only they can change them.
+        // Only allocations and frees reach the model, so only they can change its reserved bytes.
         const bool model_changed =
             model_ && (action == stats::PoolAction::alloc || action == stats::PoolAction::free_requested);
-        const std::int64_t model_reserved = model_changed ? static_cast<std::int64_t>(model_->reserved_bytes()) : 0;
-        std::lock_guard lock(history_mutex_);
         if (delta)
             series_.add(t, s, delta);
         if (delta2)
             series_.add(t, s2, delta2);
         if (model_changed)
-            series_.set(t, stats::Series::model_reserved, model_reserved);
+            series_.set(t, stats::Series::model_reserved, static_cast<std::int64_t>(model_->reserved_bytes()));
         stats::PoolEvent e;
         e.t_ns = t;
         e.action = action;
@@ -117,28 +118,27 @@ void PoolEvents::on_segment_free(std::uintptr_t ptr, std::size_t size) {
     device_memory_released(trace::EventType::segment_free, stats::PoolAction::segment_free, ptr, size);
 }
 
-void PoolEvents::on_empty_cache(std::int64_t reserved_before) noexcept {
+void PoolEvents::on_empty_cache(const pool::DevicePool& pool, std::int64_t reserved_before) noexcept {
     if (!history_)
         return;
     try {
-        const std::int64_t model_reserved = model_ ? static_cast<std::int64_t>(model_->reserved_bytes()) : 0;
-        std::lock_guard lock(history_mutex_);
-        const std::int64_t t = now_ticks();
-        series_.mark(t, stats::MarkerKind::empty_cache, reserved_before - series_.current(stats::Series::reserved));
-        if (model_)
-            series_.set(t, stats::Series::model_reserved, model_reserved);
+        pool.with_lock([&] {
+            const std::int64_t t = now_ticks();
+            series_.mark(t, stats::MarkerKind::empty_cache, reserved_before - series_.current(stats::Series::reserved));
+            if (model_)
+                series_.set(t, stats::Series::model_reserved, static_cast<std::int64_t>(model_->reserved_bytes()));
+        });
     } catch (...) {
     }
 }
 
-void PoolEvents::history(stats::SeriesData* series, std::vector<stats::PoolEvent>* events,
+void PoolEvents::history(const pool::DevicePool& pool, stats::SeriesData* series, std::vector<stats::PoolEvent>* events,
                          std::uint64_t* overwritten) const {
-    {
-        std::lock_guard lock(history_mutex_);
+    pool.with_lock([&] {
         *series = series_.data();
         *events = ring_.events();
         *overwritten = ring_.overwritten();
-    }
+    });
     // One conversion for both (the peak marker and the event of the same moment agree).
     const auto ticks = static_cast<double>(util::CycleClock::now() - ticks0_);
     const double elapsed_ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - time0_).count();
@@ -178,7 +178,6 @@ void PoolEvents::on_oom(const pool::OomInfo& info) {
          info.device_free, info.largest_free_block);
     if (history_) {
         try {
-            std::lock_guard lock(history_mutex_);
             const std::int64_t t = now_ticks();
             series_.mark(t, stats::MarkerKind::oom, static_cast<std::int64_t>(info.requested));
             stats::PoolEvent e;

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // What the core does with the pool's events: attribute them to call stacks (stacks::Recorder),
 // keep the device's memory time series and latest events (for the HTML report and the PyTorch
-// snapshot) and append them to the GPUMEMPROF_TRACE log. Called under the pool's lock; never
-// calls back.
+// snapshot) and append them to the GPUMEMPROF_TRACE log. Called under the pool's lock, which
+// also guards the history (readers take it through DevicePool::with_lock); never calls back.
 #pragma once
 
 #include "pool/device_pool.hpp"
@@ -13,8 +13,6 @@
 #include "util/cycle_clock.hpp"
 
 #include <chrono>
-#include <mutex>
-
 #include <string>
 
 #include "trace/format.hpp"
@@ -26,10 +24,16 @@ namespace gpumemprof::core {
 /// The call stack of the request being served on this thread (set around DevicePool::malloc so
 /// that segment acquisitions and OOMs are charged to it).
 stacks::StackId current_request_stack() noexcept;
-/// Append one event to the trace, if there is one (`w` may be null).
-void emit(trace::Writer* w, trace::EventType type, int device, std::uintptr_t ptr, std::size_t size,
-          std::size_t block_size, std::uint64_t stack = 0, std::uint64_t device_free = 0,
-          std::uint64_t largest_free = 0);
+/// Append one event to the trace `w` (not null).
+void emit_to(trace::Writer* w, trace::EventType type, int device, std::uintptr_t ptr, std::size_t size,
+             std::size_t block_size, std::uint64_t stack, std::uint64_t device_free, std::uint64_t largest_free);
+/// Append one event to the trace, if there is one (`w` may be null; checked here, inline).
+inline void emit(trace::Writer* w, trace::EventType type, int device, std::uintptr_t ptr, std::size_t size,
+                 std::size_t block_size, std::uint64_t stack = 0, std::uint64_t device_free = 0,
+                 std::uint64_t largest_free = 0) {
+    if (w)
+        emit_to(w, type, device, ptr, size, block_size, stack, device_free, largest_free);
+}
 void set_current_request_stack(stacks::StackId id) noexcept;
 
 class PoolEvents final : public pool::PoolListener {
@@ -41,6 +45,7 @@ public:
                std::chrono::steady_clock::time_point start, bool history)
         : device_(device), conf_(conf), trace_(trace), model_(model), start_(start),
           ticks0_(util::CycleClock::now()), time0_(std::chrono::steady_clock::now()), history_(history),
+          series_(history ? stats::TimeSeries::kDefaultCapacity : 4),
           ring_(history ? stats::EventRing::kDefaultCapacity : 0) {}
     void on_alloc(std::uintptr_t ptr, std::size_t size, std::size_t requested, std::uintptr_t stream) override;
     void on_free_requested(std::uintptr_t ptr, std::size_t size, std::size_t requested) override;
@@ -50,23 +55,26 @@ public:
     void on_segment_map(std::uintptr_t ptr, std::size_t size) override;
     void on_segment_unmap(std::uintptr_t ptr, std::size_t size) override;
     void on_oom(const pool::OomInfo& info) override;
-    /// empty_cache released `bytes` (called outside the pool's lock).
-    void on_empty_cache(std::int64_t reserved_before) noexcept;
+    /// empty_cache on `pool` (this listener's pool) released reserved bytes down from
+    /// `reserved_before`. Called outside the pool's lock: takes it.
+    void on_empty_cache(const pool::DevicePool& pool, std::int64_t reserved_before) noexcept;
 
-    /// Copies for the reports (any thread), times in nanoseconds since `start`.
-    void history(stats::SeriesData* series, std::vector<stats::PoolEvent>* events, std::uint64_t* overwritten) const;
+    /// Copies for the reports (any thread; takes the lock of `pool`, this listener's pool), times
+    /// in nanoseconds since `start`.
+    void history(const pool::DevicePool& pool, stats::SeriesData* series, std::vector<stats::PoolEvent>* events,
+                 std::uint64_t* overwritten) const;
 
 private:
     /// Event times are CPU time-stamp-counter ticks since construction (a few ns to read, where
     /// the steady clock costs about 20): converted to nanoseconds when copied out.
     std::int64_t now_ticks() const { return static_cast<std::int64_t>(util::CycleClock::now() - ticks0_); }
-    /// One pool event: series change(s) and the ring, under history_mutex_.
+    /// One pool event: series change(s) and the ring (only with history_ on).
     /// A segment allocated or pages mapped (charged to the requesting stack), or given back.
     void device_memory_acquired(trace::EventType type, stats::PoolAction action, std::uintptr_t ptr, std::size_t size);
     void device_memory_released(trace::EventType type, stats::PoolAction action, std::uintptr_t ptr, std::size_t size);
     void remember(stats::PoolAction action, std::uint64_t addr, std::uint64_t size, std::uint64_t block_size,
-                  std::uint64_t stream, stacks::StackId site, stats::Series s, std::int64_t delta, stats::Series s2 = stats::Series::allocated,
-                  std::int64_t delta2 = 0) noexcept;
+                  std::uint64_t stream, stacks::StackId site, stats::Series s, std::int64_t delta,
+                  stats::Series s2 = stats::Series::allocated, std::int64_t delta2 = 0) noexcept;
 
     int device_;
     const pool::AllocConf& conf_;
@@ -76,7 +84,7 @@ private:
     std::uint64_t ticks0_;
     std::chrono::steady_clock::time_point time0_;
     bool history_;
-    mutable std::mutex history_mutex_; ///< guards series_ and ring_ (never held while calling out)
+    // The history: changed only under the pool's lock, read under it (DevicePool::with_lock).
     stats::TimeSeries series_;
     stats::EventRing ring_;
 };

@@ -566,7 +566,7 @@ void Profiler::empty_cache() noexcept {
         s->pool->empty_cache();
         if (s->model)
             s->model->empty_cache();
-        s->events->on_empty_cache(reserved); // after the model's: its reserved bytes drop too
+        s->events->on_empty_cache(*s->pool, reserved); // after the model's: its reserved bytes drop too
         return false;
     });
 }
@@ -689,7 +689,7 @@ report::DeviceSummary Profiler::device_summary(const PoolSlot& s, const std::map
     d.history.segments_known = true;
     // Right after the segments (the viewer replays the trace backwards from them; an allocation
     // made by another thread in between would appear in the events only).
-    s.events->history(&d.history.series, &d.history.events, &d.history.events_overwritten);
+    s.events->history(*s.pool, &d.history.series, &d.history.events, &d.history.events_overwritten);
     return d;
 }
 

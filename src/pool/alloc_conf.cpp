@@ -157,6 +157,105 @@ constexpr IgnoredKey kIgnored[] = {
     {"pinned_reserve_segment_size_mb", "0"},
 };
 
+/// One entry's value tokens (after "key:"), and the text a warning about it quotes.
+struct Value {
+    std::vector<std::string_view> tokens;
+    std::string text;
+    bool single; ///< one token, not a list
+};
+
+/// The next entry from tokens[*i]: key ':' value, where value is one token or a bracketed list;
+/// it ends at the next ',' outside brackets, so one malformed entry never swallows the following
+/// ones. *i moves past that ','.
+std::vector<std::string_view> next_entry(const std::vector<std::string_view>& tokens, std::size_t* i) {
+    std::size_t j = *i;
+    int depth = 0;
+    while (j < tokens.size() && !(depth == 0 && tokens[j] == ",")) {
+        if (tokens[j] == "[")
+            ++depth;
+        else if (tokens[j] == "]" && depth > 0)
+            --depth;
+        ++j;
+    }
+    std::vector<std::string_view> entry(tokens.begin() + static_cast<std::ptrdiff_t>(*i),
+                                        tokens.begin() + static_cast<std::ptrdiff_t>(j));
+    *i = j + 1;
+    return entry;
+}
+
+// The value parsers: an error text (what the warning says in brackets), empty on success; `out`
+// is written only on success, so the key keeps its default otherwise.
+
+/// max_split_size_mb, max_non_split_rounding_mb: whole MB, at least 20; in bytes, saturated like
+/// PyTorch's std::min(val, SIZE_MAX / MB).
+std::string parse_mb(const Value& v, std::size_t* bytes) {
+    std::size_t mb = 0;
+    if (!v.single || !parse_size(v.tokens[0], &mb))
+        return "expected a whole number of MB";
+    if (mb < kMaxSplitSizeMinMb)
+        return "must be >= 20";
+    *bytes = mb > SIZE_MAX / kMiB ? SIZE_MAX : mb * kMiB;
+    return {};
+}
+
+/// A fraction in (0, 1), or in (0, 1] when `one_allowed`.
+std::string parse_fraction(const Value& v, bool one_allowed, double* out) {
+    double f = 0;
+    if (!v.single || !parse_double(v.tokens[0], &f))
+        return "expected a number";
+    if (!(f > 0.0 && (one_allowed ? f <= 1.0 : f < 1.0)))
+        return one_allowed ? "must be > 0 and <= 1" : "must be > 0 and < 1";
+    *out = f;
+    return {};
+}
+
+/// PyTorch accepts exactly "True" or "False".
+std::string parse_bool(const Value& v, bool* out) {
+    if (v.single && (v.tokens[0] == "True" || v.tokens[0] == "False")) {
+        *out = v.tokens[0] == "True";
+        return {};
+    }
+    return "expected True or False";
+}
+
+/// Sets what `key` names from `v`. False when `key` is not one of the settings this pool uses.
+bool set_key(AllocConf& conf, std::string_view key, const Value& v, std::string* why) {
+    if (key == "max_split_size_mb")
+        *why = parse_mb(v, &conf.max_split_size);
+    else if (key == "max_non_split_rounding_mb")
+        *why = parse_mb(v, &conf.max_non_split_rounding_size);
+    else if (key == "garbage_collection_threshold")
+        *why = parse_fraction(v, false, &conf.garbage_collection_threshold);
+    else if (key == "per_process_memory_fraction")
+        *why = parse_fraction(v, true, &conf.per_process_memory_fraction);
+    else if (key == "expandable_segments")
+        *why = parse_bool(v, &conf.expandable_segments);
+    else if (key == "roundup_power2_divisions")
+        *why = parse_divisions(v.tokens, &conf.roundup_power2_divisions);
+    else
+        return false;
+    return true;
+}
+
+/// A key this pool does not use: accepted but ignored (kIgnored, pinned_*), warned about unless
+/// its value is the default, or unrecognized.
+void other_key(std::string_view key, const std::string& vtext, std::vector<std::string>* warnings) {
+    bool known = false;
+    for (const auto& ig : kIgnored) {
+        if (key != ig.key)
+            continue;
+        known = true;
+        if (vtext != ig.default_value)
+            warn(warnings, std::string(key) + ":" + vtext + " is accepted but ignored by gpumemprof's pool");
+    }
+    if (!known && key.substr(0, 7) == "pinned_") {
+        known = true;
+        warn(warnings, std::string(key) + ":" + vtext + " is accepted but ignored by gpumemprof's pool");
+    }
+    if (!known)
+        warn(warnings, "unrecognized key '" + std::string(key) + "' (value '" + vtext + "'); ignored");
+}
+
 } // namespace
 
 AllocConf parse_alloc_conf(std::string_view text, std::vector<std::string>* warnings) {
@@ -165,20 +264,7 @@ AllocConf parse_alloc_conf(std::string_view text, std::vector<std::string>* warn
     const auto tokens = tokenize(text);
     std::size_t i = 0;
     while (i < tokens.size()) {
-        // One entry: key ':' value, where value is one token or a bracketed list; it ends at the
-        // next ',' outside brackets, so one malformed entry never swallows the following ones.
-        std::size_t j = i;
-        int depth = 0;
-        while (j < tokens.size() && !(depth == 0 && tokens[j] == ",")) {
-            if (tokens[j] == "[")
-                ++depth;
-            else if (tokens[j] == "]" && depth > 0)
-                --depth;
-            ++j;
-        }
-        std::vector<std::string_view> entry(tokens.begin() + static_cast<std::ptrdiff_t>(i),
-                                            tokens.begin() + static_cast<std::ptrdiff_t>(j));
-        i = j + 1;
+        const std::vector<std::string_view> entry = next_entry(tokens, &i);
         if (entry.empty())
             continue; // ",," or a trailing ','
         const std::string_view key = entry[0];
@@ -186,76 +272,15 @@ AllocConf parse_alloc_conf(std::string_view text, std::vector<std::string>* warn
             warn(warnings, "malformed entry '" + join(entry) + "' (expected key:value); ignored");
             continue;
         }
-        std::vector<std::string_view> value(entry.begin() + 2, entry.end());
-        const std::string vtext = join(value);
-        const bool single = value.size() == 1 && !is_separator(value[0]);
-        auto bad = [&](std::string_view why) {
-            warn(warnings, "invalid value '" + vtext + "' for " + std::string(key) + " (" +
-                               std::string(why) + "); using the default");
-        };
-
-        if (key == "max_split_size_mb") {
-            std::size_t mb = 0;
-            if (!single || !parse_size(value[0], &mb))
-                bad("expected a whole number of MB");
-            else if (mb < kMaxSplitSizeMinMb)
-                bad("must be >= 20");
-            else // saturate like PyTorch's std::min(val, SIZE_MAX / MB)
-                conf.max_split_size = mb > SIZE_MAX / kMiB ? SIZE_MAX : mb * kMiB;
-        } else if (key == "max_non_split_rounding_mb") {
-            std::size_t mb = 0;
-            if (!single || !parse_size(value[0], &mb))
-                bad("expected a whole number of MB");
-            else if (mb < kMaxSplitSizeMinMb)
-                bad("must be >= 20");
-            else
-                conf.max_non_split_rounding_size = mb > SIZE_MAX / kMiB ? SIZE_MAX : mb * kMiB;
-        } else if (key == "garbage_collection_threshold") {
-            double t = 0;
-            if (!single || !parse_double(value[0], &t))
-                bad("expected a number");
-            else if (!(t > 0.0 && t < 1.0))
-                bad("must be > 0 and < 1");
-            else
-                conf.garbage_collection_threshold = t;
-        } else if (key == "per_process_memory_fraction") {
-            double f = 0;
-            if (!single || !parse_double(value[0], &f))
-                bad("expected a number");
-            else if (!(f > 0.0 && f <= 1.0))
-                bad("must be > 0 and <= 1");
-            else
-                conf.per_process_memory_fraction = f;
-        } else if (key == "expandable_segments") {
-            // PyTorch accepts exactly "True" or "False".
-            if (single && value[0] == "True")
-                conf.expandable_segments = true;
-            else if (single && value[0] == "False")
-                conf.expandable_segments = false;
-            else
-                bad("expected True or False");
-        } else if (key == "roundup_power2_divisions") {
-            std::string why = parse_divisions(value, &conf.roundup_power2_divisions);
-            if (!why.empty())
-                bad(why);
-        } else {
-            bool known = false;
-            for (const auto& ig : kIgnored) {
-                if (key != ig.key)
-                    continue;
-                known = true;
-                if (vtext != ig.default_value)
-                    warn(warnings, std::string(key) + ":" + vtext +
-                                       " is accepted but ignored by gpumemprof's pool");
-            }
-            if (!known && key.substr(0, 7) == "pinned_") {
-                known = true;
-                warn(warnings, std::string(key) + ":" + vtext + " is accepted but ignored by gpumemprof's pool");
-            }
-            if (!known)
-                warn(warnings, "unrecognized key '" + std::string(key) + "' (value '" + vtext +
-                                   "'); ignored");
-        }
+        Value value{{entry.begin() + 2, entry.end()}, {}, false};
+        value.text = join(value.tokens);
+        value.single = value.tokens.size() == 1 && !is_separator(value.tokens[0]);
+        std::string why;
+        if (!set_key(conf, key, value, &why))
+            other_key(key, value.text, warnings);
+        else if (!why.empty())
+            warn(warnings, "invalid value '" + value.text + "' for " + std::string(key) + " (" + why +
+                               "); using the default");
     }
     return conf;
 }

@@ -1505,6 +1505,11 @@ void DevicePool::drop_all() {
 #undef X
 }
 
+void DevicePool::with_lock(const std::function<void()>& fn) const {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    fn();
+}
+
 void DevicePool::lock_for_fork() { impl_->mu.lock(); }
 
 void DevicePool::unlock_after_fork() { impl_->mu.unlock(); }

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -194,6 +195,11 @@ public:
     /// The context is gone (reset/destroyed): forget every block and segment without calling
     /// the backend. Stats keep their counters; current values drop to zero.
     void drop_all();
+
+    /// Runs `fn` under the pool's lock: the listener's state, changed only in its callbacks
+    /// (which run under this lock), is read or changed from outside through here. `fn` must
+    /// not call into the pool. Exceptions from `fn` pass through (the lock is released).
+    void with_lock(const std::function<void()>& fn) const;
 
     /// Used by pthread_atfork: hold the pool's lock across fork.
     void lock_for_fork();

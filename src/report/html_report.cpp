@@ -9,6 +9,7 @@
 // Times are nanoseconds since the process started.
 #include "report/html_report.hpp"
 
+#include "report/device_json.hpp"
 #include "report/frame_filter.hpp"
 #include "report/html_template.hpp"
 #include "report/oom_advice.hpp"
@@ -101,14 +102,6 @@ void write_series(util::JsonWriter& w, const stats::SeriesData& s) {
     w.field("markers_dropped", s.markers_dropped);
 }
 
-void write_reserved_peak(util::JsonWriter& w, const pool::ReservedPeak& p) {
-    w.key("at_reserved_peak").begin_object();
-    w.field("reserved", p.reserved);
-    w.field("allocated", p.allocated);
-    w.field("inactive_split_bytes", p.inactive_split_bytes);
-    w.end_object();
-}
-
 /// StackId -> index of the merged site (+1; 0: no site).
 std::unordered_map<stacks::StackId, std::size_t> site_numbers(const StackReport& r) {
     std::unordered_map<stacks::StackId, std::size_t> out;
@@ -129,13 +122,8 @@ void write_device(util::JsonWriter& w, const DeviceSummary& d, std::size_t conte
     w.field("capacity", static_cast<std::uint64_t>(d.total_capacity));
     w.key("memory_stats").raw(stats::to_json(d.stats));
     write_reserved_peak(w, d.at_reserved_peak);
-    if (d.has_model) {
-        w.key("model").begin_object();
-        w.key("memory_stats").raw(stats::to_json(d.model));
-        w.field("unserved", d.model_unserved);
-        write_reserved_peak(w, d.model_at_reserved_peak);
-        w.end_object();
-    }
+    if (d.has_model)
+        write_model(w, "model", d);
     write_series(w, d.history.series);
     // The latest events (the live-at-a-time view replays them backwards from live_end).
     const auto& ev = d.history.events;

@@ -2,6 +2,7 @@
 // The exit JSON (see json_report.hpp and docs/outputs.md).
 #include "report/json_report.hpp"
 
+#include "report/device_json.hpp"
 #include "report/json_sections.hpp"
 #include "util/json_writer.hpp"
 
@@ -16,15 +17,6 @@ void write_counters(util::JsonWriter& w, const PassthroughCounters& k) {
     w.field("current_bytes", k.current_bytes);
     w.field("peak_bytes", k.peak_bytes);
     w.field("total_bytes", k.total_bytes);
-    w.end_object();
-}
-
-/// "at_reserved_peak": the pool at the moment its reserved bytes peaked (pool::ReservedPeak).
-void write_reserved_peak(util::JsonWriter& w, const pool::ReservedPeak& p) {
-    w.key("at_reserved_peak").begin_object();
-    w.field("reserved", p.reserved);
-    w.field("allocated", p.allocated);
-    w.field("inactive_split_bytes", p.inactive_split_bytes);
     w.end_object();
 }
 
@@ -74,15 +66,8 @@ void write_pool_device(util::JsonWriter& w, const DeviceSummary& d) {
     w.field("blocks_total", d.pending.blocks.allocated);
     w.end_object();
     write_reserved_peak(w, d.at_reserved_peak);
-    if (d.has_model) {
-        // The same 122 keys as PyTorch's caching allocator would report them for the requests
-        // our pool served (pool::PoolModel).
-        w.key("pytorch_model").begin_object();
-        w.key("memory_stats").raw(stats::to_json(d.model));
-        w.field("unserved", d.model_unserved);
-        write_reserved_peak(w, d.model_at_reserved_peak);
-        w.end_object();
-    }
+    if (d.has_model) // the same 122 keys as PyTorch's caching allocator would report them
+        write_model(w, "pytorch_model", d);
     write_passthrough(w, d.passthrough);
     w.end_object();
 }

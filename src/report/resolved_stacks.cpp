@@ -46,10 +46,13 @@ bool interpreter_frame(const SymbolFrame& f) {
 }
 
 /// libc's and the loader's process and thread start-up, below every Python program's frames.
+/// A libc frame without a name is one too: a stripped libc (Ubuntu's) names none of its static
+/// start-up functions (`__libc_start_call_main`), which would root every tree at `libc.so.6+0x...`.
 bool startup_frame(const SymbolFrame& f) {
     const std::string& n = f.function;
     return n == "_start" || n == "__libc_start_main" || n == "__libc_start_call_main" || n == "start_thread" ||
-           n == "clone" || n == "clone3" || n == "__clone" || n == "__clone3";
+           n == "clone" || n == "clone3" || n == "__clone" || n == "__clone3" ||
+           (n.empty() && f.module.rfind("libc.so", 0) == 0);
 }
 
 /// A PyTorch autograd engine thread: backward runs there, on a thread without Python frames.

@@ -233,22 +233,45 @@ struct ProcessSymbolizer::Impl {
         dwfl_report_end(dwfl, nullptr, nullptr);
     }
 
+    /// The frames of `ip`, innermost first: its inlined calls, then the function around them.
     std::vector<SymbolFrame> lookup(std::uintptr_t ip) {
-        std::vector<SymbolFrame> out;
-        if (!enough_memory()) {
-            out.push_back(resolve_dladdr(ip));
-            return out;
+        Dwfl_Module* m = enough_memory() ? module_at(ip) : nullptr;
+        if (m == nullptr)
+            return {resolve_dladdr(ip)};
+        SymbolFrame base = elf_frame(m, ip);
+        Dwarf_Addr bias = 0;
+        Dwarf_Die* cudie = dwfl_module_addrdie(m, ip, &bias);
+        std::vector<Dwarf_Die> scopes;
+        if (cudie != nullptr)
+            scopes = scopes_at(cudie, ip - bias);
+        if (scopes.empty()) {
+            // No DWARF function covers the address (e.g. crt1.o's _start): a line-table row found
+            // for it belongs to some neighbouring code, so report no file:line at all.
+            return {base};
         }
+        SourceLine at = source_line(m, cudie, ip);
+        return frames_of_scopes(scopes, cudie, base, at);
+    }
+
+private:
+    struct SourceLine {
+        std::string file;
+        int line = 0;
+    };
+
+    /// The module holding `ip`; a module dlopen'ed after we started: read the maps again, once.
+    Dwfl_Module* module_at(std::uintptr_t ip) {
         Dwfl_Module* m = dwfl != nullptr ? dwfl_addrmodule(dwfl, ip) : nullptr;
         if (m == nullptr && !rereported) {
-            rereported = true; // a module dlopen'ed after we started: read the maps again, once
+            rereported = true;
             report();
             m = dwfl != nullptr ? dwfl_addrmodule(dwfl, ip) : nullptr;
         }
-        if (m == nullptr) {
-            out.push_back(resolve_dladdr(ip));
-            return out;
-        }
+        return m;
+    }
+
+    /// Module, offset and the ELF symbol's name: what is known without DWARF.
+    static SymbolFrame elf_frame(Dwfl_Module* m, std::uintptr_t ip) {
         SymbolFrame base;
         Dwarf_Addr start = 0;
         const char* mainfile = nullptr;
@@ -265,99 +288,83 @@ struct ProcessSymbolizer::Impl {
                 name.resize(at);
             base.function = demangle(name.c_str());
         }
+        return base;
+    }
 
-        std::string file;
-        int line = 0;
-        Dwarf_Addr bias = 0;
-        Dwarf_Die* cudie = dwfl_module_addrdie(m, ip, &bias);
-        // Only trust a line-table match when a CU covers the address: code without debug info
-        // (crt1.o's _start, hand-written assembly) otherwise picks up a neighbouring CU's last row.
-        Dwfl_Line* l = cudie != nullptr ? dwfl_module_getsrc(m, ip) : nullptr;
-        if (l != nullptr) {
-            int lineno = 0;
-            if (const char* f = dwfl_lineinfo(l, nullptr, &lineno, nullptr, nullptr, nullptr)) {
-                file = normal_path(f);
-                line = lineno;
-            }
-        }
-
-        std::vector<Dwarf_Die> scopes;
-        if (cudie != nullptr) {
-            const Dwarf_Addr addr = ip - bias;
-            auto [it, fresh] = cu_index.try_emplace(cudie->addr);
-            CuIndex& idx = it->second;
-            if (fresh) {
-                index_subprograms(cudie, idx);
-                std::sort(idx.ranges.begin(), idx.ranges.end(),
-                          [](const SubprogramRange& a, const SubprogramRange& b) { return a.low < b.low; });
-            }
-            auto r = std::upper_bound(idx.ranges.begin(), idx.ranges.end(), addr,
-                                      [](Dwarf_Addr a, const SubprogramRange& x) { return a < x.low; });
-            // Ranges rarely nest; look back a few entries for one that contains addr.
-            for (int back = 0; r != idx.ranges.begin() && back < 8; ++back) {
-                --r;
-                if (r->low <= addr && addr < r->high) {
-                    scopes_in(&r->die, addr, scopes);
-                    break;
-                }
-            }
-        }
-        if (scopes.empty()) {
-            // No DWARF function covers the address (e.g. crt1.o's _start): a line-table row found
-            // for it belongs to some neighbouring code, so report no file:line at all.
-            file.clear();
-            line = 0;
-        } else if (!file.empty() && file[0] != '/') {
+    /// The line-table row of `ip` in its CU `cudie`, the file made absolute with the CU's
+    /// compilation directory. Only asked when a DWARF function covers the address: code without
+    /// debug info (crt1.o's _start, hand-written assembly) would pick up a neighbouring CU's row.
+    static SourceLine source_line(Dwfl_Module* m, Dwarf_Die* cudie, std::uintptr_t ip) {
+        SourceLine at;
+        Dwfl_Line* l = dwfl_module_getsrc(m, ip);
+        int lineno = 0;
+        const char* f = l != nullptr ? dwfl_lineinfo(l, nullptr, &lineno, nullptr, nullptr, nullptr) : nullptr;
+        if (f == nullptr)
+            return at;
+        at.file = normal_path(f);
+        at.line = lineno;
+        if (!at.file.empty() && at.file[0] != '/') {
             // Relative names are relative to the CU's compilation directory.
             Dwarf_Attribute attr;
             if (const char* dir = dwarf_formstring(dwarf_attr(cudie, DW_AT_comp_dir, &attr)))
-                file = normal_path((std::string(dir) + "/" + file).c_str());
+                at.file = normal_path((std::string(dir) + "/" + at.file).c_str());
         }
-        const int n = static_cast<int>(scopes.size());
-        Dwarf_Files* files = nullptr;
-        std::size_t nfiles = 0;
-        bool found_subprogram = false;
-        for (int i = 0; i < n; ++i) {
-            Dwarf_Die* die = &scopes[i];
-            const int tag = dwarf_tag(die);
-            if (tag == DW_TAG_inlined_subroutine) {
-                SymbolFrame f = base;
-                f.function = die_function_name(die);
-                f.file = file;
-                f.line = line;
-                out.push_back(std::move(f));
-                // The enclosing function's location is this inline's call site.
-                Dwarf_Attribute attr;
-                Dwarf_Word v = 0;
-                line = (dwarf_formudata(dwarf_attr(die, DW_AT_call_line, &attr), &v) == 0) ? static_cast<int>(v) : 0;
-                file.clear();
-                if (dwarf_formudata(dwarf_attr(die, DW_AT_call_file, &attr), &v) == 0) {
-                    if (files == nullptr)
-                        dwarf_getsrcfiles(cudie, &files, &nfiles);
-                    if (files != nullptr && v < nfiles)
-                        file = normal_path(dwarf_filesrc(files, v, nullptr, nullptr));
-                }
-            } else if (tag == DW_TAG_subprogram) {
-                SymbolFrame f = base;
-                if (f.function.empty())
-                    f.function = die_function_name(die);
-                f.file = file;
-                f.line = line;
-                out.push_back(std::move(f));
-                found_subprogram = true;
+        return at;
+    }
+
+    /// The scopes at `addr` (CU-relative) of the subprogram that covers it, innermost first
+    /// (scopes_in); empty when none does. The CU's subprograms are indexed on first use.
+    std::vector<Dwarf_Die> scopes_at(Dwarf_Die* cudie, Dwarf_Addr addr) {
+        auto [it, fresh] = cu_index.try_emplace(cudie->addr);
+        CuIndex& idx = it->second;
+        if (fresh) {
+            index_subprograms(cudie, idx);
+            std::sort(idx.ranges.begin(), idx.ranges.end(),
+                      [](const SubprogramRange& a, const SubprogramRange& b) { return a.low < b.low; });
+        }
+        std::vector<Dwarf_Die> scopes;
+        auto r = std::upper_bound(idx.ranges.begin(), idx.ranges.end(), addr,
+                                  [](Dwarf_Addr a, const SubprogramRange& x) { return a < x.low; });
+        // Ranges rarely nest; look back a few entries for one that contains addr.
+        for (int back = 0; r != idx.ranges.begin() && back < 8; ++back) {
+            --r;
+            if (r->low <= addr && addr < r->high) {
+                scopes_in(&r->die, addr, scopes);
                 break;
             }
         }
-        if (!out.empty() && !found_subprogram) {
-            // dwarf_getscopes may list the inlined_subroutine scopes and then only the CU (seen
-            // with GCC 12 DWARF 5): the out-of-line function around them is the ELF symbol.
-            base.file = file;
-            base.line = line;
-            out.push_back(std::move(base));
-        } else if (out.empty()) {
-            base.file = file;
-            base.line = line;
-            out.push_back(std::move(base));
+        return scopes;
+    }
+
+    /// One frame a scope: each inlined subroutine at `at`, its caller at the inline's call site,
+    /// and last the subprogram (scopes_in ends with it), named after its ELF symbol if it has one.
+    static std::vector<SymbolFrame> frames_of_scopes(std::vector<Dwarf_Die>& scopes, Dwarf_Die* cudie,
+                                                     const SymbolFrame& base, SourceLine at) {
+        std::vector<SymbolFrame> out;
+        Dwarf_Files* files = nullptr;
+        std::size_t nfiles = 0;
+        for (Dwarf_Die& scope : scopes) {
+            Dwarf_Die* die = &scope;
+            SymbolFrame f = base;
+            const bool inlined = dwarf_tag(die) == DW_TAG_inlined_subroutine;
+            if (inlined || f.function.empty())
+                f.function = die_function_name(die);
+            f.file = at.file;
+            f.line = at.line;
+            out.push_back(std::move(f));
+            if (!inlined)
+                break;
+            // The enclosing function's location is this inline's call site.
+            Dwarf_Attribute attr;
+            Dwarf_Word v = 0;
+            at.line = (dwarf_formudata(dwarf_attr(die, DW_AT_call_line, &attr), &v) == 0) ? static_cast<int>(v) : 0;
+            at.file.clear();
+            if (dwarf_formudata(dwarf_attr(die, DW_AT_call_file, &attr), &v) == 0) {
+                if (files == nullptr)
+                    dwarf_getsrcfiles(cudie, &files, &nfiles);
+                if (files != nullptr && v < nfiles)
+                    at.file = normal_path(dwarf_filesrc(files, v, nullptr, nullptr));
+            }
         }
         return out;
     }

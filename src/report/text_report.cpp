@@ -101,11 +101,8 @@ void reuse_line(std::string& out, const ReportInput& in, const ResolvedReport& r
     out += "\n";
 }
 
-} // namespace
-
-std::string text_report(const ReportInput& in, const stacks::ReportData& data, const ResolvedReport& r) {
-    const FrameFilter filter(in.hide_frames ? in.hide_frames->c_str() : nullptr);
-    std::string out;
+/// Who was profiled, for how long, and the settings that shaped the run.
+void header_lines(std::string& out, const ReportInput& in) {
     out += "gpumemprof report for " + (in.exe.empty() ? std::string("?") : in.exe) + " (pid " +
            std::to_string(in.pid) + ")\n";
     char secs[64];
@@ -122,78 +119,84 @@ std::string text_report(const ReportInput& in, const stacks::ReportData& data, c
             out += " " + v;
         out += "\n";
     }
+}
 
-    reuse_line(out, in, r);
-    heading(out, "Summary");
-    out += "process-wide peak of live bytes (all devices): " + util::torch_size_exact(data.peak_bytes) + "\n";
-    out += "live at exit: " + util::torch_size_exact(data.live_bytes) + " in " + std::to_string(data.live_count) + " blocks\n";
-    // With expandable segments the device calls are page maps/unmaps, and no segment is counted.
-    std::vector<std::string> ignored;
-    const bool expandable = pool::parse_alloc_conf(in.alloc_conf, &ignored).expandable_segments;
-    for (const DeviceSummary& d : in.devices) {
-        const auto& st = d.stats;
-        const auto all = stats::kAll;
-        out += "\ndevice " + std::to_string(d.device);
-        if (d.total_capacity > 0)
-            out += " (total capacity " + util::torch_size(static_cast<std::int64_t>(d.total_capacity)) + ")";
-        out += "\n";
-        out += "  peak allocated:  " + util::torch_size_exact(st.allocated_bytes[all].peak) + "\n";
-        out += "  peak reserved:   " + util::torch_size_exact(st.reserved_bytes[all].peak) + "\n";
-        out += "  peak requested:  " + util::torch_size_exact(st.requested_bytes[all].peak) + "\n";
-        const auto dev = static_cast<std::size_t>(d.device);
-        if (d.device >= 0 && dev < data.device_live_at_peak.size())
-            out += "  live on this device at the process-wide peak: " + util::torch_size_exact(data.device_live_at_peak[dev]) +
-                   "\n";
-        fragmentation_line(out, "  ", d.at_reserved_peak);
-        out += "  now: reserved - allocated = " +
-               util::torch_size_exact(st.reserved_bytes[all].current - st.allocated_bytes[all].current) +
-               ", inactive split = " + util::torch_size_exact(st.inactive_split_bytes[all].current) + "\n";
-        out += "  allocations: " + std::to_string(st.allocation[all].allocated) + " (peak live " +
-               std::to_string(st.allocation[all].peak) + ", live now " + std::to_string(st.allocation[all].current) +
-               "), segments: " + std::to_string(st.segment[all].allocated) + "\n";
-        out += std::string(expandable ? "  page maps/unmaps (expandable segments): " : "  device alloc/free calls: ") +
-               std::to_string(st.num_device_alloc) + " / " +
-               std::to_string(st.num_device_free) + ", alloc retries: " + std::to_string(st.num_alloc_retries) +
-               ", OOMs: " + std::to_string(st.num_ooms) + ", invalid frees: " + std::to_string(d.invalid_frees) +
+/// The pool's figures of one device: peaks, fragmentation, counts. With expandable segments the
+/// device calls are page maps/unmaps.
+void device_figures(std::string& out, const DeviceSummary& d, const stacks::ReportData& data, bool expandable) {
+    const auto& st = d.stats;
+    const auto all = stats::kAll;
+    out += "\ndevice " + std::to_string(d.device);
+    if (d.total_capacity > 0)
+        out += " (total capacity " + util::torch_size(static_cast<std::int64_t>(d.total_capacity)) + ")";
+    out += "\n";
+    out += "  peak allocated:  " + util::torch_size_exact(st.allocated_bytes[all].peak) + "\n";
+    out += "  peak reserved:   " + util::torch_size_exact(st.reserved_bytes[all].peak) + "\n";
+    out += "  peak requested:  " + util::torch_size_exact(st.requested_bytes[all].peak) + "\n";
+    const auto dev = static_cast<std::size_t>(d.device);
+    if (d.device >= 0 && dev < data.device_live_at_peak.size())
+        out += "  live on this device at the process-wide peak: " + util::torch_size_exact(data.device_live_at_peak[dev]) +
                "\n";
-        if (d.pending.blocks.allocated > 0) {
-            char waited[64];
-            std::snprintf(waited, sizeof waited, "%.3f ms", static_cast<double>(d.pool_counters.wait_ns) / 1e6);
-            out += "  freed blocks waiting for the device (not allocated/active/requested): now " +
-                   util::torch_size_exact(d.pending.bytes.current) + " in " + std::to_string(d.pending.blocks.current) +
-                   " blocks, peak " + util::torch_size_exact(d.pending.bytes.peak) + " in " +
-                   std::to_string(d.pending.blocks.peak) + " blocks; waits on a miss: " +
-                   std::to_string(d.pool_counters.fence_waits) + " (" + waited + ", " +
-                   std::to_string(d.pool_counters.wait_timeouts) + " timed out)\n";
-        }
-        for (const auto& [code, count] : d.pool_counters.driver_errors)
-            out += "  driver errors: CUDA error " + std::to_string(code) + " answered " + std::to_string(count) +
-                   " device allocation or free call(s); the requests that needed them got that error\n";
-        if (d.pool_counters.host_failures > 0)
-            out += "  host memory ran out " + std::to_string(d.pool_counters.host_failures) +
-                   " time(s) for the pool's bookkeeping: those requests got out-of-memory\n";
-        if (!d.context_alive && d.context >= 0)
-            out += "  its context is gone (destroyed, reset or lost): what it held was dropped with it\n";
-        if (d.has_model) {
-            const auto& m = d.model;
-            out += "  PyTorch's caching allocator on the same requests (model; it reuses a freed block at once on\n"
-                   "  its stream, where this pool may wait until the device has passed the free):\n";
-            out += "    peak reserved:  " + util::torch_size_exact(m.reserved_bytes[all].peak) + ", peak allocated: " +
-                   util::torch_size_exact(m.allocated_bytes[all].peak) + "\n";
-            fragmentation_line(out, "    ", d.model_at_reserved_peak);
-            out += std::string(expandable ? "    page maps: " : "    cudaMalloc calls: ") +
-                   std::to_string(m.num_device_alloc) + ", segments at the peak: " +
-                   std::to_string(m.segment[all].peak) + ", OOMs: " + std::to_string(m.num_ooms) +
-                   (d.model_unserved > 0 ? ", requests it could not serve: " + std::to_string(d.model_unserved)
-                                         : std::string()) +
-                   "\n";
-        }
+    fragmentation_line(out, "  ", d.at_reserved_peak);
+    out += "  now: reserved - allocated = " +
+           util::torch_size_exact(st.reserved_bytes[all].current - st.allocated_bytes[all].current) +
+           ", inactive split = " + util::torch_size_exact(st.inactive_split_bytes[all].current) + "\n";
+    out += "  allocations: " + std::to_string(st.allocation[all].allocated) + " (peak live " +
+           std::to_string(st.allocation[all].peak) + ", live now " + std::to_string(st.allocation[all].current) +
+           "), segments: " + std::to_string(st.segment[all].allocated) + "\n";
+    out += std::string(expandable ? "  page maps/unmaps (expandable segments): " : "  device alloc/free calls: ") +
+           std::to_string(st.num_device_alloc) + " / " +
+           std::to_string(st.num_device_free) + ", alloc retries: " + std::to_string(st.num_alloc_retries) +
+           ", OOMs: " + std::to_string(st.num_ooms) + ", invalid frees: " + std::to_string(d.invalid_frees) +
+           "\n";
+}
+
+/// What the pool waited for and what went wrong under it on one device (lines only when any).
+void device_troubles(std::string& out, const DeviceSummary& d) {
+    if (d.pending.blocks.allocated > 0) {
+        char waited[64];
+        std::snprintf(waited, sizeof waited, "%.3f ms", static_cast<double>(d.pool_counters.wait_ns) / 1e6);
+        out += "  freed blocks waiting for the device (not allocated/active/requested): now " +
+               util::torch_size_exact(d.pending.bytes.current) + " in " + std::to_string(d.pending.blocks.current) +
+               " blocks, peak " + util::torch_size_exact(d.pending.bytes.peak) + " in " +
+               std::to_string(d.pending.blocks.peak) + " blocks; waits on a miss: " +
+               std::to_string(d.pool_counters.fence_waits) + " (" + waited + ", " +
+               std::to_string(d.pool_counters.wait_timeouts) + " timed out)\n";
     }
-    out += "\nunique call sites: " + std::to_string(r.sites.size()) + ", OOMs recorded: " +
-           std::to_string(data.ooms.size()) + "\n";
-    if (const stacks::CaptureStats& c = data.capture; c.captures > 0) {
+    for (const auto& [code, count] : d.pool_counters.driver_errors)
+        out += "  driver errors: CUDA error " + std::to_string(code) + " answered " + std::to_string(count) +
+               " device allocation or free call(s); the requests that needed them got that error\n";
+    if (d.pool_counters.host_failures > 0)
+        out += "  host memory ran out " + std::to_string(d.pool_counters.host_failures) +
+               " time(s) for the pool's bookkeeping: those requests got out-of-memory\n";
+    if (!d.context_alive && d.context >= 0)
+        out += "  its context is gone (destroyed, reset or lost): what it held was dropped with it\n";
+}
+
+/// PyTorch's allocator on the same requests (pool::PoolModel), when it ran.
+void device_model(std::string& out, const DeviceSummary& d, bool expandable) {
+    if (!d.has_model)
+        return;
+    const auto& m = d.model;
+    const auto all = stats::kAll;
+    out += "  PyTorch's caching allocator on the same requests (model; it reuses a freed block at once on\n"
+           "  its stream, where this pool may wait until the device has passed the free):\n";
+    out += "    peak reserved:  " + util::torch_size_exact(m.reserved_bytes[all].peak) + ", peak allocated: " +
+           util::torch_size_exact(m.allocated_bytes[all].peak) + "\n";
+    fragmentation_line(out, "    ", d.model_at_reserved_peak);
+    out += std::string(expandable ? "    page maps: " : "    cudaMalloc calls: ") +
+           std::to_string(m.num_device_alloc) + ", segments at the peak: " +
+           std::to_string(m.segment[all].peak) + ", OOMs: " + std::to_string(m.num_ooms) +
+           (d.model_unserved > 0 ? ", requests it could not serve: " + std::to_string(d.model_unserved)
+                                 : std::string()) +
+           "\n";
+}
+
+/// What capturing the stacks cost, and the allocations kept without one.
+void capture_lines(std::string& out, const stacks::CaptureStats& c) {
+    char line[256];
+    if (c.captures > 0) {
         const double n = static_cast<double>(c.captures);
-        char line[256];
         std::snprintf(line, sizeof line,
                       "stack capture cost: %llu stacks, %.1f frames and %.2f us each on average (unwind %.2f us, "
                       "intern %.2f us; %.0f%% from the per-thread cache), %.3f s in all\n",
@@ -210,15 +213,34 @@ std::string text_report(const ReportInput& in, const stacks::ReportData& data, c
             out += line;
         }
     }
-    if (const stacks::CaptureStats& c = data.capture; c.small_stack_skips > 0) {
-        char line[256];
+    if (c.small_stack_skips > 0) {
         std::snprintf(line, sizeof line,
                       "%llu allocations kept without a stack: made on a small stack, a coroutine or a signal stack "
                       "(under 32 KiB left to unwind)\n",
                       static_cast<unsigned long long>(c.small_stack_skips));
         out += line;
     }
+}
 
+/// "Summary": process-wide figures, each device's, the call-site count and the capture cost.
+void summary_section(std::string& out, const ReportInput& in, const stacks::ReportData& data, const ResolvedReport& r) {
+    heading(out, "Summary");
+    out += "process-wide peak of live bytes (all devices): " + util::torch_size_exact(data.peak_bytes) + "\n";
+    out += "live at exit: " + util::torch_size_exact(data.live_bytes) + " in " + std::to_string(data.live_count) + " blocks\n";
+    std::vector<std::string> ignored;
+    const bool expandable = pool::parse_alloc_conf(in.alloc_conf, &ignored).expandable_segments;
+    for (const DeviceSummary& d : in.devices) {
+        device_figures(out, d, data, expandable);
+        device_troubles(out, d);
+        device_model(out, d, expandable);
+    }
+    out += "\nunique call sites: " + std::to_string(r.sites.size()) + ", OOMs recorded: " +
+           std::to_string(data.ooms.size()) + "\n";
+    capture_lines(out, data.capture);
+}
+
+/// The two rankings of call sites and the two line profiles.
+void site_sections(std::string& out, const ReportInput& in, const ResolvedReport& r, const FrameFilter& filter) {
     heading(out, "Top call sites by bytes live at the peak");
     top_sites(out, r, in.top_n,
               [](const ResolvedSite& s) { return std::make_pair(s.counters.peak_live_bytes, s.counters.peak_live_count); },
@@ -236,14 +258,18 @@ std::string text_report(const ReportInput& in, const stacks::ReportData& data, c
     out += "live_bytes: bytes under the frame live when the process-wide total peaked;\n"
            "acquired_bytes: device memory obtained for requests under the frame up to that moment.\n";
     out += line_profile_tree(r, TreeView::at_peak);
+}
 
+void leak_section(std::string& out, const ResolvedReport& r, const FrameFilter& filter) {
     heading(out, "Leaks at exit (live blocks grouped by call site)");
     top_sites(out, r, 1 << 30,
               [](const ResolvedSite& s) { return std::make_pair(s.counters.live_bytes, s.counters.live_count); },
               "leaked", filter);
     out += "Blocks live when this report was written; at exit, after the program's exit handlers and the global\n"
            "and ELF destructors of the program and its libraries (frees made there are seen).\n";
+}
 
+void oom_section(std::string& out, const ResolvedReport& r, const FrameFilter& filter) {
     heading(out, "Out-of-memory events");
     if (r.ooms.empty())
         out += "(none)\n";
@@ -257,6 +283,19 @@ std::string text_report(const ReportInput& in, const stacks::ReportData& data, c
         stack_lines(out, o.frames, 32, "    ", filter);
         out += "  suggestion: " + o.suggestion + "\n";
     }
+}
+
+} // namespace
+
+std::string text_report(const ReportInput& in, const stacks::ReportData& data, const ResolvedReport& r) {
+    const FrameFilter filter(in.hide_frames ? in.hide_frames->c_str() : nullptr);
+    std::string out;
+    header_lines(out, in);
+    reuse_line(out, in, r);
+    summary_section(out, in, data, r);
+    site_sections(out, in, r, filter);
+    leak_section(out, r, filter);
+    oom_section(out, r, filter);
     return out;
 }
 

@@ -2,12 +2,15 @@
 // The latest pool events of one device, in the order they happened: what PyTorch's snapshot
 // calls the device trace (alloc, free_requested, free_completed, segment_alloc, segment_free,
 // oom), each with its time and call site. Bounded: once full, each new event overwrites the
-// oldest (PyTorch's max_entries rule), and the number overwritten is counted. Not thread-safe
-// (the owner serialises; the pool's listener runs under its lock).
+// oldest (PyTorch's max_entries rule), and the number overwritten is counted. Storage sized once, at
+// construction. Not thread-safe (the owner serialises; the pool's listener runs under its lock).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <type_traits>
 #include <vector>
 
 namespace gpumemprof::stats {
@@ -30,39 +33,49 @@ struct PoolEvent {
     PoolAction action = PoolAction::alloc;
 };
 
+static_assert(std::is_trivially_copyable_v<PoolEvent> && std::is_trivially_destructible_v<PoolEvent>);
+
 class EventRing {
 public:
     static constexpr std::size_t kDefaultCapacity = 65536; ///< 65536 x 48 B = 3 MiB at most
 
-    explicit EventRing(std::size_t capacity = kDefaultCapacity) : capacity_(capacity) {}
+    /// The storage is obtained once, here, zeroed by the system and untouched (pages become
+    /// resident as events fill them); if it cannot be had, the ring keeps nothing.
+    explicit EventRing(std::size_t capacity = kDefaultCapacity)
+        : slots_(capacity ? static_cast<PoolEvent*>(std::calloc(capacity, sizeof(PoolEvent))) : nullptr),
+          capacity_(slots_ ? capacity : 0) {}
 
-    void push(const PoolEvent& e) {
+    /// A fixed-size copy into the next slot: no allocation, no division.
+    void push(const PoolEvent& e) noexcept {
         if (capacity_ == 0)
             return;
-        if (events_.size() < capacity_) {
-            events_.push_back(e);
-            return;
-        }
-        events_[head_] = e;
-        head_ = head_ + 1 == capacity_ ? 0 : head_ + 1; // no division on the hot path
-        ++overwritten_;
+        slots_[next_] = e;
+        ++pushed_;
+        if (++next_ == capacity_)
+            next_ = 0;
     }
     /// Oldest first.
     std::vector<PoolEvent> events() const {
+        if (pushed_ <= capacity_)
+            return std::vector<PoolEvent>(slots_.get(), slots_.get() + pushed_);
         std::vector<PoolEvent> out;
-        out.reserve(events_.size());
-        out.insert(out.end(), events_.begin() + static_cast<std::ptrdiff_t>(head_), events_.end());
-        out.insert(out.end(), events_.begin(), events_.begin() + static_cast<std::ptrdiff_t>(head_));
+        out.reserve(capacity_);
+        out.insert(out.end(), slots_.get() + next_, slots_.get() + capacity_);
+        out.insert(out.end(), slots_.get(), slots_.get() + next_);
         return out;
     }
-    std::uint64_t overwritten() const { return overwritten_; }
+    std::uint64_t overwritten() const { return pushed_ > capacity_ ? pushed_ - capacity_ : 0; }
     std::size_t capacity() const { return capacity_; }
 
 private:
+    struct Free {
+        void operator()(PoolEvent* p) const noexcept { std::free(p); }
+    };
+    // PoolEvent is an implicit-lifetime aggregate: calloc's zeroed bytes are valid events.
+    std::unique_ptr<PoolEvent[], Free> slots_;
     std::size_t capacity_;
-    std::vector<PoolEvent> events_;
-    std::size_t head_ = 0; ///< index of the oldest event once full
-    std::uint64_t overwritten_ = 0;
+    std::size_t next_ = 0;      ///< the slot the next event goes to (the oldest once full)
+    std::uint64_t pushed_ = 0;  ///< events pushed in all
 };
 
 } // namespace gpumemprof::stats

@@ -5,18 +5,19 @@
 
 namespace gpumemprof::stats {
 
-TimeSeries::TimeSeries(std::size_t capacity) : capacity_(std::max<std::size_t>(4, (capacity + 1) & ~std::size_t{1})) {}
-
-void TimeSeries::add(std::int64_t t_ns, Series s, std::int64_t delta) {
-    current_[static_cast<int>(s)] += delta;
-    record(t_ns);
+TimeSeries::TimeSeries(std::size_t capacity) : capacity_(std::max<std::size_t>(4, (capacity + 1) & ~std::size_t{1})) {
+    // Sized once: a change never allocates (the pages become resident as buckets fill them).
+    try {
+        buckets_.reserve(capacity_);
+    } catch (...) {
+    }
 }
 
 void TimeSeries::set(std::int64_t t_ns, Series s, std::int64_t value) {
     if (current_[static_cast<int>(s)] == value)
         return;
     current_[static_cast<int>(s)] = value;
-    record(t_ns);
+    record(t_ns, static_cast<int>(s));
 }
 
 void TimeSeries::mark(std::int64_t t_ns, MarkerKind kind, std::int64_t bytes) {
@@ -27,31 +28,7 @@ void TimeSeries::mark(std::int64_t t_ns, MarkerKind kind, std::int64_t bytes) {
     markers_.push_back({kind, std::max(t_ns, last_t_ns_), bytes});
 }
 
-void TimeSeries::record(std::int64_t t_ns) {
-    t_ns = std::max(t_ns, last_t_ns_);
-    last_t_ns_ = t_ns;
-    ++changes_;
-    const std::int64_t alloc = current_[static_cast<int>(Series::allocated)];
-    if (alloc > peak_allocated_) {
-        peak_allocated_ = alloc;
-        peak_allocated_t_ns_ = t_ns;
-    }
-    const std::int64_t reserved = current_[static_cast<int>(Series::reserved)];
-    if (reserved > peak_reserved_) {
-        peak_reserved_ = reserved;
-        peak_reserved_t_ns_ = t_ns;
-    }
-    if (!buckets_.empty() && (t_ns == buckets_.back().t0_ns || t_ns - buckets_.back().t0_ns < bucket_ns_)) {
-        // Same instant, or inside the current bucket's width: widen the last bucket.
-        SeriesBucket& b = buckets_.back();
-        b.t1_ns = t_ns;
-        for (int i = 0; i < kSeriesCount; ++i) {
-            b.min[i] = std::min(b.min[i], current_[i]);
-            b.max[i] = std::max(b.max[i], current_[i]);
-        }
-        b.last = current_;
-        return;
-    }
+void TimeSeries::open_bucket(std::int64_t t_ns) {
     SeriesBucket b;
     b.t0_ns = b.t1_ns = t_ns;
     b.min = b.max = b.last = current_;

@@ -9,6 +9,7 @@
 // markers. Not thread-safe (the owner serialises; the pool's listener runs under its lock).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -59,8 +60,12 @@ public:
     explicit TimeSeries(std::size_t capacity = kDefaultCapacity);
 
     /// Series `s` changed by `delta` at `t_ns` (nanoseconds since the process started;
-    /// non-decreasing across calls: an earlier time is treated as the latest one).
-    void add(std::int64_t t_ns, Series s, std::int64_t delta);
+    /// non-decreasing across calls: an earlier time is treated as the latest one). Inline: the
+    /// pool's listener calls it on every allocation and free.
+    void add(std::int64_t t_ns, Series s, std::int64_t delta) {
+        current_[static_cast<int>(s)] += delta;
+        record(t_ns, static_cast<int>(s));
+    }
     /// Series `s` is now `value`.
     void set(std::int64_t t_ns, Series s, std::int64_t value);
     void mark(std::int64_t t_ns, MarkerKind kind, std::int64_t bytes);
@@ -71,7 +76,37 @@ public:
     SeriesData data() const;
 
 private:
-    void record(std::int64_t t_ns);
+    /// Series `s` changed (current_ holds its new value).
+    void record(std::int64_t t_ns, int s) {
+        t_ns = std::max(t_ns, last_t_ns_);
+        last_t_ns_ = t_ns;
+        ++changes_;
+        const std::int64_t v = current_[s];
+        // Only series s changed, so only its peak can have moved.
+        if (s == static_cast<int>(Series::allocated) && v > peak_allocated_) {
+            peak_allocated_ = v;
+            peak_allocated_t_ns_ = t_ns;
+        } else if (s == static_cast<int>(Series::reserved) && v > peak_reserved_) {
+            peak_reserved_ = v;
+            peak_reserved_t_ns_ = t_ns;
+        }
+        if (!buckets_.empty()) {
+            SeriesBucket& b = buckets_.back();
+            if (t_ns == b.t0_ns || t_ns - b.t0_ns < bucket_ns_) {
+                // Same instant, or inside the current bucket's width: widen the last bucket. Its
+                // `last` equals current_ but for series s (every change ends here or in a new
+                // bucket), and its min and max already hold `last`: only series s needs updating.
+                b.t1_ns = t_ns;
+                b.min[s] = std::min(b.min[s], v);
+                b.max[s] = std::max(b.max[s], v);
+                b.last[s] = v;
+                return;
+            }
+        }
+        open_bucket(t_ns);
+    }
+    /// A new bucket holding the present values from `t_ns` (merging pairs when full).
+    void open_bucket(std::int64_t t_ns);
     void compact();
 
     std::size_t capacity_;

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <chrono>
 #include <exception>
+#include <functional>
 #include <new>
 #include <cinttypes>
 #include <cstdio>
@@ -160,171 +161,198 @@ void print_device_text(const PlanDevice& pd, const DeviceResult& r) {
 
 std::string conf_or_defaults(const std::string& label) { return label.empty() ? "(PyTorch defaults)" : label; }
 
-int run_replay(const Args& a) {
-    Plan plan;
-    std::string error;
-    std::string warning;
-    if (!load_plan(a.trace, a.allow_truncated, &plan, &error, &warning)) {
-        std::fprintf(stderr, "gpumemprof replay: %s\n", error.c_str());
-        return kExitTrace;
-    }
-    if (!warning.empty()) std::fprintf(stderr, "gpumemprof replay: warning: %s\n", warning.c_str());
-
-    // Settings: --conf (must be valid), else those recorded in the trace (warnings only noted).
+/// The settings to replay with: --conf (must be valid), else those recorded in the trace
+/// (their warnings only noted). False when --conf is invalid (the warnings are printed).
+bool choose_conf(const Args& a, const Plan& plan, pool::AllocConf* conf) {
     std::vector<std::string> warnings;
-    const std::string conf_text = a.have_conf ? a.conf : plan.header.alloc_conf;
-    pool::AllocConf conf = pool::parse_alloc_conf(conf_text, &warnings);
-    if (!warnings.empty()) {
-        for (const auto& w : warnings)
-            std::fprintf(stderr, "gpumemprof replay: %s%s\n", a.have_conf ? "--conf: " : "recorded settings: ",
-                         w.c_str());
-        if (a.have_conf) return kExitUsage;
-    }
-    const bool capacity_known = a.capacity != 0 || [&] {
-        for (const auto& d : plan.devices)
-            if (d.recorded_capacity) return true;
-        return false;
-    }();
+    *conf = pool::parse_alloc_conf(a.have_conf ? a.conf : plan.header.alloc_conf, &warnings);
+    for (const auto& w : warnings)
+        std::fprintf(stderr, "gpumemprof replay: %s%s\n", a.have_conf ? "--conf: " : "recorded settings: ", w.c_str());
+    return warnings.empty() || !a.have_conf;
+}
 
-    if (a.sweep) {
-        std::vector<SweepEntry> grid = sweep_grid(plan, capacity_known, plan.header.alloc_conf);
-        const bool tty = ::isatty(2) != 0;
-        const auto t0 = std::chrono::steady_clock::now();
-        bool printed = false;
-        auto progress = [&](std::size_t done, std::size_t total) {
-            const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            if (el < 1.0) return;
-            const double left = done ? el / static_cast<double>(done) * static_cast<double>(total - done) : 0;
-            std::fprintf(stderr, "%ssweep: %zu/%zu settings replayed, %.1f s elapsed, ~%.0f s left%s",
-                         tty ? "\r" : "", done, total, el, left, tty ? "   " : "\n");
-            std::fflush(stderr);
-            printed = true;
-        };
-        run_sweep(plan, grid, a.capacity, a.jobs, progress, tty ? 0.25 : 10.0);
-        if (printed && tty) std::fputc('\n', stderr);
-        // The no-cache reference, outside the ranking (it always reserves least and calls most).
-        ReplayOptions nc;
-        nc.mode = pool::Mode::passthrough;
-        nc.capacity = a.capacity;
-        const Totals nocache = totals(replay(plan, nc));
-        rank(grid);
-        Totals defaults;
-        for (const auto& e : grid)
-            if (e.label.empty()) defaults = e.totals;
-        const SweepEntry& best = grid.front();
-        if (a.json) {
-            util::JsonWriter w;
-            w.begin_object();
-            w.field("trace", a.trace);
-            w.field("events", plan.events);
-            w.field("settings_tried", static_cast<std::uint64_t>(grid.size()));
-            w.key("results").begin_array();
-            for (std::size_t i = 0; i < grid.size(); ++i) {
-                const auto& e = grid[i];
-                w.begin_object();
-                w.field("rank", static_cast<std::uint64_t>(i + 1));
-                w.field("conf", e.label);
-                w.field("recorded", e.recorded);
-                w.field("reserved_bytes_peak", e.totals.reserved_peak);
-                w.field("allocated_bytes_peak", e.totals.allocated_peak);
-                w.field("requested_bytes_peak", e.totals.requested_peak);
-                w.field("inactive_split_bytes_peak", e.totals.inactive_split_bytes_peak);
-                w.field("num_ooms", e.totals.ooms);
-                w.field("num_device_alloc", e.totals.device_allocs);
-                w.field("num_device_free", e.totals.device_frees);
-                w.field("num_alloc_retries", e.totals.retries);
-                w.end_object();
-            }
-            w.end_array();
-            w.key("no_cache").begin_object();
-            w.field("reserved_bytes_peak", nocache.reserved_peak);
-            w.field("num_device_alloc", nocache.device_allocs);
-            w.end_object();
-            w.field("recommended", best.label);
-            w.end_object();
-            std::printf("%s\n", w.str().c_str());
-            return kExitOk;
-        }
-        std::printf("%4s  %14s  %14s  %14s  %6s  %10s  %7s  %s\n", "rank", "peak reserved", "peak allocated",
-                    "fragmentation", "OOMs", "dev allocs", "retries", "settings");
-        const std::size_t rows = a.top == 0 ? grid.size() : std::min(a.top, grid.size());
-        for (std::size_t i = 0; i < grid.size(); ++i) {
-            const auto& e = grid[i];
-            if (i >= rows && !e.recorded) continue;
-            const Totals& t = e.totals;
-            std::printf("%4zu  %14s  %14s  %14s  %6" PRId64 "  %10" PRId64 "  %7" PRId64 "  %s%s\n", i + 1,
-                        util::iec_size(t.reserved_peak).c_str(), util::iec_size(t.allocated_peak).c_str(),
-                        util::iec_size(t.reserved_peak - t.allocated_peak).c_str(), t.ooms, t.device_allocs, t.retries,
-                        conf_or_defaults(e.label).c_str(), e.recorded ? "  <- recorded" : "");
-        }
-        std::printf("(%zu settings replayed; no caching at all would reserve %s at peak with %" PRId64
-                    " device allocs)\n",
-                    grid.size(), util::iec_size(nocache.reserved_peak).c_str(), nocache.device_allocs);
-        if (best.label.empty()) {
-            std::printf("recommended: PyTorch's defaults (no PYTORCH_CUDA_ALLOC_CONF / GPUMEMPROF_ALLOC_CONF needed)\n");
-        } else {
-            const double gain = defaults.reserved_peak
-                                    ? 100.0 * static_cast<double>(defaults.reserved_peak - best.totals.reserved_peak) /
-                                          static_cast<double>(defaults.reserved_peak)
-                                    : 0.0;
-            std::printf("recommended: PYTORCH_CUDA_ALLOC_CONF=%s\n", best.label.c_str());
-            std::printf("             GPUMEMPROF_ALLOC_CONF=%s\n", best.label.c_str());
-            std::printf("             (peak reserved %s vs %s with the defaults, %.1f%% less; OOMs %" PRId64
-                        " vs %" PRId64 ")\n",
-                        util::iec_size(best.totals.reserved_peak).c_str(), util::iec_size(defaults.reserved_peak).c_str(), gain,
-                        best.totals.ooms, defaults.ooms);
-        }
-        return kExitOk;
+/// The capacity of the simulated devices is given (--capacity) or recorded in the trace.
+bool capacity_known(const Args& a, const Plan& plan) {
+    if (a.capacity != 0)
+        return true;
+    for (const auto& d : plan.devices)
+        if (d.recorded_capacity)
+            return true;
+    return false;
+}
+
+/// The sweep's progress on stderr: after the first second, on one line on a terminal, else a
+/// line every 10 s.
+class SweepProgress {
+public:
+    SweepProgress() : tty_(::isatty(2) != 0), t0_(std::chrono::steady_clock::now()) {}
+
+    void operator()(std::size_t done, std::size_t total) {
+        const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+        if (el < 1.0)
+            return;
+        const double left = done ? el / static_cast<double>(done) * static_cast<double>(total - done) : 0;
+        std::fprintf(stderr, "%ssweep: %zu/%zu settings replayed, %.1f s elapsed, ~%.0f s left%s", tty_ ? "\r" : "",
+                     done, total, el, left, tty_ ? "   " : "\n");
+        std::fflush(stderr);
+        printed_ = true;
+    }
+    double every_s() const { return tty_ ? 0.25 : 10.0; }
+    /// Ends the terminal line, if one was written.
+    void finish() const {
+        if (printed_ && tty_)
+            std::fputc('\n', stderr);
     }
 
-    ReplayOptions opt;
-    opt.conf = conf;
-    opt.capacity = a.capacity;
-    opt.mode = a.no_cache ? pool::Mode::passthrough : pool::Mode::caching;
-    const std::vector<DeviceResult> results = replay(plan, opt);
-    const std::string label = pool::format_alloc_conf(conf);
+private:
+    bool tty_;
+    std::chrono::steady_clock::time_point t0_;
+    bool printed_ = false;
+};
 
-    if (a.json) {
-        util::JsonWriter w;
-        w.begin_object();
-        w.field("trace", a.trace);
-        w.field("events", plan.events);
-        w.field("complete", plan.complete);
-        w.field("conf", label);
-        w.field("mode", a.no_cache ? "no_cache" : "caching");
-        w.field("live_blocks", plan.live_blocks);
-        w.field("unmatched_frees", plan.unmatched_frees);
-        w.key("devices").begin_array();
-        for (std::size_t i = 0; i < results.size(); ++i) {
-            const auto& r = results[i];
-            const auto& rec = plan.devices[i].recorded;
-            w.begin_object();
-            w.field("device", r.ordinal);
-            w.field("capacity", r.capacity);
-            w.key("memory_stats").raw(stats::to_json(r.stats));
-            w.key("replay").begin_object();
-            w.field("alloc_requests", r.allocs);
-            w.field("failed_allocs", r.failed_allocs);
-            w.field("skipped_frees", r.skipped_frees);
-            w.end_object();
-            w.key("recorded").begin_object();
-            if (rec.baseline_known || plan.devices[i].live_blocks == 0)
-                w.field("reserved_bytes_peak", rec.reserved_peak);
-            else
-                w.key("reserved_bytes_peak").null();
-            w.field("requested_bytes_peak", rec.requested_peak);
-            w.field("segment_allocs", rec.segment_allocs);
-            w.field("segment_frees", rec.segment_frees);
-            w.field("ooms", rec.ooms);
-            w.end_object();
-            w.end_object();
-        }
-        w.end_array();
-        w.end_object();
-        std::printf("%s\n", w.str().c_str());
-        return kExitOk;
+/// A finished sweep: the grid ranked best first, the defaults' totals and the no-cache reference.
+struct SweepOutcome {
+    std::vector<SweepEntry> grid;
+    Totals defaults;
+    Totals nocache;
+};
+
+SweepOutcome sweep_ranked(const Args& a, const Plan& plan) {
+    SweepOutcome out;
+    out.grid = sweep_grid(plan, capacity_known(a, plan), plan.header.alloc_conf);
+    SweepProgress progress;
+    run_sweep(plan, out.grid, a.capacity, a.jobs, std::ref(progress), progress.every_s());
+    progress.finish();
+    // The no-cache reference, outside the ranking (it always reserves least and calls most).
+    ReplayOptions nc;
+    nc.mode = pool::Mode::passthrough;
+    nc.capacity = a.capacity;
+    out.nocache = totals(replay(plan, nc));
+    rank(out.grid);
+    for (const auto& e : out.grid)
+        if (e.label.empty())
+            out.defaults = e.totals;
+    return out;
+}
+
+void write_sweep_entry(util::JsonWriter& w, std::size_t rank, const SweepEntry& e) {
+    w.begin_object();
+    w.field("rank", static_cast<std::uint64_t>(rank));
+    w.field("conf", e.label);
+    w.field("recorded", e.recorded);
+    w.field("reserved_bytes_peak", e.totals.reserved_peak);
+    w.field("allocated_bytes_peak", e.totals.allocated_peak);
+    w.field("requested_bytes_peak", e.totals.requested_peak);
+    w.field("inactive_split_bytes_peak", e.totals.inactive_split_bytes_peak);
+    w.field("num_ooms", e.totals.ooms);
+    w.field("num_device_alloc", e.totals.device_allocs);
+    w.field("num_device_free", e.totals.device_frees);
+    w.field("num_alloc_retries", e.totals.retries);
+    w.end_object();
+}
+
+void print_sweep_json(const Args& a, const Plan& plan, const SweepOutcome& s) {
+    util::JsonWriter w;
+    w.begin_object();
+    w.field("trace", a.trace);
+    w.field("events", plan.events);
+    w.field("settings_tried", static_cast<std::uint64_t>(s.grid.size()));
+    w.key("results").begin_array();
+    for (std::size_t i = 0; i < s.grid.size(); ++i)
+        write_sweep_entry(w, i + 1, s.grid[i]);
+    w.end_array();
+    w.key("no_cache").begin_object();
+    w.field("reserved_bytes_peak", s.nocache.reserved_peak);
+    w.field("num_device_alloc", s.nocache.device_allocs);
+    w.end_object();
+    w.field("recommended", s.grid.front().label);
+    w.end_object();
+    std::printf("%s\n", w.str().c_str());
+}
+
+/// The best settings as the lines to use, with their gain over the defaults.
+void print_recommendation(const SweepEntry& best, const Totals& defaults) {
+    if (best.label.empty()) {
+        std::printf("recommended: PyTorch's defaults (no PYTORCH_CUDA_ALLOC_CONF / GPUMEMPROF_ALLOC_CONF needed)\n");
+        return;
     }
+    const double gain = defaults.reserved_peak ? 100.0 *
+                                                     static_cast<double>(defaults.reserved_peak - best.totals.reserved_peak) /
+                                                     static_cast<double>(defaults.reserved_peak)
+                                               : 0.0;
+    std::printf("recommended: PYTORCH_CUDA_ALLOC_CONF=%s\n", best.label.c_str());
+    std::printf("             GPUMEMPROF_ALLOC_CONF=%s\n", best.label.c_str());
+    std::printf("             (peak reserved %s vs %s with the defaults, %.1f%% less; OOMs %" PRId64 " vs %" PRId64
+                ")\n",
+                util::iec_size(best.totals.reserved_peak).c_str(), util::iec_size(defaults.reserved_peak).c_str(), gain,
+                best.totals.ooms, defaults.ooms);
+}
 
+/// The ranking as a table (the first --top rows and the recorded settings), then the advice.
+void print_sweep_text(const Args& a, const SweepOutcome& s) {
+    std::printf("%4s  %14s  %14s  %14s  %6s  %10s  %7s  %s\n", "rank", "peak reserved", "peak allocated",
+                "fragmentation", "OOMs", "dev allocs", "retries", "settings");
+    const std::size_t rows = a.top == 0 ? s.grid.size() : std::min(a.top, s.grid.size());
+    for (std::size_t i = 0; i < s.grid.size(); ++i) {
+        const auto& e = s.grid[i];
+        if (i >= rows && !e.recorded)
+            continue;
+        const Totals& t = e.totals;
+        std::printf("%4zu  %14s  %14s  %14s  %6" PRId64 "  %10" PRId64 "  %7" PRId64 "  %s%s\n", i + 1,
+                    util::iec_size(t.reserved_peak).c_str(), util::iec_size(t.allocated_peak).c_str(),
+                    util::iec_size(t.reserved_peak - t.allocated_peak).c_str(), t.ooms, t.device_allocs, t.retries,
+                    conf_or_defaults(e.label).c_str(), e.recorded ? "  <- recorded" : "");
+    }
+    std::printf("(%zu settings replayed; no caching at all would reserve %s at peak with %" PRId64 " device allocs)\n",
+                s.grid.size(), util::iec_size(s.nocache.reserved_peak).c_str(), s.nocache.device_allocs);
+    print_recommendation(s.grid.front(), s.defaults);
+}
+
+void write_replay_device(util::JsonWriter& w, const DeviceResult& r, const PlanDevice& pd) {
+    const Recorded& rec = pd.recorded;
+    w.begin_object();
+    w.field("device", r.ordinal);
+    w.field("capacity", r.capacity);
+    w.key("memory_stats").raw(stats::to_json(r.stats));
+    w.key("replay").begin_object();
+    w.field("alloc_requests", r.allocs);
+    w.field("failed_allocs", r.failed_allocs);
+    w.field("skipped_frees", r.skipped_frees);
+    w.end_object();
+    w.key("recorded").begin_object();
+    if (rec.baseline_known || pd.live_blocks == 0)
+        w.field("reserved_bytes_peak", rec.reserved_peak);
+    else
+        w.key("reserved_bytes_peak").null();
+    w.field("requested_bytes_peak", rec.requested_peak);
+    w.field("segment_allocs", rec.segment_allocs);
+    w.field("segment_frees", rec.segment_frees);
+    w.field("ooms", rec.ooms);
+    w.end_object();
+    w.end_object();
+}
+
+void print_replay_json(const Args& a, const Plan& plan, const std::vector<DeviceResult>& results,
+                       const std::string& label) {
+    util::JsonWriter w;
+    w.begin_object();
+    w.field("trace", a.trace);
+    w.field("events", plan.events);
+    w.field("complete", plan.complete);
+    w.field("conf", label);
+    w.field("mode", a.no_cache ? "no_cache" : "caching");
+    w.field("live_blocks", plan.live_blocks);
+    w.field("unmatched_frees", plan.unmatched_frees);
+    w.key("devices").begin_array();
+    for (std::size_t i = 0; i < results.size(); ++i)
+        write_replay_device(w, results[i], plan.devices[i]);
+    w.end_array();
+    w.end_object();
+    std::printf("%s\n", w.str().c_str());
+}
+
+void print_replay_text(const Args& a, const Plan& plan, const std::vector<DeviceResult>& results,
+                       const std::string& label) {
     std::printf("trace: %s (%" PRIu64 " events, %zu device%s%s)\n", a.trace.c_str(), plan.events, plan.devices.size(),
                 plan.devices.size() == 1 ? "" : "s",
                 plan.complete ? "" : "; no end record: the recording program did not close it");
@@ -334,12 +362,46 @@ int run_replay(const Args& a) {
         std::printf("note: %" PRIu64 " blocks live before recording replayed first; %" PRIu64
                     " frees without an allocation skipped; %" PRIu64 " allocations of a still-live address\n",
                     plan.live_blocks, plan.unmatched_frees, plan.realloc_of_live);
-    for (std::size_t i = 0; i < results.size(); ++i) print_device_text(plan.devices[i], results[i]);
+    for (std::size_t i = 0; i < results.size(); ++i)
+        print_device_text(plan.devices[i], results[i]);
     if (results.size() > 1) {
         const Totals t = totals(results);
         std::printf("all devices: peak reserved %s, peak allocated %s, OOMs %" PRId64 "\n",
                     util::iec_size(t.reserved_peak).c_str(), util::iec_size(t.allocated_peak).c_str(), t.ooms);
     }
+}
+
+int run_replay(const Args& a) {
+    Plan plan;
+    std::string error;
+    std::string warning;
+    if (!load_plan(a.trace, a.allow_truncated, &plan, &error, &warning)) {
+        std::fprintf(stderr, "gpumemprof replay: %s\n", error.c_str());
+        return kExitTrace;
+    }
+    if (!warning.empty())
+        std::fprintf(stderr, "gpumemprof replay: warning: %s\n", warning.c_str());
+    pool::AllocConf conf;
+    if (!choose_conf(a, plan, &conf))
+        return kExitUsage;
+    if (a.sweep) {
+        const SweepOutcome s = sweep_ranked(a, plan);
+        if (a.json)
+            print_sweep_json(a, plan, s);
+        else
+            print_sweep_text(a, s);
+        return kExitOk;
+    }
+    ReplayOptions opt;
+    opt.conf = conf;
+    opt.capacity = a.capacity;
+    opt.mode = a.no_cache ? pool::Mode::passthrough : pool::Mode::caching;
+    const std::vector<DeviceResult> results = replay(plan, opt);
+    const std::string label = pool::format_alloc_conf(conf);
+    if (a.json)
+        print_replay_json(a, plan, results, label);
+    else
+        print_replay_text(a, plan, results, label);
     return kExitOk;
 }
 

@@ -203,6 +203,10 @@ def check_html(a, base, trace, L, src):
     check("one timeline chart with points drawn", len(charts) == 1 and int(charts[0]["attrs"].get("data-points", 0)) >= 5,
           [c["attrs"] for c in charts])
     by = {(e["action"], e["size"]): e for e in trace}
+    first_us = min((e["time_us"] for e in trace if e["action"] == "alloc"), default=-1)
+    t_start = int(charts[0]["attrs"].get("data-t-start", -1)) // 1000 if charts else -1
+    check("the time axis starts just before the first allocation (after 300 ms of start-up), not at 0",
+          250000 <= t_start <= first_us, (t_start, first_us))
     peak = dom.find(cls="peak")
     scratch_us = by.get(("alloc", 4 * MIB), {}).get("time_us", -1)
     check("peak marker: 14 MiB at the time of the 4 MiB allocation",

@@ -187,6 +187,28 @@ def both(args, tmp, extra_env=None):
             run_prog(args, tmp, "preload", True, extra_env))
 
 
+def both_ran(c, args, tmp, extra_env=None):
+    """both(), each run checked to exit with 0."""
+    plain, pre = both(args, tmp, extra_env)
+    for r in (plain, pre):
+        c.eq("%s: exit code" % r.label, r.rc, 0)
+    return plain, pre
+
+
+def cli_replay(c, args, trace, label, conf=None):
+    """`gpumemprof replay TRACE --json [--conf CONF]`, not preloaded: checked to exit with 0 and
+    print JSON; returns that JSON ({} when it is not)."""
+    cmd = [args.cli, "replay", trace, "--json"] + ([] if conf is None else ["--conf", conf])
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    c.eq("%s: exit code" % label, p.returncode, 0)
+    try:
+        return json.loads(p.stdout)
+    except ValueError as e:
+        c.true("%s: output is JSON" % label, False, "%s: %s" % (e, p.stdout[:300] + p.stderr[-300:]))
+        return {}
+
+
 def check_stats(c, report, expected, prefix="memory_stats"):
     for key, value in expected.items():
         c.eq("%s[%s]" % (prefix, key), stat(report, key), value)
@@ -247,9 +269,8 @@ SEQUENCE_STATS = {
 
 def case_sequence(args, tmp, static):
     c = Checker(args.case)
-    plain, pre = both(args, tmp)
+    plain, pre = both_ran(c, args, tmp)
     for r in (plain, pre):
-        c.eq("%s: exit code" % r.label, r.rc, 0)
         c.eq("%s: program_mallocs" % r.label, r.val("program_mallocs"), 6)
     # Without the profiler every cudaMalloc/cudaFree reaches the (simulated) device.
     c.eq("plain: sim cuMemAlloc_v2 ok", plain.sim_ok("cuMemAlloc_v2"), 6)
@@ -288,9 +309,7 @@ def case_sequence(args, tmp, static):
 
 def case_driver_direct(args, tmp):
     c = Checker(args.case)
-    plain, pre = both(args, tmp)
-    for r in (plain, pre):
-        c.eq("%s: exit code" % r.label, r.rc, 0)
+    plain, pre = both_ran(c, args, tmp)
     # pitch: 1000-byte rows rounded to 512 -> 1024, the same with and without the pool.
     c.eq("plain: pitch", plain.val("pitch"), 1024)
     same_values(c, plain, pre, ["pitch", "program_mallocs"])
@@ -315,9 +334,8 @@ def case_driver_direct(args, tmp):
 
 def case_dlsym_lookup(args, tmp):
     c = Checker(args.case)
-    plain, pre = both(args, tmp)
+    plain, pre = both_ran(c, args, tmp)
     for r in (plain, pre):
-        c.eq("%s: exit code" % r.label, r.rc, 0)
         c.eq("%s: rtld_next (a -> b, not a -> a)" % r.label, r.val("rtld_next"), 11)
         c.eq("%s: RTLD_DEFAULT from an RTLD_LOCAL library" % r.label, r.val("rtld_default_local_found"), 1)
     c.eq("plain: sim cuMemAlloc_v2 ok", plain.sim_ok("cuMemAlloc_v2"), 3)
@@ -359,9 +377,8 @@ def case_hook_doors(args, tmp):
 
 def case_passthrough_kinds(args, tmp):
     c = Checker(args.case)
-    plain, pre = both(args, tmp)
+    plain, pre = both_ran(c, args, tmp)
     for r in (plain, pre):
-        c.eq("%s: exit code" % r.label, r.rc, 0)
         c.eq("%s: done" % r.label, r.val("done"), 1)
     for name in ("cuMemAllocAsync", "cuMemFreeAsync", "cuMemAllocManaged", "cuMemAllocHost_v2", "cuMemCreate",
                  "cuMemMap", "cuMemUnmap", "cuMemRelease"):
@@ -389,9 +406,7 @@ def case_passthrough_kinds(args, tmp):
 
 def case_bad_free(args, tmp):
     c = Checker(args.case)
-    plain, pre = both(args, tmp)
-    for r in (plain, pre):
-        c.eq("%s: exit code" % r.label, r.rc, 0)
+    plain, pre = both_ran(c, args, tmp)
     # Driver: CUDA_ERROR_INVALID_VALUE -> cudaErrorInvalidValue (1) for all three.
     for k in ("double_free", "interior_free", "unknown_free", "last_error"):
         c.eq("plain: %s" % k, plain.val(k), 1)
@@ -416,12 +431,11 @@ def case_bad_free(args, tmp):
 
 def case_oom(args, tmp):
     c = Checker(args.case)
-    plain, pre = both(args, tmp, {"SIMCUDA_CAPACITY": "64M"})
+    plain, pre = both_ran(c, args, tmp, {"SIMCUDA_CAPACITY": "64M"})
     # 5 x 12 MiB = 60 MiB; free one; 14 MiB fits (62 MiB); one more 12 MiB does not: OOM (code 2).
     expected = {"alloc_14m": 0, "more_12m": 0, "oom_code": 2, "last_error": 2, "alloc_after_oom": 0,
                 "alloc_1eib": 2}
     for r in (plain, pre):
-        c.eq("%s: exit code" % r.label, r.rc, 0)
         for k, v in expected.items():
             c.eq("%s: %s" % (r.label, k), r.val(k), v)
     # Under the pool: the freed 12 MiB stays cached, so the 14 MiB cudaMalloc fails once, the pool
@@ -478,9 +492,8 @@ def case_oom(args, tmp):
 
 def case_cross_stream_reuse(args, tmp):
     c = Checker(args.case)
-    plain, pre = both(args, tmp)
+    plain, pre = both_ran(c, args, tmp)
     for r in (plain, pre):
-        c.eq("%s: exit code" % r.label, r.rc, 0)
         c.eq("%s: corrupt reads of A (of 20)" % r.label, r.val("corrupt"), 0)
     check_stats(c, pre.report(), {"allocation.all.allocated": 40, "allocation.all.freed": 40})
     # PyTorch's allocator on the same requests (the model) reuses A's block for B at once: one
@@ -551,9 +564,8 @@ def case_mem_get_info(args, tmp):
     c = Checker(args.case)
     # Events complete 5 ms after they are recorded (a device that trails the host): a fence
     # recorded by the query itself cannot be done when the query polls it.
-    plain, pre = both(args, tmp, {"SIMCUDA_EVENT_DELAY_US": "5000"})
+    plain, pre = both_ran(c, args, tmp, {"SIMCUDA_EVENT_DELAY_US": "5000"})
     for r in (plain, pre):
-        c.eq("%s: exit code" % r.label, r.rc, 0)
         c.eq("%s: total (SIMCUDA_CAPACITY default 16 GiB)" % r.label, r.val("total"), 16 << 30)
     # Without the pool "free" drops by what the program holds (512-byte units):
     # 3 MiB + 1024, then 1024 once a is freed, then 0.
@@ -577,9 +589,8 @@ def case_mem_get_info(args, tmp):
 
 def case_fork_child(args, tmp):
     c = Checker(args.case)
-    plain, pre = both(args, tmp)
+    plain, pre = both_ran(c, args, tmp)
     for r in (plain, pre):
-        c.eq("%s: exit code" % r.label, r.rc, 0)
         c.eq("%s: child exit status" % r.label, r.val("child_status"), 0)
     parent, child = pre.val("parent_pid"), pre.val("child_pid")
     # The child made no allocation of its own: it writes nothing (docs/guarantees.md, issue 13).
@@ -603,9 +614,8 @@ def case_fork_child(args, tmp):
 def case_fork_child_alloc(args, tmp):
     """A child forked after 200 allocations makes one of its own: its report lists that one."""
     c = Checker(args.case)
-    plain, pre = both(args, tmp)
+    plain, pre = both_ran(c, args, tmp)
     for r in (plain, pre):
-        c.eq("%s: exit code" % r.label, r.rc, 0)
         c.eq("%s: child exit status" % r.label, r.val("child_status"), 0)
     parent, child = pre.val("parent_pid"), pre.val("child_pid")
     c.eq("preload: reports written (parent and child)", len(pre.reports), 2)
@@ -633,9 +643,8 @@ def case_fork_child_alloc(args, tmp):
 def case_dtor_free(args, tmp):
     """Blocks a library's global destructor frees at exit are no leaks; main's unfreed block is."""
     c = Checker(args.case)
-    plain, pre = both(args, tmp)
+    plain, pre = both_ran(c, args, tmp)
     for r in (plain, pre):
-        c.eq("%s: exit code" % r.label, r.rc, 0)
         c.eq("%s: the library's destructor freed its 10 blocks" % r.label,
              (r.val("dtor_frees"), r.val("dtor_bad")), (10, 0))
     rep = pre.report() or {}
@@ -649,10 +658,7 @@ def case_dtor_free(args, tmp):
     c.eq("the library's site: 10 blocks allocated, none live", [(s["live_count"], s["live_bytes"]) for s in lib_site],
          [(0, 0)])
     c.eq("memory_stats: allocations freed (the 10 included)", stat(rep, "allocation.all.freed"), 10)
-    text = ""
-    for path in glob.glob(os.path.join(pre.out_dir, "out-*.txt")):
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+    text = report_text(pre)
     c.true("the text report's leak section says when it was taken", "after the program's exit handlers and the global" in text,
            [l for l in text.splitlines() if "Leak" in l])
     return c.finish([plain, pre])
@@ -681,9 +687,8 @@ def case_dlclose_reuse(args, tmp):
 
 def case_c_api(args, tmp):
     c = Checker(args.case)
-    plain, pre = both(args, tmp)
+    plain, pre = both_ran(c, args, tmp)
     for r in (plain, pre):
-        c.eq("%s: exit code" % r.label, r.rc, 0)
         c.eq("%s: done" % r.label, r.val("done"), 1)
     c.eq("plain: available", plain.val("available"), 0)
     c.eq("preload: available", pre.val("available"), 1)
@@ -764,9 +769,7 @@ def case_c_api(args, tmp):
 
 def case_pool_off(args, tmp):
     c = Checker(args.case)
-    plain, pre = both(args, tmp, {"GPUMEMPROF_POOL": "0"})
-    for r in (plain, pre):
-        c.eq("%s: exit code" % r.label, r.rc, 0)
+    plain, pre = both_ran(c, args, tmp, {"GPUMEMPROF_POOL": "0"})
     n = pre.val("program_mallocs")
     c.eq("program_mallocs", n, 6)
     c.eq("preload: sim cuMemAlloc_v2 ok == program mallocs", pre.sim_ok("cuMemAlloc_v2"), n)
@@ -791,9 +794,7 @@ def case_pool_off(args, tmp):
 
 def case_bad_config(args, tmp):
     c = Checker(args.case)
-    plain, pre = both(args, tmp, {"GPUMEMPROF_ALLOC_CONF": "max_split_size_mb:abc"})
-    for r in (plain, pre):
-        c.eq("%s: exit code" % r.label, r.rc, 0)
+    plain, pre = both_ran(c, args, tmp, {"GPUMEMPROF_ALLOC_CONF": "max_split_size_mb:abc"})
     lines = [l for l in pre.stderr.splitlines() if "abc" in l]
     c.eq("stderr lines naming 'abc'", len(lines), 1)
     rep = pre.report()
@@ -868,9 +869,8 @@ def case_early_ctor(args, tmp):
 
 def case_entry_point(args, tmp):
     c = Checker(args.case)
-    plain, pre = both(args, tmp)
+    plain, pre = both_ran(c, args, tmp)
     for r in (plain, pre):
-        c.eq("%s: exit code" % r.label, r.rc, 0)
         c.eq("%s: cudaGetDriverEntryPointByVersion status" % r.label, r.val("alloc_status"), 0)
         c.eq("%s: cudaGetDriverEntryPoint status" % r.label, r.val("free_status"), 0)
     c.eq("plain: sim cuMemAlloc_v2 ok", plain.sim_ok("cuMemAlloc_v2"), 4)
@@ -932,9 +932,7 @@ CAPTURE_CODES = {
 
 def case_capture(args, tmp):
     c = Checker(args.case)
-    plain, pre = both(args, tmp)
-    for r in (plain, pre):
-        c.eq("%s: exit code" % r.label, r.rc, 0)
+    plain, pre = both_ran(c, args, tmp)
     # Relaxed mode allows cudaMalloc/cudaFree and work on other streams during the capture: every
     # call succeeds without the profiler, and must with it (same codes).
     for k, v in CAPTURE_CODES.items():
@@ -958,9 +956,8 @@ def case_capture(args, tmp):
 
 def case_device_reset(args, tmp):
     c = Checker(args.case)
-    plain, pre = both(args, tmp)
+    plain, pre = both_ran(c, args, tmp)
     for r in (plain, pre):
-        c.eq("%s: exit code" % r.label, r.rc, 0)
         c.eq("%s: cudaDeviceReset" % r.label, r.val("reset"), 0)
         c.eq("%s: post-reset block is not at a's address" % r.label, r.val("c_is_a"), 0)
     # a died with the context: the driver answers cudaErrorInvalidValue (1).
@@ -1128,9 +1125,8 @@ def case_expandable(args, tmp):
     c = Checker(args.case)
     trace = os.path.join(tmp, "expandable.gmt")
     env = {"GPUMEMPROF_ALLOC_CONF": "expandable_segments:True", "GPUMEMPROF_TRACE": trace}
-    plain, pre = both(args, tmp, env)
+    plain, pre = both_ran(c, args, tmp, env)
     for r in (plain, pre):
-        c.eq("%s: exit code" % r.label, r.rc, 0)
         c.eq("%s: program_mallocs" % r.label, r.val("program_mallocs"), 6)
     c.eq("preload: no warning about the setting",
          [l for l in pre.stderr.splitlines() if "expandable" in l], [])
@@ -1161,20 +1157,13 @@ def case_expandable(args, tmp):
                 if e["action"].startswith("segment")]
         c.eq("pickle: segment events", maps, [("segment_map", 2097152), ("segment_map", 20971520),
                                               ("segment_map", 20971520)])
-    txts = glob.glob(os.path.join(pre.out_dir, "out-*.txt"))
-    text = open(txts[0], encoding="utf-8").read() if txts else ""
+    text = report_text(pre)
     c.true(".txt: page maps/unmaps line", "page maps/unmaps (expandable segments): 3 / 0," in text, text[:1500])
     # The trace replays with the recorded setting to the same peak; without it the plain policy's.
-    env2 = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     for conf, want in ((None, 44040192), ("", SEQUENCE_STATS["reserved_bytes.all.peak"])):
-        cmd = [args.cli, "replay", trace, "--json"] + ([] if conf is None else ["--conf", conf])
-        p = subprocess.run(cmd, capture_output=True, text=True, env=env2, timeout=120)
-        c.eq("%s: exit code" % " ".join(cmd[1:]), p.returncode, 0)
-        try:
-            replay = json.loads(p.stdout)
-        except ValueError:
-            replay = {}
-        c.eq("%s: reserved peak" % " ".join(cmd[1:]), stat(replay, "reserved_bytes.all.peak"), want)
+        label = "replay --json" + ("" if conf is None else " --conf '%s'" % conf)
+        replay = cli_replay(c, args, trace, label, conf)
+        c.eq("%s: reserved peak" % label, stat(replay, "reserved_bytes.all.peak"), want)
     return c.finish([plain, pre])
 
 
@@ -1195,15 +1184,7 @@ def case_fenced_replay(args, tmp):
         # The program never holds more than one block: (96 + 1) pages at most.
         c.eq("run %d: allocated peak, one block at a time" % run, stat(rep, "allocated_bytes.all.peak"), 97 * 4096)
         c.ge("run %d: frees that waited for a fence" % run, rep["devices"][0]["pool_counters"]["deferred_frees"], 900)
-        env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-        p = subprocess.run([args.cli, "replay", trace, "--json"], capture_output=True, text=True, env=env,
-                           timeout=120)
-        c.eq("run %d: replay exit code" % run, p.returncode, 0)
-        try:
-            replay = json.loads(p.stdout)
-        except ValueError as e:
-            replay = {}
-            c.true("replay output is JSON", False, "%s: %s" % (e, p.stdout[:300] + p.stderr[-300:]))
+        replay = cli_replay(c, args, trace, "run %d: gpumemprof replay --json" % run)
         for key in keys:
             c.eq("run %d: replay %s == the run's" % (run, key), stat(replay, key), stat(rep, key))
     return c.finish([pre])
@@ -1256,15 +1237,7 @@ def case_trace_replay(args, tmp):
     c.true("trace file written", os.path.exists(trace))
     check_stats(c, pre.report(), {k: SEQUENCE_STATS[k] for k in ("allocated_bytes.all.peak",
                                                                   "reserved_bytes.all.peak")})
-    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    p = subprocess.run([args.cli, "replay", trace, "--json"], capture_output=True, text=True, env=env,
-                       timeout=120)
-    c.eq("gpumemprof replay --json: exit code", p.returncode, 0)
-    try:
-        replay = json.loads(p.stdout)
-    except ValueError as e:
-        replay = {}
-        c.true("replay output is JSON", False, "%s: %s" % (e, p.stdout[:300] + p.stderr[-300:]))
+    replay = cli_replay(c, args, trace, "gpumemprof replay --json")
     # The replay re-runs the recorded requests through the same policy: the peaks must be the
     # recorded process's exactly (33555456 and 50331648, worked out above SEQUENCE_STATS).
     for key in ("allocated_bytes.all.peak", "reserved_bytes.all.peak"):

@@ -206,12 +206,6 @@ void release_locked(State& st, std::uintptr_t base) {
 
 using namespace gpumemprof::sim;
 
-#define SIM_COUNTED(name, expr)                                                                              \
-    do {                                                                                                     \
-        if (CUresult fault = count_call(name)) return fault;                                                 \
-        return count_result(name, (expr));                                                                   \
-    } while (0)
-
 // ---- plain device allocations -----------------------------------------------------------------
 
 SIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {

@@ -25,6 +25,14 @@
 
 #define SIM_EXPORT extern "C" __attribute__((visibility("default")))
 
+/// The whole body of an entry point that only returns `expr`: counts the call (an injected fault
+/// fails it before `expr` runs) and, when `expr` succeeds, its success (count_call, count_result).
+#define SIM_COUNTED(name, expr)                                                                              \
+    do {                                                                                                     \
+        if (CUresult fault = ::gpumemprof::sim::count_call(name)) return fault;                              \
+        return ::gpumemprof::sim::count_result(name, (expr));                                                \
+    } while (0)
+
 namespace gpumemprof::sim {
 
 inline constexpr int kDriverVersion = 13000;

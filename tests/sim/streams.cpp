@@ -389,12 +389,6 @@ void run_sync(CUstream_st* s, std::function<void()> fn) { wait_for(s, enqueue(s,
 
 using namespace gpumemprof::sim;
 
-#define SIM_COUNTED(name, expr)                                                                              \
-    do {                                                                                                     \
-        if (CUresult fault = count_call(name)) return fault;                                                 \
-        return count_result(name, (expr));                                                                   \
-    } while (0)
-
 // ---- streams ----------------------------------------------------------------------------------
 
 SIM_EXPORT CUresult cuStreamCreate(CUstream* phStream, unsigned int Flags) {

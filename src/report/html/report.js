@@ -93,8 +93,11 @@ class Timeline {
     this.s = dev.series;
     this.n = this.s.t0.length;
     const t1 = this.n ? this.s.t1[this.n - 1] : 1;
-    this.tmin = 0;
-    this.tmax = Math.max(t1 * 1.02, 1);
+    // The axis starts shortly before the first allocation, not at process start: in a Python
+    // program the imports before it would take most of the width.
+    const first = this.n ? this.s.t0[0] : 0;
+    this.tmin = Math.max(0, first - 0.02 * (t1 - first));
+    this.tmax = Math.max(t1 + 0.02 * (t1 - first), this.tmin + 1);
     this.full = [this.tmin, this.tmax];
     this.show = { allocated: true, reserved: true, waiting: true, model_reserved: !!dev.model };
     this.box = el("div", { class: "device" });
@@ -109,7 +112,7 @@ class Timeline {
       cb.addEventListener("change", () => { this.show[key] = cb.checked; this.draw(); });
       legend.append(el("label", null, cb, el("span", { class: "swatch", style: "background:" + css.getPropertyValue(color) }), label));
     }
-    this.chart = el("div", { class: "chart", "data-device": String(dev.device) });
+    this.chart = el("div", { class: "chart", "data-device": String(dev.device), "data-t-start": String(Math.round(this.tmin)) });
     this.canvas = el("canvas");
     this.chart.append(this.canvas);
     this.box.append(el("h3", { text: title }), legend, this.chart);

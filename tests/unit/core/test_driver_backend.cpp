@@ -4,38 +4,11 @@
 // never taken for live ones.
 #include "core/driver_backend.hpp"
 #include "core/stream_registry.hpp"
+#include "counting_new.hpp"
 
 #include <catch2/catch.hpp>
 
-#include <atomic>
-#include <cstdlib>
-#include <new>
 #include <vector>
-
-namespace {
-std::atomic<long> g_news{0};
-std::atomic<bool> g_counting{false};
-
-void* counted_new(std::size_t n) {
-    if (g_counting.load(std::memory_order_relaxed))
-        g_news.fetch_add(1, std::memory_order_relaxed);
-    if (void* p = std::malloc(n != 0 ? n : 1))
-        return p;
-    throw std::bad_alloc();
-}
-} // namespace
-
-void* operator new(std::size_t n) { return counted_new(n); }
-void* operator new[](std::size_t n) { return counted_new(n); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-// The nothrow forms too (Catch allocates with them): every new here pairs with this free.
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return std::malloc(n != 0 ? n : 1); }
-void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return std::malloc(n != 0 ? n : 1); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 namespace {
 
@@ -88,8 +61,7 @@ TEST_CASE("fence_record and fence_release allocate nothing once warm", "[core][f
     ids.clear();
     ids.reserve(16);
     const int records_before = g_records;
-    g_news = 0;
-    g_counting = true;
+    counting_new::start_counting();
     for (int round = 0; round < 100; ++round) {
         for (int i = 0; i < 16; ++i)
             ids.push_back(backend.fence_record());
@@ -99,8 +71,7 @@ TEST_CASE("fence_record and fence_release allocate nothing once warm", "[core][f
         }
         ids.clear();
     }
-    g_counting = false;
-    CHECK(g_news == 0);
+    CHECK(counting_new::stop_counting() == 0);
     CHECK(g_records - records_before == 100 * 16 * 3);
     CHECK(g_events_created == 16 * 3); // events are reused too
 }

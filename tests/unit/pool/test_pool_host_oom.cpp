@@ -3,51 +3,17 @@
 // fails (or succeeds) and the pool stays whole: no block lost between the pending lists and the
 // free sets, stats agree with the segments, and once everything is freed empty_cache gives every
 // segment back. (The promise of ensure_spares: nothing allocates after the state began to change.)
+#include "counting_new.hpp"
 #include "pool_test_util.hpp"
 
 #include <catch2/catch.hpp>
 
-#include <atomic>
-#include <cstdlib>
-#include <new>
 #include <vector>
-
-namespace {
-std::atomic<long> g_fail_in{-1}; ///< >= 0: the allocation after this many more throws
-std::atomic<long> g_thrown{0};
-
-void* counted_new(std::size_t n) {
-    if (g_fail_in.load(std::memory_order_relaxed) >= 0 && g_fail_in.fetch_sub(1) == 0) {
-        g_thrown.fetch_add(1);
-        throw std::bad_alloc();
-    }
-    if (void* p = std::malloc(n != 0 ? n : 1))
-        return p;
-    throw std::bad_alloc();
-}
-} // namespace
-
-void* operator new(std::size_t n) { return counted_new(n); }
-void* operator new[](std::size_t n) { return counted_new(n); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-// The nothrow forms too (Catch allocates with them): every new here pairs with this free.
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return std::malloc(n != 0 ? n : 1); }
-void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return std::malloc(n != 0 ? n : 1); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 using namespace pooltest;
 using stats::kAll;
 
 namespace {
-
-struct Armed {
-    explicit Armed(long n) { g_fail_in.store(n); }
-    ~Armed() { g_fail_in.store(-1); }
-};
 
 /// Stats against the segments: allocated/active from the blocks, and the identity
 /// reserved = active + pending + inactive split + wholly free.
@@ -93,17 +59,17 @@ TEST_CASE("host out of memory inside malloc/free leaves the pool whole", "[pool]
         for (auto p : freed)
             REQUIRE(pool.free(p) == kSuccess);
         dev.complete_fences();
-        const long before = g_thrown.load();
+        const long before = counting_new::thrown();
         std::uintptr_t q = 0;
         int rc;
         {
-            Armed armed(n);
+            counting_new::FailAfter armed(n);
             rc = pool.malloc(3 * MiB, 0, &q); // a miss: retires 300 blocks, then grows
         }
-        thrown_total += g_thrown.load() - before;
+        thrown_total += counting_new::thrown() - before;
         check_whole(pool, dev);
         {
-            Armed armed(n);
+            counting_new::FailAfter armed(n);
             for (auto p : live)
                 pool.free(p); // some may fail with host OOM; those blocks stay allocated
         }

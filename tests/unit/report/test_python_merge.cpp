@@ -64,6 +64,21 @@ TEST_CASE("each eval-loop frame is replaced by the Python frames up to the next 
                                    "ext_fn", "PyObject_Call", "_PyEval_EvalFrameDefault", "py", "op"});
 }
 
+TEST_CASE("a stripped libc's nameless start-up frames do not root a Python stack", "[python]") {
+    test::FakeSymbolizer sym;
+    sym.add(0x10, "op", "op.cpp", 1);
+    sym.add(0x20, "_PyEval_EvalFrameDefault", "ceval.c", 1, "libpython3.12.so.1.0");
+    sym.add(0x30, "Py_BytesMain", "main.c", 1, "python3.12");
+    sym.add(0x40, "", "", 0, "libc.so.6"); // Ubuntu: __libc_start_call_main has no symbol
+    sym.add(0x50, "", "", 0, "libc.so.6");
+    sym.add(0x60, "_start", "", 0, "python3.12");
+    auto r = resolve(sym, {0x10, 0x20, 0x30, 0x40, 0x50, 0x60, py(5, true)});
+    CHECK(kinds(r.sites[0].frames) == std::vector<std::string>{"py", "op"});
+    // A native-only stack keeps them (nothing stands in for them there).
+    auto native = resolve(sym, {0x10, 0x40});
+    CHECK(native.sites[0].frames.size() == 2);
+}
+
 TEST_CASE("Python frames the native stack did not reach go on the outer end", "[python]") {
     test::FakeSymbolizer sym;
     sym.add(0x10, "op", "op.cpp", 1);

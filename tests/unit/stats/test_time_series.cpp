@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 #include <random>
 
 using namespace gpumemprof::stats;
@@ -81,21 +82,36 @@ TEST_CASE("time series: merging keeps the peak, its exact time and a bounded siz
 }
 
 TEST_CASE("time series: each bucket's range holds exactly the values recorded in it (random walk)") {
+    // All four series move, several at the same instant (as a free moves bytes from allocated to
+    // waiting), one at a time otherwise; the model's series is set, not added to.
     std::mt19937_64 rng(7);
     TimeSeries ts(64);
-    std::vector<std::pair<std::int64_t, std::int64_t>> truth; // (t, allocated after the change)
-    std::int64_t t = 0, value = 0;
+    struct Change {
+        std::int64_t t;
+        std::array<std::int64_t, kSeriesCount> values; // every series after the change
+    };
+    std::vector<Change> truth;
+    std::array<std::int64_t, kSeriesCount> value{};
+    std::int64_t t = 0;
     for (int i = 0; i < 200000; ++i) {
-        t += static_cast<std::int64_t>(rng() % 1000);
-        std::int64_t delta = static_cast<std::int64_t>(rng() % 4096) - (value > 0 ? 2048 : 0);
-        if (value + delta < 0)
-            delta = -value;
-        value += delta;
-        ts.add(t, Series::allocated, delta);
-        truth.emplace_back(t, value);
+        if (rng() % 3 != 0)
+            t += static_cast<std::int64_t>(rng() % 1000);
+        const int s = static_cast<int>(rng() % kSeriesCount);
+        std::int64_t delta = static_cast<std::int64_t>(rng() % 4096) - (value[s] > 0 ? 2048 : 0);
+        if (value[s] + delta < 0)
+            delta = -value[s];
+        if (delta == 0)
+            continue; // set() records no change when the value stays
+        value[s] += delta;
+        if (s == static_cast<int>(Series::model_reserved))
+            ts.set(t, Series::model_reserved, value[s]);
+        else
+            ts.add(t, static_cast<Series>(s), delta);
+        truth.push_back({t, value});
     }
     SeriesData d = ts.data();
     REQUIRE(d.buckets.size() < 64);
+    CHECK(d.changes == truth.size());
     // Buckets are in time order, do not overlap and together hold every change.
     std::size_t k = 0;
     for (std::size_t b = 0; b < d.buckets.size(); ++b) {
@@ -103,21 +119,30 @@ TEST_CASE("time series: each bucket's range holds exactly the values recorded in
         REQUIRE(bk.t0_ns <= bk.t1_ns);
         if (b)
             REQUIRE(d.buckets[b - 1].t1_ns < bk.t0_ns);
-        std::int64_t lo = INT64_MAX, hi = INT64_MIN, last = 0;
-        for (; k < truth.size() && truth[k].first <= bk.t1_ns; ++k) {
-            lo = std::min(lo, truth[k].second);
-            hi = std::max(hi, truth[k].second);
-            last = truth[k].second;
+        std::array<std::int64_t, kSeriesCount> lo, hi, last{};
+        lo.fill(INT64_MAX);
+        hi.fill(INT64_MIN);
+        for (; k < truth.size() && truth[k].t <= bk.t1_ns; ++k) {
+            for (int s = 0; s < kSeriesCount; ++s) {
+                lo[s] = std::min(lo[s], truth[k].values[s]);
+                hi[s] = std::max(hi[s], truth[k].values[s]);
+            }
+            last = truth[k].values;
         }
-        CHECK(bk.min[kA] == lo);
-        CHECK(bk.max[kA] == hi);
-        CHECK(bk.last[kA] == last);
+        for (int s = 0; s < kSeriesCount; ++s) {
+            INFO("bucket " << b << " series " << kSeriesNames[s]);
+            CHECK(bk.min[s] == lo[s]);
+            CHECK(bk.max[s] == hi[s]);
+            CHECK(bk.last[s] == last[s]);
+        }
     }
     CHECK(k == truth.size());
-    auto peak = std::max_element(truth.begin(), truth.end(),
-                                 [](const auto& a, const auto& b) { return a.second < b.second; });
-    CHECK(d.peak_allocated == peak->second);
-    CHECK(d.peak_allocated_t_ns == peak->first);
+    for (int s : {kA, kR}) {
+        auto peak = std::max_element(truth.begin(), truth.end(),
+                                     [s](const Change& a, const Change& b) { return a.values[s] < b.values[s]; });
+        CHECK((s == kA ? d.peak_allocated : d.peak_reserved) == peak->values[s]);
+        CHECK((s == kA ? d.peak_allocated_t_ns : d.peak_reserved_t_ns) == peak->t);
+    }
 }
 
 TEST_CASE("time series: markers are kept in order and bounded") {
@@ -152,6 +177,15 @@ TEST_CASE("event ring: the latest events, oldest first, overwritten ones counted
     CHECK(ev[3].t_ns == 6);
     CHECK(ev[3].size == 3072);
     CHECK(ring.overwritten() == 2);
+    EventRing full(4); // exactly full, nothing overwritten yet
+    for (int i = 1; i <= 4; ++i) {
+        PoolEvent e;
+        e.t_ns = i;
+        full.push(e);
+    }
+    REQUIRE(full.events().size() == 4);
+    CHECK(full.events().front().t_ns == 1);
+    CHECK(full.overwritten() == 0);
     EventRing off(0);
     off.push(PoolEvent{});
     CHECK(off.events().empty());

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+# Instructions per cuMemAlloc_v2+cuMemFree_v2 pair on a pool hit, counted by callgrind in
+# bench_preload's child (181,000 pairs inside measure()): deterministic where wall-clock ns on a
+# loaded machine are not. Configurations: the pool alone, the defaults without stacks (the memory
+# history for the HTML report and the pickle on), and the full defaults (64-frame stacks, the
+# model, the history). With --base LIB (a libgpumemprof.so built from an earlier commit) the same
+# child runs with that library too (same bench binary, same simulated driver) and the ratios are
+# printed: the hot path must not get slower than the base (goal: defaults <= 1.10x).
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+PAIRS = 181000  # bench_preload's child: 1,000 warm-up + 9 x 20,000 pairs
+CONFIGS = [
+    ("pool alone (stacks, history off)", {"GPUMEMPROF_STACK_DEPTH": "0", "GPUMEMPROF_HTML": "0", "GPUMEMPROF_PICKLE": "0"}),
+    ("defaults without stacks (history on)", {"GPUMEMPROF_STACK_DEPTH": "0"}),
+    ("defaults (64-frame stacks, model, history)", {}),
+]
+
+
+def count(args, lib, extra, tmp):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUMEMPROF_", "LD_PRELOAD"))}
+    env["LD_LIBRARY_PATH"] = ":".join(x for x in (os.path.abspath(args.sim_dir), env.get("LD_LIBRARY_PATH")) if x)
+    env["BENCH_CHILD"] = "1"
+    env["GPUMEMPROF_OUTPUT"] = "none"
+    env["LD_PRELOAD"] = os.path.abspath(lib)
+    env.update(extra)
+    out = os.path.join(tmp, "cg.out")
+    r = subprocess.run([args.valgrind, "--tool=callgrind", "--callgrind-out-file=" + out, "--toggle-collect=*measure*",
+                        args.bench], env=env, capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        sys.exit("callgrind run failed (%d): %s" % (r.returncode, r.stderr[-2000:]))
+    with open(out) as f:
+        for line in f:
+            m = re.match(r"(?:summary|totals):\s+(\d+)", line)
+            if m:
+                return int(m.group(1)) / PAIRS
+    sys.exit("no totals in " + out)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bench", required=True, help="bench_preload")
+    ap.add_argument("--lib", required=True, help="libgpumemprof.so to measure")
+    ap.add_argument("--sim-dir", required=True, help="folder of the simulated libcuda.so.1")
+    ap.add_argument("--base", help="libgpumemprof.so of the baseline commit (optional)")
+    ap.add_argument("--valgrind", default=shutil.which("valgrind"))
+    args = ap.parse_args()
+    if not args.valgrind:
+        print("SKIP: valgrind not found")
+        return 77
+    libs = [("this build", args.lib)] + ([("base", args.base)] if args.base else [])
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="gpumemprof_pair_instr_") as tmp:
+        for name, extra in CONFIGS:
+            rows.append((name, [count(args, lib, extra, tmp) for _, lib in libs]))
+    print("instructions per cuMemAlloc_v2+cuMemFree_v2 pair, pool hit, simulated device (callgrind, %d pairs)" % PAIRS)
+    print("  %-44s %12s" % ("", "this build") + ("%12s %8s" % ("base", "ratio") if args.base else ""))
+    for name, v in rows:
+        line = "  %-44s %12.1f" % (name, v[0])
+        if args.base:
+            line += "%12.1f %7.2fx" % (v[1], v[0] / v[1])
+        print(line)
+    pool = rows[0][1][0]
+    print("  on top of the pool alone: history %.1f, stacks+model %.1f instructions per pair"
+          % (rows[1][1][0] - pool, rows[2][1][0] - rows[1][1][0]))
+    if args.base:
+        ratio = rows[1][1][0] / rows[1][1][1]
+        print("%s: defaults without stacks %.2fx the base's instructions per pair (goal <= 1.10x)"
+              % ("PASS" if ratio <= 1.10 else "FAIL", ratio))
+        return 0 if ratio <= 1.10 else 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

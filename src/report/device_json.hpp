@@ -1,0 +1,18 @@
+// SPDX-License-Identifier: MIT
+// JSON of one device's pool figures that the exit JSON and the HTML report's data both carry.
+#pragma once
+
+#include "report/report_input.hpp"
+#include "util/json_writer.hpp"
+
+namespace gpumemprof::report {
+
+/// "at_reserved_peak": {"reserved", "allocated", "inactive_split_bytes"}, the pool at the moment its
+/// reserved bytes peaked (pool::ReservedPeak).
+void write_reserved_peak(util::JsonWriter& w, const pool::ReservedPeak& p);
+
+/// `key`: {"memory_stats", "unserved", "at_reserved_peak"} of PyTorch's caching allocator on the
+/// requests our pool served (pool::PoolModel). Only for a device with a model (d.has_model).
+void write_model(util::JsonWriter& w, const char* key, const DeviceSummary& d);
+
+} // namespace gpumemprof::report
