@@ -6,7 +6,8 @@
 //   the hook table (intercept/hook_table.cpp)  the HOOK entries, for the dlsym and
 //                                        cuGetProcAddress doors.
 // A HOOK entry is defined by us (intercept/driver_hooks.cpp, proc_address.cpp): the library does
-// not link without it, and the symbols test fails on an exported driver name missing here.
+// not link without it, the symbols test fails on an exported driver name missing here, and the
+// preload case hook_doors asks every door for every HOOK at its ABI.
 #pragma once
 
 // HOOK(name, abi): we replace the exported `name` and call the real one. `abi` is the CUDA version

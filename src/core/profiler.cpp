@@ -165,8 +165,8 @@ void Profiler::on_first_cuda_use() noexcept {
         install_signal_handlers(options_.dump_signal, [this](bool fatal) {
             if (fatal)
                 set_process_exiting(); // the process dies right after: no CUDA calls from here on
-            dump(std::string());
-            flush_trace();
+            if (dump(std::string(), !fatal))
+                flush_trace();
         });
     signal_thread_started_.store(true, std::memory_order_release);
 }
@@ -718,12 +718,16 @@ std::string report_prefix(const std::string& pattern, bool forked_child, std::st
 
 } // namespace
 
-bool Profiler::dump(const std::string& prefix_pattern) noexcept {
+bool Profiler::dump(const std::string& prefix_pattern, bool on_demand) noexcept {
     try {
         CoreScope scope; // no cancellation point fires while our locks are held
         // One dump at a time (the exit handler, the signal thread and gpumemprof_dump may race):
         // they would write the same temporary file.
         std::lock_guard dump_lock(dump_mutex_);
+        // Checked under the lock: on_exit marks the process exiting before it takes it, so a
+        // dump asked for by signal either finished before the exit report or does not start.
+        if (on_demand && process_exiting())
+            return false;
         const std::string& pattern = prefix_pattern.empty() ? options_.output : prefix_pattern;
         // Nothing to say for a process that never allocated device memory (unless asked).
         if (pattern.empty() || (prefix_pattern.empty() && !cuda_seen_.load()))
@@ -790,6 +794,9 @@ void Profiler::on_exit() noexcept {
     CoreScope scope; // no cancellation point fires while the report is written
     if (options_.report_at_exit)
         dump(std::string());
+    else {
+        std::lock_guard wait_for_dump(dump_mutex_); // a dump asked for by signal finishes first
+    }
     if (trace::Writer* t = trace_.load(std::memory_order_acquire)) {
         write_trace_stacks();
         t->close();

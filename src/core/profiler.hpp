@@ -88,7 +88,10 @@ public:
     void reset_peak(int device) noexcept;
     void reset_accumulated(int device) noexcept;
     void empty_cache() noexcept;
-    bool dump(const std::string& prefix) noexcept;
+    bool dump(const std::string& prefix) noexcept { return dump(prefix, false); }
+    /// `on_demand`: a dump the signal thread was asked for; skipped once the process exits (the
+    /// exit report is, or was, being written, and exit would cut a later write short).
+    bool dump(const std::string& prefix, bool on_demand) noexcept;
     /// torch.cuda.memory._snapshot() as JSON (report::write_torch_snapshot); "" on failure.
     std::string snapshot_json() noexcept;
 

@@ -75,25 +75,11 @@ void warn(std::vector<std::string>* warnings, std::string msg) {
         warnings->push_back("PYTORCH_CUDA_ALLOC_CONF: " + std::move(msg));
 }
 
-// "roundup_power2_divisions" value tokens -> table; returns an error text, empty on success.
-// Newest AcceleratorAllocatorConfig::parseRoundUpPower2Divisions semantics:
-//  - single value V: every interval gets V (must be a power of two: the code needs V > 1 to round,
-//    so 1 means plain 512-byte rounding; 0 is rejected there, as llvm::isPowerOf2_64(0) is false);
-//  - list [K:V,...]: K is a power of two in MB and the LOWER bound of interval log2(K) (clamped to
-//    0..15); V is 0 or a power of two; the first listed K also fills every interval below it;
-//    unnamed intervals stay 0; ">:V" fills from last_index + 1 to the end (older builds began at
-//    last_index, overwriting the last named interval; we follow the fixed behaviour).
-std::string parse_divisions(const std::vector<std::string_view>& v,
-                            std::array<std::size_t, kRoundUpPowerOfTwoIntervals>* table) {
-    std::array<std::size_t, kRoundUpPowerOfTwoIntervals> t{};
-    if (v.size() == 1 && !is_separator(v[0])) {
-        std::size_t d = 0;
-        if (!parse_size(v[0], &d) || !std::has_single_bit(d))
-            return "divisions must be a power of two";
-        t.fill(d);
-        *table = t;
-        return {};
-    }
+/// The [K:V,...] form of roundup_power2_divisions into *table, a scratch table that parse_divisions
+/// keeps only on success.
+std::string parse_division_list(const std::vector<std::string_view>& v,
+                                std::array<std::size_t, kRoundUpPowerOfTwoIntervals>* table) {
+    auto& t = *table;
     if (v.size() < 2 || v.front() != "[" || v.back() != "]")
         return "expected a number or a [key:value,...] list";
     bool first = true;
@@ -135,6 +121,31 @@ std::string parse_divisions(const std::vector<std::string_view>& v,
                 return "trailing ','";
         }
     }
+    return {};
+}
+
+// "roundup_power2_divisions" value tokens -> table; returns an error text, empty on success.
+// Newest AcceleratorAllocatorConfig::parseRoundUpPower2Divisions semantics:
+//  - single value V: every interval gets V (must be a power of two: the code needs V > 1 to round,
+//    so 1 means plain 512-byte rounding; 0 is rejected there, as llvm::isPowerOf2_64(0) is false);
+//  - list [K:V,...]: K is a power of two in MB and the LOWER bound of interval log2(K) (clamped to
+//    0..15); V is 0 or a power of two; the first listed K also fills every interval below it;
+//    unnamed intervals stay 0; ">:V" fills from last_index + 1 to the end (older builds began at
+//    last_index, overwriting the last named interval; we follow the fixed behaviour).
+std::string parse_divisions(const std::vector<std::string_view>& v,
+                            std::array<std::size_t, kRoundUpPowerOfTwoIntervals>* table) {
+    std::array<std::size_t, kRoundUpPowerOfTwoIntervals> t{};
+    if (v.size() == 1 && !is_separator(v[0])) {
+        std::size_t d = 0;
+        if (!parse_size(v[0], &d) || !std::has_single_bit(d))
+            return "divisions must be a power of two";
+        t.fill(d);
+        *table = t;
+        return {};
+    }
+    const std::string why = parse_division_list(v, &t);
+    if (!why.empty())
+        return why;
     *table = t;
     return {};
 }
@@ -303,6 +314,36 @@ std::string format_double(double v) {
     return buf;
 }
 
+/// "roundup_power2_divisions:V" for a uniform power of two, else the explicit list that parses back
+/// to the same table: entry 0 always (it is the first key, so it cannot fill anything below), every
+/// other non-zero entry, and a trailing run of one non-zero value as ">" when the entry before the
+/// run is itself listed.
+std::string format_divisions(const std::array<std::size_t, kRoundUpPowerOfTwoIntervals>& t) {
+    bool uniform = true;
+    for (auto d : t)
+        uniform = uniform && d == t[0];
+    if (uniform && std::has_single_bit(t[0]))
+        return "roundup_power2_divisions:" + std::to_string(t[0]);
+    std::size_t tail = t.size();
+    while (tail > 1 && t[tail - 1] != 0 && t[tail - 1] == t[t.size() - 1])
+        --tail;
+    const bool use_tail = tail < t.size() - 1 && (tail - 1 == 0 || t[tail - 1] != 0);
+    const std::size_t listed_end = use_tail ? tail : t.size();
+    std::string s = "roundup_power2_divisions:[";
+    bool first = true;
+    for (std::size_t k = 0; k < listed_end; ++k) {
+        if (k != 0 && t[k] == 0)
+            continue;
+        if (!first)
+            s += ",";
+        first = false;
+        s += std::to_string(std::size_t{1} << k) + ":" + std::to_string(t[k]);
+    }
+    if (use_tail)
+        s += ",>:" + std::to_string(t[t.size() - 1]);
+    return s + "]";
+}
+
 } // namespace
 
 std::string format_alloc_conf(const AllocConf& conf) {
@@ -319,38 +360,8 @@ std::string format_alloc_conf(const AllocConf& conf) {
         parts.push_back("per_process_memory_fraction:" + format_double(conf.per_process_memory_fraction));
     if (conf.expandable_segments != def.expandable_segments)
         parts.push_back(conf.expandable_segments ? "expandable_segments:True" : "expandable_segments:False");
-    const auto& t = conf.roundup_power2_divisions;
-    if (t != def.roundup_power2_divisions) {
-        bool uniform = true;
-        for (auto d : t)
-            uniform = uniform && d == t[0];
-        if (uniform && std::has_single_bit(t[0])) {
-            parts.push_back("roundup_power2_divisions:" + std::to_string(t[0]));
-        } else {
-            // Explicit list that parses back to the same table: entry 0 always (it is the first key,
-            // so it cannot fill anything below), every other non-zero entry, and a trailing run of
-            // one non-zero value as ">" when the entry before the run is itself listed.
-            std::size_t tail = t.size();
-            while (tail > 1 && t[tail - 1] != 0 && t[tail - 1] == t[t.size() - 1])
-                --tail;
-            const bool use_tail = tail < t.size() - 1 && (tail - 1 == 0 || t[tail - 1] != 0);
-            const std::size_t listed_end = use_tail ? tail : t.size();
-            std::string s = "roundup_power2_divisions:[";
-            bool first = true;
-            for (std::size_t k = 0; k < listed_end; ++k) {
-                if (k != 0 && t[k] == 0)
-                    continue;
-                if (!first)
-                    s += ",";
-                first = false;
-                s += std::to_string(std::size_t{1} << k) + ":" + std::to_string(t[k]);
-            }
-            if (use_tail)
-                s += ",>:" + std::to_string(t[t.size() - 1]);
-            s += "]";
-            parts.push_back(s);
-        }
-    }
+    if (conf.roundup_power2_divisions != def.roundup_power2_divisions)
+        parts.push_back(format_divisions(conf.roundup_power2_divisions));
     std::string out;
     for (std::size_t k = 0; k < parts.size(); ++k) {
         if (k)

@@ -2,6 +2,8 @@
 // libunwind-based stack capture: unw_backtrace with the per-thread unwind cache.
 #include "stacks/backtrace.hpp"
 
+#include "stacks/unwinder_fds.hpp"
+
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
@@ -18,6 +20,7 @@ void enable_unwind_cache() noexcept {
     // .eh_frame; heaptrack does the same.
     static std::once_flag once;
     std::call_once(once, [] {
+        guard_unwinder_fds(); // before libunwind makes its validation pipe (its first call)
         unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
         // The DWARF register-state cache defaults to 128 entries: far fewer than the distinct
         // return addresses of a PyTorch step, which then re-parses .eh_frame on nearly every

@@ -13,7 +13,6 @@ import glob
 import os
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "preload"))
 import run_case  # noqa: E402  (Checker, prog_env, collect, Run)
@@ -303,14 +302,7 @@ def main():
     ap.add_argument("--asan-runtime", default="")
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
-    tmp = tempfile.mkdtemp(prefix="gpumemprof-fault-%s-" % args.case)
-    try:
-        return CASES[args.case](args, tmp)
-    finally:
-        if args.keep:
-            print("outputs kept in " + tmp)
-        else:
-            subprocess.run(["rm", "-rf", tmp])
+    return run_case.run_in_tmp(args, CASES, "gpumemprof-fault")
 
 
 if __name__ == "__main__":

@@ -1280,6 +1280,18 @@ CASES = {
 }
 
 
+def run_in_tmp(args, cases, prefix):
+    """cases[args.case](args, tmp) in a new temporary folder, removed afterwards unless --keep."""
+    tmp = tempfile.mkdtemp(prefix="%s-%s-" % (prefix, args.case))
+    try:
+        return cases[args.case](args, tmp)
+    finally:
+        if args.keep:
+            print("outputs kept in " + tmp)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--case", required=True, choices=sorted(CASES))
@@ -1291,14 +1303,7 @@ def main():
                     help="ASan runtime to preload before the library (builds with -Db_sanitize=address)")
     ap.add_argument("--keep", action="store_true", help="keep the output directory")
     args = ap.parse_args()
-    tmp = tempfile.mkdtemp(prefix="gpumemprof-%s-" % args.case)
-    try:
-        return CASES[args.case](args, tmp)
-    finally:
-        if args.keep:
-            print("outputs kept in " + tmp)
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
+    return run_in_tmp(args, CASES, "gpumemprof")
 
 
 if __name__ == "__main__":
