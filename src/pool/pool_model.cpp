@@ -54,8 +54,9 @@ void PoolModel::drop_all() {
 }
 
 std::size_t PoolModel::reserved_bytes() const {
-    std::lock_guard lock(mutex_);
-    return backend_.used_bytes(); // the model's segments are all its device holds
+    // The model's segments are all its device holds; read without a lock (the memory history
+    // reads it after each allocation and free, right after this thread's on_alloc / on_free).
+    return backend_.used_bytes();
 }
 
 std::int64_t PoolModel::unserved() const {

@@ -42,7 +42,7 @@ public:
     void drop_all();
     /// Requests the model could not serve (its own out-of-memory): each is left out of its figures.
     std::int64_t unserved() const;
-    /// reserved_bytes.all.current of the model, cheaply (no stats copy).
+    /// reserved_bytes.all.current of the model, cheaply (no stats copy, no lock).
     std::size_t reserved_bytes() const;
 
 private:

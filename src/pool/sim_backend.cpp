@@ -69,8 +69,10 @@ int SimBackend::release(std::uintptr_t ptr, std::size_t size) {
 int SimBackend::memory_info(std::size_t* free_bytes, std::size_t* total_bytes) {
     std::lock_guard<std::mutex> lock(mu_);
     ++counters_.memory_info_calls;
-    if (free_bytes)
-        *free_bytes = capacity_ > used_ ? capacity_ - used_ : 0;
+    if (free_bytes) {
+        const std::size_t used = used_.load();
+        *free_bytes = capacity_ > used ? capacity_ - used : 0;
+    }
     if (total_bytes)
         *total_bytes = total_ != 0 ? total_ : capacity_;
     return kSuccess;
@@ -351,11 +353,6 @@ std::size_t SimBackend::live_reservations() const {
 SimBackend::Counters SimBackend::counters() const {
     std::lock_guard<std::mutex> lock(mu_);
     return counters_;
-}
-
-std::size_t SimBackend::used_bytes() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return used_;
 }
 
 std::size_t SimBackend::live_segments() const {

@@ -5,6 +5,7 @@
 
 #include "pool/backend.hpp"
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -106,7 +107,8 @@ public:
         std::uint64_t bad_vmm_calls = 0; ///< VMM calls the real driver would reject (a pool bug)
     };
     Counters counters() const;
-    std::size_t used_bytes() const;
+    /// Lock-free (the PyTorch-allocator model's reserved bytes are read on every allocation).
+    std::size_t used_bytes() const { return used_.load(std::memory_order_relaxed); }
     std::size_t live_segments() const;
     std::size_t capacity() const;
     std::size_t mapped_bytes() const;    ///< bytes mapped in reservations now
@@ -117,7 +119,7 @@ private:
     mutable std::mutex mu_;
     std::size_t capacity_;
     std::size_t total_ = 0; ///< 0: same as capacity
-    std::size_t used_ = 0;
+    std::atomic<std::size_t> used_{0}; ///< changed under mu_, read without it
     std::uintptr_t next_address_ = kBaseAddress;
     std::unordered_map<std::uintptr_t, std::size_t> live_;
     Counters counters_;
