@@ -52,19 +52,17 @@ struct Device {
     std::uint64_t pending_acquire = 0; ///< segment bytes not yet charged to a request
 };
 
-} // namespace
-
-bool build_offline_report(const std::string& trace_path, bool allow_truncated, OfflineReport* out, std::string* error,
-                          std::string* warning) {
-    trace::Reader reader;
+/// The trace's events, in order; false with *error for a bad trace (a truncated one is read up to
+/// its last complete block when allowed, with *warning).
+bool read_events(trace::Reader& reader, const std::string& trace_path, bool allow_truncated,
+                 std::vector<trace::Event>* events, std::string* error, std::string* warning) {
     if (!reader.open_file(trace_path)) {
         *error = reader.error();
         return false;
     }
-    std::vector<trace::Event> events;
     trace::Event ev;
     while (reader.next(ev))
-        events.push_back(ev);
+        events->push_back(ev);
     if (reader.failed()) {
         if (!allow_truncated || reader.error_kind() != trace::ReadError::truncated) {
             *error = reader.error();
@@ -72,6 +70,204 @@ bool build_offline_report(const std::string& trace_path, bool allow_truncated, O
         }
         *warning = reader.error() + " (the complete blocks are reported)";
     }
+    return true;
+}
+
+/// The trace's events fed, in their order, to the call-site table and to each device's time
+/// series, event ring and PyTorch model, as the live library does.
+class EventFeed {
+public:
+    EventFeed(const trace::Header& h, const pool::AllocConf& conf, const std::vector<trace::Event>& events)
+        : conf_(conf), events_(events) {
+        // Time zero: the recording's start (else its first event).
+        t0_ = events.empty() ? 0 : events.front().time_ns;
+        if (h.start_time_ns && h.start_time_ns <= t0_)
+            t0_ = h.start_time_ns;
+        for (const trace::DeviceInfo& d : h.devices)
+            capacity_[d.ordinal] = d.total_bytes;
+    }
+
+    void run() {
+        for (std::size_t i = 0; i < events_.size(); ++i)
+            feed(i);
+    }
+
+    std::uint64_t t0() const { return t0_; }
+    std::map<std::uint32_t, std::uint64_t>& capacity() { return capacity_; }
+    stacks::SiteTable& table() { return table_; }
+    std::map<std::uint32_t, Device>& devices() { return devices_; }
+    std::vector<stacks::OomRecord>& ooms() { return ooms_; }
+
+private:
+    Device& device(std::uint32_t ordinal) {
+        auto [it, fresh] = devices_.try_emplace(ordinal);
+        if (fresh)
+            it->second.model = std::make_unique<pool::PoolModel>(conf_, static_cast<int>(ordinal), capacity_[ordinal]);
+        return it->second;
+    }
+
+    void feed(std::size_t i) {
+        const trace::Event& e = events_[i];
+        const auto t = static_cast<std::int64_t>(e.time_ns - std::min(e.time_ns, t0_));
+        stats::PoolEvent pe;
+        pe.t_ns = t;
+        pe.addr = e.ptr;
+        pe.size = e.size;
+        pe.block_size = e.block_size;
+        pe.stream = e.stream;
+        pe.site = static_cast<std::uint32_t>(e.stack_id);
+        switch (e.type) {
+        case trace::EventType::alloc:
+        case trace::EventType::live_block:
+            return on_alloc(e, pe);
+        case trace::EventType::free_requested:
+            return on_free_requested(e, pe);
+        case trace::EventType::free_completed: {
+            Device& d = device(e.device);
+            d.series.add(t, stats::Series::waiting, -static_cast<std::int64_t>(e.block_size));
+            pe.action = stats::PoolAction::free_completed;
+            d.ring.push(pe);
+            return;
+        }
+        case trace::EventType::segment_alloc:
+            return on_segment_alloc(i, pe);
+        case trace::EventType::segment_free: {
+            Device& d = device(e.device);
+            d.series.add(t, stats::Series::reserved, -static_cast<std::int64_t>(e.size));
+            pe.action = stats::PoolAction::segment_free;
+            d.ring.push(pe);
+            return;
+        }
+        case trace::EventType::oom:
+            return on_oom(e, pe);
+        case trace::EventType::device_info:
+            capacity_[e.device] = e.size;
+            return;
+        case trace::EventType::vmm_map:
+        case trace::EventType::vmm_unmap:
+            return; // pass-through memory: not the pool's
+        }
+    }
+
+    void on_alloc(const trace::Event& e, stats::PoolEvent& pe) {
+        Device& d = device(e.device);
+        const int dev_no = static_cast<int>(e.device);
+        // The library charges a segment to the request it was obtained for, before the block.
+        if (d.pending_acquire) {
+            table_.on_acquire(dev_no, d.pending_acquire, pe.site);
+            d.pending_acquire = 0;
+        }
+        table_.on_alloc(dev_no, e.ptr, e.block_size, e.size, pe.site);
+        d.model->on_alloc(e.ptr, e.size, e.stream);
+        d.series.add(pe.t_ns, stats::Series::allocated, static_cast<std::int64_t>(e.block_size));
+        d.series.set(pe.t_ns, stats::Series::model_reserved, static_cast<std::int64_t>(d.model->reserved_bytes()));
+        pe.action = stats::PoolAction::alloc;
+        d.ring.push(pe);
+    }
+
+    void on_free_requested(const trace::Event& e, stats::PoolEvent& pe) {
+        Device& d = device(e.device);
+        const auto block = static_cast<std::int64_t>(e.block_size);
+        pe.site = table_.on_free(static_cast<int>(e.device), e.ptr);
+        d.model->on_free(e.ptr);
+        d.series.add(pe.t_ns, stats::Series::allocated, -block);
+        d.series.add(pe.t_ns, stats::Series::waiting, block);
+        d.series.set(pe.t_ns, stats::Series::model_reserved, static_cast<std::int64_t>(d.model->reserved_bytes()));
+        pe.action = stats::PoolAction::free_requested;
+        d.ring.push(pe);
+    }
+
+    void on_segment_alloc(std::size_t i, stats::PoolEvent& pe) {
+        const trace::Event& e = events_[i];
+        Device& d = device(e.device);
+        d.pending_acquire += e.size;
+        d.series.add(pe.t_ns, stats::Series::reserved, static_cast<std::int64_t>(e.size));
+        // The request it serves is the next allocation on this device.
+        for (std::size_t j = i + 1; j < events_.size() && j < i + 64; ++j)
+            if (events_[j].device == e.device && events_[j].type == trace::EventType::alloc) {
+                pe.site = static_cast<std::uint32_t>(events_[j].stack_id);
+                break;
+            }
+        pe.action = stats::PoolAction::segment_alloc;
+        d.ring.push(pe);
+    }
+
+    void on_oom(const trace::Event& e, stats::PoolEvent& pe) {
+        Device& d = device(e.device);
+        d.series.mark(pe.t_ns, stats::MarkerKind::oom, static_cast<std::int64_t>(e.size));
+        pe.action = stats::PoolAction::oom;
+        pe.addr = e.device_free;
+        d.ring.push(pe);
+        stacks::OomRecord o;
+        o.device = static_cast<int>(e.device);
+        o.info.requested = e.size;
+        o.info.rounded = e.block_size;
+        o.info.allocation_size = e.block_size;
+        o.info.device_free = e.device_free;
+        o.info.largest_free_block = e.largest_free;
+        o.info.device_total = capacity_[e.device];
+        o.info.allocated = d.series.current(stats::Series::allocated);
+        o.info.reserved = d.series.current(stats::Series::reserved);
+        o.id = static_cast<stacks::StackId>(e.stack_id);
+        ooms_.push_back(std::move(o));
+    }
+
+    const pool::AllocConf& conf_;
+    const std::vector<trace::Event>& events_;
+    std::uint64_t t0_ = 0;
+    std::map<std::uint32_t, std::uint64_t> capacity_;
+    stacks::SiteTable table_;
+    std::map<std::uint32_t, Device> devices_;
+    std::vector<stacks::OomRecord> ooms_;
+};
+
+/// The pool's statistics per device: the trace replayed under its recorded settings (none when
+/// it cannot be planned).
+std::map<std::uint32_t, DeviceResult> replayed_stats(const std::string& trace_path, bool allow_truncated,
+                                                     const pool::AllocConf& conf) {
+    Plan plan;
+    std::string plan_error;
+    std::string plan_warning;
+    std::map<std::uint32_t, DeviceResult> replayed;
+    if (load_plan(trace_path, allow_truncated, &plan, &plan_error, &plan_warning)) {
+        ReplayOptions ro;
+        ro.conf = conf;
+        for (DeviceResult& r : replay(plan, ro))
+            replayed[r.ordinal] = r;
+    }
+    return replayed;
+}
+
+/// One device's summary: the replayed pool's figures, the model's and the history fed to it.
+report::DeviceSummary device_summary(std::uint32_t ordinal, Device& d, std::uint64_t capacity,
+                                     const std::map<std::uint32_t, DeviceResult>& replayed) {
+    report::DeviceSummary s;
+    s.device = static_cast<int>(ordinal);
+    s.total_capacity = capacity;
+    if (auto it = replayed.find(ordinal); it != replayed.end()) {
+        s.stats = it->second.stats;
+        s.at_reserved_peak = it->second.at_reserved_peak;
+        if (!s.total_capacity)
+            s.total_capacity = it->second.capacity;
+    }
+    s.has_model = true;
+    s.model = d.model->stats();
+    s.model_unserved = d.model->unserved();
+    s.model_at_reserved_peak = d.model->reserved_peak();
+    s.history.series = d.series.data();
+    s.history.events = d.ring.events();
+    s.history.events_overwritten = d.ring.overwritten();
+    return s;
+}
+
+} // namespace
+
+bool build_offline_report(const std::string& trace_path, bool allow_truncated, OfflineReport* out, std::string* error,
+                          std::string* warning) {
+    trace::Reader reader;
+    std::vector<trace::Event> events;
+    if (!read_events(reader, trace_path, allow_truncated, &events, error, warning))
+        return false;
     const trace::Header& h = reader.header();
     std::vector<std::string> conf_warnings;
     const pool::AllocConf conf = pool::parse_alloc_conf(h.alloc_conf, &conf_warnings);
@@ -86,165 +282,27 @@ bool build_offline_report(const std::string& trace_path, bool allow_truncated, O
     }
     out->named_stacks = frames_of.size();
 
-    // Time zero: the recording's start (else its first event).
-    std::uint64_t t0 = events.empty() ? 0 : events.front().time_ns;
-    if (h.start_time_ns && h.start_time_ns <= t0)
-        t0 = h.start_time_ns;
-    std::map<std::uint32_t, std::uint64_t> capacity;
-    for (const trace::DeviceInfo& d : h.devices)
-        capacity[d.ordinal] = d.total_bytes;
-    stacks::SiteTable table;
-    std::map<std::uint32_t, Device> devices;
-    std::vector<stacks::OomRecord> ooms;
-    auto device = [&](std::uint32_t ordinal) -> Device& {
-        auto [it, fresh] = devices.try_emplace(ordinal);
-        if (fresh)
-            it->second.model = std::make_unique<pool::PoolModel>(conf, static_cast<int>(ordinal), capacity[ordinal]);
-        return it->second;
-    };
-    for (std::size_t i = 0; i < events.size(); ++i) {
-        const trace::Event& e = events[i];
-        const auto t = static_cast<std::int64_t>(e.time_ns - std::min(e.time_ns, t0));
-        const int dev_no = static_cast<int>(e.device);
-        const auto block = static_cast<std::int64_t>(e.block_size);
-        stats::PoolEvent pe;
-        pe.t_ns = t;
-        pe.addr = e.ptr;
-        pe.size = e.size;
-        pe.block_size = e.block_size;
-        pe.stream = e.stream;
-        pe.site = static_cast<std::uint32_t>(e.stack_id);
-        switch (e.type) {
-        case trace::EventType::alloc:
-        case trace::EventType::live_block: {
-            Device& d = device(e.device);
-            // The library charges a segment to the request it was obtained for, before the block.
-            if (d.pending_acquire) {
-                table.on_acquire(dev_no, d.pending_acquire, pe.site);
-                d.pending_acquire = 0;
-            }
-            table.on_alloc(dev_no, e.ptr, e.block_size, e.size, pe.site);
-            d.model->on_alloc(e.ptr, e.size, e.stream);
-            d.series.add(t, stats::Series::allocated, block);
-            d.series.set(t, stats::Series::model_reserved, static_cast<std::int64_t>(d.model->reserved_bytes()));
-            pe.action = stats::PoolAction::alloc;
-            d.ring.push(pe);
-            break;
-        }
-        case trace::EventType::free_requested: {
-            Device& d = device(e.device);
-            pe.site = table.on_free(dev_no, e.ptr);
-            d.model->on_free(e.ptr);
-            d.series.add(t, stats::Series::allocated, -block);
-            d.series.add(t, stats::Series::waiting, block);
-            d.series.set(t, stats::Series::model_reserved, static_cast<std::int64_t>(d.model->reserved_bytes()));
-            pe.action = stats::PoolAction::free_requested;
-            d.ring.push(pe);
-            break;
-        }
-        case trace::EventType::free_completed: {
-            Device& d = device(e.device);
-            d.series.add(t, stats::Series::waiting, -block);
-            pe.action = stats::PoolAction::free_completed;
-            d.ring.push(pe);
-            break;
-        }
-        case trace::EventType::segment_alloc: {
-            Device& d = device(e.device);
-            d.pending_acquire += e.size;
-            d.series.add(t, stats::Series::reserved, static_cast<std::int64_t>(e.size));
-            // The request it serves is the next allocation on this device.
-            for (std::size_t j = i + 1; j < events.size() && j < i + 64; ++j)
-                if (events[j].device == e.device && events[j].type == trace::EventType::alloc) {
-                    pe.site = static_cast<std::uint32_t>(events[j].stack_id);
-                    break;
-                }
-            pe.action = stats::PoolAction::segment_alloc;
-            d.ring.push(pe);
-            break;
-        }
-        case trace::EventType::segment_free: {
-            Device& d = device(e.device);
-            d.series.add(t, stats::Series::reserved, -static_cast<std::int64_t>(e.size));
-            pe.action = stats::PoolAction::segment_free;
-            d.ring.push(pe);
-            break;
-        }
-        case trace::EventType::oom: {
-            Device& d = device(e.device);
-            d.series.mark(t, stats::MarkerKind::oom, static_cast<std::int64_t>(e.size));
-            pe.action = stats::PoolAction::oom;
-            pe.addr = e.device_free;
-            d.ring.push(pe);
-            stacks::OomRecord o;
-            o.device = dev_no;
-            o.info.requested = e.size;
-            o.info.rounded = e.block_size;
-            o.info.allocation_size = e.block_size;
-            o.info.device_free = e.device_free;
-            o.info.largest_free_block = e.largest_free;
-            o.info.device_total = capacity[e.device];
-            o.info.allocated = d.series.current(stats::Series::allocated);
-            o.info.reserved = d.series.current(stats::Series::reserved);
-            o.id = static_cast<stacks::StackId>(e.stack_id);
-            ooms.push_back(std::move(o));
-            break;
-        }
-        case trace::EventType::device_info:
-            capacity[e.device] = e.size;
-            break;
-        case trace::EventType::vmm_map:
-        case trace::EventType::vmm_unmap:
-            break; // pass-through memory: not the pool's
-        }
-    }
-
-    // The pool's statistics: the trace replayed under its recorded settings.
-    Plan plan;
-    std::string plan_warning;
-    std::map<std::uint32_t, DeviceResult> replayed;
-    if (load_plan(trace_path, allow_truncated, &plan, error, &plan_warning)) {
-        ReplayOptions ro;
-        ro.conf = conf;
-        for (DeviceResult& r : replay(plan, ro))
-            replayed[r.ordinal] = r;
-    }
-    error->clear();
+    EventFeed feed(h, conf, events);
+    feed.run();
+    const std::map<std::uint32_t, DeviceResult> replayed = replayed_stats(trace_path, allow_truncated, conf);
 
     OfflineReport& o = *out;
     o.events = events.size();
     o.in.pid = static_cast<int>(h.pid);
     o.in.exe = h.exe;
     o.in.alloc_conf = h.alloc_conf;
-    o.in.seconds_profiled = events.empty() ? 0 : static_cast<double>(events.back().time_ns - t0) / 1e9;
-    for (auto& [ordinal, d] : devices) {
-        report::DeviceSummary s;
-        s.device = static_cast<int>(ordinal);
-        s.total_capacity = capacity[ordinal];
-        if (auto it = replayed.find(ordinal); it != replayed.end()) {
-            s.stats = it->second.stats;
-            s.at_reserved_peak = it->second.at_reserved_peak;
-            if (!s.total_capacity)
-                s.total_capacity = it->second.capacity;
-        }
-        s.has_model = true;
-        s.model = d.model->stats();
-        s.model_unserved = d.model->unserved();
-        s.model_at_reserved_peak = d.model->reserved_peak();
-        s.history.series = d.series.data();
-        s.history.events = d.ring.events();
-        s.history.events_overwritten = d.ring.overwritten();
-        o.in.devices.push_back(std::move(s));
-    }
+    o.in.seconds_profiled = events.empty() ? 0 : static_cast<double>(events.back().time_ns - feed.t0()) / 1e9;
+    for (auto& [ordinal, d] : feed.devices())
+        o.in.devices.push_back(device_summary(ordinal, d, feed.capacity()[ordinal], replayed));
     stacks::ReportData& data = o.stacks.data;
-    table.collect(&data);
+    feed.table().collect(&data);
     for (stacks::SiteData& s : data.sites)
         if (auto it = frames_of.find(s.id); it != frames_of.end())
             s.frames = it->second;
-    for (stacks::OomRecord& r : ooms)
+    for (stacks::OomRecord& r : feed.ooms())
         if (auto it = frames_of.find(r.id); it != frames_of.end())
             r.frames = it->second;
-    data.ooms = std::move(ooms);
+    data.ooms = std::move(feed.ooms());
     // The frames are symbolised already and had the profiler's own dropped when recorded.
     o.stacks.resolved = report::resolve_report(data, symbols, {}, h.alloc_conf);
     o.stacks.ok = true;
