@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: MIT
 // The memory history (core::PoolEvents: time series and latest events, kept for the HTML report
 // and the pickle) under threads: 4 threads allocate and free through one DevicePool whose
-// listener it is, while a reader copies the history and calls empty_cache as the report thread
-// and torch.cuda.empty_cache do. The history has no lock of its own (the pool's guards it), so
+// listener it is (feeding the PyTorch-allocator model too), while a reader copies the history and
+// calls empty_cache as the report thread and torch.cuda.empty_cache do. The history has no lock of its own (the pool's guards it), so
 // this is meant to run under TSan. At the end the history must agree with the pool's own stats.
 #include "core/pool_events.hpp"
 #include "pool/device_pool.hpp"
+#include "pool/pool_model.hpp"
 #include "pool/sim_backend.hpp"
 
 #include <algorithm>
@@ -35,13 +36,15 @@ int failures = 0;
 constexpr int kA = static_cast<int>(stats::Series::allocated);
 constexpr int kR = static_cast<int>(stats::Series::reserved);
 constexpr int kW = static_cast<int>(stats::Series::waiting);
+constexpr int kM = static_cast<int>(stats::Series::model_reserved);
 
 void run(const char* label, bool defer, int threads, int ops) {
     SimBackend dev(std::size_t{16} << 30);
     PoolOptions o;
     o.defer_frees = defer;
     const AllocConf conf;
-    core::PoolEvents events(0, conf, nullptr, nullptr, std::chrono::steady_clock::now(), true);
+    PoolModel model(conf, 0, std::size_t{16} << 30); // the PyTorch-allocator model, fed by the listener
+    core::PoolEvents events(0, conf, nullptr, &model, std::chrono::steady_clock::now(), true);
     DevicePool pool(dev, o, &events);
     std::atomic<int> done{0};
     std::atomic<long> mallocs{0}, frees{0}, bad{0};
@@ -88,6 +91,7 @@ void run(const char* label, bool defer, int threads, int ops) {
             if (n % 16 == 0) {
                 const std::int64_t reserved = pool.stats().reserved_bytes[stats::kAll].current;
                 pool.empty_cache();
+                model.empty_cache(); // as Profiler::empty_cache: outside the pool's lock
                 events.on_empty_cache(pool, reserved);
             }
             ++n;
@@ -118,6 +122,7 @@ void run(const char* label, bool defer, int threads, int ops) {
     EXPECT(last.last[kA] == 0);
     EXPECT(last.last[kW] == 0); // nothing waits for a fence either
     EXPECT(last.last[kR] == s.reserved_bytes[stats::kAll].current);
+    EXPECT(last.last[kM] == model.stats().reserved_bytes[stats::kAll].current);
     // The history's peak is the pool's own peak: both change under the same lock.
     EXPECT(series.peak_allocated == s.allocated_bytes[stats::kAll].peak);
     EXPECT(series.peak_reserved == s.reserved_bytes[stats::kAll].peak);
