@@ -50,6 +50,23 @@ def tree_line(tree, file_suffix, line, func):
     return (len(m.group(1)), m.group(4), m.group(5)) if m else None
 
 
+def golden_env(a, tmp, extra=None):
+    """prog_golden's environment: the preload on the simulated 64 MiB device, outputs <tmp>/golden.*,
+    then `extra`. -Db_sanitize=address: the instrumented library needs the ASan runtime loaded
+    first; meson passes its path (tests/meson.build, default test setup)."""
+    env = dict(os.environ)
+    asan = os.environ.get("GPUMEMPROF_TEST_ASAN_RUNTIME", "")
+    env.update({
+        "LD_PRELOAD": " ".join(([asan] if asan else []) + [os.path.abspath(a.preload)]),
+        "LD_LIBRARY_PATH": a.sim_dir,
+        "SIMCUDA_CAPACITY": "64M",
+        "GPUMEMPROF_OUTPUT": os.path.join(tmp, "golden"),
+        "GPUMEMPROF_STACK_DEPTH": "64",
+    })
+    env.update(extra or {})
+    return env
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--preload", required=True)
@@ -67,17 +84,7 @@ def main():
             failures.append(what)
 
     with tempfile.TemporaryDirectory() as tmp:
-        env = dict(os.environ)
-        # -Db_sanitize=address: the instrumented library needs the ASan runtime loaded first; meson
-        # passes its path (tests/meson.build, default test setup).
-        asan = os.environ.get("GPUMEMPROF_TEST_ASAN_RUNTIME", "")
-        env.update({
-            "LD_PRELOAD": " ".join(([asan] if asan else []) + [os.path.abspath(a.preload)]),
-            "LD_LIBRARY_PATH": a.sim_dir,
-            "SIMCUDA_CAPACITY": "64M",
-            "GPUMEMPROF_OUTPUT": os.path.join(tmp, "golden"),
-            "GPUMEMPROF_STACK_DEPTH": "64",
-        })
+        env = golden_env(a, tmp)
         p = subprocess.run([a.prog], env=env, capture_output=True, text=True, timeout=60)
         print(p.stdout, end="")
         check("program exits 0", p.returncode == 0, p.stderr[-2000:])

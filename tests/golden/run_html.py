@@ -21,7 +21,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_golden import site_lines  # noqa: E402
+from run_golden import golden_env, site_lines  # noqa: E402
 
 MIB = 1 << 20
 failures = []
@@ -72,14 +72,7 @@ class Dom(html.parser.HTMLParser):
 
 
 def run_program(a, tmp):
-    env = dict(os.environ)
-    asan = os.environ.get("GPUMEMPROF_TEST_ASAN_RUNTIME", "")
-    env.update({
-        "LD_PRELOAD": " ".join(([asan] if asan else []) + [os.path.abspath(a.preload)]),
-        "LD_LIBRARY_PATH": a.sim_dir,
-        "SIMCUDA_CAPACITY": "64M",
-        "GPUMEMPROF_OUTPUT": os.path.join(tmp, "golden"),
-        "GPUMEMPROF_STACK_DEPTH": "64",
+    env = golden_env(a, tmp, {
         # The program uses only the legacy stream, so by default its frees would be reused at
         # once; fenced reuse keeps the freed blocks pending, which the snapshot must show.
         "GPUMEMPROF_REUSE": "fenced",

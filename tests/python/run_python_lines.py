@@ -16,25 +16,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROG = os.path.join(HERE, "prog_lines.py")
-
-
-def site_lines(path):
-    out = {}
-    with open(path) as f:
-        for n, text in enumerate(f, 1):
-            m = re.search(r"@site:(\w+)", text)
-            if m:
-                out[m.group(1)] = n
-    return out
-
-
-def section(txt, title):
-    start = txt.find("== %s ==" % title)
-    if start < 0:
-        return ""
-    start = txt.find("\n", start) + 1
-    end = txt.find("\n== ", start)
-    return txt[start:] if end < 0 else txt[start:end + 1]
+sys.path.insert(0, os.path.join(HERE, "..", "golden"))
+from run_golden import section, site_lines  # noqa: E402  (the .txt's sections, @site: markers)
 
 
 class Node:
