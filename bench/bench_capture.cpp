@@ -19,8 +19,7 @@ namespace {
 constexpr int kBatch = 200;
 constexpr int kBatches = 300;
 
-template <typename F>
-double median_ns(F&& f) {
+template <typename F> double median_ns(F&& f) {
     std::vector<double> per_call;
     per_call.reserve(kBatches);
     for (int b = 0; b < kBatches; ++b) {

@@ -100,7 +100,9 @@ double pool_wait_pair(std::size_t size) {
 
 // Above glibc's mmap threshold every libc pair is an mmap+munmap (tens of us): fewer pairs keep
 // the run short without changing the median much.
-int libc_pairs(std::size_t size) { return size >= 128 * 1024 ? 640 : kPairsPerRound; }
+int libc_pairs(std::size_t size) {
+    return size >= 128 * 1024 ? 640 : kPairsPerRound;
+}
 
 double libc_pair(std::size_t size) {
     const int n = libc_pairs(size);
@@ -135,8 +137,7 @@ double libc_batch(std::size_t size) {
 
 int main() {
     const std::size_t sizes[] = {512, 4096, 65536, MiB, 4 * MiB, 64 * MiB};
-    std::printf("DevicePool cache-hit cost over SimBackend (median of %d rounds, ns per malloc+free pair)\n",
-                kRounds);
+    std::printf("DevicePool cache-hit cost over SimBackend (median of %d rounds, ns per malloc+free pair)\n", kRounds);
     std::printf("%-8s %-10s %10s %10s %10s %8s\n", "pattern", "size", "defer=off", "defer=on", "libc", "off/libc");
     bool ok = true;
     for (const bool batch : {false, true}) {
@@ -149,8 +150,8 @@ int main() {
                 std::snprintf(label, sizeof label, "%zuMiB", size / MiB);
             else
                 std::snprintf(label, sizeof label, "%zuB", size);
-            std::printf("%-8s %-10s %10.1f %10.1f %10.1f %8.2f\n", batch ? "64x64" : "pair", label, off, on,
-                        base, off / base);
+            std::printf("%-8s %-10s %10.1f %10.1f %10.1f %8.2f\n", batch ? "64x64" : "pair", label, off, on, base,
+                        off / base);
             if (!batch && off > 150.0)
                 ok = false;
         }

@@ -21,7 +21,14 @@ extern char** environ;
 
 namespace {
 
-#define CHECK(x) do { CUresult r_ = (x); if (r_ != CUDA_SUCCESS) { std::fprintf(stderr, "%s -> %d\n", #x, r_); std::exit(1); } } while (0)
+#define CHECK(x)                                                                                                       \
+    do {                                                                                                               \
+        CUresult r_ = (x);                                                                                             \
+        if (r_ != CUDA_SUCCESS) {                                                                                      \
+            std::fprintf(stderr, "%s -> %d\n", #x, r_);                                                                \
+            std::exit(1);                                                                                              \
+        }                                                                                                              \
+    } while (0)
 
 double g_result = 0;
 
@@ -129,8 +136,9 @@ int main(int argc, char** argv) {
                 pool > 0 && pool < 150 ? "met" : "MISSED");
     std::printf("  ... with the memory history (default without stacks) %9.1f   history %.1f ns\n", history,
                 history - pool);
-    std::printf("  ... with 32-frame stacks                            %10.1f   capture+intern %.1f ns, goal < 1000  %s\n",
-                stacks, stacks - pool, stacks > 0 && stacks - pool < 1000 ? "met" : "MISSED");
+    std::printf(
+        "  ... with 32-frame stacks                            %10.1f   capture+intern %.1f ns, goal < 1000  %s\n",
+        stacks, stacks - pool, stacks > 0 && stacks - pool < 1000 ? "met" : "MISSED");
     std::printf("  ... with the PyTorch-allocator model, no stacks     %10.1f   model %.1f ns\n", model, model - pool);
     std::printf("  ... defaults (64-frame stacks and the model)        %10.1f\n", stacks64);
     std::printf("  ratio raw / pool: %.1fx\n", raw / pool);

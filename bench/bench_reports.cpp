@@ -65,8 +65,8 @@ int main() {
     const bool ok = report::write_reports(in, data, sym, &err);
     const auto t1 = std::chrono::steady_clock::now();
     const double secs = std::chrono::duration<double>(t1 - t0).count();
-    std::printf("stacks: %zu, frames per stack: %d, unique addresses resolved: %zu\n", data.sites.size(),
-                outer_n + 2, sym.resolved_count());
+    std::printf("stacks: %zu, frames per stack: %d, unique addresses resolved: %zu\n", data.sites.size(), outer_n + 2,
+                sym.resolved_count());
     std::printf("symbolise + write .txt/.folded/.alloc.folded: %.3f s (target < 2 s: %s)%s\n", secs,
                 secs < 2.0 ? "met" : "NOT met", ok ? "" : (" write failed: " + err).c_str());
     for (const char* ext : {".txt", ".folded", ".alloc.folded"})

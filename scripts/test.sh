@@ -48,9 +48,10 @@ die() {
 # scripts/install-deps.sh installs what is missing (apt-get update once, only then). clang and
 # libclang-rt-dev build the libFuzzer test of the trace reader (tests/unit/trace), which meson
 # skips without clang++; binutils (nm, readelf for the symbols suite) comes with g++. chromium
-# opens the HTML report in the golden_html test (headless, from a file:// URL).
+# opens the HTML report in the golden_html test (headless, from a file:// URL). clang-format checks
+# the sources' formatting (lint suite).
 PACKAGES=(meson ninja-build g++ pkg-config libunwind-dev libspdlog-dev libfmt-dev catch2 libdw-dev python3
-          clang libclang-rt-dev chromium)
+          clang libclang-rt-dev chromium clang-format)
 
 installed() { [ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null)" = "installed" ]; }
 
@@ -69,7 +70,7 @@ ensure_packages() {
     fi
     echo "missing packages: ${missing[*]}"
     [ "$INSTALL" = 1 ] || die "missing packages and --no-install given: ${missing[*]}"
-    EXTRA_PACKAGES="clang libclang-rt-dev chromium" bash "$ROOT/scripts/install-deps.sh" ||
+    EXTRA_PACKAGES="clang libclang-rt-dev chromium clang-format" bash "$ROOT/scripts/install-deps.sh" ||
         die "scripts/install-deps.sh failed (missing: ${missing[*]})"
     for p in "${PACKAGES[@]}"; do
         installed "$p" || die "package $p still missing after scripts/install-deps.sh"

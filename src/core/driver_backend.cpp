@@ -11,7 +11,8 @@
 namespace gpumemprof::core {
 
 DriverBackend::DriverBackend(const DriverApi& api, CUcontext ctx, StreamRegistry& streams)
-    : api_(api), ctx_(ctx), streams_(streams) {}
+    : api_(api), ctx_(ctx), streams_(streams) {
+}
 
 int DriverBackend::allocate(std::size_t size, std::uintptr_t* ptr) {
     if (process_exiting())
@@ -312,7 +313,9 @@ bool DriverBackend::synchronize() {
     return api_.cuCtxSynchronize() == CUDA_SUCCESS;
 }
 
-bool DriverBackend::frees_ordered() { return !streams_.unordered(); }
+bool DriverBackend::frees_ordered() {
+    return !streams_.unordered();
+}
 
 void DriverBackend::forget() {
     std::lock_guard lock(mutex_);

@@ -53,9 +53,9 @@ private:
         std::vector<CUevent> events;
     };
     CUevent take_event();
-    std::size_t take_slot();               // requires mutex_; may allocate (slot growth only)
-    Fence* find(pool::FenceId fence);       // requires mutex_
-    void copy_events(Fence& f);             // requires mutex_: into wait_events_
+    std::size_t take_slot();          // requires mutex_; may allocate (slot growth only)
+    Fence* find(pool::FenceId fence); // requires mutex_
+    void copy_events(Fence& f);       // requires mutex_: into wait_events_
     /// The context's device ordinal (-1 when it cannot be had).
     int device();
     const DriverApi& api_;

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "core/passthrough_ledger.hpp"
 
-
 #include <algorithm>
 
 namespace gpumemprof::core {

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
 #include "core/pool_events.hpp"
 
-#include "util/byte_format.hpp"
-#include "report/oom_advice.hpp"
 #include "core/oom_notices.hpp"
+#include "report/oom_advice.hpp"
 #include "stacks/recorder.hpp"
 #include "trace/writer.hpp"
+#include "util/byte_format.hpp"
 #include "util/log.hpp"
 
 #include <algorithm>
@@ -34,8 +34,12 @@ void emit_to(trace::Writer* w, trace::EventType type, int device, std::uintptr_t
     w->record(ev);
 }
 
-stacks::StackId current_request_stack() noexcept { return t_request_stack; }
-void set_current_request_stack(stacks::StackId id) noexcept { t_request_stack = id; }
+stacks::StackId current_request_stack() noexcept {
+    return t_request_stack;
+}
+void set_current_request_stack(stacks::StackId id) noexcept {
+    t_request_stack = id;
+}
 
 // Inlined into each caller, where the action, the series and the deltas' signs are constants:
 // an event then costs no call, only the ring's copy and the series' changes.
@@ -141,10 +145,13 @@ void PoolEvents::history(const pool::DevicePool& pool, stats::SeriesData* series
     });
     // One conversion for both (the peak marker and the event of the same moment agree).
     const auto ticks = static_cast<double>(util::CycleClock::now() - ticks0_);
-    const double elapsed_ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - time0_).count();
+    const double elapsed_ns =
+        std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - time0_).count();
     const double ns_per_tick = ticks > 0 ? elapsed_ns / ticks : 1.0;
     const double offset_ns = std::chrono::duration<double, std::nano>(time0_ - start_).count();
-    auto ns = [&](std::int64_t t) { return static_cast<std::int64_t>(offset_ns + static_cast<double>(t) * ns_per_tick); };
+    auto ns = [&](std::int64_t t) {
+        return static_cast<std::int64_t>(offset_ns + static_cast<double>(t) * ns_per_tick);
+    };
     for (stats::SeriesBucket& b : series->buckets) {
         b.t0_ns = ns(b.t0_ns);
         b.t1_ns = ns(b.t1_ns);

@@ -17,7 +17,9 @@
 
 #include "trace/format.hpp"
 
-namespace gpumemprof::trace { class Writer; }
+namespace gpumemprof::trace {
+class Writer;
+}
 
 namespace gpumemprof::core {
 
@@ -43,8 +45,8 @@ public:
     /// keep the series and the latest events (the HTML report or the snapshot wants them).
     PoolEvents(int device, const pool::AllocConf& conf, trace::Writer* trace, pool::PoolModel* model,
                std::chrono::steady_clock::time_point start, bool history)
-        : device_(device), conf_(conf), trace_(trace), model_(model), start_(start),
-          ticks0_(util::CycleClock::now()), time0_(std::chrono::steady_clock::now()), history_(history),
+        : device_(device), conf_(conf), trace_(trace), model_(model), start_(start), ticks0_(util::CycleClock::now()),
+          time0_(std::chrono::steady_clock::now()), history_(history),
           series_(history ? stats::TimeSeries::kDefaultCapacity : 4),
           ring_(history ? stats::EventRing::kDefaultCapacity : 0) {}
     void on_alloc(std::uintptr_t ptr, std::size_t size, std::size_t requested, std::uintptr_t stream) override;

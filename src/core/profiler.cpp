@@ -6,14 +6,14 @@
 #include "core/process_state.hpp"
 #include "core/signals.hpp"
 #include "core/stream_origin.hpp"
-#include "stacks/backtrace.hpp"
 #include "report/html_report.hpp"
 #include "report/reports.hpp"
 #include "report/torch_snapshot.hpp"
+#include "stacks/backtrace.hpp"
 #include "stacks/python_frames.hpp"
 #include "stacks/recorder.hpp"
-#include "trace/writer.hpp"
 #include "stats/device_stats.hpp"
+#include "trace/writer.hpp"
 #include "util/atomic_file.hpp"
 #include "util/log.hpp"
 
@@ -23,10 +23,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <limits>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -34,14 +34,26 @@
 namespace gpumemprof::core {
 namespace {
 
-void exit_handler() { Profiler::instance().on_exit(); }
-void late_exit_handler(void*) { Profiler::instance().on_exit(); }
+void exit_handler() {
+    Profiler::instance().on_exit();
+}
+void late_exit_handler(void*) {
+    Profiler::instance().on_exit();
+}
 // Tied to this library: runs at its turn in _dl_fini (or earlier), before the CUDA libraries'
 // own finalisation; from then on we make no CUDA calls (frees are still accounted).
-void teardown_handler() { set_process_exiting(); }
-void atfork_prepare() { Profiler::instance().fork_prepare(); }
-void atfork_parent() { Profiler::instance().fork_parent(); }
-void atfork_child() { Profiler::instance().fork_child(); }
+void teardown_handler() {
+    set_process_exiting();
+}
+void atfork_prepare() {
+    Profiler::instance().fork_prepare();
+}
+void atfork_parent() {
+    Profiler::instance().fork_parent();
+}
+void atfork_child() {
+    Profiler::instance().fork_child();
+}
 
 std::string read_exe() {
     char buf[4096];
@@ -108,7 +120,9 @@ Profiler::Profiler() : start_(std::chrono::steady_clock::now()) {
     pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 
-static void trace_failed(const char* message) { log::warn("GPUMEMPROF_TRACE: {}", message); }
+static void trace_failed(const char* message) {
+    log::warn("GPUMEMPROF_TRACE: {}", message);
+}
 
 void Profiler::open_trace() noexcept {
     try {
@@ -131,8 +145,8 @@ void Profiler::open_trace() noexcept {
         if (!w->open(path, h, wo) && w->busy_pid() > 0) {
             // Another live process (our parent, typically, with a path without %p) records there.
             const std::string own = path + "." + std::to_string(::getpid());
-            log::warn("GPUMEMPROF_TRACE: process {} is recording into {}; this process records into {}",
-                      w->busy_pid(), path, own);
+            log::warn("GPUMEMPROF_TRACE: process {} is recording into {}; this process records into {}", w->busy_pid(),
+                      path, own);
             w->open(own, h, wo);
         }
         if (w->error().empty())
@@ -216,8 +230,8 @@ PoolSlot* Profiler::create_slot(const DriverApi& api, CUcontext ctx) noexcept {
                 slot->total_bytes = total;
             if (options_.model)
                 slot->model = std::make_unique<pool::PoolModel>(conf_, slot->device, total);
-            slot->events = std::make_unique<PoolEvents>(slot->device, conf_, trace_.load(std::memory_order_acquire), slot->model.get(), start_,
-                                                        options_.html || options_.pickle);
+            slot->events = std::make_unique<PoolEvents>(slot->device, conf_, trace_.load(std::memory_order_acquire),
+                                                        slot->model.get(), start_, options_.html || options_.pickle);
             emit(trace_.load(std::memory_order_acquire), trace::EventType::device_info, slot->device, 0, total, total);
             pool::PoolOptions po;
             po.conf = conf_;
@@ -272,8 +286,7 @@ CUresult Profiler::mem_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_
 
 CUresult Profiler::mem_alloc_pitch(const DriverApi& api, CUdeviceptr* dptr, std::size_t* pitch, std::size_t width,
                                    std::size_t height, unsigned element_size) noexcept {
-    bool valid = dptr && pitch && width && height &&
-                 (element_size == 4 || element_size == 8 || element_size == 16);
+    bool valid = dptr && pitch && width && height && (element_size == 4 || element_size == 8 || element_size == 16);
     if (!valid || process_exiting())
         return api.cuMemAllocPitch_v2(dptr, pitch, width, height, element_size);
     std::size_t row = (width + kPitchAlignment - 1) / kPitchAlignment * kPitchAlignment;
@@ -375,8 +388,7 @@ CUresult Profiler::ipc_get_mem_handle(const DriverApi& api, CUipcMemHandle* hand
         log::warn("cuIpcGetMemHandle/cudaIpcGetMemHandle on {:#x}: the pool sub-allocated it at offset {} of a "
                   "{}-byte segment, so another process would map the wrong memory; refusing with "
                   "CUDA_ERROR_INVALID_VALUE. Run with GPUMEMPROF_POOL=0 to profile programs that use legacy CUDA IPC",
-                  static_cast<std::uintptr_t>(ptr), static_cast<std::uintptr_t>(ptr) - l.segment_base,
-                  l.segment_size);
+                  static_cast<std::uintptr_t>(ptr), static_cast<std::uintptr_t>(ptr) - l.segment_base, l.segment_size);
         return true;
     });
     return refused ? CUDA_ERROR_INVALID_VALUE : api.cuIpcGetMemHandle(handle, ptr);
@@ -409,7 +421,9 @@ void Profiler::note_stream_created() noexcept {
     streams_.mark_unordered(OrderLoss::stream_created, origin_stack());
 }
 
-std::uint32_t Profiler::capture_stack() noexcept { return stacks::Recorder::instance().capture(); }
+std::uint32_t Profiler::capture_stack() noexcept {
+    return stacks::Recorder::instance().capture();
+}
 
 void Profiler::record_alloc(Kind kind, const DriverApi& api, std::uintptr_t key, std::size_t bytes,
                             int device) noexcept {
@@ -519,8 +533,8 @@ bool Profiler::device_stats(int device, stats::DeviceStats* out) noexcept {
         // The live pool of that device if there is one, else the last one it had.
         const PoolSlot* pick = nullptr;
         for (const auto& s : pools_.all())
-            if (s->device == device && (s->ctx.load(std::memory_order_acquire) || !pick ||
-                                        !pick->ctx.load(std::memory_order_acquire)))
+            if (s->device == device &&
+                (s->ctx.load(std::memory_order_acquire) || !pick || !pick->ctx.load(std::memory_order_acquire)))
                 pick = s.get();
         if (pick) {
             *out = merged_stats(pick, ledgers);
@@ -579,7 +593,7 @@ void Profiler::set_framework_env() noexcept {
     // Only at load time (our constructor, before the program's main and before Python starts),
     // so no other thread can be reading the environment. A value the user set always wins.
     static const std::pair<const char*, const char*> kVars[] = {
-        {"PYTORCH_NO_CUDA_MEMORY_CACHING", "1"},   // PyTorch: one cudaMalloc per tensor, served by the pool
+        {"PYTORCH_NO_CUDA_MEMORY_CACHING", "1"},     // PyTorch: one cudaMalloc per tensor, served by the pool
         {"XLA_PYTHON_CLIENT_ALLOCATOR", "platform"}, // JAX: allocate on demand instead of preallocating 75%
     };
     try {
@@ -707,7 +721,7 @@ std::string report_prefix(const std::string& pattern, bool forked_child, std::st
     else if (forked_child && pattern.find("%p") == std::string::npos)
         prefix += "." + std::to_string(::getpid());
     // /dev/stdout, a FIFO, a device: the prefix is a name stem, never a file written to.
-    struct stat st{};
+    struct stat st {};
     if (::stat(prefix.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
         *why = prefix + " is a device, FIFO or directory; GPUMEMPROF_OUTPUT is a file name prefix (reports are "
                         "<prefix>.json, <prefix>.txt, ...)";
@@ -819,8 +833,8 @@ void Profiler::write_trace_stacks() noexcept {
             trace::Stack s;
             s.id = id;
             for (auto f = frames.rbegin(); f != frames.rend(); ++f) // the trace is innermost first
-                s.frames.push_back({f->function, f->file, static_cast<std::uint32_t>(std::max(f->line, 0)),
-                                    f->module, static_cast<std::uint64_t>(f->offset), f->python ? "python" : ""});
+                s.frames.push_back({f->function, f->file, static_cast<std::uint32_t>(std::max(f->line, 0)), f->module,
+                                    static_cast<std::uint64_t>(f->offset), f->python ? "python" : ""});
             stacks.push_back(std::move(s));
         };
         for (std::size_t i = 0; i < r.data.sites.size() && i < r.resolved.site_of.size(); ++i)

@@ -8,12 +8,17 @@
 #include "core/driver_api.hpp"
 #include "core/passthrough_ledger.hpp"
 #include "core/pool_table.hpp"
-#include "core/stream_registry.hpp"
 #include "core/process_state.hpp"
+#include "core/stream_registry.hpp"
 #include "util/options.hpp"
 
-namespace gpumemprof::trace { class Writer; }
-namespace gpumemprof::report { struct DeviceSummary; struct ReportInput; }
+namespace gpumemprof::trace {
+class Writer;
+}
+namespace gpumemprof::report {
+struct DeviceSummary;
+struct ReportInput;
+} // namespace gpumemprof::report
 
 #include "core/cuda_api.hpp"
 
@@ -123,7 +128,8 @@ private:
     /// A pass-through allocation freed by the driver leaves the ledger and the recorder.
     void forget_passthrough(std::uintptr_t ptr) noexcept;
     int resolve_device(int device) noexcept;
-    stats::DeviceStats merged_stats(const PoolSlot* slot, const std::map<int, DeviceLedger>& ledgers) const; // requires pools_.lock()
+    stats::DeviceStats merged_stats(const PoolSlot* slot,
+                                    const std::map<int, DeviceLedger>& ledgers) const; // requires pools_.lock()
     stats::DeviceStats ledger_only_stats(const DeviceLedger* ledger) const;
     /// Everything the reports say, at one moment (takes the pool table's lock).
     report::ReportInput snapshot(const std::string& prefix) const;
@@ -137,15 +143,15 @@ private:
     PassthroughLedger ledger_;
     DoorCounters doors_;
 
-    std::mutex dump_mutex_;          ///< one report writer at a time; first in the lock order
-    PoolTable pools_;                ///< second in the lock order (then each pool's own lock)
+    std::mutex dump_mutex_; ///< one report writer at a time; first in the lock order
+    PoolTable pools_;       ///< second in the lock order (then each pool's own lock)
     std::atomic<std::int64_t> invalid_foreign_frees_{0};
     std::chrono::steady_clock::time_point start_;
     std::atomic<trace::Writer*> trace_{nullptr}; ///< GPUMEMPROF_TRACE, null when off or not yet opened
-    std::mutex first_use_mutex_;           ///< on_first_cuda_use; taken at fork
-    bool forked_child_ = false;            ///< this process is a fork() child (no exec) of a profiled one
-    bool child_reset_pending_ = false;     ///< fork child: the parent's state is dropped at first CUDA use
-    std::atomic<bool> cuda_seen_{false};   ///< the process allocated through us at least once
+    std::mutex first_use_mutex_;                 ///< on_first_cuda_use; taken at fork
+    bool forked_child_ = false;                  ///< this process is a fork() child (no exec) of a profiled one
+    bool child_reset_pending_ = false;           ///< fork child: the parent's state is dropped at first CUDA use
+    std::atomic<bool> cuda_seen_{false};         ///< the process allocated through us at least once
     std::atomic<bool> signal_thread_started_{false};
 };
 

@@ -25,7 +25,7 @@ constexpr int kFatalWaitMs = 5000; // a fatal signal waits at most this long for
 // No file descriptor: the program may close any fd and reuse its number (issue 12 item 1).
 sem_t g_wake;
 std::atomic<unsigned> g_requests{0};
-std::atomic<int> g_done{0};           // bumped by the helper after each dump
+std::atomic<int> g_done{0}; // bumped by the helper after each dump
 std::atomic<bool> g_helper_alive{false};
 std::atomic<int> g_deferred_signal{0}; // a fatal signal waiting for a thread to leave the profiler
 std::function<void(bool)>* g_dump = nullptr;
@@ -72,7 +72,9 @@ void sleep_ms(int ms) {
     die_by(sig);
 }
 
-void on_dump_signal(int) { request(kDumpRequest); }
+void on_dump_signal(int) {
+    request(kDumpRequest);
+}
 
 void on_fatal_signal(int sig) {
     if (t_depth > 0) {
@@ -93,7 +95,7 @@ void on_fatal_signal(int sig) {
 /// left (and the zombie main thread). The process would have exited; do so. No fd is used:
 /// /proc/self/task's link count is 2 + threads, and a dead main thread has no exe link.
 bool only_helper_left() {
-    struct stat st{};
+    struct stat st {};
     if (::stat("/proc/self/task", &st) != 0 || st.st_nlink != 4)
         return false;
     char path[64];
@@ -110,7 +112,7 @@ void helper_loop() {
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
     struct timespec deferred_deadline = {0, 0};
     for (;;) {
-        struct timespec until{};
+        struct timespec until {};
         clock_gettime(CLOCK_MONOTONIC, &until);
         until.tv_sec += 1;
         if (sem_clockwait(&g_wake, CLOCK_MONOTONIC, &until) != 0) {
@@ -118,17 +120,18 @@ void helper_loop() {
                 std::exit(0); // what the last thread's pthread_exit does (atexit handlers run)
         }
         const unsigned req = g_requests.exchange(0);
-        struct timespec now{};
+        struct timespec now {};
         clock_gettime(CLOCK_MONOTONIC, &now);
         if (req & kDeferredRequest) {
             deferred_deadline = now;
             deferred_deadline.tv_sec += kFatalWaitMs / 1000;
         }
-        if (const int sig = g_deferred_signal.load(); sig != 0 && deferred_deadline.tv_sec != 0 &&
-                                                       now.tv_sec >= deferred_deadline.tv_sec) {
+        if (const int sig = g_deferred_signal.load();
+            sig != 0 && deferred_deadline.tv_sec != 0 && now.tv_sec >= deferred_deadline.tv_sec) {
             // The interrupted call never left the profiler: die as the signal asked, unreported.
             log::warn("signal {} arrived inside a CUDA call that has not returned for {} s: exiting "
-                      "without a report", sig, kFatalWaitMs / 1000);
+                      "without a report",
+                      sig, kFatalWaitMs / 1000);
             struct sigaction sa = {};
             sa.sa_handler = SIG_DFL;
             sigemptyset(&sa.sa_mask);
@@ -204,9 +207,13 @@ CoreScope::~CoreScope() noexcept {
     pthread_setcancelstate(old_cancel_state_, nullptr);
 }
 
-bool CoreScope::inside() noexcept { return t_depth > 0; }
+bool CoreScope::inside() noexcept {
+    return t_depth > 0;
+}
 
-DumpSignalState dump_signal_state() noexcept { return g_dump_state; }
+DumpSignalState dump_signal_state() noexcept {
+    return g_dump_state;
+}
 
 void install_signal_handlers(int dump_signal, std::function<void(bool)> dump) noexcept {
     static const int atfork = pthread_atfork(nullptr, nullptr, after_fork_in_child);

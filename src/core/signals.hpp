@@ -14,8 +14,8 @@ namespace gpumemprof::core {
 
 /// What became of GPUMEMPROF_DUMP_SIGNAL (reported in the JSON and the .txt).
 struct DumpSignalState {
-    int signal = 0;          ///< the signal asked for; 0 = none
-    bool installed = false;  ///< our handler was installed
+    int signal = 0;           ///< the signal asked for; 0 = none
+    bool installed = false;   ///< our handler was installed
     const char* why_not = ""; ///< when not installed: a short reason
 };
 

@@ -15,10 +15,14 @@ const void* own_base() {
     return base;
 }
 
-bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+bool starts_with(const std::string& s, const char* prefix) {
+    return s.rfind(prefix, 0) == 0;
+}
 
 /// The CUDA layers a program's call passes through on its way to the driver: never the creator.
-bool runtime_layer(const std::string& name) { return starts_with(name, "libcuda.so") || starts_with(name, "libcudart"); }
+bool runtime_layer(const std::string& name) {
+    return starts_with(name, "libcuda.so") || starts_with(name, "libcudart");
+}
 
 } // namespace
 

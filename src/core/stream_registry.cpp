@@ -8,14 +8,10 @@ namespace gpumemprof::core {
 
 const char* order_loss_text(OrderLoss why) noexcept {
     switch (why) {
-    case OrderLoss::stream_created:
-        return "the program created a stream";
-    case OrderLoss::per_thread_stream:
-        return "the program used a per-thread default stream";
-    case OrderLoss::second_context:
-        return "the program made a second context";
-    case OrderLoss::none:
-        break;
+    case OrderLoss::stream_created: return "the program created a stream";
+    case OrderLoss::per_thread_stream: return "the program used a per-thread default stream";
+    case OrderLoss::second_context: return "the program made a second context";
+    case OrderLoss::none: break;
     }
     return "";
 }

@@ -18,7 +18,9 @@ using gpumemprof::core::Profiler;
 namespace {
 
 /// -1 is the current device; any other negative number names no device.
-bool valid_device(int device) { return device >= -1; }
+bool valid_device(int device) {
+    return device >= -1;
+}
 
 std::int64_t stat_value(int device, std::int64_t gpumemprof::stats::Stat::*field, bool reserved) {
     gpumemprof::stats::DeviceStats st;
@@ -42,13 +44,17 @@ std::size_t copy_out(const std::string& text, char* buf, std::size_t size) {
 // Create the core (reads the options, installs the exit and fork handlers) when the library is
 // loaded, without any CUDA call. Hooks that run earlier create it themselves.
 // Also sets the frameworks' allocator variables while the process is still single-threaded.
-__attribute__((constructor)) void gpumemprof_load() { Profiler::instance().set_framework_env(); }
+__attribute__((constructor)) void gpumemprof_load() {
+    Profiler::instance().set_framework_env();
+}
 
 } // namespace
 
 extern "C" {
 
-__attribute__((visibility("default"))) int gpumemprof_is_active(void) { return 1; }
+__attribute__((visibility("default"))) int gpumemprof_is_active(void) {
+    return 1;
+}
 
 __attribute__((visibility("default"))) size_t gpumemprof_memory_stats(int device, char* buf, size_t size) {
     gpumemprof::core::CoreScope scope;

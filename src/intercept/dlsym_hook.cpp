@@ -13,7 +13,8 @@ extern "C" {
 __attribute__((visibility("hidden"))) gpumemprof::core::DlsymFn gpumemprof_real_dlsym_ptr = nullptr;
 
 // Called from our dlsym before any sanitizer runtime is ready (see core::real_dlsym).
-__attribute__((visibility("hidden"), no_sanitize("address", "undefined", "thread"))) void* gpumemprof_resolve_real_dlsym() {
+__attribute__((visibility("hidden"), no_sanitize("address", "undefined", "thread"))) void*
+gpumemprof_resolve_real_dlsym() {
     gpumemprof::core::DlsymFn f = gpumemprof::core::real_dlsym();
     __atomic_store_n(&gpumemprof_real_dlsym_ptr, f, __ATOMIC_RELEASE);
     return reinterpret_cast<void*>(f);
@@ -26,7 +27,8 @@ __attribute__((visibility("hidden"))) void* gpumemprof_dlsym_handle(void* handle
     // Fast path: Python and friends call dlsym constantly; only "cu[A-Z]..." names matter.
     if (!result || !gpumemprof::intercept::maybe_driver_name(name))
         return result;
-    const gpumemprof::core::DriverApi* api = gpumemprof::core::driver(/*load=*/false); // libcuda is loaded: the program holds a handle reaching it
+    const gpumemprof::core::DriverApi* api =
+        gpumemprof::core::driver(/*load=*/false); // libcuda is loaded: the program holds a handle reaching it
     if (!api)
         return result;
     void* w = gpumemprof::intercept::wrapper_for_name(*api, name, result);

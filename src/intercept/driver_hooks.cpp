@@ -9,24 +9,26 @@
 #include "core/cuda_api.hpp"
 
 using gpumemprof::core::DriverApi;
-using gpumemprof::core::Kind;
 using gpumemprof::core::kDeviceOfCurrentContext;
 using gpumemprof::core::kHostMemory;
+using gpumemprof::core::Kind;
 using gpumemprof::core::Profiler;
 
 namespace {
 
 // The real function of this hook, or the error a program gets when the driver lacks it.
 // CoreScope: no cancellation point and no fatal-signal report while this thread is in the core.
-#define GPUMEMPROF_REAL_OR_RETURN(api, fn)                 \
-    gpumemprof::core::CoreScope core_scope_;               \
-    const DriverApi* api = gpumemprof::core::driver();     \
-    if (!api)                                              \
-        return CUDA_ERROR_NOT_INITIALIZED;                 \
-    if (!api->fn)                                          \
+#define GPUMEMPROF_REAL_OR_RETURN(api, fn)                                                                             \
+    gpumemprof::core::CoreScope core_scope_;                                                                           \
+    const DriverApi* api = gpumemprof::core::driver();                                                                 \
+    if (!api)                                                                                                          \
+        return CUDA_ERROR_NOT_INITIALIZED;                                                                             \
+    if (!api->fn)                                                                                                      \
         return CUDA_ERROR_NOT_FOUND;
 
-Profiler& prof() { return Profiler::instance(); }
+Profiler& prof() {
+    return Profiler::instance();
+}
 
 CUresult stream_is_capturing(const DriverApi& api, CUstream s, bool ptsz) {
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -76,8 +78,8 @@ template <typename Alloc> CUresult host_alloc(const DriverApi& api, void** pp, s
     std::uint32_t stack = prof().capture_stack();
     CUresult r = alloc();
     if (r == CUDA_SUCCESS)
-        prof().record_alloc_with_stack(Kind::host_pinned, api, reinterpret_cast<std::uintptr_t>(*pp), bytes, kHostMemory,
-                                       stack);
+        prof().record_alloc_with_stack(Kind::host_pinned, api, reinterpret_cast<std::uintptr_t>(*pp), bytes,
+                                       kHostMemory, stack);
     return r;
 }
 
@@ -145,26 +147,26 @@ CUresult cuMemFreeHost(void* p) {
     return r;
 }
 
-#define GPUMEMPROF_ASYNC_ALLOC(name, ...)                                                   \
-    {                                                                                       \
-        GPUMEMPROF_REAL_OR_RETURN(api, name);                                               \
-        std::uint32_t stack = prof().capture_stack();                                       \
-        CUresult r = api->name(__VA_ARGS__);                                                \
-        if (r == CUDA_SUCCESS)                                                              \
-            prof().record_alloc_with_stack(Kind::async, *api, *dptr, bytesize, kDeviceOfCurrentContext, stack);  \
-        return r;                                                                           \
+#define GPUMEMPROF_ASYNC_ALLOC(name, ...)                                                                              \
+    {                                                                                                                  \
+        GPUMEMPROF_REAL_OR_RETURN(api, name);                                                                          \
+        std::uint32_t stack = prof().capture_stack();                                                                  \
+        CUresult r = api->name(__VA_ARGS__);                                                                           \
+        if (r == CUDA_SUCCESS)                                                                                         \
+            prof().record_alloc_with_stack(Kind::async, *api, *dptr, bytesize, kDeviceOfCurrentContext, stack);        \
+        return r;                                                                                                      \
     }
 
 CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream s)
-    GPUMEMPROF_ASYNC_ALLOC(cuMemAllocAsync, dptr, bytesize, s)
-CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream s)
-    GPUMEMPROF_ASYNC_ALLOC(cuMemAllocAsync_ptsz, dptr, bytesize, s)
-CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream s)
-    GPUMEMPROF_ASYNC_ALLOC(cuMemAllocFromPoolAsync, dptr, bytesize, pool, s)
-CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream s)
-    GPUMEMPROF_ASYNC_ALLOC(cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, s)
+    GPUMEMPROF_ASYNC_ALLOC(cuMemAllocAsync, dptr, bytesize, s) CUresult
+    cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream s)
+        GPUMEMPROF_ASYNC_ALLOC(cuMemAllocAsync_ptsz, dptr, bytesize, s) CUresult
+    cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream s)
+        GPUMEMPROF_ASYNC_ALLOC(cuMemAllocFromPoolAsync, dptr, bytesize, pool, s) CUresult
+    cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream s)
+        GPUMEMPROF_ASYNC_ALLOC(cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, s)
 
-CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s) {
+            CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuMemFreeAsync);
     return prof().mem_free_async(*api, dptr, s, false);
 }
@@ -256,8 +258,8 @@ CUresult cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUgraphNode* d
     GPUMEMPROF_REAL_OR_RETURN(api, cuStreamBeginCaptureToGraph);
     return count_capture(api->cuStreamBeginCaptureToGraph(s, g, deps, data, n, mode));
 }
-CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream s, CUgraph g, const CUgraphNode* deps,
-                                          const CUgraphEdgeData* data, size_t n, CUstreamCaptureMode mode) {
+CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream s, CUgraph g, const CUgraphNode* deps, const CUgraphEdgeData* data,
+                                          size_t n, CUstreamCaptureMode mode) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuStreamBeginCaptureToGraph_ptsz);
     return count_capture(api->cuStreamBeginCaptureToGraph_ptsz(s, g, deps, data, n, mode));
 }

@@ -23,11 +23,13 @@ void substitute(const DriverApi& api, const char* symbol, int version, cuuint64_
         w = gpumemprof::intercept::wrapper_for_request(symbol, version, flags);
         if (w)
             gpumemprof::log::debug("cuGetProcAddress({}, {}, {}): driver pointer is not the exported one; "
-                                   "substituting by ABI version", symbol, version, flags);
+                                   "substituting by ABI version",
+                                   symbol, version, flags);
     }
     if (w) {
         *pfn = w;
-        gpumemprof::core::Profiler::instance().doors().proc_address_substitutions.fetch_add(1, std::memory_order_relaxed);
+        gpumemprof::core::Profiler::instance().doors().proc_address_substitutions.fetch_add(1,
+                                                                                            std::memory_order_relaxed);
     }
 }
 

@@ -25,9 +25,9 @@ std::vector<std::string_view> tokenize(std::string_view text) {
             ++i;
         } else {
             std::size_t j = i;
-            while (j < text.size() && text[j] != ',' && text[j] != ':' && text[j] != '[' &&
-                   text[j] != ']' && text[j] != ' ' && text[j] != '\t' && text[j] != '\n' &&
-                   text[j] != '\r' && text[j] != '\f' && text[j] != '\v')
+            while (j < text.size() && text[j] != ',' && text[j] != ':' && text[j] != '[' && text[j] != ']' &&
+                   text[j] != ' ' && text[j] != '\t' && text[j] != '\n' && text[j] != '\r' && text[j] != '\f' &&
+                   text[j] != '\v')
                 ++j;
             tokens.push_back(text.substr(i, j - i));
             i = j;
@@ -39,7 +39,9 @@ std::vector<std::string_view> tokenize(std::string_view text) {
 // PyTorch's minimum for max_split_size_mb and max_non_split_rounding_mb (kLargeBuffer / 1 MiB).
 constexpr std::size_t kMaxSplitSizeMinMb = 20;
 
-bool is_separator(std::string_view t) { return t == "," || t == ":" || t == "[" || t == "]"; }
+bool is_separator(std::string_view t) {
+    return t == "," || t == ":" || t == "[" || t == "]";
+}
 
 bool parse_size(std::string_view s, std::size_t* out) {
     if (s.empty())
@@ -290,8 +292,8 @@ AllocConf parse_alloc_conf(std::string_view text, std::vector<std::string>* warn
         if (!set_key(conf, key, value, &why))
             other_key(key, value.text, warnings);
         else if (!why.empty())
-            warn(warnings, "invalid value '" + value.text + "' for " + std::string(key) + " (" + why +
-                               "); using the default");
+            warn(warnings,
+                 "invalid value '" + value.text + "' for " + std::string(key) + " (" + why + "); using the default");
     }
     return conf;
 }
@@ -352,8 +354,7 @@ std::string format_alloc_conf(const AllocConf& conf) {
     if (conf.max_split_size != def.max_split_size)
         parts.push_back("max_split_size_mb:" + std::to_string(conf.max_split_size / kMiB));
     if (conf.max_non_split_rounding_size != def.max_non_split_rounding_size)
-        parts.push_back("max_non_split_rounding_mb:" +
-                        std::to_string(conf.max_non_split_rounding_size / kMiB));
+        parts.push_back("max_non_split_rounding_mb:" + std::to_string(conf.max_non_split_rounding_size / kMiB));
     if (conf.garbage_collection_threshold != def.garbage_collection_threshold)
         parts.push_back("garbage_collection_threshold:" + format_double(conf.garbage_collection_threshold));
     if (conf.per_process_memory_fraction != def.per_process_memory_fraction)

@@ -10,10 +10,10 @@
 namespace gpumemprof::pool {
 
 /// Result codes are CUresult values so that the hooks can hand them back unchanged.
-inline constexpr int kSuccess = 0;          // CUDA_SUCCESS
-inline constexpr int kInvalidValue = 1;     // CUDA_ERROR_INVALID_VALUE
-inline constexpr int kOutOfMemory = 2;      // CUDA_ERROR_OUT_OF_MEMORY
-inline constexpr int kNotSupported = 801;   // CUDA_ERROR_NOT_SUPPORTED
+inline constexpr int kSuccess = 0;        // CUDA_SUCCESS
+inline constexpr int kInvalidValue = 1;   // CUDA_ERROR_INVALID_VALUE
+inline constexpr int kOutOfMemory = 2;    // CUDA_ERROR_OUT_OF_MEMORY
+inline constexpr int kNotSupported = 801; // CUDA_ERROR_NOT_SUPPORTED
 
 /// One page of physical memory (cuMemCreate's CUmemGenericAllocationHandle). 0 is no page.
 using PageHandle = std::uint64_t;

@@ -40,8 +40,8 @@ struct Block {
     Segment* seg = nullptr;
     BlockPool* pool = nullptr;
     std::uint64_t gc_count_base = 0;
-    Block* pending_next = nullptr; ///< link in the unfenced list or a fence group
-    std::uint64_t free_seq = 0;    ///< pending: the number of the free that made it so
+    Block* pending_next = nullptr;   ///< link in the unfenced list or a fence group
+    std::uint64_t free_seq = 0;      ///< pending: the number of the free that made it so
     ExpandableSegment* es = nullptr; ///< set for blocks of an expandable segment
     bool mapped = true;              ///< false: unmapped address space of an expandable segment
     BState state = BState::free;
@@ -72,7 +72,7 @@ struct BlockAddrCmp {
 };
 
 struct BlockPool {
-    BlockSet blocks; ///< free blocks only
+    BlockSet blocks;                         ///< free blocks only
     std::set<Block*, BlockAddrCmp> unmapped; ///< unmapped ranges of expandable segments
     bool is_small = false;
     std::uint64_t get_free_blocks_call_count = 0; ///< GC clock
@@ -84,7 +84,7 @@ struct Segment {
     std::size_t size = 0;
     std::uintptr_t stream = 0;
     BlockPool* pool = nullptr;
-    Block* head = nullptr; ///< the block at `base`
+    Block* head = nullptr;                 ///< the block at `base`
     std::unique_ptr<ExpandableSegment> es; ///< set for an expandable segment (base/size: its range)
 };
 
@@ -260,8 +260,7 @@ struct DevicePool::Impl {
             std::size_t free_b = 0, total_b = 0;
             if (backend.memory_info(&free_b, &total_b) == kSuccess)
                 allowed_memory_maximum =
-                    static_cast<std::size_t>(options.conf.per_process_memory_fraction *
-                                             static_cast<double>(total_b));
+                    static_cast<std::size_t>(options.conf.per_process_memory_fraction * static_cast<double>(total_b));
             allowed_known = true; // on failure stay unlimited rather than ask on every miss
         }
         return allowed_memory_maximum;
@@ -313,8 +312,8 @@ struct DevicePool::Impl {
     // alloc_block: one new segment from the backend (not put in the free set: the caller hands it
     // out at once). isRetry counts num_alloc_retries even if the attempt then fails.
     // With expandable segments: map pages for `rounded` bytes instead (handed out like a found block).
-    Block* alloc_block(BlockPool& pool, std::uintptr_t stream, std::size_t alloc_size, bool is_retry,
-                       int* err, std::size_t rounded = 0) {
+    Block* alloc_block(BlockPool& pool, std::uintptr_t stream, std::size_t alloc_size, bool is_retry, int* err,
+                       std::size_t rounded = 0) {
         if (is_retry)
             ++st.num_alloc_retries;
         if (set_fraction && total_allocated_memory + alloc_size > allowed()) {
@@ -387,9 +386,7 @@ struct DevicePool::Impl {
                 // Expandable blocks stay out of inactive_split (their free pages can always go back).
             } else if (already_split) {
                 // An already-split inactive block shrinks by `size`; the count is unchanged.
-                for_types(pool, [&](int t) {
-                    st.inactive_split_bytes[t].decrease(static_cast<std::int64_t>(size));
-                });
+                for_types(pool, [&](int t) { st.inactive_split_bytes[t].decrease(static_cast<std::int64_t>(size)); });
             } else {
                 // A previously unsplit block now leaves one inactive split remainder.
                 for_types(pool, [&](int t) {
@@ -913,9 +910,8 @@ struct DevicePool::Impl {
             const auto t0 = std::chrono::steady_clock::now();
             const bool done = backend.fence_wait_for(fenced[index].id, kWaitLimitNs);
             ++counters.fence_waits;
-            counters.wait_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                    std::chrono::steady_clock::now() - t0)
-                                    .count();
+            counters.wait_ns +=
+                std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
             if (!done) {
                 ++counters.wait_timeouts;
                 return nullptr;
@@ -1021,8 +1017,8 @@ struct DevicePool::Impl {
     // threshold * allowed; each pass frees every block at least as old as the average, without
     // stopping at the target, so GC does not re-trigger at once.
     void garbage_collect() {
-        const auto gc_threshold = static_cast<std::size_t>(options.conf.garbage_collection_threshold *
-                                                           static_cast<double>(allowed()));
+        const auto gc_threshold =
+            static_cast<std::size_t>(options.conf.garbage_collection_threshold * static_cast<double>(allowed()));
         if (total_allocated_memory <= gc_threshold)
             return;
         const std::size_t target = total_allocated_memory - gc_threshold;
@@ -1210,9 +1206,7 @@ struct DevicePool::Impl {
             fence_unfenced();
     }
 
-    std::size_t fence_step() const {
-        return std::max(kMinFenceStep, total_allocated_memory / kFenceStepDivisor);
-    }
+    std::size_t fence_step() const { return std::max(kMinFenceStep, total_allocated_memory / kFenceStepDivisor); }
 
     const Segment* segment_of(std::uintptr_t ptr) const {
         auto it = segments.upper_bound(ptr);
@@ -1225,12 +1219,9 @@ struct DevicePool::Impl {
 
     static BlockState public_state(BState s) {
         switch (s) {
-        case BState::allocated:
-            return BlockState::active_allocated;
-        case BState::pending:
-            return BlockState::active_pending_free;
-        default:
-            return BlockState::inactive;
+        case BState::allocated: return BlockState::active_allocated;
+        case BState::pending: return BlockState::active_pending_free;
+        default: return BlockState::inactive;
         }
     }
 
@@ -1256,7 +1247,8 @@ struct DevicePool::Impl {
 };
 
 DevicePool::DevicePool(Backend& backend, PoolOptions options, PoolListener* listener)
-    : impl_(std::make_unique<Impl>(backend, std::move(options), listener)) {}
+    : impl_(std::make_unique<Impl>(backend, std::move(options), listener)) {
+}
 
 DevicePool::~DevicePool() = default; // Impl holds no backend resources it would give back
 
@@ -1495,8 +1487,8 @@ void DevicePool::drop_all() {
             s.freed += s.current;
         s.current = 0;
     };
-#define X(name)                                                                                      \
-    for (auto& s : st.name)                                                                          \
+#define X(name)                                                                                                        \
+    for (auto& s : st.name)                                                                                            \
         drop(s);
     GPUMEMPROF_STAT_ARRAYS(X)
 #undef X
@@ -1510,8 +1502,12 @@ void DevicePool::with_lock(const std::function<void()>& fn) const {
     fn();
 }
 
-void DevicePool::lock_for_fork() { impl_->mu.lock(); }
+void DevicePool::lock_for_fork() {
+    impl_->mu.lock();
+}
 
-void DevicePool::unlock_after_fork() { impl_->mu.unlock(); }
+void DevicePool::unlock_after_fork() {
+    impl_->mu.unlock();
+}
 
 } // namespace gpumemprof::pool

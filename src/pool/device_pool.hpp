@@ -46,16 +46,16 @@ struct PoolOptions {
 
 /// What the pool knew at the moment an allocation failed (PyTorch's OOM message inputs).
 struct OomInfo {
-    std::size_t requested = 0;        ///< the caller's size
-    std::size_t rounded = 0;          ///< round_size(requested)
-    std::size_t allocation_size = 0;  ///< segment size the pool tried to get
-    std::size_t device_free = 0;      ///< Backend::memory_info at the failure
+    std::size_t requested = 0;       ///< the caller's size
+    std::size_t rounded = 0;         ///< round_size(requested)
+    std::size_t allocation_size = 0; ///< segment size the pool tried to get
+    std::size_t device_free = 0;     ///< Backend::memory_info at the failure
     std::size_t device_total = 0;
-    std::int64_t allocated = 0;       ///< allocated_bytes.all.current
-    std::int64_t reserved = 0;        ///< reserved_bytes.all.current
+    std::int64_t allocated = 0;         ///< allocated_bytes.all.current
+    std::int64_t reserved = 0;          ///< reserved_bytes.all.current
     std::size_t largest_free_block = 0; ///< largest cached free block in this pool
-    std::size_t allowed = 0;          ///< per-process limit in bytes, 0 when none
-    int status = kOutOfMemory;        ///< the code returned to the caller
+    std::size_t allowed = 0;            ///< per-process limit in bytes, 0 when none
+    int status = kOutOfMemory;          ///< the code returned to the caller
 };
 
 /// Called under the pool's lock, in the order things happen. Must not call back into the pool.
@@ -96,9 +96,9 @@ struct SegmentInfo {
 
 /// Result of looking up a pointer that the program holds.
 struct Lookup {
-    bool in_pool = false;             ///< address lies inside one of this pool's segments
-                                      ///< (for expandable ones: segment_* is the mapped range)
-    bool is_block_start = false;      ///< ... and is the start of an allocated block
+    bool in_pool = false;        ///< address lies inside one of this pool's segments
+                                 ///< (for expandable ones: segment_* is the mapped range)
+    bool is_block_start = false; ///< ... and is the start of an allocated block
     std::uintptr_t segment_base = 0;
     std::size_t segment_size = 0;
     std::uintptr_t block_address = 0;

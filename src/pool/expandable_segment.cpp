@@ -78,8 +78,7 @@ std::size_t ExpandableSegment::whole_pages_bytes(std::uintptr_t ptr, std::size_t
     return begin < end ? (end - begin) * page_size_ : 0;
 }
 
-void ExpandableSegment::unmap(std::uintptr_t ptr, std::size_t size, std::uintptr_t* first,
-                              std::size_t* unmapped) {
+void ExpandableSegment::unmap(std::uintptr_t ptr, std::size_t size, std::uintptr_t* first, std::size_t* unmapped) {
     const std::size_t begin = (ptr - base_ + page_size_ - 1) / page_size_;
     const std::size_t end = (ptr - base_ + size) / page_size_;
     if (begin >= end || end > pages_.size()) {

@@ -18,7 +18,8 @@ PoolOptions model_options(const AllocConf& conf, int device) {
 } // namespace
 
 PoolModel::PoolModel(const AllocConf& conf, int device, std::size_t capacity)
-    : backend_(capacity > 0 ? capacity : std::size_t{80} << 30), pool_(backend_, model_options(conf, device)) {}
+    : backend_(capacity > 0 ? capacity : std::size_t{80} << 30), pool_(backend_, model_options(conf, device)) {
+}
 
 void PoolModel::on_alloc(std::uintptr_t real_ptr, std::size_t requested, std::uintptr_t stream) noexcept {
     try {
@@ -41,11 +42,21 @@ void PoolModel::on_free(std::uintptr_t real_ptr) noexcept {
         (void)pool_.free(model_ptr);
 }
 
-stats::DeviceStats PoolModel::stats() const { return pool_.stats(); }
-ReservedPeak PoolModel::reserved_peak() const { return pool_.reserved_peak(); }
-void PoolModel::reset_peak_stats() { pool_.reset_peak_stats(); }
-void PoolModel::reset_accumulated_stats() { pool_.reset_accumulated_stats(); }
-void PoolModel::empty_cache() { pool_.empty_cache(); }
+stats::DeviceStats PoolModel::stats() const {
+    return pool_.stats();
+}
+ReservedPeak PoolModel::reserved_peak() const {
+    return pool_.reserved_peak();
+}
+void PoolModel::reset_peak_stats() {
+    pool_.reset_peak_stats();
+}
+void PoolModel::reset_accumulated_stats() {
+    pool_.reset_accumulated_stats();
+}
+void PoolModel::empty_cache() {
+    pool_.empty_cache();
+}
 
 void PoolModel::drop_all() {
     std::lock_guard lock(mutex_);

@@ -7,7 +7,8 @@
 
 namespace gpumemprof::pool {
 
-SimBackend::SimBackend(std::size_t capacity_bytes) : capacity_(capacity_bytes) {}
+SimBackend::SimBackend(std::size_t capacity_bytes) : capacity_(capacity_bytes) {
+}
 
 int SimBackend::allocate(std::size_t size, std::uintptr_t* ptr) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -271,8 +272,8 @@ int SimBackend::page_map(std::uintptr_t va, std::size_t size, PageHandle page) {
     auto m = mappings_.lower_bound(va);
     const bool overlaps = (m != mappings_.end() && m->first < va + size) ||
                           (m != mappings_.begin() && std::prev(m)->first + std::prev(m)->second.size > va);
-    if (p == pages_.end() || p->second.mapped || p->second.size != size || va % granularity_ != 0 ||
-        !in_reservation || overlaps) {
+    if (p == pages_.end() || p->second.mapped || p->second.size != size || va % granularity_ != 0 || !in_reservation ||
+        overlaps) {
         ++counters_.bad_vmm_calls;
         return kInvalidValue;
     }

@@ -98,9 +98,9 @@ public:
         std::uint64_t fence_releases = 0;
         std::uint64_t address_reserves = 0;
         std::uint64_t address_frees = 0;
-        std::uint64_t page_creates = 0;  ///< successful ones
+        std::uint64_t page_creates = 0; ///< successful ones
         std::uint64_t page_releases = 0;
-        std::uint64_t page_maps = 0;     ///< successful ones
+        std::uint64_t page_maps = 0; ///< successful ones
         std::uint64_t page_unmaps = 0;
         std::uint64_t set_accesses = 0;
         std::uint64_t vmm_failures = 0;  ///< VMM calls that failed (injected, or out of memory)
@@ -111,14 +111,14 @@ public:
     std::size_t used_bytes() const { return used_.load(std::memory_order_relaxed); }
     std::size_t live_segments() const;
     std::size_t capacity() const;
-    std::size_t mapped_bytes() const;    ///< bytes mapped in reservations now
-    std::size_t live_pages() const;      ///< pages created and not yet released
+    std::size_t mapped_bytes() const; ///< bytes mapped in reservations now
+    std::size_t live_pages() const;   ///< pages created and not yet released
     std::size_t live_reservations() const;
 
 private:
     mutable std::mutex mu_;
     std::size_t capacity_;
-    std::size_t total_ = 0; ///< 0: same as capacity
+    std::size_t total_ = 0;            ///< 0: same as capacity
     std::atomic<std::size_t> used_{0}; ///< changed under mu_, read without it
     std::uintptr_t next_address_ = kBaseAddress;
     std::unordered_map<std::uintptr_t, std::size_t> live_;

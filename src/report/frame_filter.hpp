@@ -17,16 +17,16 @@ namespace gpumemprof::report {
 /// GPUMEMPROF_HIDE_FRAMES when unset: glob patterns (fnmatch), each matched against a frame's
 /// demangled function name and against its module's file name.
 inline constexpr const char* kDefaultHiddenFrames =
-    "c10::cuda::CUDACachingAllocator::*,"   // PyTorch's allocator front end
-    "at::detail::empty*,at::empty*,at::native::empty_*,"  // tensor creation helpers
+    "c10::cuda::CUDACachingAllocator::*,"                                          // PyTorch's allocator front end
+    "at::detail::empty*,at::empty*,at::native::empty_*,"                           // tensor creation helpers
     "at::*::create_out*,*::set_output_raw_strided*,at::meta::structured_*::meta*," // structured outputs
     "at::TensorIteratorBase::*,at::TensorIterator::*," // output allocation of elementwise operators
-    "at::*wrapper_*,"                       // generated dispatcher entry points per backend
+    "at::*wrapper_*,"                                  // generated dispatcher entry points per backend
     "c10::impl::*,c10::Dispatcher::*,c10::KernelFunction::*,c10::BoxedKernel::*,at::_ops::*," // dispatch
     "torch::autograd::VariableType::*,at::autocast::WrapFunction_*," // autograd and autocast wrappers
-    "std::_Function_handler*,std::function*,std::__invoke*," // std::function trampolines
-    "python3*,libpython3*,"                 // the interpreter (its Python frames are shown instead)
-    "libffi.so*,_ctypes.*,"                 // ctypes' foreign-call machinery
+    "std::_Function_handler*,std::function*,std::__invoke*,"         // std::function trampolines
+    "python3*,libpython3*," // the interpreter (its Python frames are shown instead)
+    "libffi.so*,_ctypes.*," // ctypes' foreign-call machinery
     "__libc_start_main*,__libc_start_call_main,_start,clone,clone3,start_thread"; // libc/loader start-up
 
 class FrameFilter {

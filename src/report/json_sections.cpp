@@ -25,8 +25,7 @@ void frames_json(util::JsonWriter& w, const std::vector<SymbolFrame>& frames) {
     w.end_array();
 }
 
-template <typename Key>
-void ranked(util::JsonWriter& w, const ResolvedReport& r, Key key) {
+template <typename Key> void ranked(util::JsonWriter& w, const ResolvedReport& r, Key key) {
     w.begin_array();
     for (std::size_t i : ranked_sites(r, key)) {
         w.begin_object();
@@ -76,7 +75,9 @@ void json_sections(util::JsonWriter& w, const ReportInput& in, const stacks::Rep
     }
     w.end_array();
     w.key("sites");
-    ranked(w, r, [](const ResolvedSite& s) { return std::make_pair(s.counters.peak_live_bytes, s.counters.peak_live_count); });
+    ranked(w, r, [](const ResolvedSite& s) {
+        return std::make_pair(s.counters.peak_live_bytes, s.counters.peak_live_count);
+    });
     w.end_object();
 
     w.key("leaks");

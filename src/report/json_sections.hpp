@@ -10,7 +10,6 @@ namespace gpumemprof::report {
 
 /// Writes the keys into the object `w` is positioned in. Sites are referred to by their index
 /// in "sites". Frames are root first.
-void json_sections(util::JsonWriter& w, const ReportInput& in, const stacks::ReportData& data,
-                   const ResolvedReport& r);
+void json_sections(util::JsonWriter& w, const ReportInput& in, const stacks::ReportData& data, const ResolvedReport& r);
 
 } // namespace gpumemprof::report

@@ -13,9 +13,10 @@ namespace gpumemprof::report {
 std::string oom_message(int device, const pool::OomInfo& info) {
     const std::int64_t unallocated = info.reserved - info.allocated;
     std::string s = "CUDA out of memory. Tried to allocate " +
-                    util::torch_size(static_cast<std::int64_t>(info.allocation_size)) + ". GPU " + std::to_string(device) +
-                    " has a total capacity of " + util::torch_size(static_cast<std::int64_t>(info.device_total)) +
-                    " of which " + util::torch_size(static_cast<std::int64_t>(info.device_free)) + " is free. ";
+                    util::torch_size(static_cast<std::int64_t>(info.allocation_size)) + ". GPU " +
+                    std::to_string(device) + " has a total capacity of " +
+                    util::torch_size(static_cast<std::int64_t>(info.device_total)) + " of which " +
+                    util::torch_size(static_cast<std::int64_t>(info.device_free)) + " is free. ";
     if (info.allowed > 0)
         s += util::torch_size(static_cast<std::int64_t>(info.allowed)) + " allowed; ";
     s += "Of the allocated memory " + util::torch_size(info.allocated) + " is allocated by the pool, and " +
@@ -40,9 +41,10 @@ std::string oom_suggestion(const pool::OomInfo& info, const pool::AllocConf& con
                           "this failed; what is left is free space inside pages still partly in use): reduce what "
                           "is live at this point or call gpumemprof_empty_cache() between phases of the program.";
         if (conf.max_split_size == std::numeric_limits<std::size_t>::max())
-            return head + ": set GPUMEMPROF_ALLOC_CONF=expandable_segments:True (PyTorch's fix for fragmentation: "
-                          "cached memory is mapped in pages that grow a block in place and go back to the device "
-                          "when free; PYTORCH_CUDA_ALLOC_CONF on PyTorch's own allocator), or max_split_size_mb:" +
+            return head +
+                   ": set GPUMEMPROF_ALLOC_CONF=expandable_segments:True (PyTorch's fix for fragmentation: "
+                   "cached memory is mapped in pages that grow a block in place and go back to the device "
+                   "when free; PYTORCH_CUDA_ALLOC_CONF on PyTorch's own allocator), or max_split_size_mb:" +
                    std::to_string(std::max(kMinSplitMb, need / kMiB)) +
                    " so large cached blocks are not split for small requests.";
         const auto split_mb = static_cast<std::int64_t>(conf.max_split_size / pool::kMiB);

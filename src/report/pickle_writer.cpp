@@ -42,14 +42,22 @@ void PickleWriter::begin_dict() {
     out_.push_back(kEmptyDict);
     out_.push_back(kMark);
 }
-void PickleWriter::end_dict() { out_.push_back(kSetItems); }
+void PickleWriter::end_dict() {
+    out_.push_back(kSetItems);
+}
 void PickleWriter::begin_list() {
     out_.push_back(kEmptyList);
     out_.push_back(kMark);
 }
-void PickleWriter::end_list() { out_.push_back(kAppends); }
-void PickleWriter::begin_tuple() { out_.push_back(kMark); }
-void PickleWriter::end_tuple() { out_.push_back(kTuple); }
+void PickleWriter::end_list() {
+    out_.push_back(kAppends);
+}
+void PickleWriter::begin_tuple() {
+    out_.push_back(kMark);
+}
+void PickleWriter::end_tuple() {
+    out_.push_back(kTuple);
+}
 
 void PickleWriter::str(std::string_view s) {
     // Our strings are UTF-8 already (symbol names, paths); pickle stores UTF-8 bytes.
@@ -91,8 +99,12 @@ void PickleWriter::integer(std::int64_t v) {
     }
 }
 
-void PickleWriter::boolean(bool v) { out_.push_back(v ? kNewTrue : kNewFalse); }
-void PickleWriter::none() { out_.push_back(kNone); }
+void PickleWriter::boolean(bool v) {
+    out_.push_back(v ? kNewTrue : kNewFalse);
+}
+void PickleWriter::none() {
+    out_.push_back(kNone);
+}
 
 bool PickleWriter::recall(std::uint64_t id) {
     const std::uint32_t* index = memo_.find(id);

@@ -33,15 +33,15 @@ struct PassthroughSummary {
 /// One pool's past and present, for the HTML report and the PyTorch snapshot.
 struct DeviceHistory {
     stats::SeriesData series;
-    std::vector<stats::PoolEvent> events;   ///< the latest pool events, oldest first
-    std::uint64_t events_overwritten = 0;   ///< older events no longer kept
+    std::vector<stats::PoolEvent> events;    ///< the latest pool events, oldest first
+    std::uint64_t events_overwritten = 0;    ///< older events no longer kept
     std::vector<pool::SegmentInfo> segments; ///< the pool's segments and blocks at the dump
     bool segments_known = false;             ///< false: rebuilt from a trace, segments unknown
 };
 
 struct DeviceSummary {
     int device = 0;
-    int context = -1;            ///< the pool's index in the table; -1: no pool (pass-through only)
+    int context = -1; ///< the pool's index in the table; -1: no pool (pass-through only)
     bool context_alive = false;
     stats::DeviceStats stats;
     std::int64_t invalid_frees = 0;
@@ -62,11 +62,11 @@ struct DeviceSummary {
 
 /// GPUMEMPROF_REUSE and what became of reuse at once (JSON "reuse", a line of the .txt).
 struct ReuseSummary {
-    std::string mode = "auto";     ///< auto, fenced or immediate
-    bool at_once = true;           ///< freed blocks are reused at once now (no fence)
-    std::string lost_by;           ///< why reuse at once ended under auto ("" while it holds)
-    std::uint32_t lost_stack = 0;  ///< stacks::Recorder id of the call that ended it (0: unknown)
-    int library_streams = 0;       ///< streams cuDNN made for itself: they kept the one order
+    std::string mode = "auto";    ///< auto, fenced or immediate
+    bool at_once = true;          ///< freed blocks are reused at once now (no fence)
+    std::string lost_by;          ///< why reuse at once ended under auto ("" while it holds)
+    std::uint32_t lost_stack = 0; ///< stacks::Recorder id of the call that ended it (0: unknown)
+    int library_streams = 0;      ///< streams cuDNN made for itself: they kept the one order
 };
 
 /// How many allocations reached us by each door (JSON "doors").
@@ -77,14 +77,14 @@ struct DoorCounts {
 };
 
 struct ReportInput {
-    std::string prefix;         ///< files are <prefix>.json, .txt, .folded, .alloc.folded
+    std::string prefix; ///< files are <prefix>.json, .txt, .folded, .alloc.folded
     int pid = 0;
     std::string host;
     std::string exe;
     double seconds_profiled = 0;
-    std::string alloc_conf;     ///< GPUMEMPROF_ALLOC_CONF as given (for OOM advice)
+    std::string alloc_conf;           ///< GPUMEMPROF_ALLOC_CONF as given (for OOM advice)
     std::string effective_alloc_conf; ///< the settings in effect, every key spelled out
-    bool caching = true;        ///< the pool caches (false: GPUMEMPROF_POOL=0)
+    bool caching = true;              ///< the pool caches (false: GPUMEMPROF_POOL=0)
     ReuseSummary reuse;
     DoorCounts doors;
     PassthroughCounters host_pinned;
@@ -97,7 +97,7 @@ struct ReportInput {
     std::vector<DeviceSummary> devices; ///< one per pool, in table order
     /// Devices with pass-through memory but no pool (JSON only: context -1, ledger figures).
     std::vector<DeviceSummary> devices_without_pool;
-    int top_n = 10;             ///< rows in the "top call sites" tables
+    int top_n = 10; ///< rows in the "top call sites" tables
     /// Module-name substrings dropped from the top of stacks (GPUMEMPROF_STACK_SKIP, a
     /// comma-separated list); unset = kDefaultStackSkip.
     std::optional<std::string> stack_skip;

@@ -117,9 +117,8 @@ StackReport resolve(const ReportInput& in, const stacks::ReportData& data, Symbo
         const PythonFrames python = in.python_frames == 2 ? PythonFrames::all : PythonFrames::merged;
         report.resolved = resolve_report(report.data, symbolizer, skip_list(in), in.alloc_conf, python);
         if (in.reuse.lost_stack != 0)
-            report.resolved.reuse_lost_where =
-                stack_labels(stacks::Recorder::instance().frames(in.reuse.lost_stack), symbolizer, skip_list(in),
-                             python, kReuseFrames);
+            report.resolved.reuse_lost_where = stack_labels(stacks::Recorder::instance().frames(in.reuse.lost_stack),
+                                                            symbolizer, skip_list(in), python, kReuseFrames);
         report.ok = true;
     } catch (...) {
         report.ok = false;
@@ -145,13 +144,11 @@ StackReport prepare_stack_report(const ReportInput& in) {
     }
 }
 
-bool write_reports(const ReportInput& in, const stacks::ReportData& data, Symbolizer& symbolizer,
-                   std::string* error) {
+bool write_reports(const ReportInput& in, const stacks::ReportData& data, Symbolizer& symbolizer, std::string* error) {
     return write_reports(in, resolve(in, data, symbolizer), error);
 }
 
-void append_json(util::JsonWriter& w, const ReportInput& in, const stacks::ReportData& data,
-                 Symbolizer& symbolizer) {
+void append_json(util::JsonWriter& w, const ReportInput& in, const stacks::ReportData& data, Symbolizer& symbolizer) {
     // Everything that can fail (symbolisation) happens before the first key is written.
     const StackReport report = resolve(in, data, symbolizer);
     if (report.ok)

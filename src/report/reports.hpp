@@ -57,9 +57,7 @@ bool write_reports(const ReportInput& in, const StackReport& report, std::string
 
 /// The same with the data and the symbolizer given (tests, offline tools). append_json adds
 /// "sites", "peak", "leaks", "ooms" and "stacks" to the object `w` is positioned in.
-bool write_reports(const ReportInput& in, const stacks::ReportData& data, Symbolizer& symbolizer,
-                   std::string* error);
-void append_json(util::JsonWriter& w, const ReportInput& in, const stacks::ReportData& data,
-                 Symbolizer& symbolizer);
+bool write_reports(const ReportInput& in, const stacks::ReportData& data, Symbolizer& symbolizer, std::string* error);
+void append_json(util::JsonWriter& w, const ReportInput& in, const stacks::ReportData& data, Symbolizer& symbolizer);
 
 } // namespace gpumemprof::report

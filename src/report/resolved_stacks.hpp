@@ -58,8 +58,7 @@ std::vector<std::string> stack_labels(const std::vector<std::uintptr_t>& ips, Sy
 
 /// Indices into r.sites of the sites with key(site).first > 0, largest first, ties in report
 /// order. `key` maps a ResolvedSite to a (bytes, count) pair; the tables of every report use it.
-template <typename Key>
-std::vector<std::size_t> ranked_sites(const ResolvedReport& r, Key key) {
+template <typename Key> std::vector<std::size_t> ranked_sites(const ResolvedReport& r, Key key) {
     std::vector<std::size_t> idx;
     for (std::size_t i = 0; i < r.sites.size(); ++i)
         if (key(r.sites[i]).first > 0)

@@ -11,10 +11,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
 #include <filesystem>
 #include <unordered_map>
 
@@ -379,7 +379,8 @@ struct ProcessSymbolizer::Impl {
 
 #endif
 
-ProcessSymbolizer::ProcessSymbolizer() : impl_(std::make_unique<Impl>()) {}
+ProcessSymbolizer::ProcessSymbolizer() : impl_(std::make_unique<Impl>()) {
+}
 ProcessSymbolizer::~ProcessSymbolizer() = default;
 
 namespace {

@@ -12,12 +12,12 @@ namespace gpumemprof::report {
 
 /// One source-level frame. An address inside inlined code yields several, innermost first.
 struct SymbolFrame {
-    std::string function; ///< demangled; empty when unknown
-    std::string file;     ///< source path (normalised); empty without debug info
-    int line = 0;         ///< 0 when unknown
-    std::string module;   ///< file name of the ELF object (no directory), "??" when unknown
+    std::string function;      ///< demangled; empty when unknown
+    std::string file;          ///< source path (normalised); empty without debug info
+    int line = 0;              ///< 0 when unknown
+    std::string module;        ///< file name of the ELF object (no directory), "??" when unknown
     std::uintptr_t offset = 0; ///< address minus the module's load address
-    bool python = false;  ///< a Python frame (file, line, qualified name from the code object)
+    bool python = false;       ///< a Python frame (file, line, qualified name from the code object)
 };
 
 /// Injectable so that report formatting can be tested with made-up names.

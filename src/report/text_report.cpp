@@ -4,10 +4,10 @@
 
 #include "pool/alloc_conf.hpp"
 
-#include "util/byte_format.hpp"
 #include "report/frame_filter.hpp"
 #include "report/line_profile.hpp"
 #include "report/oom_advice.hpp"
+#include "util/byte_format.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -18,7 +18,8 @@ namespace {
 
 /// Fragmentation measured at one instant: when reserved bytes peaked (pool::ReservedPeak).
 void fragmentation_line(std::string& out, const char* indent, const pool::ReservedPeak& p) {
-    out += std::string(indent) + "fragmentation when reserved peaked: " + util::torch_size_exact(p.reserved - p.allocated) +
+    out += std::string(indent) +
+           "fragmentation when reserved peaked: " + util::torch_size_exact(p.reserved - p.allocated) +
            " reserved but not allocated (of " + util::torch_size(p.reserved) + "), of which " +
            util::torch_size_exact(p.inactive_split_bytes) + " free inside split segments\n";
 }
@@ -75,8 +76,8 @@ void top_sites(std::string& out, const ResolvedReport& r, int n, Key key, const 
     for (std::size_t i = 0; i < v.size() && i < static_cast<std::size_t>(n); ++i) {
         const ResolvedSite& site = r.sites[v[i]];
         const auto [bytes, count] = key(site);
-        out += "#" + std::to_string(i + 1) + " " + util::torch_size_exact(bytes) + " " + what + " in " + std::to_string(count) +
-               " block" + (count == 1 ? "" : "s") + "\n";
+        out += "#" + std::to_string(i + 1) + " " + util::torch_size_exact(bytes) + " " + what + " in " +
+               std::to_string(count) + " block" + (count == 1 ? "" : "s") + "\n";
         stack_lines(out, site.frames, 6, "    ", filter);
     }
     if (v.size() > static_cast<std::size_t>(n))
@@ -103,8 +104,8 @@ void reuse_line(std::string& out, const ReportInput& in, const ResolvedReport& r
 
 /// Who was profiled, for how long, and the settings that shaped the run.
 void header_lines(std::string& out, const ReportInput& in) {
-    out += "gpumemprof report for " + (in.exe.empty() ? std::string("?") : in.exe) + " (pid " +
-           std::to_string(in.pid) + ")\n";
+    out += "gpumemprof report for " + (in.exe.empty() ? std::string("?") : in.exe) + " (pid " + std::to_string(in.pid) +
+           ")\n";
     char secs[64];
     std::snprintf(secs, sizeof secs, "%.3f", in.seconds_profiled);
     out += std::string("time under the profiler: ") + secs + " s\n";
@@ -135,8 +136,9 @@ void device_figures(std::string& out, const DeviceSummary& d, const stacks::Repo
     out += "  peak requested:  " + util::torch_size_exact(st.requested_bytes[all].peak) + "\n";
     const auto dev = static_cast<std::size_t>(d.device);
     if (d.device >= 0 && dev < data.device_live_at_peak.size())
-        out += "  live on this device at the process-wide peak: " + util::torch_size_exact(data.device_live_at_peak[dev]) +
-               "\n";
+        out +=
+            "  live on this device at the process-wide peak: " + util::torch_size_exact(data.device_live_at_peak[dev]) +
+            "\n";
     fragmentation_line(out, "  ", d.at_reserved_peak);
     out += "  now: reserved - allocated = " +
            util::torch_size_exact(st.reserved_bytes[all].current - st.allocated_bytes[all].current) +
@@ -145,10 +147,9 @@ void device_figures(std::string& out, const DeviceSummary& d, const stacks::Repo
            std::to_string(st.allocation[all].peak) + ", live now " + std::to_string(st.allocation[all].current) +
            "), segments: " + std::to_string(st.segment[all].allocated) + "\n";
     out += std::string(expandable ? "  page maps/unmaps (expandable segments): " : "  device alloc/free calls: ") +
-           std::to_string(st.num_device_alloc) + " / " +
-           std::to_string(st.num_device_free) + ", alloc retries: " + std::to_string(st.num_alloc_retries) +
-           ", OOMs: " + std::to_string(st.num_ooms) + ", invalid frees: " + std::to_string(d.invalid_frees) +
-           "\n";
+           std::to_string(st.num_device_alloc) + " / " + std::to_string(st.num_device_free) +
+           ", alloc retries: " + std::to_string(st.num_alloc_retries) + ", OOMs: " + std::to_string(st.num_ooms) +
+           ", invalid frees: " + std::to_string(d.invalid_frees) + "\n";
 }
 
 /// What the pool waited for and what went wrong under it on one device (lines only when any).
@@ -159,8 +160,8 @@ void device_troubles(std::string& out, const DeviceSummary& d) {
         out += "  freed blocks waiting for the device (not allocated/active/requested): now " +
                util::torch_size_exact(d.pending.bytes.current) + " in " + std::to_string(d.pending.blocks.current) +
                " blocks, peak " + util::torch_size_exact(d.pending.bytes.peak) + " in " +
-               std::to_string(d.pending.blocks.peak) + " blocks; waits on a miss: " +
-               std::to_string(d.pool_counters.fence_waits) + " (" + waited + ", " +
+               std::to_string(d.pending.blocks.peak) +
+               " blocks; waits on a miss: " + std::to_string(d.pool_counters.fence_waits) + " (" + waited + ", " +
                std::to_string(d.pool_counters.wait_timeouts) + " timed out)\n";
     }
     for (const auto& [code, count] : d.pool_counters.driver_errors)
@@ -181,15 +182,14 @@ void device_model(std::string& out, const DeviceSummary& d, bool expandable) {
     const auto all = stats::kAll;
     out += "  PyTorch's caching allocator on the same requests (model; it reuses a freed block at once on\n"
            "  its stream, where this pool may wait until the device has passed the free):\n";
-    out += "    peak reserved:  " + util::torch_size_exact(m.reserved_bytes[all].peak) + ", peak allocated: " +
-           util::torch_size_exact(m.allocated_bytes[all].peak) + "\n";
+    out += "    peak reserved:  " + util::torch_size_exact(m.reserved_bytes[all].peak) +
+           ", peak allocated: " + util::torch_size_exact(m.allocated_bytes[all].peak) + "\n";
     fragmentation_line(out, "    ", d.model_at_reserved_peak);
-    out += std::string(expandable ? "    page maps: " : "    cudaMalloc calls: ") +
-           std::to_string(m.num_device_alloc) + ", segments at the peak: " +
-           std::to_string(m.segment[all].peak) + ", OOMs: " + std::to_string(m.num_ooms) +
-           (d.model_unserved > 0 ? ", requests it could not serve: " + std::to_string(d.model_unserved)
-                                 : std::string()) +
-           "\n";
+    out +=
+        std::string(expandable ? "    page maps: " : "    cudaMalloc calls: ") + std::to_string(m.num_device_alloc) +
+        ", segments at the peak: " + std::to_string(m.segment[all].peak) + ", OOMs: " + std::to_string(m.num_ooms) +
+        (d.model_unserved > 0 ? ", requests it could not serve: " + std::to_string(d.model_unserved) : std::string()) +
+        "\n";
 }
 
 /// What capturing the stacks cost, and the allocations kept without one.
@@ -226,7 +226,8 @@ void capture_lines(std::string& out, const stacks::CaptureStats& c) {
 void summary_section(std::string& out, const ReportInput& in, const stacks::ReportData& data, const ResolvedReport& r) {
     heading(out, "Summary");
     out += "process-wide peak of live bytes (all devices): " + util::torch_size_exact(data.peak_bytes) + "\n";
-    out += "live at exit: " + util::torch_size_exact(data.live_bytes) + " in " + std::to_string(data.live_count) + " blocks\n";
+    out += "live at exit: " + util::torch_size_exact(data.live_bytes) + " in " + std::to_string(data.live_count) +
+           " blocks\n";
     std::vector<std::string> ignored;
     const bool expandable = pool::parse_alloc_conf(in.alloc_conf, &ignored).expandable_segments;
     for (const DeviceSummary& d : in.devices) {
@@ -234,21 +235,23 @@ void summary_section(std::string& out, const ReportInput& in, const stacks::Repo
         device_troubles(out, d);
         device_model(out, d, expandable);
     }
-    out += "\nunique call sites: " + std::to_string(r.sites.size()) + ", OOMs recorded: " +
-           std::to_string(data.ooms.size()) + "\n";
+    out += "\nunique call sites: " + std::to_string(r.sites.size()) +
+           ", OOMs recorded: " + std::to_string(data.ooms.size()) + "\n";
     capture_lines(out, data.capture);
 }
 
 /// The two rankings of call sites and the two line profiles.
 void site_sections(std::string& out, const ReportInput& in, const ResolvedReport& r, const FrameFilter& filter) {
     heading(out, "Top call sites by bytes live at the peak");
-    top_sites(out, r, in.top_n,
-              [](const ResolvedSite& s) { return std::make_pair(s.counters.peak_live_bytes, s.counters.peak_live_count); },
-              "live at the peak", filter);
+    top_sites(
+        out, r, in.top_n,
+        [](const ResolvedSite& s) { return std::make_pair(s.counters.peak_live_bytes, s.counters.peak_live_count); },
+        "live at the peak", filter);
     heading(out, "Top call sites by total bytes allocated");
-    top_sites(out, r, in.top_n,
-              [](const ResolvedSite& s) { return std::make_pair(s.counters.total_bytes, s.counters.total_count); },
-              "allocated", filter);
+    top_sites(
+        out, r, in.top_n,
+        [](const ResolvedSite& s) { return std::make_pair(s.counters.total_bytes, s.counters.total_count); },
+        "allocated", filter);
 
     heading(out, "Line profile, cumulative (used_bytes, acquired_bytes)");
     out += "used_bytes: bytes the pool handed out for requests made under the frame over the whole run;\n"
@@ -262,9 +265,10 @@ void site_sections(std::string& out, const ReportInput& in, const ResolvedReport
 
 void leak_section(std::string& out, const ResolvedReport& r, const FrameFilter& filter) {
     heading(out, "Leaks at exit (live blocks grouped by call site)");
-    top_sites(out, r, 1 << 30,
-              [](const ResolvedSite& s) { return std::make_pair(s.counters.live_bytes, s.counters.live_count); },
-              "leaked", filter);
+    top_sites(
+        out, r, 1 << 30,
+        [](const ResolvedSite& s) { return std::make_pair(s.counters.live_bytes, s.counters.live_count); }, "leaked",
+        filter);
     out += "Blocks live when this report was written; at exit, after the program's exit handlers and the global\n"
            "and ELF destructors of the program and its libraries (frees made there are seen).\n";
 }

@@ -50,12 +50,9 @@ private:
 
 const char* state_name(pool::BlockState s) {
     switch (s) {
-    case pool::BlockState::active_allocated:
-        return "active_allocated";
-    case pool::BlockState::active_pending_free:
-        return "active_pending_free";
-    case pool::BlockState::inactive:
-        break;
+    case pool::BlockState::active_allocated: return "active_allocated";
+    case pool::BlockState::active_pending_free: return "active_pending_free";
+    case pool::BlockState::inactive: break;
     }
     return "inactive";
 }
@@ -167,7 +164,8 @@ void write_torch_snapshot(ObjectWriter& w, const ReportInput& in, const stacks::
     w.end_dict();
 }
 
-std::string torch_snapshot_pickle(const ReportInput& in, const stacks::ReportData& data, const ResolvedReport& resolved) {
+std::string torch_snapshot_pickle(const ReportInput& in, const stacks::ReportData& data,
+                                  const ResolvedReport& resolved) {
     try {
         PickleWriter w;
         write_torch_snapshot(w, in, data, resolved);

@@ -25,7 +25,8 @@ void write_torch_snapshot(ObjectWriter& w, const ReportInput& in, const stacks::
 
 /// The same dict as pickle bytes (<prefix>.pickle) and as JSON (the C API). Never throw; an
 /// empty string on failure.
-std::string torch_snapshot_pickle(const ReportInput& in, const stacks::ReportData& data, const ResolvedReport& resolved);
+std::string torch_snapshot_pickle(const ReportInput& in, const stacks::ReportData& data,
+                                  const ResolvedReport& resolved);
 std::string torch_snapshot_json(const ReportInput& in, const stacks::ReportData& data, const ResolvedReport& resolved);
 
 } // namespace gpumemprof::report

@@ -39,9 +39,9 @@ struct Layout {
     std::size_t cframe_current_frame = kNone;
     std::size_t ts_current_frame = kNone;
     // _PyInterpreterFrame
-    std::size_t fr_code = 0;     ///< f_code (3.11/3.12), f_executable (3.13)
+    std::size_t fr_code = 0; ///< f_code (3.11/3.12), f_executable (3.13)
     std::size_t fr_previous = 0;
-    std::size_t fr_instr = 0;    ///< prev_instr (3.11/3.12), instr_ptr (3.13)
+    std::size_t fr_instr = 0; ///< prev_instr (3.11/3.12), instr_ptr (3.13)
     std::size_t fr_owner = 0;
     std::size_t fr_is_entry = kNone; ///< 3.11 only; later versions mark entries with a shim frame
     // PyCodeObject
@@ -68,7 +68,7 @@ Layout layout_311() {
     l.co_qualname = 128;
     l.co_linetable = 136;
     l.co_code = 184;
-    l.str_ascii_size = 48;   // 3.11 still has the wstr pointer
+    l.str_ascii_size = 48; // 3.11 still has the wstr pointer
     l.str_compact_size = 72;
     return l;
 }
@@ -135,7 +135,9 @@ template <typename T> T load(std::uintptr_t addr) noexcept {
     std::memcpy(&v, reinterpret_cast<const void*>(addr), sizeof v);
     return v;
 }
-std::uintptr_t load_ptr(std::uintptr_t addr) noexcept { return load<std::uintptr_t>(addr); }
+std::uintptr_t load_ptr(std::uintptr_t addr) noexcept {
+    return load<std::uintptr_t>(addr);
+}
 
 // ---- the interpreter found in this process --------------------------------------------------
 
@@ -154,15 +156,20 @@ std::mutex g_init_mutex;
 
 void stderr_sink(const char* message) {
     char buf[512];
-    const int n = std::snprintf(buf, sizeof buf, "gpumemprof: warning [%d]: %s\n", static_cast<int>(::getpid()), message);
+    const int n =
+        std::snprintf(buf, sizeof buf, "gpumemprof: warning [%d]: %s\n", static_cast<int>(::getpid()), message);
     if (n > 0)
         (void)!::write(2, buf, static_cast<std::size_t>(n < static_cast<int>(sizeof buf) ? n : sizeof buf - 1));
 }
 std::atomic<void (*)(const char*)> g_sink{stderr_sink};
 
-void warn(const std::string& message) { g_sink.load(std::memory_order_relaxed)(message.c_str()); }
+void warn(const std::string& message) {
+    g_sink.load(std::memory_order_relaxed)(message.c_str());
+}
 
-void* sym(const char* name) { return ::dlsym(RTLD_DEFAULT, name); }
+void* sym(const char* name) {
+    return ::dlsym(RTLD_DEFAULT, name);
+}
 
 /// Looks for an interpreter. Returns the new state (unknown while Python is not initialised).
 State discover() noexcept {
@@ -437,9 +444,13 @@ void set_enabled(bool on) noexcept {
     }
 }
 
-void set_warning_sink(void (*sink)(const char*)) noexcept { g_sink.store(sink ? sink : stderr_sink); }
+void set_warning_sink(void (*sink)(const char*)) noexcept {
+    g_sink.store(sink ? sink : stderr_sink);
+}
 
-State state() noexcept { return g_state.load(std::memory_order_acquire); }
+State state() noexcept {
+    return g_state.load(std::memory_order_acquire);
+}
 
 std::string version() {
     return g_state.load(std::memory_order_acquire) == State::ready ? g_interp.version : std::string();

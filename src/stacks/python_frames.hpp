@@ -19,8 +19,12 @@ namespace gpumemprof::stacks::python {
 /// offset in code units.
 inline constexpr std::uintptr_t kPythonTag = std::uintptr_t{1} << 63;
 inline constexpr std::uintptr_t kEntryTag = std::uintptr_t{1} << 62;
-inline constexpr bool is_python_frame(std::uintptr_t w) noexcept { return (w & kPythonTag) != 0; }
-inline constexpr bool is_entry_frame(std::uintptr_t w) noexcept { return (w & kEntryTag) != 0; }
+inline constexpr bool is_python_frame(std::uintptr_t w) noexcept {
+    return (w & kPythonTag) != 0;
+}
+inline constexpr bool is_entry_frame(std::uintptr_t w) noexcept {
+    return (w & kEntryTag) != 0;
+}
 
 /// Python frames kept per stack at most (beside the native ones).
 inline constexpr int kMaxPythonFrames = 128;

@@ -151,8 +151,7 @@ StackId Recorder::intern(const std::uintptr_t* ips, int n) noexcept {
     return tree_.intern(ips, n);
 }
 
-void Recorder::on_alloc(int device, std::uintptr_t ptr, std::size_t size, std::size_t requested,
-                        StackId id) noexcept {
+void Recorder::on_alloc(int device, std::uintptr_t ptr, std::size_t size, std::size_t requested, StackId id) noexcept {
     if (!accounting_.load(std::memory_order_relaxed))
         return; // capture never on: no call sites to account to (and no lock on the hot path)
     try {
@@ -219,8 +218,8 @@ void Recorder::reset_after_fork() noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
     table_.clear();
     ooms_.clear();
-    for (auto* c : {&captures_, &frames_, &cache_hits_, &python_captures_, &python_frames_, &unwind_ticks_,
-                    &intern_ticks_})
+    for (auto* c :
+         {&captures_, &frames_, &cache_hits_, &python_captures_, &python_frames_, &unwind_ticks_, &intern_ticks_})
         c->store(0, std::memory_order_relaxed);
 }
 

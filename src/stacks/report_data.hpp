@@ -15,14 +15,14 @@ namespace gpumemprof::stacks {
 /// Counters of one call site (one StackId). Bytes are the bytes a block occupies in the pool
 /// (rounded size), except requested_bytes.
 struct SiteCounters {
-    std::int64_t live_bytes = 0;        ///< handed out and not yet freed
+    std::int64_t live_bytes = 0; ///< handed out and not yet freed
     std::int64_t live_count = 0;
-    std::int64_t total_bytes = 0;       ///< every block ever handed out = CuPy's used_bytes
+    std::int64_t total_bytes = 0; ///< every block ever handed out = CuPy's used_bytes
     std::int64_t total_count = 0;
-    std::int64_t requested_bytes = 0;   ///< sum of the sizes the program asked for
-    std::int64_t acquired_bytes = 0;    ///< device memory obtained from the driver for these requests
+    std::int64_t requested_bytes = 0; ///< sum of the sizes the program asked for
+    std::int64_t acquired_bytes = 0;  ///< device memory obtained from the driver for these requests
     std::int64_t acquire_count = 0;
-    std::int64_t peak_live_bytes = 0;   ///< live_bytes at the global peak (heaptrack's "peak")
+    std::int64_t peak_live_bytes = 0; ///< live_bytes at the global peak (heaptrack's "peak")
     std::int64_t peak_live_count = 0;
     std::int64_t peak_acquired_bytes = 0; ///< acquired_bytes as of the global peak moment
 };
@@ -43,14 +43,14 @@ struct OomRecord {
 
 /// What capturing stacks cost the program (the recorder times its own hot path).
 struct CaptureStats {
-    std::uint64_t captures = 0;        ///< stacks captured (one per allocation while capture is on)
-    std::uint64_t frames = 0;          ///< frames kept, summed over captures
-    std::uint64_t cache_hits = 0;      ///< captures interned from the per-thread stack cache
-    std::uint64_t python_captures = 0; ///< captures that found Python frames on the thread
-    std::uint64_t python_frames = 0;   ///< Python frames kept, summed over captures
+    std::uint64_t captures = 0;          ///< stacks captured (one per allocation while capture is on)
+    std::uint64_t frames = 0;            ///< frames kept, summed over captures
+    std::uint64_t cache_hits = 0;        ///< captures interned from the per-thread stack cache
+    std::uint64_t python_captures = 0;   ///< captures that found Python frames on the thread
+    std::uint64_t python_frames = 0;     ///< Python frames kept, summed over captures
     std::uint64_t small_stack_skips = 0; ///< allocations kept without a stack: too little stack left to unwind
-    double unwind_seconds = 0;         ///< time in libunwind
-    double intern_seconds = 0;         ///< time hashing / interning the frames
+    double unwind_seconds = 0;           ///< time in libunwind
+    double intern_seconds = 0;           ///< time hashing / interning the frames
 };
 
 /// A block handed out and not yet freed, with its call site.
@@ -62,15 +62,15 @@ struct LiveBlock {
 };
 
 struct ReportData {
-    std::vector<SiteData> sites;        ///< every site that allocated or acquired, by id
-    std::vector<OomRecord> ooms;        ///< in the order they happened
-    std::int64_t live_bytes = 0;        ///< process-wide (all devices) now
+    std::vector<SiteData> sites; ///< every site that allocated or acquired, by id
+    std::vector<OomRecord> ooms; ///< in the order they happened
+    std::int64_t live_bytes = 0; ///< process-wide (all devices) now
     std::int64_t live_count = 0;
-    std::int64_t peak_bytes = 0;        ///< process-wide maximum of live_bytes
+    std::int64_t peak_bytes = 0;                   ///< process-wide maximum of live_bytes
     std::vector<std::int64_t> device_live_at_peak; ///< index = device, at that same moment
-    std::int64_t unknown_frees = 0;     ///< on_free of an address the recorder never saw
-    std::uint64_t events = 0;           ///< on_alloc + on_free calls
-    std::vector<LiveBlock> live_blocks; ///< what is live now, in no particular order
+    std::int64_t unknown_frees = 0;                ///< on_free of an address the recorder never saw
+    std::uint64_t events = 0;                      ///< on_alloc + on_free calls
+    std::vector<LiveBlock> live_blocks;            ///< what is live now, in no particular order
     CaptureStats capture;
 };
 

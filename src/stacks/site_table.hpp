@@ -3,8 +3,8 @@
 // the moment the process-wide live total peaked, in O(1) per event (lazy peak epochs).
 #pragma once
 
-#include "util/flat_map.hpp"
 #include "stacks/report_data.hpp"
+#include "util/flat_map.hpp"
 
 #include <cstddef>
 #include <cstdint>

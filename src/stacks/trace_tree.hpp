@@ -56,8 +56,8 @@ private:
     /// Tells this tree's entries in the per-thread caches from another tree's (tests make many).
     const std::uint64_t generation_;
     mutable std::mutex mutex_;
-    std::vector<Node> nodes_;  ///< index = id; nodes_[0] is the root
-    std::vector<Slot> slots_;  ///< power-of-two size, load factor <= 1/2
+    std::vector<Node> nodes_; ///< index = id; nodes_[0] is the root
+    std::vector<Slot> slots_; ///< power-of-two size, load factor <= 1/2
     std::size_t mask_ = 0;
 };
 

@@ -28,7 +28,7 @@ struct PipeId {
 PipeId g_pipe;
 
 bool same_file(int fd, unsigned long long dev, unsigned long long ino) {
-    struct stat st{};
+    struct stat st {};
     return fd >= 0 && ::fstat(fd, &st) == 0 && static_cast<unsigned long long>(st.st_dev) == dev &&
            static_cast<unsigned long long>(st.st_ino) == ino;
 }
@@ -56,7 +56,7 @@ int move_high(int fd, int floor) {
 }
 
 int high_floor() {
-    struct rlimit rl{};
+    struct rlimit rl {};
     int floor = 512;
     if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
         rl.rlim_cur < static_cast<rlim_t>(floor) + 16)
@@ -72,7 +72,7 @@ int guarded_pipe2(int fds[2], int flags) {
     const int floor = high_floor();
     fds[0] = move_high(fds[0], floor);
     fds[1] = move_high(fds[1], floor);
-    struct stat st{};
+    struct stat st {};
     if (::fstat(fds[0], &st) == 0) {
         g_pipe.dev.store(static_cast<unsigned long long>(st.st_dev), std::memory_order_release);
         g_pipe.ino.store(static_cast<unsigned long long>(st.st_ino), std::memory_order_release);
@@ -130,7 +130,8 @@ std::uintptr_t absolute(const dl_phdr_info* info, ElfW(Addr) p) {
 void patch_slot(const dl_phdr_info* info, ElfW(Addr) offset, void* to) {
     auto* slot = reinterpret_cast<void**>(info->dlpi_addr + offset);
     const long page = ::sysconf(_SC_PAGESIZE);
-    auto* start = reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(slot) & ~static_cast<std::uintptr_t>(page - 1));
+    auto* start =
+        reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(slot) & ~static_cast<std::uintptr_t>(page - 1));
     bool relro = false;
     for (int i = 0; i < info->dlpi_phnum; ++i) {
         const ElfW(Phdr)& ph = info->dlpi_phdr[i];
@@ -163,7 +164,7 @@ int patch_module(dl_phdr_info* info, size_t, void* data) {
         return 0;
     const ElfW(Sym)* symtab = nullptr;
     const char* strtab = nullptr;
-    const ElfW(Rela)* tables[2] = {nullptr, nullptr};
+    const ElfW(Rela) * tables[2] = {nullptr, nullptr};
     std::size_t sizes[2] = {0, 0};
     for (const ElfW(Dyn)* d = dyn; d->d_tag != DT_NULL; ++d) {
         switch (d->d_tag) {
@@ -214,6 +215,8 @@ bool guard_unwinder_fds() noexcept {
     return done;
 }
 
-bool is_unwinder_pipe(int fd) noexcept { return pipe_end(fd) >= 0 && still_ours(fd); }
+bool is_unwinder_pipe(int fd) noexcept {
+    return pipe_end(fd) >= 0 && still_ours(fd);
+}
 
 } // namespace gpumemprof::stacks

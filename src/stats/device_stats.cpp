@@ -42,8 +42,7 @@ namespace {
 // Index order of StatType; the names THCPModule_memoryStats uses.
 constexpr const char* kPoolNames[kNumStatTypes] = {"all", "small_pool", "large_pool"};
 
-void add_stat(std::vector<std::pair<std::string, std::int64_t>>& out, const std::string& prefix,
-              const Stat& s) {
+void add_stat(std::vector<std::pair<std::string, std::int64_t>>& out, const std::string& prefix, const Stat& s) {
     out.emplace_back(prefix + ".allocated", s.allocated);
     out.emplace_back(prefix + ".current", s.current);
     out.emplace_back(prefix + ".freed", s.freed);
@@ -55,8 +54,8 @@ void add_stat(std::vector<std::pair<std::string, std::int64_t>>& out, const std:
 std::vector<std::pair<std::string, std::int64_t>> flatten(const DeviceStats& stats) {
     std::vector<std::pair<std::string, std::int64_t>> out;
     out.reserve(122);
-#define X(name)                                                                                      \
-    for (int t = 0; t < kNumStatTypes; ++t)                                                          \
+#define X(name)                                                                                                        \
+    for (int t = 0; t < kNumStatTypes; ++t)                                                                            \
         add_stat(out, std::string(#name ".") + kPoolNames[t], stats.name[t]);
     GPUMEMPROF_STAT_ARRAYS(X)
 #undef X
@@ -68,8 +67,7 @@ std::vector<std::pair<std::string, std::int64_t>> flatten(const DeviceStats& sta
     GPUMEMPROF_STAT_CONSTANTS(X)
 #undef X
     // torch.cuda.memory_stats sorts the flattened keys (plain string order) into an OrderedDict.
-    std::sort(out.begin(), out.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     return out;
 }
 

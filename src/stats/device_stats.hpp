@@ -47,8 +47,8 @@ struct DeviceStats {
 
     /// fn(Stat&) for every Stat: each element of the arrays, then the single ones.
     template <typename Fn> void for_each_stat(Fn&& fn) {
-#define X(name)                                                                                      \
-    for (Stat& s : name)                                                                             \
+#define X(name)                                                                                                        \
+    for (Stat & s : name)                                                                                              \
         fn(s);
         GPUMEMPROF_STAT_ARRAYS(X)
 #undef X

@@ -16,20 +16,26 @@
 namespace gpumemprof::stats {
 
 enum class PoolAction : std::uint8_t {
-    alloc, free_requested, free_completed, segment_alloc, segment_free, oom,
-    segment_map, segment_unmap, ///< expandable segments: pages mapped / unmapped
+    alloc,
+    free_requested,
+    free_completed,
+    segment_alloc,
+    segment_free,
+    oom,
+    segment_map,
+    segment_unmap, ///< expandable segments: pages mapped / unmapped
 };
 inline constexpr const char* kPoolActionNames[] = {"alloc",         "free_requested", "free_completed",
                                                    "segment_alloc", "segment_free",   "oom",
                                                    "segment_map",   "segment_unmap"};
 
 struct PoolEvent {
-    std::int64_t t_ns = 0;      ///< since the process started
-    std::uint64_t addr = 0;     ///< oom: the device's free bytes (PyTorch's device_free)
-    std::uint64_t size = 0;     ///< bytes requested, or segment bytes (oom: the request)
+    std::int64_t t_ns = 0;        ///< since the process started
+    std::uint64_t addr = 0;       ///< oom: the device's free bytes (PyTorch's device_free)
+    std::uint64_t size = 0;       ///< bytes requested, or segment bytes (oom: the request)
     std::uint64_t block_size = 0; ///< bytes the block occupies in the pool (segments: = size)
     std::uint64_t stream = 0;
-    std::uint32_t site = 0;     ///< stacks::StackId of the request (0: none)
+    std::uint32_t site = 0; ///< stacks::StackId of the request (0: none)
     PoolAction action = PoolAction::alloc;
 };
 
@@ -74,8 +80,8 @@ private:
     // PoolEvent is an implicit-lifetime aggregate: calloc's zeroed bytes are valid events.
     std::unique_ptr<PoolEvent[], Free> slots_;
     std::size_t capacity_;
-    std::size_t next_ = 0;      ///< the slot the next event goes to (the oldest once full)
-    std::uint64_t pushed_ = 0;  ///< events pushed in all
+    std::size_t next_ = 0;     ///< the slot the next event goes to (the oldest once full)
+    std::uint64_t pushed_ = 0; ///< events pushed in all
 };
 
 } // namespace gpumemprof::stats

@@ -40,14 +40,14 @@ struct SeriesMarker {
 
 /// A copy for the report writers.
 struct SeriesData {
-    std::vector<SeriesBucket> buckets;       ///< in time order
-    std::int64_t bucket_ns = 0;              ///< current bucket width; 0 while every change is exact
-    std::uint64_t changes = 0;               ///< changes recorded in all
-    std::int64_t peak_allocated = 0;         ///< maximum of allocated bytes ...
-    std::int64_t peak_allocated_t_ns = -1;   ///< ... first reached then (-1: never above 0)
+    std::vector<SeriesBucket> buckets;     ///< in time order
+    std::int64_t bucket_ns = 0;            ///< current bucket width; 0 while every change is exact
+    std::uint64_t changes = 0;             ///< changes recorded in all
+    std::int64_t peak_allocated = 0;       ///< maximum of allocated bytes ...
+    std::int64_t peak_allocated_t_ns = -1; ///< ... first reached then (-1: never above 0)
     std::int64_t peak_reserved = 0;
     std::int64_t peak_reserved_t_ns = -1;
-    std::vector<SeriesMarker> markers;       ///< in time order, at most kMaxMarkers
+    std::vector<SeriesMarker> markers; ///< in time order, at most kMaxMarkers
     std::uint64_t markers_dropped = 0;
 };
 

@@ -12,13 +12,13 @@
 #include <cctype>
 #include <cerrno>
 #include <chrono>
-#include <exception>
-#include <functional>
-#include <new>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <functional>
+#include <new>
 #include <string>
 #include <thread>
 #include <unistd.h>
@@ -28,8 +28,8 @@ namespace gpumemprof::tools {
 namespace {
 
 constexpr int kExitOk = 0;
-constexpr int kExitTrace = 1; // unreadable, truncated, corrupt trace
-constexpr int kExitUsage = 2; // bad arguments, bad --conf
+constexpr int kExitTrace = 1;    // unreadable, truncated, corrupt trace
+constexpr int kExitUsage = 2;    // bad arguments, bad --conf
 constexpr int kExitInternal = 3; // out of host memory, or a bug
 
 const char* const kMainHelp =
@@ -80,25 +80,35 @@ const char* const kReplayHelp =
 
 /// "80G", "1536M", "4096", "2T", "512KiB" -> bytes (powers of 1024). False on anything else.
 bool parse_size(const std::string& text, std::uint64_t* out) {
-    if (text.empty() || text[0] < '0' || text[0] > '9') return false;
+    if (text.empty() || text[0] < '0' || text[0] > '9')
+        return false;
     std::size_t i = 0;
     std::uint64_t v = 0;
     while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
         const std::uint64_t d = static_cast<std::uint64_t>(text[i] - '0');
-        if (v > (UINT64_MAX - d) / 10) return false;
+        if (v > (UINT64_MAX - d) / 10)
+            return false;
         v = v * 10 + d;
         ++i;
     }
     std::string suffix = text.substr(i);
-    for (auto& c : suffix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    for (auto& c : suffix)
+        c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     int shift = 0;
-    if (suffix.empty() || suffix == "B") shift = 0;
-    else if (suffix == "K" || suffix == "KB" || suffix == "KIB") shift = 10;
-    else if (suffix == "M" || suffix == "MB" || suffix == "MIB") shift = 20;
-    else if (suffix == "G" || suffix == "GB" || suffix == "GIB") shift = 30;
-    else if (suffix == "T" || suffix == "TB" || suffix == "TIB") shift = 40;
-    else return false;
-    if (shift && v > (UINT64_MAX >> shift)) return false;
+    if (suffix.empty() || suffix == "B")
+        shift = 0;
+    else if (suffix == "K" || suffix == "KB" || suffix == "KIB")
+        shift = 10;
+    else if (suffix == "M" || suffix == "MB" || suffix == "MIB")
+        shift = 20;
+    else if (suffix == "G" || suffix == "GB" || suffix == "GIB")
+        shift = 30;
+    else if (suffix == "T" || suffix == "TB" || suffix == "TIB")
+        shift = 40;
+    else
+        return false;
+    if (shift && v > (UINT64_MAX >> shift))
+        return false;
     *out = v << shift;
     return *out != 0;
 }
@@ -122,11 +132,13 @@ int usage_error(const std::string& msg) {
 }
 
 bool parse_uint(const char* s, std::uint64_t max, std::uint64_t* out) {
-    if (!s || !*s) return false;
+    if (!s || !*s)
+        return false;
     char* end = nullptr;
     errno = 0;
     const unsigned long long v = std::strtoull(s, &end, 10);
-    if (errno || *end || s[0] == '-' || v > max) return false;
+    if (errno || *end || s[0] == '-' || v > max)
+        return false;
     *out = v;
     return true;
 }
@@ -135,7 +147,8 @@ void print_device_text(const PlanDevice& pd, const DeviceResult& r) {
     const auto& s = r.stats;
     const std::int64_t reserved = s.reserved_bytes[stats::kAll].peak;
     const std::int64_t allocated = s.allocated_bytes[stats::kAll].peak;
-    std::printf("device %u (simulated capacity %s)\n", r.ordinal, util::iec_size(static_cast<std::int64_t>(r.capacity)).c_str());
+    std::printf("device %u (simulated capacity %s)\n", r.ordinal,
+                util::iec_size(static_cast<std::int64_t>(r.capacity)).c_str());
     auto row = [](const char* name, std::int64_t v) {
         std::printf("  %-28s %12s  (%" PRId64 " B)\n", name, util::iec_size(v).c_str(), v);
     };
@@ -149,8 +162,8 @@ void print_device_text(const PlanDevice& pd, const DeviceResult& r) {
     std::printf("  %-28s %12" PRId64 " / %" PRId64 "\n", "device alloc / free calls", s.num_device_alloc,
                 s.num_device_free);
     std::printf("  %-28s %12" PRIu64 "\n", "alloc requests", r.allocs);
-    std::printf("  %-28s %12" PRId64 "  (alloc retries %" PRId64 ", frees skipped %" PRIu64 ")\n", "OOMs",
-                s.num_ooms, s.num_alloc_retries, r.skipped_frees);
+    std::printf("  %-28s %12" PRId64 "  (alloc retries %" PRId64 ", frees skipped %" PRIu64 ")\n", "OOMs", s.num_ooms,
+                s.num_alloc_retries, r.skipped_frees);
     const Recorded& rec = pd.recorded;
     // Without a known starting point (blocks live before recording, no baseline) the recorded
     // segment events only give growth, not a peak to compare with.
@@ -159,7 +172,9 @@ void print_device_text(const PlanDevice& pd, const DeviceResult& r) {
                     "recorded peak reserved", util::iec_size(rec.reserved_peak).c_str(), rec.segment_allocs, rec.ooms);
 }
 
-std::string conf_or_defaults(const std::string& label) { return label.empty() ? "(PyTorch defaults)" : label; }
+std::string conf_or_defaults(const std::string& label) {
+    return label.empty() ? "(PyTorch defaults)" : label;
+}
 
 /// The settings to replay with: --conf (must be valid), else those recorded in the trace
 /// (their warnings only noted). False when --conf is invalid (the warnings are printed).
@@ -276,10 +291,10 @@ void print_recommendation(const SweepEntry& best, const Totals& defaults) {
         std::printf("recommended: PyTorch's defaults (no PYTORCH_CUDA_ALLOC_CONF / GPUMEMPROF_ALLOC_CONF needed)\n");
         return;
     }
-    const double gain = defaults.reserved_peak ? 100.0 *
-                                                     static_cast<double>(defaults.reserved_peak - best.totals.reserved_peak) /
-                                                     static_cast<double>(defaults.reserved_peak)
-                                               : 0.0;
+    const double gain = defaults.reserved_peak
+                            ? 100.0 * static_cast<double>(defaults.reserved_peak - best.totals.reserved_peak) /
+                                  static_cast<double>(defaults.reserved_peak)
+                            : 0.0;
     std::printf("recommended: PYTORCH_CUDA_ALLOC_CONF=%s\n", best.label.c_str());
     std::printf("             GPUMEMPROF_ALLOC_CONF=%s\n", best.label.c_str());
     std::printf("             (peak reserved %s vs %s with the defaults, %.1f%% less; OOMs %" PRId64 " vs %" PRId64
@@ -415,12 +430,14 @@ int cmd_replay(int argc, char** argv) {
             return kExitOk;
         } else if (arg == "--conf" || arg.rfind("--conf=", 0) == 0) {
             const char* v = arg == "--conf" ? need("--conf") : argv[i] + 7;
-            if (!v) return usage_error("--conf needs a value");
+            if (!v)
+                return usage_error("--conf needs a value");
             a.have_conf = true;
             a.conf = v;
         } else if (arg == "--capacity" || arg.rfind("--capacity=", 0) == 0) {
             const char* v = arg == "--capacity" ? need("--capacity") : argv[i] + 11;
-            if (!v) return usage_error("--capacity needs a value");
+            if (!v)
+                return usage_error("--capacity needs a value");
             if (!parse_size(v, &a.capacity))
                 return usage_error(std::string("--capacity '") + v +
                                    "' is not a size (bytes, or a number with K, M, G or T)");
@@ -431,7 +448,8 @@ int cmd_replay(int argc, char** argv) {
             a.jobs = static_cast<unsigned>(n);
         } else if (arg == "--top") {
             std::uint64_t n = 0;
-            if (!parse_uint(need("--top"), 1u << 30, &n)) return usage_error("--top needs a number");
+            if (!parse_uint(need("--top"), 1u << 30, &n))
+                return usage_error("--top needs a number");
             a.top = static_cast<std::size_t>(n);
         } else if (arg == "--json") {
             a.json = true;
@@ -449,8 +467,10 @@ int cmd_replay(int argc, char** argv) {
             return usage_error("more than one TRACE given ('" + a.trace + "', '" + arg + "')");
         }
     }
-    if (a.trace.empty()) return usage_error("TRACE is missing");
-    if (a.sweep && (a.have_conf || a.no_cache)) return usage_error("--sweep chooses the settings; drop --conf/--no-cache");
+    if (a.trace.empty())
+        return usage_error("TRACE is missing");
+    if (a.sweep && (a.have_conf || a.no_cache))
+        return usage_error("--sweep chooses the settings; drop --conf/--no-cache");
     return run_replay(a);
 }
 

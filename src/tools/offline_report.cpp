@@ -118,10 +118,8 @@ private:
         pe.site = static_cast<std::uint32_t>(e.stack_id);
         switch (e.type) {
         case trace::EventType::alloc:
-        case trace::EventType::live_block:
-            return on_alloc(e, pe);
-        case trace::EventType::free_requested:
-            return on_free_requested(e, pe);
+        case trace::EventType::live_block: return on_alloc(e, pe);
+        case trace::EventType::free_requested: return on_free_requested(e, pe);
         case trace::EventType::free_completed: {
             Device& d = device(e.device);
             d.series.add(t, stats::Series::waiting, -static_cast<std::int64_t>(e.block_size));
@@ -129,8 +127,7 @@ private:
             d.ring.push(pe);
             return;
         }
-        case trace::EventType::segment_alloc:
-            return on_segment_alloc(i, pe);
+        case trace::EventType::segment_alloc: return on_segment_alloc(i, pe);
         case trace::EventType::segment_free: {
             Device& d = device(e.device);
             d.series.add(t, stats::Series::reserved, -static_cast<std::int64_t>(e.size));
@@ -138,14 +135,10 @@ private:
             d.ring.push(pe);
             return;
         }
-        case trace::EventType::oom:
-            return on_oom(e, pe);
-        case trace::EventType::device_info:
-            capacity_[e.device] = e.size;
-            return;
+        case trace::EventType::oom: return on_oom(e, pe);
+        case trace::EventType::device_info: capacity_[e.device] = e.size; return;
         case trace::EventType::vmm_map:
-        case trace::EventType::vmm_unmap:
-            return; // pass-through memory: not the pool's
+        case trace::EventType::vmm_unmap: return; // pass-through memory: not the pool's
         }
     }
 

@@ -25,9 +25,11 @@ public:
     explicit PlanBuilder(Plan* plan) : plan_(plan) {}
 
     std::uint16_t device_index(std::uint32_t ordinal) {
-        if (ordinal == last_ordinal_ && last_index_ >= 0) return static_cast<std::uint16_t>(last_index_);
+        if (ordinal == last_ordinal_ && last_index_ >= 0)
+            return static_cast<std::uint16_t>(last_index_);
         std::size_t i = 0;
-        while (i < plan_->devices.size() && plan_->devices[i].ordinal != ordinal) ++i;
+        while (i < plan_->devices.size() && plan_->devices[i].ordinal != ordinal)
+            ++i;
         if (i == plan_->devices.size()) {
             PlanDevice d;
             d.ordinal = ordinal;
@@ -114,7 +116,8 @@ public:
             break;
         case trace::EventType::oom: ++rec.ooms; break;
         case trace::EventType::device_info:
-            if (plan_->devices[d].recorded_capacity == 0) plan_->devices[d].recorded_capacity = e.size;
+            if (plan_->devices[d].recorded_capacity == 0)
+                plan_->devices[d].recorded_capacity = e.size;
             break;
         }
     }
@@ -127,7 +130,8 @@ public:
     }
 
     void finish() {
-        if (!live_ops_.empty()) plan_->ops.insert(plan_->ops.begin(), live_ops_.begin(), live_ops_.end());
+        if (!live_ops_.empty())
+            plan_->ops.insert(plan_->ops.begin(), live_ops_.begin(), live_ops_.end());
     }
 
 private:
@@ -142,8 +146,7 @@ private:
 
 } // namespace
 
-bool load_plan(const std::string& path, bool allow_truncated, Plan* plan, std::string* error,
-               std::string* warning) {
+bool load_plan(const std::string& path, bool allow_truncated, Plan* plan, std::string* error, std::string* warning) {
     *plan = Plan{};
     trace::Reader reader;
     if (!reader.open_file(path)) {
@@ -155,7 +158,8 @@ bool load_plan(const std::string& path, bool allow_truncated, Plan* plan, std::s
     // Pass 1: validate the whole file and learn whether frees complete separately.
     trace::Event e;
     while (reader.next(e))
-        if (e.type == trace::EventType::free_completed) plan->frees_at_completion = true;
+        if (e.type == trace::EventType::free_completed)
+            plan->frees_at_completion = true;
     std::uint64_t usable_events = reader.events_read();
     if (reader.failed()) {
         if (!(allow_truncated && reader.error_kind() == trace::ReadError::truncated)) {
@@ -180,11 +184,13 @@ bool load_plan(const std::string& path, bool allow_truncated, Plan* plan, std::s
     // Converted snapshots say how much was reserved before recording began.
     for (const auto& [k, v] : plan->header.metadata) {
         const std::string prefix = "reserved_at_start.";
-        if (k.rfind(prefix, 0) != 0) continue;
+        if (k.rfind(prefix, 0) != 0)
+            continue;
         char* end = nullptr;
         const unsigned long ord = std::strtoul(k.c_str() + prefix.size(), &end, 10);
         const unsigned long long bytes = std::strtoull(v.c_str(), nullptr, 10);
-        if (*end || ord > 0xFFFFFFFFul || bytes > (1ull << 62)) continue;
+        if (*end || ord > 0xFFFFFFFFul || bytes > (1ull << 62))
+            continue;
         const std::uint16_t i = builder.device_index(static_cast<std::uint32_t>(ord));
         plan->devices[i].recorded.reserved_at_start = static_cast<std::int64_t>(bytes);
         plan->devices[i].recorded.baseline_known = true;
@@ -192,19 +198,22 @@ bool load_plan(const std::string& path, bool allow_truncated, Plan* plan, std::s
     builder.set_baselines();
     plan->ops.reserve(static_cast<std::size_t>(usable_events));
     reader.rewind();
-    for (std::uint64_t n = 0; n < usable_events && reader.next(e); ++n) builder.add(e);
+    for (std::uint64_t n = 0; n < usable_events && reader.next(e); ++n)
+        builder.add(e);
     builder.finish();
     if (plan->devices.size() > kMaxReplayDevices) {
-        *error = path + ": the trace names " + std::to_string(plan->devices.size()) + " devices; replay simulates at most " +
-                 std::to_string(kMaxReplayDevices);
+        *error = path + ": the trace names " + std::to_string(plan->devices.size()) +
+                 " devices; replay simulates at most " + std::to_string(kMaxReplayDevices);
         return false;
     }
     return true;
 }
 
 std::uint64_t capacity_for(const PlanDevice& device, std::uint64_t option_capacity) {
-    if (option_capacity) return option_capacity;
-    if (device.recorded_capacity) return device.recorded_capacity;
+    if (option_capacity)
+        return option_capacity;
+    if (device.recorded_capacity)
+        return device.recorded_capacity;
     return kDefaultCapacity;
 }
 
@@ -259,7 +268,8 @@ std::vector<DeviceResult> replay(const Plan& plan, const ReplayOptions& options)
     for (std::size_t i = 0; i < pools.size(); ++i) {
         // A request the pool could not serve for want of host memory is not a simulated OOM:
         // the figures would be wrong, so the replay fails instead of reporting them.
-        if (pools[i]->counters().host_failures > 0) throw std::bad_alloc();
+        if (pools[i]->counters().host_failures > 0)
+            throw std::bad_alloc();
         results[i].stats = pools[i]->stats();
         results[i].at_reserved_peak = pools[i]->reserved_peak();
     }

@@ -64,23 +64,22 @@ struct Plan {
     /// The trace has free_completed events: a block is freed at free_requested (the program's
     /// figures drop) and becomes reusable at free_completed, as in the run that recorded it.
     bool frees_at_completion = false;
-    bool complete = false;             ///< the trace had its end record
+    bool complete = false; ///< the trace had its end record
 };
 
 /// Read `path` into a plan. False with `*error` ("byte offset N: ...") on a bad trace. With
 /// `allow_truncated`, a trace cut inside a block yields the plan of its complete blocks and a
 /// warning in `*warning`.
-bool load_plan(const std::string& path, bool allow_truncated, Plan* plan, std::string* error,
-               std::string* warning);
+bool load_plan(const std::string& path, bool allow_truncated, Plan* plan, std::string* error, std::string* warning);
 
 struct DeviceResult {
     std::uint32_t ordinal = 0;
     std::uint64_t capacity = 0;
     stats::DeviceStats stats;
     pool::ReservedPeak at_reserved_peak; ///< the pool when its reserved bytes peaked
-    std::uint64_t allocs = 0;         ///< alloc requests replayed
-    std::uint64_t failed_allocs = 0;  ///< replayed requests that ran out of memory
-    std::uint64_t skipped_frees = 0;  ///< frees of allocations that failed in the replay
+    std::uint64_t allocs = 0;            ///< alloc requests replayed
+    std::uint64_t failed_allocs = 0;     ///< replayed requests that ran out of memory
+    std::uint64_t skipped_frees = 0;     ///< frees of allocations that failed in the replay
 };
 
 struct ReplayOptions {

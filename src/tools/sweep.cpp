@@ -17,13 +17,17 @@ namespace gpumemprof::tools {
 namespace {
 
 int count_keys(const std::string& text) {
-    if (text.empty()) return 0;
+    if (text.empty())
+        return 0;
     int n = 1;
     int depth = 0;
     for (char c : text) {
-        if (c == '[') ++depth;
-        else if (c == ']') --depth;
-        else if (c == ',' && depth == 0) ++n;
+        if (c == '[')
+            ++depth;
+        else if (c == ']')
+            --depth;
+        else if (c == ',' && depth == 0)
+            ++n;
     }
     return n;
 }
@@ -32,7 +36,8 @@ void add(std::vector<SweepEntry>& out, const std::string& text, bool recorded) {
     std::vector<std::string> warnings;
     SweepEntry e;
     e.conf = pool::parse_alloc_conf(text, &warnings);
-    if (!warnings.empty()) return;
+    if (!warnings.empty())
+        return;
     e.conf.source.clear(); // compare meaning, not spelling
     e.label = text;        // as written: the list form reads better than its expanded table
     e.keys = count_keys(text);
@@ -58,11 +63,13 @@ std::vector<SweepEntry> sweep_grid(const Plan& plan, bool capacity_known, const 
     std::vector<std::string> split = {""};
     if (biggest > kMiB) { // only large-pool blocks can be oversize
         for (std::uint64_t mb : {20, 32, 64, 128, 256, 512, 1024, 2048, 4096})
-            if (mb * kMiB <= max_segment) split.push_back("max_split_size_mb:" + std::to_string(mb));
+            if (mb * kMiB <= max_segment)
+                split.push_back("max_split_size_mb:" + std::to_string(mb));
     }
     std::vector<std::string> rounding = {""};
     for (std::uint64_t mb : {64, 256})
-        if (mb * kMiB <= max_segment) rounding.push_back("max_non_split_rounding_mb:" + std::to_string(mb));
+        if (mb * kMiB <= max_segment)
+            rounding.push_back("max_non_split_rounding_mb:" + std::to_string(mb));
     const std::vector<std::string> divisions = {"",
                                                 "roundup_power2_divisions:2",
                                                 "roundup_power2_divisions:4",
@@ -78,27 +85,34 @@ std::vector<SweepEntry> sweep_grid(const Plan& plan, bool capacity_known, const 
     auto join = [](std::initializer_list<const std::string*> parts) {
         std::string s;
         for (const std::string* p : parts)
-            if (!p->empty()) s += (s.empty() ? "" : ",") + *p;
+            if (!p->empty())
+                s += (s.empty() ? "" : ",") + *p;
         return s;
     };
     for (const auto& ms : split)
         for (const auto& nsr : rounding) {
-            if (ms.empty() && !nsr.empty()) continue; // only oversize requests look at it
+            if (ms.empty() && !nsr.empty())
+                continue; // only oversize requests look at it
             for (const auto& dv : divisions)
-                for (const auto& g : gc) add(out, join({&ms, &nsr, &dv, &g}), false);
+                for (const auto& g : gc)
+                    add(out, join({&ms, &nsr, &dv, &g}), false);
         }
     // Expandable segments, with each rounding (garbage collection and the oversize rules only look at
     // whole segments, which an expandable range never gives back: left out).
     const std::string expandable = "expandable_segments:True";
-    for (const auto& dv : divisions) add(out, join({&expandable, &dv}), false);
-    if (!recorded_conf.empty()) add(out, recorded_conf, true);
-    else if (!out.empty()) out.front().recorded = true; // recorded with the defaults
+    for (const auto& dv : divisions)
+        add(out, join({&expandable, &dv}), false);
+    if (!recorded_conf.empty())
+        add(out, recorded_conf, true);
+    else if (!out.empty())
+        out.front().recorded = true; // recorded with the defaults
     return out;
 }
 
 void run_sweep(const Plan& plan, std::vector<SweepEntry>& entries, std::uint64_t capacity, unsigned jobs,
                const std::function<void(std::size_t, std::size_t)>& progress, double progress_every_s) {
-    if (jobs == 0) jobs = std::max(1u, std::thread::hardware_concurrency());
+    if (jobs == 0)
+        jobs = std::max(1u, std::thread::hardware_concurrency());
     jobs = static_cast<unsigned>(std::min<std::size_t>(jobs, std::max<std::size_t>(entries.size(), 1)));
     std::atomic<std::size_t> next{0};
     std::atomic<std::size_t> done{0};
@@ -108,7 +122,8 @@ void run_sweep(const Plan& plan, std::vector<SweepEntry>& entries, std::uint64_t
     auto worker = [&] {
         for (;;) {
             const std::size_t i = next.fetch_add(1);
-            if (i >= entries.size()) break;
+            if (i >= entries.size())
+                break;
             try {
                 ReplayOptions o;
                 o.conf = entries[i].conf;
@@ -116,7 +131,8 @@ void run_sweep(const Plan& plan, std::vector<SweepEntry>& entries, std::uint64_t
                 entries[i].totals = totals(replay(plan, o));
             } catch (...) {
                 std::lock_guard<std::mutex> lock(mu);
-                if (!failure) failure = std::current_exception();
+                if (!failure)
+                    failure = std::current_exception();
             }
             done.fetch_add(1);
             cv.notify_one();
@@ -130,7 +146,8 @@ void run_sweep(const Plan& plan, std::vector<SweepEntry>& entries, std::uint64_t
             break; // no more threads (a memory or process limit): those started do the rest
         }
     }
-    if (threads.empty()) worker(); // not even one: the work is done on this thread
+    if (threads.empty())
+        worker(); // not even one: the work is done on this thread
     const auto period = std::chrono::duration<double>(progress_every_s);
     {
         std::unique_lock<std::mutex> lock(mu);
@@ -144,13 +161,16 @@ void run_sweep(const Plan& plan, std::vector<SweepEntry>& entries, std::uint64_t
             }
         }
     }
-    for (auto& t : threads) t.join();
-    if (failure) std::rethrow_exception(failure);
+    for (auto& t : threads)
+        t.join();
+    if (failure)
+        std::rethrow_exception(failure);
 }
 
 void rank(std::vector<SweepEntry>& entries) {
     std::vector<std::size_t> order(entries.size());
-    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    for (std::size_t i = 0; i < order.size(); ++i)
+        order[i] = i;
     auto key = [&](std::size_t i) {
         const Totals& t = entries[i].totals;
         return std::make_tuple(t.ooms, t.reserved_peak, t.device_allocs, entries[i].keys, i);
@@ -158,7 +178,8 @@ void rank(std::vector<SweepEntry>& entries) {
     std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return key(a) < key(b); });
     std::vector<SweepEntry> sorted;
     sorted.reserve(entries.size());
-    for (std::size_t i : order) sorted.push_back(std::move(entries[i]));
+    for (std::size_t i : order)
+        sorted.push_back(std::move(entries[i]));
     entries = std::move(sorted);
 }
 

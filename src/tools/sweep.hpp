@@ -13,10 +13,10 @@
 namespace gpumemprof::tools {
 
 struct SweepEntry {
-    std::string label;        ///< canonical PYTORCH_CUDA_ALLOC_CONF text, "" = PyTorch defaults
+    std::string label; ///< canonical PYTORCH_CUDA_ALLOC_CONF text, "" = PyTorch defaults
     pool::AllocConf conf;
-    int keys = 0;             ///< non-default keys: fewer wins a tie
-    bool recorded = false;    ///< the settings the trace was recorded with
+    int keys = 0;          ///< non-default keys: fewer wins a tie
+    bool recorded = false; ///< the settings the trace was recorded with
     Totals totals;
 };
 

@@ -15,11 +15,13 @@ constexpr Tables make_tables() {
     Tables t{};
     for (std::uint32_t i = 0; i < 256; ++i) {
         std::uint32_t c = i;
-        for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        for (int k = 0; k < 8; ++k)
+            c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
         t[0][i] = c;
     }
     for (std::uint32_t i = 0; i < 256; ++i)
-        for (std::size_t s = 1; s < 8; ++s) t[s][i] = (t[s - 1][i] >> 8) ^ t[0][t[s - 1][i] & 0xFF];
+        for (std::size_t s = 1; s < 8; ++s)
+            t[s][i] = (t[s - 1][i] >> 8) ^ t[0][t[s - 1][i] & 0xFF];
     return t;
 }
 
@@ -42,7 +44,8 @@ std::uint32_t crc32(std::uint32_t crc, const void* data, std::size_t size) {
         p += 8;
         size -= 8;
     }
-    while (size--) c = kTables[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
+    while (size--)
+        c = kTables[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
     return ~c;
 }
 

@@ -25,9 +25,11 @@ inline bool get_varint(const std::uint8_t** p, const std::uint8_t* end, std::uin
     const std::uint8_t* q = *p;
     std::uint64_t r = 0;
     for (int shift = 0; shift < 64; shift += 7) {
-        if (q == end) return false;
+        if (q == end)
+            return false;
         const std::uint8_t b = *q++;
-        if (shift == 63 && b > 1) return false; // would overflow 64 bits
+        if (shift == 63 && b > 1)
+            return false; // would overflow 64 bits
         r |= static_cast<std::uint64_t>(b & 0x7F) << shift;
         if (!(b & 0x80)) {
             *p = q;
@@ -40,13 +42,15 @@ inline bool get_varint(const std::uint8_t** p, const std::uint8_t* end, std::uin
 
 inline bool get_zvarint(const std::uint8_t** p, const std::uint8_t* end, std::uint64_t* delta) {
     std::uint64_t z;
-    if (!get_varint(p, end, &z)) return false;
+    if (!get_varint(p, end, &z))
+        return false;
     *delta = (z >> 1) ^ (~(z & 1) + 1);
     return true;
 }
 
 void store_u32(std::uint8_t* p, std::uint32_t v) {
-    for (int i = 0; i < 4; ++i) p[i] = static_cast<std::uint8_t>(v >> (8 * i));
+    for (int i = 0; i < 4; ++i)
+        p[i] = static_cast<std::uint8_t>(v >> (8 * i));
 }
 
 void put_u32(std::vector<std::uint8_t>& out, std::uint32_t v) {
@@ -103,14 +107,14 @@ std::size_t encode_event(const Event& ev, CodecState& st, std::uint8_t* out) {
     }
     if (ev.type == EventType::oom) {
         p = put_varint(p, ev.device_free);
-        if (st.version >= 2) p = put_varint(p, ev.largest_free);
+        if (st.version >= 2)
+            p = put_varint(p, ev.largest_free);
     }
     out[0] = tag;
     return static_cast<std::size_t>(p - out);
 }
 
-bool decode_event(const std::uint8_t** pp, const std::uint8_t* end, CodecState& st, Event* ev,
-                  const char** why) {
+bool decode_event(const std::uint8_t** pp, const std::uint8_t* end, CodecState& st, Event* ev, const char** why) {
     const std::uint8_t* p = *pp;
     if (p == end) {
         *why = "event expected but the block payload ended";
@@ -126,10 +130,12 @@ bool decode_event(const std::uint8_t** pp, const std::uint8_t* end, CodecState& 
     Event e;
     e.type = static_cast<EventType>(type);
     *why = "event field runs past the end of the block payload or is not a valid varint";
-    if (!get_zvarint(&p, end, &v)) return false;
+    if (!get_zvarint(&p, end, &v))
+        return false;
     e.time_ns = st.time_ns + v;
     if (tag & kHasDevice) {
-        if (!get_varint(&p, end, &v)) return false;
+        if (!get_varint(&p, end, &v))
+            return false;
         if (v > 0xFFFFFFFFu) {
             *why = "device ordinal does not fit in 32 bits";
             return false;
@@ -138,22 +144,29 @@ bool decode_event(const std::uint8_t** pp, const std::uint8_t* end, CodecState& 
     }
     e.device = st.device;
     if (tag & kHasStream) {
-        if (!get_varint(&p, end, &v)) return false;
+        if (!get_varint(&p, end, &v))
+            return false;
         st.stream = v;
     }
     e.stream = st.stream;
-    if (!get_zvarint(&p, end, &v)) return false;
+    if (!get_zvarint(&p, end, &v))
+        return false;
     e.ptr = st.ptr + v;
-    if (!get_varint(&p, end, &e.size)) return false;
-    if (!get_zvarint(&p, end, &v)) return false;
+    if (!get_varint(&p, end, &e.size))
+        return false;
+    if (!get_zvarint(&p, end, &v))
+        return false;
     e.block_size = e.size + v;
     if (tag & kHasStack) {
-        if (!get_varint(&p, end, &v)) return false;
+        if (!get_varint(&p, end, &v))
+            return false;
         st.stack_id = v;
     }
     e.stack_id = st.stack_id;
-    if (e.type == EventType::oom && !get_varint(&p, end, &e.device_free)) return false;
-    if (e.type == EventType::oom && st.version >= 2 && !get_varint(&p, end, &e.largest_free)) return false;
+    if (e.type == EventType::oom && !get_varint(&p, end, &e.device_free))
+        return false;
+    if (e.type == EventType::oom && st.version >= 2 && !get_varint(&p, end, &e.largest_free))
+        return false;
     st.time_ns = e.time_ns;
     st.ptr = e.ptr;
     *ev = e;
@@ -171,8 +184,7 @@ std::uint32_t block_crc(const std::uint8_t* block, std::uint32_t payload_len) {
     return crc32(c, block + kBlockHeaderBytes, payload_len);
 }
 
-std::size_t seal_block(std::uint8_t* block, const char (&magic)[4], std::uint32_t payload_len,
-                       std::uint32_t count) {
+std::size_t seal_block(std::uint8_t* block, const char (&magic)[4], std::uint32_t payload_len, std::uint32_t count) {
     std::memcpy(block, magic, 4);
     store_u32(block + 4, payload_len);
     store_u32(block + 8, count);

@@ -128,7 +128,7 @@ struct Event {
     std::uint64_t block_size = 0;
     std::uint64_t stack_id = 0;
     std::uint64_t time_ns = 0;
-    std::uint64_t device_free = 0; ///< oom only
+    std::uint64_t device_free = 0;  ///< oom only
     std::uint64_t largest_free = 0; ///< oom only (version 2)
     bool operator==(const Event&) const = default;
 };
@@ -140,7 +140,7 @@ struct StackFrame {
     std::uint32_t line = 0;
     std::string module;
     std::uint64_t offset = 0; ///< address within the module (shown when there is no file)
-    std::string kind; ///< "" native, "python"
+    std::string kind;         ///< "" native, "python"
     bool operator==(const StackFrame&) const = default;
 };
 
@@ -189,8 +189,7 @@ std::size_t encode_event(const Event& ev, CodecState& state, std::uint8_t* out);
 
 /// Decode one event from [*p, end). On success advances *p and returns true; otherwise returns
 /// false with `*why` set (the caller knows the offset of *p) and leaves *p where the problem is.
-bool decode_event(const std::uint8_t** p, const std::uint8_t* end, CodecState& state, Event* ev,
-                  const char** why);
+bool decode_event(const std::uint8_t** p, const std::uint8_t* end, CodecState& state, Event* ev, const char** why);
 
 /// One varint from [*p, end); false (and *p unchanged) if it is cut short or exceeds 64 bits.
 bool read_varint(const std::uint8_t** p, const std::uint8_t* end, std::uint64_t* v);
@@ -204,8 +203,7 @@ std::uint32_t block_crc(const std::uint8_t* block, std::uint32_t payload_len);
 
 /// Fill the 16-byte header at `block` (magic, P, N, CRC) for the payload that follows it; returns
 /// the bytes of the whole block (header + payload).
-std::size_t seal_block(std::uint8_t* block, const char (&magic)[4], std::uint32_t payload_len,
-                       std::uint32_t count);
+std::size_t seal_block(std::uint8_t* block, const char (&magic)[4], std::uint32_t payload_len, std::uint32_t count);
 
 /// The complete FileHeader bytes (fixed part, body, CRC).
 std::vector<std::uint8_t> encode_header(const Header& header);

@@ -30,7 +30,8 @@ std::string hex32(std::uint32_t v) {
 bool read_str(const std::uint8_t** p, const std::uint8_t* end, std::string* out) {
     std::uint64_t n;
     const std::uint8_t* q = *p;
-    if (!read_varint(&q, end, &n) || n > static_cast<std::uint64_t>(end - q)) return false;
+    if (!read_varint(&q, end, &n) || n > static_cast<std::uint64_t>(end - q))
+        return false;
     out->assign(reinterpret_cast<const char*>(q), static_cast<std::size_t>(n));
     *p = q + n;
     return true;
@@ -50,7 +51,8 @@ bool Reader::fail(ReadError kind, std::uint64_t offset, const std::string& what)
 
 bool Reader::load_all_from_fd(int fd, const std::string& path) {
     struct stat st {};
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) owned_.reserve(static_cast<std::size_t>(st.st_size));
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+        owned_.reserve(static_cast<std::size_t>(st.st_size));
     // Reads exactly `n` more bytes unless the data ends first; false only on a read error.
     bool eof = false;
     auto read_more = [&](std::uint64_t n) {
@@ -62,7 +64,8 @@ bool Reader::load_all_from_fd(int fd, const std::string& path) {
                 break;
             }
             if (got < 0) {
-                if (errno == EINTR) continue;
+                if (errno == EINTR)
+                    continue;
                 return fail(ReadError::io, owned_.size(), "cannot read " + path + ": " + std::strerror(errno));
             }
             owned_.insert(owned_.end(), chunk, chunk + got);
@@ -73,26 +76,34 @@ bool Reader::load_all_from_fd(int fd, const std::string& path) {
     // Read no more than the data claims, checking each claim before reading what it covers: a
     // file that is not a trace (/dev/zero, /dev/urandom) costs its first bytes, not a gigabyte
     // or forever. read_header and load_block then report what is wrong with what was read.
-    if (!read_more(kFileHeaderFixedBytes)) return false;
+    if (!read_more(kFileHeaderFixedBytes))
+        return false;
     if (owned_.size() < kFileHeaderFixedBytes || std::memcmp(owned_.data(), kFileMagic, 8) != 0)
         return true;
     const std::uint32_t version = load_u32(owned_.data() + 8);
-    if (version < kOldestFormatVersion || version > kFormatVersion) return true;
+    if (version < kOldestFormatVersion || version > kFormatVersion)
+        return true;
     const std::uint32_t body_len = load_u32(owned_.data() + 12);
-    if (body_len > kMaxHeaderBody || !read_more(std::uint64_t{body_len} + 4)) return !failed();
+    if (body_len > kMaxHeaderBody || !read_more(std::uint64_t{body_len} + 4))
+        return !failed();
     while (!eof) {
         const std::size_t at = owned_.size();
-        if (!read_more(kBlockHeaderBytes)) return false;
-        if (owned_.size() - at < kBlockHeaderBytes) break;
+        if (!read_more(kBlockHeaderBytes))
+            return false;
+        if (owned_.size() - at < kBlockHeaderBytes)
+            break;
         const std::uint8_t* h = owned_.data() + at;
         const bool is_events = std::memcmp(h, kBlockMagic, 4) == 0;
         const bool is_end = std::memcmp(h, kEndMagic, 4) == 0;
         const bool is_stacks = version >= 2 && std::memcmp(h, kStackMagic, 4) == 0;
         const std::uint32_t len = load_u32(h + 4);
-        if ((!is_events && !is_end && !is_stacks) || len > kMaxBlockPayload) break;
-        if (!read_more(len)) return false;
+        if ((!is_events && !is_end && !is_stacks) || len > kMaxBlockPayload)
+            break;
+        if (!read_more(len))
+            return false;
         if (is_end) {
-            if (!read_more(1)) return false; // one byte more tells "data after the end record"
+            if (!read_more(1))
+                return false; // one byte more tells "data after the end record"
             break;
         }
     }
@@ -102,10 +113,12 @@ bool Reader::load_all_from_fd(int fd, const std::string& path) {
 bool Reader::open_file(const std::string& path) {
     *this = Reader{};
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return fail(ReadError::io, 0, "cannot open " + path + ": " + std::strerror(errno));
+    if (fd < 0)
+        return fail(ReadError::io, 0, "cannot open " + path + ": " + std::strerror(errno));
     const bool ok = load_all_from_fd(fd, path);
     ::close(fd);
-    if (!ok) return false;
+    if (!ok)
+        return false;
     data_ = owned_.data();
     size_ = owned_.size();
     return read_header();
@@ -121,8 +134,8 @@ bool Reader::open_memory(const void* data, std::size_t size) {
 bool Reader::read_header() {
     if (size_ < 8 || std::memcmp(data_, kFileMagic, 8) != 0) {
         if (size_ < 8 && (size_ == 0 || std::memcmp(data_, kFileMagic, static_cast<std::size_t>(size_)) == 0))
-            return fail(ReadError::truncated, size_, "file ends inside the trace header (" +
-                                                         std::to_string(size_) + " bytes)");
+            return fail(ReadError::truncated, size_,
+                        "file ends inside the trace header (" + std::to_string(size_) + " bytes)");
         return fail(ReadError::bad_magic, 0, "not a gpumemprof trace (magic \"GPUMEMTR\" expected)");
     }
     if (size_ < kFileHeaderFixedBytes)
@@ -161,13 +174,15 @@ bool Reader::read_header() {
         DeviceInfo d;
         ok = read_varint(&p, end, &ord) && ord <= 0xFFFFFFFFu && read_varint(&p, end, &d.total_bytes);
         d.ordinal = static_cast<std::uint32_t>(ord);
-        if (ok) header_.devices.push_back(d);
+        if (ok)
+            header_.devices.push_back(d);
     }
     ok = ok && read_varint(&p, end, &n) && n <= static_cast<std::uint64_t>(end - p) / 2;
     for (std::uint64_t i = 0; ok && i < n; ++i) {
         std::pair<std::string, std::string> kv;
         ok = read_str(&p, end, &kv.first) && read_str(&p, end, &kv.second);
-        if (ok) header_.metadata.push_back(std::move(kv));
+        if (ok)
+            header_.metadata.push_back(std::move(kv));
     }
     if (!ok)
         return fail(ReadError::corrupt, static_cast<std::uint64_t>(p - data_),
@@ -177,7 +192,8 @@ bool Reader::read_header() {
 }
 
 void Reader::rewind() {
-    if (first_block_ == 0) return; // never opened successfully
+    if (first_block_ == 0)
+        return; // never opened successfully
     pos_ = first_block_;
     cur_ = end_ = nullptr;
     left_in_block_ = 0;
@@ -215,8 +231,7 @@ bool Reader::load_block() {
     if (size_ - at - kBlockHeaderBytes < len)
         return fail(ReadError::truncated, size_,
                     "file ends inside the block that starts at byte offset " + std::to_string(at) + " (needs " +
-                        std::to_string(kBlockHeaderBytes + len) + " bytes, has " +
-                        std::to_string(size_ - at) + ")");
+                        std::to_string(kBlockHeaderBytes + len) + " bytes, has " + std::to_string(size_ - at) + ")");
     const std::uint32_t stored = load_u32(h + 12);
     const std::uint32_t computed = block_crc(h, len);
     if (stored != computed)
@@ -257,18 +272,21 @@ bool Reader::load_block() {
     state_ = CodecState{};
     state_.version = header_.version;
     ++blocks_read_;
-    if (count == 0 && len != 0) return fail(ReadError::corrupt, at, "block holds bytes but no events");
+    if (count == 0 && len != 0)
+        return fail(ReadError::corrupt, at, "block holds bytes but no events");
     return true;
 }
 
 bool Reader::next(Event& ev) {
-    if (error_kind_ != ReadError::none) return false;
+    if (error_kind_ != ReadError::none)
+        return false;
     while (left_in_block_ == 0) {
         if (cur_ != end_) {
             return fail(ReadError::corrupt, static_cast<std::uint64_t>(cur_ - data_),
                         "block payload has bytes after its last event");
         }
-        if (at_end_ || !load_block()) return false;
+        if (at_end_ || !load_block())
+            return false;
     }
     const char* why = nullptr;
     if (!decode_event(&cur_, end_, state_, &ev, &why))

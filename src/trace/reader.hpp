@@ -58,8 +58,8 @@ private:
     std::vector<std::uint8_t> owned_;
     const std::uint8_t* data_ = nullptr;
     std::uint64_t size_ = 0;
-    std::uint64_t first_block_ = 0;   // offset of the first block header
-    std::uint64_t pos_ = 0;           // offset of the next block header
+    std::uint64_t first_block_ = 0;     // offset of the first block header
+    std::uint64_t pos_ = 0;             // offset of the next block header
     const std::uint8_t* cur_ = nullptr; // decoding position inside the current block payload
     const std::uint8_t* end_ = nullptr;
     std::uint32_t left_in_block_ = 0;

@@ -5,15 +5,17 @@
 #include "util/quiet_io.hpp"
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <fcntl.h>
-#include <csignal>
 #include <sys/stat.h>
 #include <unistd.h>
 
 namespace gpumemprof::trace {
 
-Writer::~Writer() { close(); }
+Writer::~Writer() {
+    close();
+}
 
 namespace {
 
@@ -30,7 +32,9 @@ int trace_owner(int fd) {
     return static_cast<int>(pid);
 }
 
-bool process_alive(int pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
+bool process_alive(int pid) {
+    return ::kill(pid, 0) == 0 || errno == EPERM;
+}
 
 std::string absolute(const std::string& path) {
     if (!path.empty() && path[0] == '/')
@@ -47,10 +51,12 @@ bool Writer::open(const std::string& path, const Header& header, WriterOptions o
     close();
     std::lock_guard<std::mutex> lock(mu_);
     std::lock_guard<std::mutex> io(io_mu_);
-    if (options.events_per_block == 0) options.events_per_block = 1;
+    if (options.events_per_block == 0)
+        options.events_per_block = 1;
     // Keep one block under the reader's payload limit whatever the caller asked for.
     const std::size_t max_events = kMaxBlockPayload / kMaxEventBytes;
-    if (options.events_per_block > max_events) options.events_per_block = static_cast<std::uint32_t>(max_events);
+    if (options.events_per_block > max_events)
+        options.events_per_block = static_cast<std::uint32_t>(max_events);
     options_ = options;
     error_.clear();
     busy_pid_ = 0;
@@ -74,7 +80,7 @@ bool Writer::open(const std::string& path, const Header& header, WriterOptions o
         error_ = "cannot use trace file " + path + ": " + why;
         return false;
     };
-    struct stat st{};
+    struct stat st {};
     if (::fstat(fd, &st) != 0)
         return refuse(std::strerror(errno));
     if (!S_ISREG(st.st_mode))
@@ -108,9 +114,11 @@ bool Writer::open(const std::string& path, const Header& header, WriterOptions o
 }
 
 void Writer::record(const Event& ev) {
-    if (!open_.load(std::memory_order_relaxed)) return;
+    if (!open_.load(std::memory_order_relaxed))
+        return;
     std::unique_lock<std::mutex> lock(mu_);
-    if (!open_.load(std::memory_order_relaxed)) return;
+    if (!open_.load(std::memory_order_relaxed))
+        return;
     if (failed_.load(std::memory_order_relaxed)) {
         dropped_.fetch_add(1, std::memory_order_relaxed);
         return;
@@ -147,8 +155,10 @@ void Writer::ship_block(std::unique_lock<std::mutex>& lock) {
 }
 
 void Writer::write_block_io_locked(const std::uint8_t* block, std::size_t bytes, std::uint32_t count) {
-    if (write_all_io_locked(block, bytes)) ++total_blocks_;
-    else dropped_.fetch_add(count, std::memory_order_relaxed);
+    if (write_all_io_locked(block, bytes))
+        ++total_blocks_;
+    else
+        dropped_.fetch_add(count, std::memory_order_relaxed);
 }
 
 void Writer::fail_io_locked(std::string message) {
@@ -159,15 +169,15 @@ void Writer::fail_io_locked(std::string message) {
 }
 
 bool Writer::write_all_io_locked(const std::uint8_t* data, std::size_t size) {
-    if (failed_.load(std::memory_order_relaxed)) return false;
+    if (failed_.load(std::memory_order_relaxed))
+        return false;
     // An fd of our own for this write only, checked to be the file we created.
     const int fd = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
-        fail_io_locked("trace file " + path_ + " cannot be reopened (" + std::strerror(errno) +
-                       "): recording stopped");
+        fail_io_locked("trace file " + path_ + " cannot be reopened (" + std::strerror(errno) + "): recording stopped");
         return false;
     }
-    struct stat st{};
+    struct stat st {};
     if (::fstat(fd, &st) != 0 || static_cast<unsigned long long>(st.st_dev) != dev_ ||
         static_cast<unsigned long long>(st.st_ino) != ino_) {
         ::close(fd);
@@ -186,7 +196,8 @@ bool Writer::write_all_io_locked(const std::uint8_t* data, std::size_t size) {
 
 void Writer::flush() {
     std::unique_lock<std::mutex> lock(mu_);
-    if (!open_.load(std::memory_order_relaxed) || failed_.load(std::memory_order_relaxed)) return;
+    if (!open_.load(std::memory_order_relaxed) || failed_.load(std::memory_order_relaxed))
+        return;
     ship_block(lock);
 }
 
@@ -203,12 +214,15 @@ void Writer::write_stacks(const std::vector<Stack>& stacks) {
         std::size_t bytes = 0;
         for (; i < stacks.size(); ++i) {
             const std::size_t n = encode_stacks({stacks[i]}).size();
-            if (n > kMaxBlockPayload) continue;
-            if (bytes + n > kMaxBlockPayload) break;
+            if (n > kMaxBlockPayload)
+                continue;
+            if (bytes + n > kMaxBlockPayload)
+                break;
             bytes += n;
             part.push_back(stacks[i]);
         }
-        if (part.empty()) continue;
+        if (part.empty())
+            continue;
         const std::vector<std::uint8_t> payload = encode_stacks(part);
         std::vector<std::uint8_t> block(kBlockHeaderBytes + payload.size());
         std::copy(payload.begin(), payload.end(), block.begin() + kBlockHeaderBytes);
@@ -220,7 +234,8 @@ void Writer::write_stacks(const std::vector<Stack>& stacks) {
 
 void Writer::close() {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!open_.load(std::memory_order_relaxed)) return;
+    if (!open_.load(std::memory_order_relaxed))
+        return;
     std::lock_guard<std::mutex> io(io_mu_); // waits for a write in progress on another thread
     if (!failed_.load(std::memory_order_relaxed)) {
         if (count_ > 0) {

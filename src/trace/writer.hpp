@@ -75,13 +75,13 @@ private:
     /// Requires io_mu_. Writes one sealed block of `count` events; counts it or its events as dropped.
     void write_block_io_locked(const std::uint8_t* block, std::size_t bytes, std::uint32_t count);
     bool write_all_io_locked(const std::uint8_t* data, std::size_t size); // requires io_mu_
-    void fail_io_locked(std::string message);                              // requires io_mu_
+    void fail_io_locked(std::string message);                             // requires io_mu_
 
     // Lock order: mu_, then io_mu_. Nothing takes mu_ while holding io_mu_.
-    mutable std::mutex mu_;    // buf_, used_, count_, state_, total_events_, options_
-    mutable std::mutex io_mu_; // the file (writes and close), spare_, total_blocks_, error_
-    std::atomic<bool> open_{false}; // changed only with both mutexes held
-    std::string path_;              // absolute path of the trace (io_mu_)
+    mutable std::mutex mu_;                // buf_, used_, count_, state_, total_events_, options_
+    mutable std::mutex io_mu_;             // the file (writes and close), spare_, total_blocks_, error_
+    std::atomic<bool> open_{false};        // changed only with both mutexes held
+    std::string path_;                     // absolute path of the trace (io_mu_)
     unsigned long long dev_ = 0, ino_ = 0; // identity of the file open() created (io_mu_)
     int busy_pid_ = 0;
     std::atomic<bool> failed_{false}; // an I/O error happened: stop writing

@@ -31,8 +31,7 @@ int create_temp(const std::string& path, std::string* tmp) {
 
 } // namespace
 
-bool write_files_atomic(const std::vector<std::pair<std::string, std::string>>& files,
-                        std::string* error) noexcept {
+bool write_files_atomic(const std::vector<std::pair<std::string, std::string>>& files, std::string* error) noexcept {
     std::vector<std::string> temps;
     try {
         temps.reserve(files.size());
@@ -44,7 +43,7 @@ bool write_files_atomic(const std::vector<std::pair<std::string, std::string>>& 
             return false;
         };
         for (const auto& [path, content] : files) {
-            struct stat st{};
+            struct stat st {};
             if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
                 return fail(path + " exists and is not a regular file (a FIFO, device or directory); "
                                    "not replaced");

@@ -24,7 +24,8 @@ public:
     }
 
     /// Starts a calibration interval (call once, early).
-    CycleClock() noexcept : ticks0_(now()), time0_(std::chrono::steady_clock::now()) {}
+    CycleClock() noexcept : ticks0_(now()), time0_(std::chrono::steady_clock::now()) {
+    }
 
     /// Nanoseconds per tick, measured over the interval since construction; 0 until at least
     /// 1 ms has passed (too short to be meaningful).

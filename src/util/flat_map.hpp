@@ -5,8 +5,8 @@
 // insert (std::unordered_map allocates a node per element).
 #pragma once
 
-#include <cstddef>
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -15,8 +15,7 @@ namespace gpumemprof::util {
 
 /// Linear probing with backward-shift deletion (no tombstones). Key ~0 is reserved as "empty".
 /// Not thread-safe: the owner locks.
-template <typename Value>
-class FlatMap {
+template <typename Value> class FlatMap {
 public:
     static constexpr std::uint64_t kEmpty = ~std::uint64_t{0};
 
@@ -108,8 +107,7 @@ public:
         return true;
     }
 
-    template <typename F>
-    void for_each(F&& f) const {
+    template <typename F> void for_each(F&& f) const {
         for (const Slot& s : slots_)
             if (s.key != kEmpty)
                 f(s.key, s.value);

@@ -19,12 +19,16 @@ std::size_t utf8_sequence(std::string_view s, std::size_t i) {
         n = 2;
     } else if (c >= 0xE0 && c <= 0xEF) {
         n = 3;
-        if (c == 0xE0) lo = 0xA0;
-        if (c == 0xED) hi = 0x9F;
+        if (c == 0xE0)
+            lo = 0xA0;
+        if (c == 0xED)
+            hi = 0x9F;
     } else if (c >= 0xF0 && c <= 0xF4) {
         n = 4;
-        if (c == 0xF0) lo = 0x90;
-        if (c == 0xF4) hi = 0x8F;
+        if (c == 0xF0)
+            lo = 0x90;
+        if (c == 0xF4)
+            hi = 0x8F;
     } else {
         return 0;
     }
@@ -88,10 +92,28 @@ void JsonWriter::separate() {
     }
 }
 
-JsonWriter& JsonWriter::begin_object() { separate(); out_.push_back('{'); first_.push_back(true); return *this; }
-JsonWriter& JsonWriter::end_object() { out_.push_back('}'); first_.pop_back(); return *this; }
-JsonWriter& JsonWriter::begin_array() { separate(); out_.push_back('['); first_.push_back(true); return *this; }
-JsonWriter& JsonWriter::end_array() { out_.push_back(']'); first_.pop_back(); return *this; }
+JsonWriter& JsonWriter::begin_object() {
+    separate();
+    out_.push_back('{');
+    first_.push_back(true);
+    return *this;
+}
+JsonWriter& JsonWriter::end_object() {
+    out_.push_back('}');
+    first_.pop_back();
+    return *this;
+}
+JsonWriter& JsonWriter::begin_array() {
+    separate();
+    out_.push_back('[');
+    first_.push_back(true);
+    return *this;
+}
+JsonWriter& JsonWriter::end_array() {
+    out_.push_back(']');
+    first_.pop_back();
+    return *this;
+}
 
 JsonWriter& JsonWriter::key(std::string_view k) {
     separate();
@@ -101,12 +123,36 @@ JsonWriter& JsonWriter::key(std::string_view k) {
     return *this;
 }
 
-JsonWriter& JsonWriter::value(std::string_view s) { separate(); out_ += json_quote(s); return *this; }
-JsonWriter& JsonWriter::value(std::int64_t v) { separate(); out_ += std::to_string(v); return *this; }
-JsonWriter& JsonWriter::value(std::uint64_t v) { separate(); out_ += std::to_string(v); return *this; }
-JsonWriter& JsonWriter::value(bool v) { separate(); out_ += v ? "true" : "false"; return *this; }
-JsonWriter& JsonWriter::null() { separate(); out_ += "null"; return *this; }
-JsonWriter& JsonWriter::raw(std::string_view json) { separate(); out_ += json; return *this; }
+JsonWriter& JsonWriter::value(std::string_view s) {
+    separate();
+    out_ += json_quote(s);
+    return *this;
+}
+JsonWriter& JsonWriter::value(std::int64_t v) {
+    separate();
+    out_ += std::to_string(v);
+    return *this;
+}
+JsonWriter& JsonWriter::value(std::uint64_t v) {
+    separate();
+    out_ += std::to_string(v);
+    return *this;
+}
+JsonWriter& JsonWriter::value(bool v) {
+    separate();
+    out_ += v ? "true" : "false";
+    return *this;
+}
+JsonWriter& JsonWriter::null() {
+    separate();
+    out_ += "null";
+    return *this;
+}
+JsonWriter& JsonWriter::raw(std::string_view json) {
+    separate();
+    out_ += json;
+    return *this;
+}
 
 JsonWriter& JsonWriter::value(double v) {
     separate();

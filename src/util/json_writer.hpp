@@ -32,7 +32,10 @@ public:
     /// Insert already-serialised JSON (e.g. an object from another writer) as one value.
     JsonWriter& raw(std::string_view json);
 
-    template <typename T> JsonWriter& field(std::string_view k, const T& v) { key(k); return value(v); }
+    template <typename T> JsonWriter& field(std::string_view k, const T& v) {
+        key(k);
+        return value(v);
+    }
 
     const std::string& str() const { return out_; }
     std::string take() { return std::move(out_); }

@@ -16,8 +16,7 @@ void configure(int level, int max_warnings) noexcept;
 void write(Level level, std::string_view message) noexcept;
 bool enabled(Level level) noexcept;
 
-template <typename... Args>
-void emit(Level level, fmt::format_string<Args...> f, Args&&... args) noexcept {
+template <typename... Args> void emit(Level level, fmt::format_string<Args...> f, Args&&... args) noexcept {
     if (!enabled(level))
         return;
     try {

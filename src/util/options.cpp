@@ -33,8 +33,8 @@ const std::string& rank_text(std::string* warnings = nullptr) {
         std::string out = r ? r : "0";
         bool changed = false;
         for (char& c : out) {
-            const bool ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
-                            c == '-';
+            const bool ok =
+                (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '-';
             if (!ok) {
                 c = '_';
                 changed = true;
@@ -69,19 +69,27 @@ bool parse_int(const char* s, long lo, long hi, int* out) {
 
 // ---- parsers and printers shared by the table's entries --------------------------------------
 
-template <bool Options::*M> bool set_bool(const char* v, Options& o) { return parse_bool(v, &(o.*M)); }
-template <bool Options::*M> std::string show_bool(const Options& o) { return (o.*M) ? "1" : "0"; }
+template <bool Options::*M> bool set_bool(const char* v, Options& o) {
+    return parse_bool(v, &(o.*M));
+}
+template <bool Options::*M> std::string show_bool(const Options& o) {
+    return (o.*M) ? "1" : "0";
+}
 
 template <int Options::*M, long Lo, long Hi> bool set_int(const char* v, Options& o) {
     return parse_int(v, Lo, Hi, &(o.*M));
 }
-template <int Options::*M> std::string show_int(const Options& o) { return std::to_string(o.*M); }
+template <int Options::*M> std::string show_int(const Options& o) {
+    return std::to_string(o.*M);
+}
 
 template <std::string Options::*M> bool set_string(const char* v, Options& o) {
     o.*M = v;
     return true;
 }
-template <std::string Options::*M> std::string show_string(const Options& o) { return '"' + o.*M + '"'; }
+template <std::string Options::*M> std::string show_string(const Options& o) {
+    return '"' + o.*M + '"';
+}
 
 template <std::optional<std::string> Options::*M> bool set_optional(const char* v, Options& o) {
     o.*M = v;
@@ -221,7 +229,9 @@ void apply_default(const OptionSpec& s, Options& o) {
 
 } // namespace
 
-std::span<const OptionSpec> option_table() { return kOptions; }
+std::span<const OptionSpec> option_table() {
+    return kOptions;
+}
 
 Options default_options() {
     Options o;
@@ -266,9 +276,12 @@ int parse_signal(const std::string& text) {
         name = name.substr(3);
     int n = -1;
     if (!parse_int(name.c_str(), 0, 64, &n)) {
-        static const struct { const char* name; int sig; } kNames[] = {
-            {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"HUP", SIGHUP}, {"WINCH", SIGWINCH}, {"URG", SIGURG},
-            {"PWR", SIGPWR}, {"NONE", 0}, {"OFF", 0},
+        static const struct {
+            const char* name;
+            int sig;
+        } kNames[] = {
+            {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"HUP", SIGHUP}, {"WINCH", SIGWINCH},
+            {"URG", SIGURG},   {"PWR", SIGPWR},   {"NONE", 0},     {"OFF", 0},
         };
         for (const auto& e : kNames)
             if (strcasecmp(name.c_str(), e.name) == 0)

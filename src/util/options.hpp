@@ -14,18 +14,18 @@ namespace gpumemprof::util {
 /// The effective settings. The defaults live in the table (options.cpp), not here: a
 /// default-constructed Options is only a blank to apply them to (see default_options()).
 struct Options {
-    bool pool = true;             ///< GPUMEMPROF_POOL: false = observe only, no caching
-    std::string alloc_conf;       ///< GPUMEMPROF_ALLOC_CONF (PYTORCH_CUDA_ALLOC_CONF syntax)
-    std::string output;           ///< GPUMEMPROF_OUTPUT: report path prefix; "" = no files
-    int stack_depth = 0;          ///< GPUMEMPROF_STACK_DEPTH: frames per stack, 0 = off
+    bool pool = true;       ///< GPUMEMPROF_POOL: false = observe only, no caching
+    std::string alloc_conf; ///< GPUMEMPROF_ALLOC_CONF (PYTORCH_CUDA_ALLOC_CONF syntax)
+    std::string output;     ///< GPUMEMPROF_OUTPUT: report path prefix; "" = no files
+    int stack_depth = 0;    ///< GPUMEMPROF_STACK_DEPTH: frames per stack, 0 = off
     /// GPUMEMPROF_STACK_SKIP: module-name substrings dropped from the top of stacks; unset = the
     /// report's default (report::kDefaultStackSkip).
     std::optional<std::string> stack_skip;
     /// GPUMEMPROF_HIDE_FRAMES: frames the .txt listings leave out; unset = the report's default
     /// (report::kDefaultHiddenFrames).
     std::optional<std::string> hide_frames;
-    std::string trace;            ///< GPUMEMPROF_TRACE: event log path, "" = off
-    int dump_signal = 0;          ///< GPUMEMPROF_DUMP_SIGNAL: 0 = none
+    std::string trace;   ///< GPUMEMPROF_TRACE: event log path, "" = off
+    int dump_signal = 0; ///< GPUMEMPROF_DUMP_SIGNAL: 0 = none
     /// GPUMEMPROF_MODEL: also run PyTorch's allocator on the same requests (pool::PoolModel).
     /// Unset = on while stack capture is on (the model costs about 90 ns per allocation+free
     /// pair, which the lean stacks-off mode keeps out).
@@ -36,10 +36,10 @@ struct Options {
     /// "auto": ... except while the program's device work runs in one order (pool::Backend::
     /// frees_ordered), when reuse at once is safe.
     bool reuse_when_ordered = true;
-    int log_level = 2;            ///< GPUMEMPROF_LOG: 0 debug, 1 info, 2 warning, 3 error
-    int max_warnings = 0;         ///< GPUMEMPROF_MAX_WARNINGS
-    bool report_at_exit = true;   ///< GPUMEMPROF_REPORT: false = write nothing at exit
-    bool html = false;            ///< GPUMEMPROF_HTML: write <prefix>.html (timeline, flame graph, tables)
+    int log_level = 2;          ///< GPUMEMPROF_LOG: 0 debug, 1 info, 2 warning, 3 error
+    int max_warnings = 0;       ///< GPUMEMPROF_MAX_WARNINGS
+    bool report_at_exit = true; ///< GPUMEMPROF_REPORT: false = write nothing at exit
+    bool html = false;          ///< GPUMEMPROF_HTML: write <prefix>.html (timeline, flame graph, tables)
     /// GPUMEMPROF_PICKLE: write <prefix>.pickle (torch.cuda.memory._dump_snapshot's format);
     /// unset = on while stack capture is on.
     bool pickle = false;
@@ -53,7 +53,7 @@ struct Options {
 
 /// One GPUMEMPROF_* variable.
 struct OptionSpec {
-    const char* name;        ///< the environment variable
+    const char* name; ///< the environment variable
     /// The default as the variable would spell it (applied through `parse`), or nullptr when
     /// it is not a value of the variable (derive_default computes it, or the field stays unset
     /// and its user decides).

@@ -3,8 +3,8 @@
 
 #include <cerrno>
 #include <csignal>
-#include <initializer_list>
 #include <ctime>
+#include <initializer_list>
 #include <unistd.h>
 
 namespace gpumemprof::util {

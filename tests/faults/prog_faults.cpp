@@ -15,7 +15,9 @@
 
 namespace {
 
-void put_code(const std::string& key, long long code) { put(key.c_str(), code); }
+void put_code(const std::string& key, long long code) {
+    put(key.c_str(), code);
+}
 
 /// 24 requests of 1..12 MiB, every other one freed at once, the rest at the end: each needs a new
 /// segment until the pool has cached enough. Codes "alloc.i" (and "free.i").

@@ -6,8 +6,8 @@
 //   then a 1 GiB request fails on the 64 MiB simulated device; then 1 MiB temp, freed at once.
 #include <cuda_runtime_api.h>
 
-#include <cstdio>
 #include <chrono>
+#include <cstdio>
 #include <thread>
 
 namespace {

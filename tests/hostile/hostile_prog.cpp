@@ -81,7 +81,7 @@ int fork_storm(int forks) {
 
 // ---- fds: the program closes every fd and reuses the numbers (issue 12 item 1) --------------
 int fds(const char* data_path) {
-    churn(10); // the trace (if any) is open, the report thread and handlers are installed
+    churn(10);                             // the trace (if any) is open, the report thread and handlers are installed
     syscall(SYS_close_range, 3u, ~0u, 0u); // a daemon closes everything it did not open itself
     for (int fd = 3; fd < 1024; ++fd)
         close(fd);
@@ -92,7 +92,7 @@ int fds(const char* data_path) {
     // dup2 the data file over every low number the library could have used.
     for (int fd = 4; fd < 64; ++fd)
         EXPECT(dup2(data, fd) == fd);
-    churn(3000); // several trace blocks
+    churn(3000);    // several trace blocks
     raise(SIGUSR2); // the dump signal's handler runs
     usleep(300 * 1000);
     churn(3000);
@@ -129,7 +129,9 @@ int usr2_storm(double seconds) {
 }
 
 // exit() from a signal handler while the main loop allocates (item 5).
-void exit_now(int) { std::exit(7); }
+void exit_now(int) {
+    std::exit(7);
+}
 int exit_in_handler() {
     struct sigaction sa = {};
     sa.sa_handler = exit_now;
@@ -151,7 +153,9 @@ int alloc_forever() {
 
 // The program's own dump-signal handler, installed before any CUDA call (item 7).
 std::atomic<int> g_own_handler_runs{0};
-void own_handler(int) { g_own_handler_runs.fetch_add(1); }
+void own_handler(int) {
+    g_own_handler_runs.fetch_add(1);
+}
 int own_usr2() {
     struct sigaction sa = {};
     sa.sa_handler = own_handler;
@@ -203,7 +207,7 @@ int cancel_thread() {
     put("joined", r == 0 && ret == PTHREAD_CANCELED);
     if (r != 0)
         _exit(4); // the cancelled thread holds a lock forever: do not hang at exit too
-    churn(10); // the locks the cancelled thread used are free
+    churn(10);    // the locks the cancelled thread used are free
     put("done", 1);
     return 0;
 }
@@ -254,19 +258,35 @@ int main(int argc, char** argv) {
     const std::string c = argc > 1 ? argv[1] : "";
     const char* a2 = argc > 2 ? argv[2] : "";
     const char* a3 = argc > 3 ? argv[3] : "";
-    if (c == "fork_storm") return fork_storm(std::atoi(a2));
-    if (c == "fds") return fds(a2);
-    if (c == "usr2_storm") return usr2_storm(std::atof(a2));
-    if (c == "exit_in_handler") return exit_in_handler();
-    if (c == "alloc_forever") return alloc_forever();
-    if (c == "own_usr2") return own_usr2();
-    if (c == "fsize") return fsize(std::atol(a2), std::atoi(a3));
-    if (c == "cancel") return cancel_thread();
-    if (c == "pthread_exit_main") return pthread_exit_main();
-    if (c == "quick_exit") return quick_exit_case();
-    if (c == "plant") return plant(a2, a3);
-    if (c == "system_child") return system_child();
-    if (c == "churn") { churn(std::atoi(a2)); put("done", 1); return 0; }
+    if (c == "fork_storm")
+        return fork_storm(std::atoi(a2));
+    if (c == "fds")
+        return fds(a2);
+    if (c == "usr2_storm")
+        return usr2_storm(std::atof(a2));
+    if (c == "exit_in_handler")
+        return exit_in_handler();
+    if (c == "alloc_forever")
+        return alloc_forever();
+    if (c == "own_usr2")
+        return own_usr2();
+    if (c == "fsize")
+        return fsize(std::atol(a2), std::atoi(a3));
+    if (c == "cancel")
+        return cancel_thread();
+    if (c == "pthread_exit_main")
+        return pthread_exit_main();
+    if (c == "quick_exit")
+        return quick_exit_case();
+    if (c == "plant")
+        return plant(a2, a3);
+    if (c == "system_child")
+        return system_child();
+    if (c == "churn") {
+        churn(std::atoi(a2));
+        put("done", 1);
+        return 0;
+    }
     std::printf("FAIL unknown case %s\n", c.c_str());
     return 2;
 }

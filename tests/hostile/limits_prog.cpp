@@ -20,10 +20,10 @@
 
 namespace {
 
-constexpr std::size_t kGuard = 16 * 1024;        // painted bytes below each small stack
+constexpr std::size_t kGuard = 16 * 1024; // painted bytes below each small stack
 constexpr unsigned char kPaint = 0xA5;
-constexpr int kPerContext = 10;                   // allocations made in each small context
-void* g_kept[3] = {};                             // one block kept live by each small context
+constexpr int kPerContext = 10; // allocations made in each small context
+void* g_kept[3] = {};           // one block kept live by each small context
 
 /// kPerContext allocations of 1 MiB; all but the last freed at once, the last kept in *kept.
 void allocate_some(void** kept) {
@@ -57,9 +57,13 @@ void* small_thread(void*) {
 }
 
 ucontext_t g_main_ctx, g_co_ctx;
-void coroutine() { allocate_some(&g_kept[1]); }
+void coroutine() {
+    allocate_some(&g_kept[1]);
+}
 
-void on_signal(int) { allocate_some(&g_kept[2]); }
+void on_signal(int) {
+    allocate_some(&g_kept[2]);
+}
 
 /// A heap check: glibc aborts on a corrupted heap ("double free or corruption").
 void churn_heap() {
@@ -102,7 +106,7 @@ int small_stacks() {
     ss.ss_sp = alt.base();
     ss.ss_size = alt.size;
     EXPECT(sigaltstack(&ss, nullptr) == 0);
-    struct sigaction sa{};
+    struct sigaction sa {};
     sa.sa_handler = on_signal;
     sa.sa_flags = SA_ONSTACK;
     sigemptyset(&sa.sa_mask);
@@ -210,9 +214,12 @@ int rlimit_as(long long margin_mib) {
 int main(int argc, char** argv) {
     const std::string c = argc > 1 ? argv[1] : "";
     const char* a2 = argc > 2 ? argv[2] : "";
-    if (c == "small_stacks") return small_stacks();
-    if (c == "stack_use") return stack_use();
-    if (c == "rlimit_as") return rlimit_as(std::atoll(a2));
+    if (c == "small_stacks")
+        return small_stacks();
+    if (c == "stack_use")
+        return stack_use();
+    if (c == "rlimit_as")
+        return rlimit_as(std::atoll(a2));
     std::printf("FAIL unknown case %s\n", c.c_str());
     return 2;
 }

@@ -6,23 +6,23 @@
 #include <cstdlib>
 
 /// A CUDA call that must succeed (runtime or driver: both use 0 for success).
-#define MUST(x)                                                                                              \
-    do {                                                                                                     \
-        long long r_ = static_cast<long long>(x);                                                            \
-        if (r_ != 0) {                                                                                       \
-            std::printf("FAIL %s:%d: %s returned %lld\n", __FILE__, __LINE__, #x, r_);                       \
-            std::fflush(stdout);                                                                             \
-            std::_Exit(2);                                                                                   \
-        }                                                                                                    \
+#define MUST(x)                                                                                                        \
+    do {                                                                                                               \
+        long long r_ = static_cast<long long>(x);                                                                      \
+        if (r_ != 0) {                                                                                                 \
+            std::printf("FAIL %s:%d: %s returned %lld\n", __FILE__, __LINE__, #x, r_);                                 \
+            std::fflush(stdout);                                                                                       \
+            std::_Exit(2);                                                                                             \
+        }                                                                                                              \
     } while (0)
 
-#define EXPECT(c)                                                                                            \
-    do {                                                                                                     \
-        if (!(c)) {                                                                                          \
-            std::printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #c);                                         \
-            std::fflush(stdout);                                                                             \
-            std::_Exit(3);                                                                                   \
-        }                                                                                                    \
+#define EXPECT(c)                                                                                                      \
+    do {                                                                                                               \
+        if (!(c)) {                                                                                                    \
+            std::printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #c);                                                   \
+            std::fflush(stdout);                                                                                       \
+            std::_Exit(3);                                                                                             \
+        }                                                                                                              \
     } while (0)
 
 /// One result line "key=value" that run_case.py reads.

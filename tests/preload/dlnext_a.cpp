@@ -3,8 +3,10 @@
 #include <dlfcn.h>
 
 extern "C" __attribute__((visibility("default"))) int dlnext_probe(int depth) {
-    if (depth > 3) return 1000; // recursion into ourselves: a forwarding hook lost the caller
+    if (depth > 3)
+        return 1000; // recursion into ourselves: a forwarding hook lost the caller
     auto next = reinterpret_cast<int (*)(int)>(dlsym(RTLD_NEXT, "dlnext_probe"));
-    if (!next) return -1;
+    if (!next)
+        return -1;
     return 10 + next(depth + 1);
 }

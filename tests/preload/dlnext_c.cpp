@@ -13,4 +13,6 @@ extern "C" __attribute__((visibility("default"))) void* dlnext_find_local() {
     return p;
 }
 
-extern "C" __attribute__((visibility("default"))) int dlnext_read_d() { return dlnext_local_d; }
+extern "C" __attribute__((visibility("default"))) int dlnext_read_d() {
+    return dlnext_local_d;
+}

@@ -17,9 +17,9 @@
 
 namespace {
 
-int g_ctor_cudart = -1;  // cudaMalloc + cudaFree in the constructor: 0 when both succeeded
-int g_ctor_driver = -1;  // cuMemAlloc_v2 + cuMemFree_v2 fetched with dlsym: 0 when both succeeded
-int g_thread_bad = 0;    // allocations of the worker that failed or overlapped another's data
+int g_ctor_cudart = -1; // cudaMalloc + cudaFree in the constructor: 0 when both succeeded
+int g_ctor_driver = -1; // cuMemAlloc_v2 + cuMemFree_v2 fetched with dlsym: 0 when both succeeded
+int g_thread_bad = 0;   // allocations of the worker that failed or overlapped another's data
 std::atomic<bool> g_go{false};
 std::thread* g_worker = nullptr;
 
@@ -65,9 +65,15 @@ __attribute__((constructor)) void early_ctor() {
 
 } // namespace
 
-EARLY_EXPORT int early_ctor_cudart() { return g_ctor_cudart; }
-EARLY_EXPORT int early_ctor_driver() { return g_ctor_driver; }
-EARLY_EXPORT void early_start_worker() { g_go.store(true, std::memory_order_release); }
+EARLY_EXPORT int early_ctor_cudart() {
+    return g_ctor_cudart;
+}
+EARLY_EXPORT int early_ctor_driver() {
+    return g_ctor_driver;
+}
+EARLY_EXPORT void early_start_worker() {
+    g_go.store(true, std::memory_order_release);
+}
 EARLY_EXPORT int early_join_worker() {
     g_worker->join();
     delete g_worker;

@@ -7,7 +7,9 @@
 #include <vector>
 
 namespace {
-void fill(void* p, size_t n, int v) { MUST(cudaMemset(p, v, n)); }
+void fill(void* p, size_t n, int v) {
+    MUST(cudaMemset(p, v, n));
+}
 
 /// Every byte of the device buffer still holds v (no other allocation overlapped it).
 void verify(void* p, size_t n, int v) {

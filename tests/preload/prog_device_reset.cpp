@@ -9,11 +9,11 @@
 
 int main() {
     void *a = nullptr, *b = nullptr, *c = nullptr;
-    MUST(cudaMalloc(&a, kMiB));       // small pool: a 2 MiB segment
-    MUST(cudaMalloc(&b, 3 * kMiB));   // large pool: a 20 MiB segment
+    MUST(cudaMalloc(&a, kMiB));     // small pool: a 2 MiB segment
+    MUST(cudaMalloc(&b, 3 * kMiB)); // large pool: a 20 MiB segment
     MUST(cudaFree(b));
     put("reset", cudaDeviceReset());
-    MUST(cudaMalloc(&c, 5 * kMiB));   // after the reset: a new 20 MiB segment in a new pool
+    MUST(cudaMalloc(&c, 5 * kMiB)); // after the reset: a new 20 MiB segment in a new pool
     MUST(cudaMemset(c, 3, 5 * kMiB));
     std::vector<unsigned char> h(5 * kMiB);
     MUST(cudaMemcpy(h.data(), c, h.size(), cudaMemcpyDeviceToHost));

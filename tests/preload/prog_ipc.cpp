@@ -14,8 +14,8 @@ int main() {
     // is split from the 17 MiB rest, 3 MiB into that segment.
     MUST(cudaMalloc(&a, 3 * kMiB));
     MUST(cudaMalloc(&b, 2 * kMiB));
-    put("b_offset_from_a", static_cast<long long>(reinterpret_cast<std::uintptr_t>(b) -
-                                                  reinterpret_cast<std::uintptr_t>(a)));
+    put("b_offset_from_a",
+        static_cast<long long>(reinterpret_cast<std::uintptr_t>(b) - reinterpret_cast<std::uintptr_t>(a)));
     cudaIpcMemHandle_t ha, hb;
     std::memset(&ha, 0, sizeof ha);
     std::memset(&hb, 0, sizeof hb);

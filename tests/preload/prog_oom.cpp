@@ -25,7 +25,8 @@ int main() {
     for (;;) {
         void* p = nullptr;
         last = cudaMalloc(&p, 12 * kMiB);
-        if (last != cudaSuccess) break;
+        if (last != cudaSuccess)
+            break;
         held.push_back(p);
         ++more;
     }

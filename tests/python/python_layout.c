@@ -3,6 +3,8 @@
  * src/stacks/python_frames.cpp assumes (names as in python::assumed_layout). Compiled and run
  * by check_layouts.py once per installed interpreter. */
 #define Py_BUILD_CORE 1
+/* Python.h first, then the internal headers that need its types. */
+/* clang-format off */
 #include <Python.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -11,6 +13,7 @@
 #if PY_VERSION_HEX >= 0x030D0000
 #include "internal/pycore_runtime.h"
 #endif
+/* clang-format on */
 
 #define P(name, value) printf("%s %zu\n", name, (size_t)(value))
 
@@ -18,9 +21,12 @@ static unsigned state_bits(int which) {
     PyASCIIObject a;
     unsigned v = 0;
     memset(&a, 0, sizeof a);
-    if (which == 0) a.state.kind = 7;
-    if (which == 1) a.state.compact = 1;
-    if (which == 2) a.state.ascii = 1;
+    if (which == 0)
+        a.state.kind = 7;
+    if (which == 1)
+        a.state.compact = 1;
+    if (which == 2)
+        a.state.ascii = 1;
     memcpy(&v, &a.state, sizeof v);
     return v;
 }

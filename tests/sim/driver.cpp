@@ -38,10 +38,12 @@ namespace {
 
 /// "64M", "2G", "1048576", "512k" -> bytes; 0 on a malformed value.
 std::size_t parse_size(const char* text) {
-    if (!text || !*text) return 0;
+    if (!text || !*text)
+        return 0;
     char* end = nullptr;
     unsigned long long v = std::strtoull(text, &end, 10);
-    if (end == text) return 0;
+    if (end == text)
+        return 0;
     switch (std::toupper(static_cast<unsigned char>(*end))) {
     case 'K': v <<= 10; break;
     case 'M': v <<= 20; break;
@@ -84,15 +86,18 @@ CUctx_st* new_context(int device, bool primary, unsigned flags) {
 }
 
 CUresult check_device(CUdevice dev) {
-    if (CUresult r = check_init()) return r;
-    if (dev < 0 || dev >= state().device_count) return CUDA_ERROR_INVALID_DEVICE;
+    if (CUresult r = check_init())
+        return r;
+    if (dev < 0 || dev >= state().device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
     return CUDA_SUCCESS;
 }
 
 /// SIMCUDA_LOG=path ("%p" becomes the pid): one JSON line per process at exit.
 __attribute__((destructor)) void write_log() {
     const char* path = std::getenv("SIMCUDA_LOG");
-    if (!path || !*path) return;
+    if (!path || !*path)
+        return;
     std::string p;
     for (const char* c = path; *c; ++c) {
         if (c[0] == '%' && c[1] == 'p') {
@@ -105,7 +110,8 @@ __attribute__((destructor)) void write_log() {
     State& st = state();
     std::lock_guard lk(st.mu);
     FILE* f = std::fopen(p.c_str(), "a");
-    if (!f) return;
+    if (!f)
+        return;
     std::fprintf(f, "{\"pid\": %d, \"initialized\": %s, \"calls\": {", static_cast<int>(getpid()),
                  st.initialized ? "true" : "false");
     const char* sep = "";
@@ -141,12 +147,16 @@ CUresult check_init() {
     return st.initialized ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
 }
 
-CUctx_st* current_ctx() { return ctx_stack().empty() ? nullptr : ctx_stack().back(); }
+CUctx_st* current_ctx() {
+    return ctx_stack().empty() ? nullptr : ctx_stack().back();
+}
 
 CUresult require_ctx(CUctx_st** out) {
-    if (CUresult r = check_init()) return r;
+    if (CUresult r = check_init())
+        return r;
     CUctx_st* c = current_ctx();
-    if (!c || !c->alive) return CUDA_ERROR_INVALID_CONTEXT;
+    if (!c || !c->alive)
+        return CUDA_ERROR_INVALID_CONTEXT;
     *out = c;
     return CUDA_SUCCESS;
 }
@@ -158,7 +168,8 @@ void drop_context_memory(CUctx_st* ctx) {
         std::lock_guard lk(st.mu);
         for (auto it = st.allocs.begin(); it != st.allocs.end();) {
             auto next = std::next(it);
-            if (it->second.ctx == ctx && it->second.kind != Kind::Host) release_locked(st, it->first);
+            if (it->second.ctx == ctx && it->second.kind != Kind::Host)
+                release_locked(st, it->first);
             it = next;
         }
     }
@@ -189,7 +200,8 @@ SIM_EXPORT long long simcuda_stat(const char* key) {
             n += a.kind != Kind::Host;
         return n;
     }
-    if (k == "capacity") return static_cast<long long>(st.capacity);
+    if (k == "capacity")
+        return static_cast<long long>(st.capacity);
     if (k.rfind("ok:", 0) == 0) {
         auto it = st.ok.find(k.substr(3));
         return it == st.ok.end() ? 0 : it->second;
@@ -201,16 +213,21 @@ SIM_EXPORT long long simcuda_stat(const char* key) {
 // ---- initialisation and devices ---------------------------------------------------------------
 
 SIM_EXPORT CUresult cuInit(unsigned int flags) {
-    if (CUresult fault = count_call("cuInit")) return fault;
-    if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult fault = count_call("cuInit"))
+        return fault;
+    if (flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
     State& st = state();
     std::lock_guard lk(st.mu);
     if (!st.initialized) {
-        if (std::size_t cap = parse_size(std::getenv("SIMCUDA_CAPACITY"))) st.capacity = cap;
-        if (const char* d = std::getenv("SIMCUDA_EVENT_DELAY_US")) st.event_delay_ns = std::atoll(d) * 1000;
+        if (std::size_t cap = parse_size(std::getenv("SIMCUDA_CAPACITY")))
+            st.capacity = cap;
+        if (const char* d = std::getenv("SIMCUDA_EVENT_DELAY_US"))
+            st.event_delay_ns = std::atoll(d) * 1000;
         if (const char* d = std::getenv("SIMCUDA_DEVICES")) {
             int n = std::atoi(d);
-            if (n >= 1 && n <= 64) st.device_count = n;
+            if (n >= 1 && n <= 64)
+                st.device_count = n;
         }
         st.used.assign(st.device_count, 0);
         st.peak.assign(st.device_count, 0);
@@ -224,58 +241,79 @@ SIM_EXPORT CUresult cuInit(unsigned int flags) {
 }
 
 SIM_EXPORT CUresult cuDriverGetVersion(int* v) {
-    if (CUresult fault = count_call("cuDriverGetVersion")) return fault;
-    if (!v) return CUDA_ERROR_INVALID_VALUE; // allowed before cuInit, like the real one
+    if (CUresult fault = count_call("cuDriverGetVersion"))
+        return fault;
+    if (!v)
+        return CUDA_ERROR_INVALID_VALUE; // allowed before cuInit, like the real one
     *v = kDriverVersion;
     return CUDA_SUCCESS;
 }
 
 SIM_EXPORT CUresult cuDeviceGet(CUdevice* dev, int ordinal) {
-    if (CUresult fault = count_call("cuDeviceGet")) return fault;
-    if (CUresult r = check_init()) return r;
-    if (!dev) return CUDA_ERROR_INVALID_VALUE;
-    if (ordinal < 0 || ordinal >= state().device_count) return CUDA_ERROR_INVALID_DEVICE;
+    if (CUresult fault = count_call("cuDeviceGet"))
+        return fault;
+    if (CUresult r = check_init())
+        return r;
+    if (!dev)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (ordinal < 0 || ordinal >= state().device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
     *dev = ordinal;
     return CUDA_SUCCESS;
 }
 
 SIM_EXPORT CUresult cuDeviceGetCount(int* count) {
-    if (CUresult fault = count_call("cuDeviceGetCount")) return fault;
-    if (CUresult r = check_init()) return r;
-    if (!count) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult fault = count_call("cuDeviceGetCount"))
+        return fault;
+    if (CUresult r = check_init())
+        return r;
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
     *count = state().device_count;
     return CUDA_SUCCESS;
 }
 
 SIM_EXPORT CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
-    if (CUresult fault = count_call("cuDeviceGetName")) return fault;
-    if (CUresult r = check_device(dev)) return r;
-    if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult fault = count_call("cuDeviceGetName"))
+        return fault;
+    if (CUresult r = check_device(dev))
+        return r;
+    if (!name || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
     std::snprintf(name, static_cast<std::size_t>(len), "Simulated CUDA Device %d", dev);
     return CUDA_SUCCESS;
 }
 
 SIM_EXPORT CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
-    if (CUresult fault = count_call("cuDeviceTotalMem_v2")) return fault;
-    if (CUresult r = check_device(dev)) return r;
-    if (!bytes) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult fault = count_call("cuDeviceTotalMem_v2"))
+        return fault;
+    if (CUresult r = check_device(dev))
+        return r;
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
     *bytes = state().capacity;
     return CUDA_SUCCESS;
 }
 
 SIM_EXPORT CUresult cuDeviceTotalMem(unsigned int* bytes, CUdevice dev) {
-    if (CUresult fault = count_call("cuDeviceTotalMem")) return fault;
-    if (CUresult r = check_device(dev)) return r;
-    if (!bytes) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult fault = count_call("cuDeviceTotalMem"))
+        return fault;
+    if (CUresult r = check_device(dev))
+        return r;
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
     std::size_t cap = state().capacity;
     *bytes = cap > 0xffffffffu ? 0xffffffffu : static_cast<unsigned>(cap);
     return CUDA_SUCCESS;
 }
 
 SIM_EXPORT CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attrib, CUdevice dev) {
-    if (CUresult fault = count_call("cuDeviceGetAttribute")) return fault;
-    if (CUresult r = check_device(dev)) return r;
-    if (!value || attrib <= 0 || attrib >= CU_DEVICE_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult fault = count_call("cuDeviceGetAttribute"))
+        return fault;
+    if (CUresult r = check_device(dev))
+        return r;
+    if (!value || attrib <= 0 || attrib >= CU_DEVICE_ATTRIBUTE_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
     switch (attrib) {
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = 9; break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = 0; break;
@@ -298,9 +336,12 @@ SIM_EXPORT CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attrib, 
 // ---- primary contexts -------------------------------------------------------------------------
 
 SIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
-    if (CUresult fault = count_call("cuDevicePrimaryCtxRetain")) return fault;
-    if (CUresult r = check_device(dev)) return r;
-    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult fault = count_call("cuDevicePrimaryCtxRetain"))
+        return fault;
+    if (CUresult r = check_device(dev))
+        return r;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
     State& st = state();
     std::lock_guard lk(st.mu);
     CUctx_st* c = st.primary[dev];
@@ -311,31 +352,38 @@ SIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
 }
 
 static CUresult primary_release(CUdevice dev) {
-    if (CUresult r = check_device(dev)) return r;
+    if (CUresult r = check_device(dev))
+        return r;
     CUctx_st* c = state().primary[dev];
     {
         std::lock_guard lk(state().mu);
-        if (c->retain_count <= 0) return CUDA_ERROR_INVALID_CONTEXT;
-        if (--c->retain_count > 0) return CUDA_SUCCESS;
+        if (c->retain_count <= 0)
+            return CUDA_ERROR_INVALID_CONTEXT;
+        if (--c->retain_count > 0)
+            return CUDA_SUCCESS;
     }
     // Last release destroys the primary context, and with it its memory.
     drop_context_memory(c);
     std::lock_guard lk(state().mu);
-    if (c->retain_count == 0) c->alive = false;
+    if (c->retain_count == 0)
+        c->alive = false;
     return CUDA_SUCCESS;
 }
 
 SIM_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
-    if (CUresult fault = count_call("cuDevicePrimaryCtxRelease_v2")) return fault;
+    if (CUresult fault = count_call("cuDevicePrimaryCtxRelease_v2"))
+        return fault;
     return count_result("cuDevicePrimaryCtxRelease_v2", primary_release(dev));
 }
 SIM_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
-    if (CUresult fault = count_call("cuDevicePrimaryCtxRelease")) return fault;
+    if (CUresult fault = count_call("cuDevicePrimaryCtxRelease"))
+        return fault;
     return primary_release(dev);
 }
 
 static CUresult primary_reset(CUdevice dev) {
-    if (CUresult r = check_device(dev)) return r;
+    if (CUresult r = check_device(dev))
+        return r;
     // Reset destroys every allocation of the primary context; the handle stays usable by the
     // threads that hold it (the next use re-initialises it in the real driver).
     drop_context_memory(state().primary[dev]);
@@ -343,18 +391,23 @@ static CUresult primary_reset(CUdevice dev) {
 }
 
 SIM_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
-    if (CUresult fault = count_call("cuDevicePrimaryCtxReset_v2")) return fault;
+    if (CUresult fault = count_call("cuDevicePrimaryCtxReset_v2"))
+        return fault;
     return count_result("cuDevicePrimaryCtxReset_v2", primary_reset(dev));
 }
 SIM_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev) {
-    if (CUresult fault = count_call("cuDevicePrimaryCtxReset")) return fault;
+    if (CUresult fault = count_call("cuDevicePrimaryCtxReset"))
+        return fault;
     return primary_reset(dev);
 }
 
 SIM_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, int* active) {
-    if (CUresult fault = count_call("cuDevicePrimaryCtxGetState")) return fault;
-    if (CUresult r = check_device(dev)) return r;
-    if (!flags || !active) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult fault = count_call("cuDevicePrimaryCtxGetState"))
+        return fault;
+    if (CUresult r = check_device(dev))
+        return r;
+    if (!flags || !active)
+        return CUDA_ERROR_INVALID_VALUE;
     std::lock_guard lk(state().mu);
     CUctx_st* c = state().primary[dev];
     *flags = c->flags;
@@ -365,8 +418,10 @@ SIM_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags
 // ---- contexts ---------------------------------------------------------------------------------
 
 static CUresult ctx_create(CUcontext* pctx, unsigned flags, CUdevice dev) {
-    if (CUresult r = check_device(dev)) return r;
-    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult r = check_device(dev))
+        return r;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
     CUctx_st* c = new_context(dev, false, flags);
     ctx_stack().push_back(c);
     *pctx = c;
@@ -374,23 +429,28 @@ static CUresult ctx_create(CUcontext* pctx, unsigned flags, CUdevice dev) {
 }
 
 SIM_EXPORT CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
-    if (CUresult fault = count_call("cuCtxCreate_v2")) return fault;
+    if (CUresult fault = count_call("cuCtxCreate_v2"))
+        return fault;
     return count_result("cuCtxCreate_v2", ctx_create(pctx, flags, dev));
 }
 SIM_EXPORT CUresult cuCtxCreate(CUcontext* pctx, unsigned int flags, CUdevice dev) {
-    if (CUresult fault = count_call("cuCtxCreate")) return fault;
+    if (CUresult fault = count_call("cuCtxCreate"))
+        return fault;
     return ctx_create(pctx, flags, dev);
 }
-SIM_EXPORT CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* params, unsigned int flags,
-                                   CUdevice dev) {
-    if (CUresult fault = count_call("cuCtxCreate_v4")) return fault;
+SIM_EXPORT CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* params, unsigned int flags, CUdevice dev) {
+    if (CUresult fault = count_call("cuCtxCreate_v4"))
+        return fault;
     return count_result("cuCtxCreate_v4", ctx_create(pctx, flags, dev));
 }
 
 static CUresult ctx_destroy(CUcontext ctx) {
-    if (CUresult r = check_init()) return r;
-    if (!ctx || !ctx->alive) return CUDA_ERROR_INVALID_CONTEXT;
-    if (ctx->primary) return CUDA_ERROR_INVALID_CONTEXT; // primary contexts go through Release
+    if (CUresult r = check_init())
+        return r;
+    if (!ctx || !ctx->alive)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (ctx->primary)
+        return CUDA_ERROR_INVALID_CONTEXT; // primary contexts go through Release
     drop_context_memory(ctx);
     ctx->alive = false;
     for (auto it = ctx_stack().begin(); it != ctx_stack().end();) {
@@ -400,28 +460,37 @@ static CUresult ctx_destroy(CUcontext ctx) {
 }
 
 SIM_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
-    if (CUresult fault = count_call("cuCtxDestroy_v2")) return fault;
+    if (CUresult fault = count_call("cuCtxDestroy_v2"))
+        return fault;
     return count_result("cuCtxDestroy_v2", ctx_destroy(ctx));
 }
 SIM_EXPORT CUresult cuCtxDestroy(CUcontext ctx) {
-    if (CUresult fault = count_call("cuCtxDestroy")) return fault;
+    if (CUresult fault = count_call("cuCtxDestroy"))
+        return fault;
     return ctx_destroy(ctx);
 }
 
 SIM_EXPORT CUresult cuCtxGetCurrent(CUcontext* pctx) {
-    if (CUresult fault = count_call("cuCtxGetCurrent")) return fault;
-    if (CUresult r = check_init()) return r;
-    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult fault = count_call("cuCtxGetCurrent"))
+        return fault;
+    if (CUresult r = check_init())
+        return r;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
     *pctx = current_ctx();
     return CUDA_SUCCESS;
 }
 
 SIM_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
-    if (CUresult fault = count_call("cuCtxSetCurrent")) return fault;
-    if (CUresult r = check_init()) return r;
-    if (ctx && !ctx->alive) return CUDA_ERROR_INVALID_CONTEXT;
+    if (CUresult fault = count_call("cuCtxSetCurrent"))
+        return fault;
+    if (CUresult r = check_init())
+        return r;
+    if (ctx && !ctx->alive)
+        return CUDA_ERROR_INVALID_CONTEXT;
     if (!ctx) {
-        if (!ctx_stack().empty()) ctx_stack().pop_back();
+        if (!ctx_stack().empty())
+            ctx_stack().pop_back();
     } else if (ctx_stack().empty()) {
         ctx_stack().push_back(ctx);
     } else {
@@ -431,51 +500,68 @@ SIM_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
 }
 
 static CUresult ctx_push(CUcontext ctx) {
-    if (CUresult r = check_init()) return r;
-    if (!ctx || !ctx->alive) return CUDA_ERROR_INVALID_CONTEXT;
+    if (CUresult r = check_init())
+        return r;
+    if (!ctx || !ctx->alive)
+        return CUDA_ERROR_INVALID_CONTEXT;
     ctx_stack().push_back(ctx);
     return CUDA_SUCCESS;
 }
 SIM_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
-    if (CUresult fault = count_call("cuCtxPushCurrent_v2")) return fault;
+    if (CUresult fault = count_call("cuCtxPushCurrent_v2"))
+        return fault;
     return ctx_push(ctx);
 }
 SIM_EXPORT CUresult cuCtxPushCurrent(CUcontext ctx) {
-    if (CUresult fault = count_call("cuCtxPushCurrent")) return fault;
+    if (CUresult fault = count_call("cuCtxPushCurrent"))
+        return fault;
     return ctx_push(ctx);
 }
 
 static CUresult ctx_pop(CUcontext* pctx) {
-    if (CUresult r = check_init()) return r;
-    if (ctx_stack().empty()) return CUDA_ERROR_INVALID_CONTEXT;
-    if (pctx) *pctx = ctx_stack().back();
+    if (CUresult r = check_init())
+        return r;
+    if (ctx_stack().empty())
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (pctx)
+        *pctx = ctx_stack().back();
     ctx_stack().pop_back();
     return CUDA_SUCCESS;
 }
 SIM_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext* pctx) {
-    if (CUresult fault = count_call("cuCtxPopCurrent_v2")) return fault;
+    if (CUresult fault = count_call("cuCtxPopCurrent_v2"))
+        return fault;
     return ctx_pop(pctx);
 }
 SIM_EXPORT CUresult cuCtxPopCurrent(CUcontext* pctx) {
-    if (CUresult fault = count_call("cuCtxPopCurrent")) return fault;
+    if (CUresult fault = count_call("cuCtxPopCurrent"))
+        return fault;
     return ctx_pop(pctx);
 }
 
 SIM_EXPORT CUresult cuCtxGetDevice(CUdevice* dev) {
-    if (CUresult fault = count_call("cuCtxGetDevice")) return fault;
+    if (CUresult fault = count_call("cuCtxGetDevice"))
+        return fault;
     CUctx_st* c = nullptr;
-    if (CUresult r = require_ctx(&c)) return r;
-    if (!dev) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult r = require_ctx(&c))
+        return r;
+    if (!dev)
+        return CUDA_ERROR_INVALID_VALUE;
     *dev = c->device;
     return CUDA_SUCCESS;
 }
 
 SIM_EXPORT CUresult cuCtxGetDevice_v2(CUdevice* dev, CUcontext ctx) {
-    if (CUresult fault = count_call("cuCtxGetDevice_v2")) return fault;
-    if (!ctx) return cuCtxGetDevice(dev);
-    if (CUresult r = check_init()) return r;
-    if (!ctx->alive) return CUDA_ERROR_INVALID_CONTEXT;
-    if (!dev) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult fault = count_call("cuCtxGetDevice_v2"))
+        return fault;
+    if (!ctx)
+        return cuCtxGetDevice(dev);
+    if (CUresult r = check_init())
+        return r;
+    if (!ctx->alive)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (!dev)
+        return CUDA_ERROR_INVALID_VALUE;
     *dev = ctx->device;
     return CUDA_SUCCESS;
 }
@@ -496,17 +582,21 @@ static CUresult ctx_sync(CUctx_st* c) {
 }
 
 SIM_EXPORT CUresult cuCtxSynchronize() {
-    if (CUresult fault = count_call("cuCtxSynchronize")) return fault;
+    if (CUresult fault = count_call("cuCtxSynchronize"))
+        return fault;
     CUctx_st* c = nullptr;
-    if (CUresult r = require_ctx(&c)) return r;
+    if (CUresult r = require_ctx(&c))
+        return r;
     return count_result("cuCtxSynchronize", ctx_sync(c));
 }
 
 SIM_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) {
-    if (CUresult fault = count_call("cuCtxSynchronize_v2")) return fault;
+    if (CUresult fault = count_call("cuCtxSynchronize_v2"))
+        return fault;
     CUctx_st* c = ctx;
     if (!c) {
-        if (CUresult r = require_ctx(&c)) return r;
+        if (CUresult r = require_ctx(&c))
+            return r;
     } else if (CUresult r = check_init()) {
         return r;
     } else if (!c->alive) {
@@ -540,14 +630,14 @@ constexpr ErrorText kErrors[] = {
      "operation not permitted when stream is capturing"},
     {CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
      "operation failed due to a previous error during capture"},
-    {CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE",
-     "the operation cannot be performed in the present state"},
+    {CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE", "the operation cannot be performed in the present state"},
     {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 } // namespace
 
 SIM_EXPORT CUresult cuGetErrorString(CUresult error, const char** str) {
-    if (!str) return CUDA_ERROR_INVALID_VALUE;
+    if (!str)
+        return CUDA_ERROR_INVALID_VALUE;
     for (const auto& e : kErrors) {
         if (e.code == error) {
             *str = e.text;
@@ -559,7 +649,8 @@ SIM_EXPORT CUresult cuGetErrorString(CUresult error, const char** str) {
 }
 
 SIM_EXPORT CUresult cuGetErrorName(CUresult error, const char** str) {
-    if (!str) return CUDA_ERROR_INVALID_VALUE;
+    if (!str)
+        return CUDA_ERROR_INVALID_VALUE;
     for (const auto& e : kErrors) {
         if (e.code == error) {
             *str = e.name;
@@ -571,7 +662,9 @@ SIM_EXPORT CUresult cuGetErrorName(CUresult error, const char** str) {
 }
 
 SIM_EXPORT CUresult cuGetExportTable(const void** table, const CUuuid* id) {
-    if (CUresult fault = count_call("cuGetExportTable")) return fault;
-    if (table) *table = nullptr;
+    if (CUresult fault = count_call("cuGetExportTable"))
+        return fault;
+    if (table)
+        *table = nullptr;
     return CUDA_ERROR_NOT_SUPPORTED;
 }

@@ -148,6 +148,8 @@ CUresult injected_fault(const char* name) {
     return code;
 }
 
-bool events_stuck() { return faults().events_stuck; }
+bool events_stuck() {
+    return faults().events_stuck;
+}
 
 } // namespace gpumemprof::sim

@@ -15,7 +15,9 @@ namespace gpumemprof::sim {
 
 namespace {
 
-std::size_t round_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
+std::size_t round_up(std::size_t v, std::size_t a) {
+    return (v + a - 1) / a * a;
+}
 
 CUmemPoolHandle_st* default_pool(int device) {
     static CUmemPoolHandle_st pools[64];
@@ -26,7 +28,8 @@ CUmemPoolHandle_st* default_pool(int device) {
 /// True (and the open global captures invalidated) when an allocation or a free that is illegal
 /// during a global-mode stream capture is attempted. Caller holds st.mu.
 bool capture_forbids_locked(State& st) {
-    if (st.active_global_captures == 0) return false;
+    if (st.active_global_captures == 0)
+        return false;
     st.captures_invalidated = true;
     return true;
 }
@@ -35,7 +38,8 @@ bool capture_forbids_locked(State& st) {
 /// mmap: page-aligned (>= 512 B, like cudaMalloc), lazily committed, and unmapped on free so that
 /// a use after a real free faults instead of silently reading stale data.
 CUresult allocate(CUdeviceptr* out, std::size_t size, Kind kind, CUctx_st* ctx, bool low32) {
-    if (!out) return CUDA_ERROR_INVALID_VALUE;
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
     if (size == 0)
         return CUDA_ERROR_INVALID_VALUE; // cuMemAlloc: "If bytesize is 0, ... returns
                                          // CUDA_ERROR_INVALID_VALUE" (cuda.h)
@@ -46,14 +50,17 @@ CUresult allocate(CUdeviceptr* out, std::size_t size, Kind kind, CUctx_st* ctx, 
         std::lock_guard lk(st.mu);
         if ((kind == Kind::Device || kind == Kind::Pitch) && capture_forbids_locked(st))
             return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-        if (charged > st.capacity - st.used[dev]) return CUDA_ERROR_OUT_OF_MEMORY;
+        if (charged > st.capacity - st.used[dev])
+            return CUDA_ERROR_OUT_OF_MEMORY;
         st.used[dev] += charged; // reserve now, so concurrent callers cannot overshoot
-        if (st.used[dev] > st.peak[dev]) st.peak[dev] = st.used[dev];
+        if (st.used[dev] > st.peak[dev])
+            st.peak[dev] = st.used[dev];
     }
     const std::size_t len = round_up(size, static_cast<std::size_t>(getpagesize()));
     int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
 #ifdef MAP_32BIT
-    if (low32) flags |= MAP_32BIT;
+    if (low32)
+        flags |= MAP_32BIT;
 #endif
     void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, flags, -1, 0);
     std::lock_guard lk(st.mu);
@@ -83,8 +90,10 @@ CUresult allocate(CUdeviceptr* out, std::size_t size, Kind kind, CUctx_st* ctx, 
 /// The free synchronises the allocation's context first, as cuda.h allows ("may perform implicit
 /// synchronization") and as programs rely on.
 CUresult free_device(CUdeviceptr dptr) {
-    if (CUresult r = check_init()) return r;
-    if (dptr == 0) return CUDA_SUCCESS;
+    if (CUresult r = check_init())
+        return r;
+    if (dptr == 0)
+        return CUDA_SUCCESS;
     State& st = state();
     CUctx_st* ctx = nullptr;
     {
@@ -92,11 +101,13 @@ CUresult free_device(CUdeviceptr dptr) {
         auto it = st.allocs.find(static_cast<std::uintptr_t>(dptr));
         if (it == st.allocs.end() || it->second.kind == Kind::Host || it->second.freeing)
             return CUDA_ERROR_INVALID_VALUE;
-        if (capture_forbids_locked(st)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        if (capture_forbids_locked(st))
+            return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
         ctx = it->second.ctx;
         it->second.freeing = true; // a second concurrent free of the same pointer fails
     }
-    if (ctx) sync_context(ctx);
+    if (ctx)
+        sync_context(ctx);
     std::lock_guard lk(st.mu);
     release_locked(st, static_cast<std::uintptr_t>(dptr));
     return CUDA_SUCCESS;
@@ -104,29 +115,38 @@ CUresult free_device(CUdeviceptr dptr) {
 
 CUresult alloc_host(void** pp, std::size_t size) {
     CUctx_st* ctx = nullptr;
-    if (CUresult r = require_ctx(&ctx)) return r;
-    if (!pp) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult r = require_ctx(&ctx))
+        return r;
+    if (!pp)
+        return CUDA_ERROR_INVALID_VALUE;
     CUdeviceptr d = 0;
     CUresult r = allocate(&d, size, Kind::Host, ctx, false);
-    if (r == CUDA_SUCCESS) *pp = reinterpret_cast<void*>(d);
+    if (r == CUDA_SUCCESS)
+        *pp = reinterpret_cast<void*>(d);
     return r;
 }
 
 CUresult get_range(CUdeviceptr* pbase, std::size_t* psize, CUdeviceptr dptr) {
-    if (CUresult r = check_init()) return r;
+    if (CUresult r = check_init())
+        return r;
     State& st = state();
     std::lock_guard lk(st.mu);
     std::uintptr_t base = find_containing(st, static_cast<std::uintptr_t>(dptr));
-    if (!base || st.allocs[base].kind == Kind::Host) return CUDA_ERROR_NOT_FOUND;
-    if (pbase) *pbase = base;
-    if (psize) *psize = st.allocs[base].size;
+    if (!base || st.allocs[base].kind == Kind::Host)
+        return CUDA_ERROR_NOT_FOUND;
+    if (pbase)
+        *pbase = base;
+    if (psize)
+        *psize = st.allocs[base].size;
     return CUDA_SUCCESS;
 }
 
 CUresult mem_get_info(std::size_t* free_bytes, std::size_t* total) {
     CUctx_st* ctx = nullptr;
-    if (CUresult r = require_ctx(&ctx)) return r;
-    if (!free_bytes || !total) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult r = require_ctx(&ctx))
+        return r;
+    if (!free_bytes || !total)
+        return CUDA_ERROR_INVALID_VALUE;
     State& st = state();
     std::lock_guard lk(st.mu);
     *free_bytes = st.capacity - st.used[ctx->device];
@@ -134,30 +154,37 @@ CUresult mem_get_info(std::size_t* free_bytes, std::size_t* total) {
     return CUDA_SUCCESS;
 }
 
-CUresult alloc_pitch(CUdeviceptr* dptr, std::size_t* pitch, std::size_t width, std::size_t height,
-                     unsigned elem) {
+CUresult alloc_pitch(CUdeviceptr* dptr, std::size_t* pitch, std::size_t width, std::size_t height, unsigned elem) {
     CUctx_st* ctx = nullptr;
-    if (CUresult r = require_ctx(&ctx)) return r;
-    if (!dptr || !pitch || width == 0 || height == 0) return CUDA_ERROR_INVALID_VALUE;
-    if (elem != 4 && elem != 8 && elem != 16) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult r = require_ctx(&ctx))
+        return r;
+    if (!dptr || !pitch || width == 0 || height == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (elem != 4 && elem != 8 && elem != 16)
+        return CUDA_ERROR_INVALID_VALUE;
     const std::size_t p = round_up(width, kAllocAlign);
     CUresult r = allocate(dptr, p * height, Kind::Pitch, ctx, false);
-    if (r == CUDA_SUCCESS) *pitch = p;
+    if (r == CUDA_SUCCESS)
+        *pitch = p;
     return r;
 }
 
 CUresult async_alloc(CUdeviceptr* dptr, std::size_t size, CUstream h) {
     CUctx_st* ctx = nullptr;
-    if (CUresult r = require_ctx(&ctx)) return r;
-    if (!resolve_stream(ctx, h)) return CUDA_ERROR_INVALID_HANDLE;
+    if (CUresult r = require_ctx(&ctx))
+        return r;
+    if (!resolve_stream(ctx, h))
+        return CUDA_ERROR_INVALID_HANDLE;
     return allocate(dptr, size, Kind::Async, ctx, false);
 }
 
 CUresult async_free(CUdeviceptr dptr, CUstream h) {
     CUctx_st* ctx = nullptr;
-    if (CUresult r = require_ctx(&ctx)) return r;
+    if (CUresult r = require_ctx(&ctx))
+        return r;
     CUstream_st* s = resolve_stream(ctx, h);
-    if (!s) return CUDA_ERROR_INVALID_HANDLE;
+    if (!s)
+        return CUDA_ERROR_INVALID_HANDLE;
     State& st = state();
     {
         std::lock_guard lk(st.mu);
@@ -176,11 +203,13 @@ CUresult async_free(CUdeviceptr dptr, CUstream h) {
 }
 
 CUresult pool_alloc(CUdeviceptr* dptr, std::size_t size, CUmemoryPool pool, CUstream h) {
-    if (CUresult r = check_init()) return r;
+    if (CUresult r = check_init())
+        return r;
     bool known = false;
     for (int d = 0; d < state().device_count; ++d)
         known |= pool == default_pool(d);
-    if (!known) return CUDA_ERROR_INVALID_VALUE; // only default pools are simulated
+    if (!known)
+        return CUDA_ERROR_INVALID_VALUE; // only default pools are simulated
     return async_alloc(dptr, size, h);
 }
 
@@ -188,15 +217,18 @@ CUresult pool_alloc(CUdeviceptr* dptr, std::size_t size, CUmemoryPool pool, CUst
 
 std::uintptr_t find_containing(State& st, std::uintptr_t p) {
     auto it = st.allocs.upper_bound(p);
-    if (it == st.allocs.begin()) return 0;
+    if (it == st.allocs.begin())
+        return 0;
     --it;
-    if (p >= it->first + it->second.size) return 0;
+    if (p >= it->first + it->second.size)
+        return 0;
     return it->first;
 }
 
 void release_locked(State& st, std::uintptr_t base) {
     auto it = st.allocs.find(base);
-    if (it == st.allocs.end()) return;
+    if (it == st.allocs.end())
+        return;
     munmap(reinterpret_cast<void*>(base), it->second.map_len);
     st.used[it->second.device] -= it->second.charged;
     st.allocs.erase(it);
@@ -209,29 +241,39 @@ using namespace gpumemprof::sim;
 // ---- plain device allocations -----------------------------------------------------------------
 
 SIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
-    if (CUresult fault = count_call("cuMemAlloc_v2")) return fault;
+    if (CUresult fault = count_call("cuMemAlloc_v2"))
+        return fault;
     CUctx_st* ctx = nullptr;
-    if (CUresult r = require_ctx(&ctx)) return r;
+    if (CUresult r = require_ctx(&ctx))
+        return r;
     return count_result("cuMemAlloc_v2", allocate(dptr, bytesize, Kind::Device, ctx, false));
 }
 
 SIM_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1* dptr, unsigned int bytesize) {
-    if (CUresult fault = count_call("cuMemAlloc")) return fault;
+    if (CUresult fault = count_call("cuMemAlloc"))
+        return fault;
     CUctx_st* ctx = nullptr;
-    if (CUresult r = require_ctx(&ctx)) return r;
-    if (!dptr) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult r = require_ctx(&ctx))
+        return r;
+    if (!dptr)
+        return CUDA_ERROR_INVALID_VALUE;
     CUdeviceptr d = 0;
     CUresult r = allocate(&d, bytesize, Kind::Device, ctx, true); // 32-bit ABI: low address
     if (r == CUDA_SUCCESS && d > 0xffffffffu) {
         free_device(d);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    if (r == CUDA_SUCCESS) *dptr = static_cast<CUdeviceptr_v1>(d);
+    if (r == CUDA_SUCCESS)
+        *dptr = static_cast<CUdeviceptr_v1>(d);
     return count_result("cuMemAlloc", r);
 }
 
-SIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) { SIM_COUNTED("cuMemFree_v2", free_device(dptr)); }
-SIM_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr) { SIM_COUNTED("cuMemFree", free_device(dptr)); }
+SIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
+    SIM_COUNTED("cuMemFree_v2", free_device(dptr));
+}
+SIM_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr) {
+    SIM_COUNTED("cuMemFree", free_device(dptr));
+}
 
 SIM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes, size_t Height,
                                        unsigned int ElementSizeBytes) {
@@ -243,7 +285,8 @@ SIM_EXPORT CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
 }
 
 SIM_EXPORT CUresult cuMemGetInfo(unsigned int* free, unsigned int* total) {
-    if (CUresult fault = count_call("cuMemGetInfo")) return fault;
+    if (CUresult fault = count_call("cuMemGetInfo"))
+        return fault;
     std::size_t f = 0, t = 0;
     CUresult r = mem_get_info(&f, &t);
     if (r == CUDA_SUCCESS) {
@@ -258,10 +301,13 @@ SIM_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize, C
 }
 
 SIM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
-    if (CUresult fault = count_call("cuMemAllocManaged")) return fault;
+    if (CUresult fault = count_call("cuMemAllocManaged"))
+        return fault;
     CUctx_st* ctx = nullptr;
-    if (CUresult r = require_ctx(&ctx)) return r;
-    if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult r = require_ctx(&ctx))
+        return r;
+    if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
+        return CUDA_ERROR_INVALID_VALUE;
     return count_result("cuMemAllocManaged", allocate(dptr, bytesize, Kind::Managed, ctx, false));
 }
 
@@ -278,13 +324,17 @@ SIM_EXPORT CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flag
 }
 
 SIM_EXPORT CUresult cuMemFreeHost(void* p) {
-    if (CUresult fault = count_call("cuMemFreeHost")) return fault;
-    if (CUresult r = check_init()) return r;
-    if (!p) return CUDA_SUCCESS; // free(NULL) semantics on the real driver (lupine PR #858 probe)
+    if (CUresult fault = count_call("cuMemFreeHost"))
+        return fault;
+    if (CUresult r = check_init())
+        return r;
+    if (!p)
+        return CUDA_SUCCESS; // free(NULL) semantics on the real driver (lupine PR #858 probe)
     State& st = state();
     std::lock_guard lk(st.mu);
     auto it = st.allocs.find(reinterpret_cast<std::uintptr_t>(p));
-    if (it == st.allocs.end() || it->second.kind != Kind::Host) return CUDA_ERROR_INVALID_VALUE;
+    if (it == st.allocs.end() || it->second.kind != Kind::Host)
+        return CUDA_ERROR_INVALID_VALUE;
     release_locked(st, it->first);
     ++st.ok["cuMemFreeHost"];
     return CUDA_SUCCESS;
@@ -304,8 +354,7 @@ SIM_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
 SIM_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
     SIM_COUNTED("cuMemFreeAsync_ptsz", async_free(dptr, hStream));
 }
-SIM_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
-                                            CUstream hStream) {
+SIM_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
     SIM_COUNTED("cuMemAllocFromPoolAsync", pool_alloc(dptr, bytesize, pool, hStream));
 }
 SIM_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
@@ -314,10 +363,14 @@ SIM_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytes
 }
 
 SIM_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool_out, CUdevice dev) {
-    if (CUresult fault = count_call("cuDeviceGetDefaultMemPool")) return fault;
-    if (CUresult r = check_init()) return r;
-    if (!pool_out) return CUDA_ERROR_INVALID_VALUE;
-    if (dev < 0 || dev >= state().device_count) return CUDA_ERROR_INVALID_DEVICE;
+    if (CUresult fault = count_call("cuDeviceGetDefaultMemPool"))
+        return fault;
+    if (CUresult r = check_init())
+        return r;
+    if (!pool_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= state().device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
     *pool_out = default_pool(dev);
     return CUDA_SUCCESS;
 }
@@ -325,15 +378,15 @@ SIM_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool_out, CUdevice d
 // ---- virtual memory management ----------------------------------------------------------------
 
 static CUresult check_prop(const CUmemAllocationProp* prop, int* device) {
-    if (!prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED) return CUDA_ERROR_INVALID_VALUE;
+    if (!prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED)
+        return CUDA_ERROR_INVALID_VALUE;
     if (prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
         if (prop->location.id < 0 || prop->location.id >= state().device_count)
             return CUDA_ERROR_INVALID_DEVICE;
         *device = prop->location.id;
         return CUDA_SUCCESS;
     }
-    if (prop->location.type == CU_MEM_LOCATION_TYPE_HOST ||
-        prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA) {
+    if (prop->location.type == CU_MEM_LOCATION_TYPE_HOST || prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA) {
         *device = -1; // host memory (NCCL, ggml): not charged to a device
         return CUDA_SUCCESS;
     }
@@ -342,36 +395,48 @@ static CUresult check_prop(const CUmemAllocationProp* prop, int* device) {
 
 SIM_EXPORT CUresult cuMemGetAllocationGranularity(size_t* granularity, const CUmemAllocationProp* prop,
                                                   CUmemAllocationGranularity_flags option) {
-    if (CUresult fault = count_call("cuMemGetAllocationGranularity")) return fault;
-    if (CUresult r = check_init()) return r;
+    if (CUresult fault = count_call("cuMemGetAllocationGranularity"))
+        return fault;
+    if (CUresult r = check_init())
+        return r;
     int dev = 0;
-    if (!granularity) return CUDA_ERROR_INVALID_VALUE;
-    if (CUresult r = check_prop(prop, &dev)) return r;
+    if (!granularity)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult r = check_prop(prop, &dev))
+        return r;
     *granularity = kGranularity;
     return CUDA_SUCCESS;
 }
 
-SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
-                                const CUmemAllocationProp* prop, unsigned long long flags) {
-    if (CUresult fault = count_call("cuMemCreate")) return fault;
-    if (CUresult r = check_init()) return r;
+SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
+                                unsigned long long flags) {
+    if (CUresult fault = count_call("cuMemCreate"))
+        return fault;
+    if (CUresult r = check_init())
+        return r;
     int dev = 0;
-    if (!handle || size == 0 || size % kGranularity != 0 || flags != 0) return CUDA_ERROR_INVALID_VALUE;
-    if (CUresult r = check_prop(prop, &dev)) return r;
+    if (!handle || size == 0 || size % kGranularity != 0 || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult r = check_prop(prop, &dev))
+        return r;
     State& st = state();
     {
         std::lock_guard lk(st.mu);
         if (dev >= 0) {
-            if (size > st.capacity - st.used[dev]) return CUDA_ERROR_OUT_OF_MEMORY;
+            if (size > st.capacity - st.used[dev])
+                return CUDA_ERROR_OUT_OF_MEMORY;
             st.used[dev] += size;
-            if (st.used[dev] > st.peak[dev]) st.peak[dev] = st.used[dev];
+            if (st.used[dev] > st.peak[dev])
+                st.peak[dev] = st.used[dev];
         }
     }
     int fd = memfd_create("simcuda-physical", MFD_CLOEXEC);
     if (fd < 0 || ftruncate(fd, static_cast<off_t>(size)) != 0) {
-        if (fd >= 0) close(fd);
+        if (fd >= 0)
+            close(fd);
         std::lock_guard lk(st.mu);
-        if (dev >= 0) st.used[dev] -= size;
+        if (dev >= 0)
+            st.used[dev] -= size;
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     std::lock_guard lk(st.mu);
@@ -387,41 +452,55 @@ SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t siz
 
 static void destroy_physical_locked(State& st, CUmemGenericAllocationHandle h) {
     auto it = st.physicals.find(h);
-    if (it == st.physicals.end()) return;
+    if (it == st.physicals.end())
+        return;
     close(it->second.fd);
-    if (it->second.device >= 0) st.used[it->second.device] -= it->second.size;
+    if (it->second.device >= 0)
+        st.used[it->second.device] -= it->second.size;
     st.physicals.erase(it);
 }
 
 SIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
-    if (CUresult fault = count_call("cuMemRelease")) return fault;
-    if (CUresult r = check_init()) return r;
+    if (CUresult fault = count_call("cuMemRelease"))
+        return fault;
+    if (CUresult r = check_init())
+        return r;
     State& st = state();
     std::lock_guard lk(st.mu);
     auto it = st.physicals.find(handle);
-    if (it == st.physicals.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
+    if (it == st.physicals.end() || it->second.released)
+        return CUDA_ERROR_INVALID_VALUE;
     // The memory itself goes back only once every mapping of it is unmapped (cuda.h cuMemRelease).
     it->second.released = true;
-    if (it->second.mappings == 0) destroy_physical_locked(st, handle);
+    if (it->second.mappings == 0)
+        destroy_physical_locked(st, handle);
     ++st.ok["cuMemRelease"];
     return CUDA_SUCCESS;
 }
 
 SIM_EXPORT CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr,
                                         unsigned long long flags) {
-    if (CUresult fault = count_call("cuMemAddressReserve")) return fault;
-    if (CUresult r = check_init()) return r;
-    if (!ptr || size == 0 || size % kGranularity != 0) return CUDA_ERROR_INVALID_VALUE;
-    if (alignment == 0) alignment = kGranularity;
-    if (alignment & (alignment - 1)) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult fault = count_call("cuMemAddressReserve"))
+        return fault;
+    if (CUresult r = check_init())
+        return r;
+    if (!ptr || size == 0 || size % kGranularity != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (alignment == 0)
+        alignment = kGranularity;
+    if (alignment & (alignment - 1))
+        return CUDA_ERROR_INVALID_VALUE;
     // Reserve size + alignment of inaccessible address space, then trim to an aligned window.
     const std::size_t len = size + alignment;
     void* p = mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (p == MAP_FAILED)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     const std::uintptr_t raw = reinterpret_cast<std::uintptr_t>(p);
     const std::uintptr_t base = (raw + alignment - 1) / alignment * alignment;
-    if (base > raw) munmap(p, base - raw);
-    if (raw + len > base + size) munmap(reinterpret_cast<void*>(base + size), raw + len - (base + size));
+    if (base > raw)
+        munmap(p, base - raw);
+    if (raw + len > base + size)
+        munmap(reinterpret_cast<void*>(base + size), raw + len - (base + size));
     State& st = state();
     std::lock_guard lk(st.mu);
     st.reservations[base] = size;
@@ -431,14 +510,18 @@ SIM_EXPORT CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t al
 }
 
 SIM_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
-    if (CUresult fault = count_call("cuMemAddressFree")) return fault;
-    if (CUresult r = check_init()) return r;
+    if (CUresult fault = count_call("cuMemAddressFree"))
+        return fault;
+    if (CUresult r = check_init())
+        return r;
     State& st = state();
     std::lock_guard lk(st.mu);
     auto it = st.reservations.find(ptr);
-    if (it == st.reservations.end() || it->second != size) return CUDA_ERROR_INVALID_VALUE;
+    if (it == st.reservations.end() || it->second != size)
+        return CUDA_ERROR_INVALID_VALUE;
     auto m = st.mappings.lower_bound(ptr);
-    if (m != st.mappings.end() && m->first < ptr + size) return CUDA_ERROR_INVALID_VALUE; // still mapped
+    if (m != st.mappings.end() && m->first < ptr + size)
+        return CUDA_ERROR_INVALID_VALUE; // still mapped
     munmap(reinterpret_cast<void*>(ptr), size);
     st.reservations.erase(it);
     ++st.ok["cuMemAddressFree"];
@@ -448,29 +531,36 @@ SIM_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
 /// True when [p, p+size) lies inside one reservation. Caller holds st.mu.
 static bool in_reservation(State& st, std::uintptr_t p, std::size_t size) {
     auto it = st.reservations.upper_bound(p);
-    if (it == st.reservations.begin()) return false;
+    if (it == st.reservations.begin())
+        return false;
     --it;
     return p + size <= it->first + it->second;
 }
 
 SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                              unsigned long long flags) {
-    if (CUresult fault = count_call("cuMemMap")) return fault;
-    if (CUresult r = check_init()) return r;
+    if (CUresult fault = count_call("cuMemMap"))
+        return fault;
+    if (CUresult r = check_init())
+        return r;
     if (size == 0 || ptr % kGranularity || size % kGranularity || offset % kGranularity || flags)
         return CUDA_ERROR_INVALID_VALUE;
     State& st = state();
     std::lock_guard lk(st.mu);
     auto ph = st.physicals.find(handle);
-    if (ph == st.physicals.end() || ph->second.released) return CUDA_ERROR_INVALID_HANDLE;
-    if (offset + size > ph->second.size || !in_reservation(st, ptr, size)) return CUDA_ERROR_INVALID_VALUE;
+    if (ph == st.physicals.end() || ph->second.released)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (offset + size > ph->second.size || !in_reservation(st, ptr, size))
+        return CUDA_ERROR_INVALID_VALUE;
     auto m = st.mappings.lower_bound(ptr);
-    if (m != st.mappings.end() && m->first < ptr + size) return CUDA_ERROR_ALREADY_MAPPED;
+    if (m != st.mappings.end() && m->first < ptr + size)
+        return CUDA_ERROR_ALREADY_MAPPED;
     if (m != st.mappings.begin() && std::prev(m)->first + std::prev(m)->second.size > ptr)
         return CUDA_ERROR_ALREADY_MAPPED;
-    void* p = mmap(reinterpret_cast<void*>(ptr), size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
-                   ph->second.fd, static_cast<off_t>(offset));
-    if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+    void* p = mmap(reinterpret_cast<void*>(ptr), size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, ph->second.fd,
+                   static_cast<off_t>(offset));
+    if (p == MAP_FAILED)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     st.mappings[ptr] = Mapping{size, handle};
     ++ph->second.mappings;
     ++st.ok["cuMemMap"];
@@ -478,17 +568,21 @@ SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemG
 }
 
 SIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
-    if (CUresult fault = count_call("cuMemUnmap")) return fault;
-    if (CUresult r = check_init()) return r;
+    if (CUresult fault = count_call("cuMemUnmap"))
+        return fault;
+    if (CUresult r = check_init())
+        return r;
     State& st = state();
     std::lock_guard lk(st.mu);
     // Every mapping inside [ptr, ptr+size) is removed; the range must start on a mapping and
     // must not cut one in two.
     auto first = st.mappings.find(ptr);
-    if (first == st.mappings.end()) return CUDA_ERROR_INVALID_VALUE;
+    if (first == st.mappings.end())
+        return CUDA_ERROR_INVALID_VALUE;
     std::uintptr_t end = ptr + size;
     for (auto it = first; it != st.mappings.end() && it->first < end; ++it) {
-        if (it->first + it->second.size > end) return CUDA_ERROR_INVALID_VALUE;
+        if (it->first + it->second.size > end)
+            return CUDA_ERROR_INVALID_VALUE;
     }
     for (auto it = first; it != st.mappings.end() && it->first < end;) {
         mmap(reinterpret_cast<void*>(it->first), it->second.size, PROT_NONE,
@@ -503,18 +597,23 @@ SIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
 }
 
 SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc, size_t count) {
-    if (CUresult fault = count_call("cuMemSetAccess")) return fault;
-    if (CUresult r = check_init()) return r;
-    if (!desc || count == 0) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult fault = count_call("cuMemSetAccess"))
+        return fault;
+    if (CUresult r = check_init())
+        return r;
+    if (!desc || count == 0)
+        return CUDA_ERROR_INVALID_VALUE;
     State& st = state();
     std::lock_guard lk(st.mu);
     // The whole range must be mapped (the sim maps read-write already, so access is only checked).
     std::uintptr_t p = ptr, end = ptr + size;
     while (p < end) {
         auto it = st.mappings.upper_bound(p);
-        if (it == st.mappings.begin()) return CUDA_ERROR_INVALID_VALUE;
+        if (it == st.mappings.begin())
+            return CUDA_ERROR_INVALID_VALUE;
         --it;
-        if (it->first + it->second.size <= p) return CUDA_ERROR_INVALID_VALUE;
+        if (it->first + it->second.size <= p)
+            return CUDA_ERROR_INVALID_VALUE;
         p = it->first + it->second.size;
     }
     return CUDA_SUCCESS;
@@ -527,7 +626,8 @@ static CUresult pointer_attribute(void* data, CUpointer_attribute attr, CUdevice
     std::lock_guard lk(st.mu);
     std::uintptr_t base = find_containing(st, static_cast<std::uintptr_t>(ptr));
     if (!base) {
-        if (!lenient) return CUDA_ERROR_INVALID_VALUE;
+        if (!lenient)
+            return CUDA_ERROR_INVALID_VALUE;
         // cuPointerGetAttributes on unregistered host memory succeeds with "unregistered" values.
         switch (attr) {
         case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *static_cast<unsigned*>(data) = 0; break;
@@ -566,19 +666,26 @@ static CUresult pointer_attribute(void* data, CUpointer_attribute attr, CUdevice
 }
 
 SIM_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
-    if (CUresult fault = count_call("cuPointerGetAttribute")) return fault;
-    if (CUresult r = check_init()) return r;
-    if (!data) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult fault = count_call("cuPointerGetAttribute"))
+        return fault;
+    if (CUresult r = check_init())
+        return r;
+    if (!data)
+        return CUDA_ERROR_INVALID_VALUE;
     return pointer_attribute(data, attribute, ptr, false);
 }
 
-SIM_EXPORT CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute* attributes,
-                                           void** data, CUdeviceptr ptr) {
-    if (CUresult fault = count_call("cuPointerGetAttributes")) return fault;
-    if (CUresult r = check_init()) return r;
-    if (!attributes || !data) return CUDA_ERROR_INVALID_VALUE;
+SIM_EXPORT CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute* attributes, void** data,
+                                           CUdeviceptr ptr) {
+    if (CUresult fault = count_call("cuPointerGetAttributes"))
+        return fault;
+    if (CUresult r = check_init())
+        return r;
+    if (!attributes || !data)
+        return CUDA_ERROR_INVALID_VALUE;
     for (unsigned i = 0; i < numAttributes; ++i) {
-        if (CUresult r = pointer_attribute(data[i], attributes[i], ptr, true)) return r;
+        if (CUresult r = pointer_attribute(data[i], attributes[i], ptr, true))
+            return r;
     }
     return CUDA_SUCCESS;
 }
@@ -591,15 +698,20 @@ struct SimIpcHandle {
 static_assert(sizeof(SimIpcHandle) <= sizeof(CUipcMemHandle));
 
 SIM_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle* pHandle, CUdeviceptr dptr) {
-    if (CUresult fault = count_call("cuIpcGetMemHandle")) return fault;
-    if (CUresult r = check_init()) return r;
-    if (!pHandle) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult fault = count_call("cuIpcGetMemHandle"))
+        return fault;
+    if (CUresult r = check_init())
+        return r;
+    if (!pHandle)
+        return CUDA_ERROR_INVALID_VALUE;
     State& st = state();
     std::lock_guard lk(st.mu);
     std::uintptr_t base = find_containing(st, static_cast<std::uintptr_t>(dptr));
-    if (!base) return CUDA_ERROR_INVALID_VALUE;
+    if (!base)
+        return CUDA_ERROR_INVALID_VALUE;
     const Alloc& a = st.allocs[base];
-    if (a.kind != Kind::Device && a.kind != Kind::Pitch) return CUDA_ERROR_INVALID_VALUE;
+    if (a.kind != Kind::Device && a.kind != Kind::Pitch)
+        return CUDA_ERROR_INVALID_VALUE;
     SimIpcHandle h{base, a.size, a.buffer_id, static_cast<std::uint64_t>(getpid())};
     std::memset(pHandle, 0, sizeof *pHandle);
     std::memcpy(pHandle->reserved, &h, sizeof h);

@@ -30,9 +30,9 @@ struct Impl {
 
 // The static_cast to the PFN typedef of exactly that version makes the compiler check that the
 // function handed out for (base, version) has the ABI the caller will cast it to.
-#define SIM_ABI(base, ver, fn)                                                                               \
+#define SIM_ABI(base, ver, fn)                                                                                         \
     { #base, ver, 0, reinterpret_cast < void*>(static_cast <PFN_##base##_v##ver>(&fn)) }
-#define SIM_ABI_PT(base, ver, sfx, fn)                                                                       \
+#define SIM_ABI_PT(base, ver, sfx, fn)                                                                                 \
     { #base, ver, 1, reinterpret_cast < void*>(static_cast <PFN_##base##_v##ver##_##sfx>(&fn)) }
 
 const Impl kImpl[] = {
@@ -157,40 +157,44 @@ const Impl kImpl[] = {
 /// to the legacy one when no per-thread ABI qualifies; unknown symbol or no qualifying ABI:
 /// CUDA_SUCCESS, *pfn = NULL and the reason in symbolStatus; cudaVersion above the driver's:
 /// CUDA_ERROR_INVALID_VALUE.
-CUresult lookup(const char* symbol, void** pfn, int version, cuuint64_t flags,
-                CUdriverProcAddressQueryResult* status) {
-    if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
+CUresult lookup(const char* symbol, void** pfn, int version, cuuint64_t flags, CUdriverProcAddressQueryResult* status) {
+    if (!symbol || !pfn)
+        return CUDA_ERROR_INVALID_VALUE;
     *pfn = nullptr;
     if (version > kDriverVersion || flags > CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)
         return CUDA_ERROR_INVALID_VALUE;
     bool known = false;
     const KnownAbi* best[2] = {nullptr, nullptr}; // [legacy, per-thread]
     for (const KnownAbi& k : kKnown) {
-        if (std::strcmp(k.base, symbol) != 0) continue;
+        if (std::strcmp(k.base, symbol) != 0)
+            continue;
         known = true;
-        if (k.version > version) continue;
+        if (k.version > version)
+            continue;
         const KnownAbi*& b = best[k.per_thread];
-        if (!b || k.version > b->version) b = &k;
+        if (!b || k.version > b->version)
+            b = &k;
     }
     const KnownAbi* pick = best[0];
-    if (flags == CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM && best[1]) pick = best[1];
+    if (flags == CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM && best[1])
+        pick = best[1];
     if (!pick) {
         if (status)
-            *status =
-                known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+            *status = known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
         return CUDA_SUCCESS;
     }
     for (const Impl& i : kImpl) {
-        if (i.version == pick->version && i.per_thread == pick->per_thread &&
-            std::strcmp(i.base, symbol) == 0) {
+        if (i.version == pick->version && i.per_thread == pick->per_thread && std::strcmp(i.base, symbol) == 0) {
             *pfn = i.fn;
-            if (status) *status = CU_GET_PROC_ADDRESS_SUCCESS;
+            if (status)
+                *status = CU_GET_PROC_ADDRESS_SUCCESS;
             return CUDA_SUCCESS;
         }
     }
     // An ABI the simulation does not implement: answer like a driver without the function rather
     // than hand out an older, incompatible one.
-    if (status) *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    if (status)
+        *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     return CUDA_SUCCESS;
 }
 
@@ -202,12 +206,14 @@ using namespace gpumemprof::sim;
 
 SIM_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
                                         CUdriverProcAddressQueryResult* symbolStatus) {
-    if (CUresult fault = count_call("cuGetProcAddress_v2")) return fault;
+    if (CUresult fault = count_call("cuGetProcAddress_v2"))
+        return fault;
     return lookup(symbol, pfn, cudaVersion, flags, symbolStatus);
 }
 
 SIM_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags) {
-    if (CUresult fault = count_call("cuGetProcAddress")) return fault;
+    if (CUresult fault = count_call("cuGetProcAddress"))
+        return fault;
     return lookup(symbol, pfn, cudaVersion, flags, nullptr);
 }
 
@@ -218,8 +224,7 @@ SIM_EXPORT int simcuda_unknown_abis() {
     for (const Impl& i : kImpl) {
         bool found = false;
         for (const KnownAbi& k : kKnown) {
-            found |=
-                k.version == i.version && k.per_thread == i.per_thread && std::strcmp(k.base, i.base) == 0;
+            found |= k.version == i.version && k.per_thread == i.per_thread && std::strcmp(k.base, i.base) == 0;
         }
         n += !found;
     }

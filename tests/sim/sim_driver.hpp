@@ -27,10 +27,11 @@
 
 /// The whole body of an entry point that only returns `expr`: counts the call (an injected fault
 /// fails it before `expr` runs) and, when `expr` succeeds, its success (count_call, count_result).
-#define SIM_COUNTED(name, expr)                                                                              \
-    do {                                                                                                     \
-        if (CUresult fault = ::gpumemprof::sim::count_call(name)) return fault;                              \
-        return ::gpumemprof::sim::count_result(name, (expr));                                                \
+#define SIM_COUNTED(name, expr)                                                                                        \
+    do {                                                                                                               \
+        if (CUresult fault = ::gpumemprof::sim::count_call(name))                                                      \
+            return fault;                                                                                              \
+        return ::gpumemprof::sim::count_result(name, (expr));                                                          \
     } while (0)
 
 namespace gpumemprof::sim {

@@ -36,14 +36,16 @@ void worker_loop(CUstream_st* s) {
         CUstream_st::Op& op = s->queue.front(); // deque: references survive push_back
         c->cv.wait(lk, [&] {
             for (auto& [o, seq] : op.deps) {
-                if (o->completed < seq) return false;
+                if (o->completed < seq)
+                    return false;
             }
             return true;
         });
         std::function<void()> fn = std::move(op.fn);
         const std::uint64_t seq = op.seq;
         lk.unlock();
-        if (fn) fn();
+        if (fn)
+            fn();
         lk.lock();
         s->queue.pop_front();
         s->completed = seq;
@@ -56,7 +58,8 @@ std::uint64_t enqueue_with(CUstream_st* s, std::function<void()> fn,
     CUctx_st* c = s->ctx;
     std::lock_guard lk(c->mu);
     // Work issued to a capturing stream is recorded into the graph, not executed.
-    if (s->capture != CU_STREAM_CAPTURE_STATUS_NONE) return s->completed;
+    if (s->capture != CU_STREAM_CAPTURE_STATUS_NONE)
+        return s->completed;
     CUstream_st::Op op;
     op.fn = std::move(fn);
     op.deps = std::move(extra);
@@ -69,7 +72,8 @@ std::uint64_t enqueue_with(CUstream_st* s, std::function<void()> fn,
     } else if (!(s->flags & CU_STREAM_NON_BLOCKING)) {
         // Blocking stream: waits for prior work on the legacy default stream.
         CUstream_st* l = c->legacy;
-        if (l->enqueued > l->completed) op.deps.emplace_back(l, l->enqueued);
+        if (l->enqueued > l->completed)
+            op.deps.emplace_back(l, l->enqueued);
     }
     op.seq = ++s->enqueued;
     const std::uint64_t seq = op.seq;
@@ -99,12 +103,14 @@ void sync_stream(CUstream_st* s) {
     std::vector<std::pair<CUstream_st*, std::uint64_t>> targets{{s, s->enqueued}};
     if (s->is_legacy) {
         for (CUstream_st* o : c->streams) {
-            if (!(o->flags & CU_STREAM_NON_BLOCKING)) targets.emplace_back(o, o->enqueued);
+            if (!(o->flags & CU_STREAM_NON_BLOCKING))
+                targets.emplace_back(o, o->enqueued);
         }
     }
     c->cv.wait(lk, [&] {
         for (auto& [o, seq] : targets) {
-            if (o->completed < seq) return false;
+            if (o->completed < seq)
+                return false;
         }
         return true;
     });
@@ -116,15 +122,19 @@ bool valid_range(CUdeviceptr p, std::size_t n) {
     State& st = state();
     std::lock_guard lk(st.mu);
     std::uintptr_t base = find_containing(st, p);
-    if (base) return p + n <= base + st.allocs[base].size;
+    if (base)
+        return p + n <= base + st.allocs[base].size;
     auto it = st.mappings.upper_bound(p);
-    if (it == st.mappings.begin()) return false;
+    if (it == st.mappings.begin())
+        return false;
     --it;
     std::uintptr_t end = it->first + it->second.size;
-    if (end <= p) return false;
+    if (end <= p)
+        return false;
     while (end < p + n) {
         auto next = st.mappings.find(end);
-        if (next == st.mappings.end()) return false;
+        if (next == st.mappings.end())
+            return false;
         end += next->second.size;
     }
     return true;
@@ -132,36 +142,47 @@ bool valid_range(CUdeviceptr p, std::size_t n) {
 
 CUresult stream_for_call(CUstream h, CUstream_st** out) {
     CUctx_st* ctx = nullptr;
-    if (CUresult r = require_ctx(&ctx)) return r;
+    if (CUresult r = require_ctx(&ctx))
+        return r;
     CUstream_st* s = resolve_stream(ctx, h);
-    if (!s) return CUDA_ERROR_INVALID_HANDLE;
+    if (!s)
+        return CUDA_ERROR_INVALID_HANDLE;
     *out = s;
     return CUDA_SUCCESS;
 }
 
 CUresult memcpy_sync(void* dst, const void* src, std::size_t n, bool check_dst, bool check_src) {
     CUstream_st* s = nullptr;
-    if (CUresult r = stream_for_call(nullptr, &s)) return r;
-    if (n == 0) return CUDA_SUCCESS;
-    if (check_dst && !valid_range(reinterpret_cast<CUdeviceptr>(dst), n)) return CUDA_ERROR_INVALID_VALUE;
-    if (check_src && !valid_range(reinterpret_cast<CUdeviceptr>(src), n)) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult r = stream_for_call(nullptr, &s))
+        return r;
+    if (n == 0)
+        return CUDA_SUCCESS;
+    if (check_dst && !valid_range(reinterpret_cast<CUdeviceptr>(dst), n))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (check_src && !valid_range(reinterpret_cast<CUdeviceptr>(src), n))
+        return CUDA_ERROR_INVALID_VALUE;
     run_sync(s, [=] { std::memmove(dst, src, n); });
     return CUDA_SUCCESS;
 }
 
 CUresult memcpy_async(CUdeviceptr dst, CUdeviceptr src, std::size_t n, CUstream h) {
     CUstream_st* s = nullptr;
-    if (CUresult r = stream_for_call(h, &s)) return r;
-    if (n == 0) return CUDA_SUCCESS;
+    if (CUresult r = stream_for_call(h, &s))
+        return r;
+    if (n == 0)
+        return CUDA_SUCCESS;
     enqueue(s, [=] { std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n); });
     return CUDA_SUCCESS;
 }
 
 CUresult memset_d8(CUdeviceptr dst, unsigned char v, std::size_t n, CUstream h, bool sync) {
     CUstream_st* s = nullptr;
-    if (CUresult r = stream_for_call(h, &s)) return r;
-    if (n == 0) return CUDA_SUCCESS;
-    if (!valid_range(dst, n)) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult r = stream_for_call(h, &s))
+        return r;
+    if (n == 0)
+        return CUDA_SUCCESS;
+    if (!valid_range(dst, n))
+        return CUDA_ERROR_INVALID_VALUE;
     auto fn = [=] { std::memset(reinterpret_cast<void*>(dst), v, n); };
     if (sync) {
         run_sync(s, fn);
@@ -173,8 +194,10 @@ CUresult memset_d8(CUdeviceptr dst, unsigned char v, std::size_t n, CUstream h, 
 
 CUresult stream_create(CUstream* ph, unsigned flags, int priority) {
     CUctx_st* ctx = nullptr;
-    if (CUresult r = require_ctx(&ctx)) return r;
-    if (!ph || (flags & ~static_cast<unsigned>(CU_STREAM_NON_BLOCKING))) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult r = require_ctx(&ctx))
+        return r;
+    if (!ph || (flags & ~static_cast<unsigned>(CU_STREAM_NON_BLOCKING)))
+        return CUDA_ERROR_INVALID_VALUE;
     auto* s = new CUstream_st;
     s->ctx = ctx;
     s->flags = flags;
@@ -192,7 +215,8 @@ CUresult stream_create(CUstream* ph, unsigned flags, int priority) {
 }
 
 CUresult stream_destroy(CUstream h) {
-    if (CUresult r = check_init()) return r;
+    if (CUresult r = check_init())
+        return r;
     if (!h || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD || !stream_known(h))
         return CUDA_ERROR_INVALID_HANDLE;
     {
@@ -209,8 +233,10 @@ CUresult stream_destroy(CUstream h) {
 
 CUresult stream_sync(CUstream h) {
     CUstream_st* s = nullptr;
-    if (CUresult r = stream_for_call(h, &s)) return r;
-    if (s->capture != CU_STREAM_CAPTURE_STATUS_NONE) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (CUresult r = stream_for_call(h, &s))
+        return r;
+    if (s->capture != CU_STREAM_CAPTURE_STATUS_NONE)
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     const std::int64_t ready = state().latest_ready_ns.load();
     sync_stream(s);
     sleep_until_ns(ready);
@@ -219,18 +245,22 @@ CUresult stream_sync(CUstream h) {
 
 CUresult stream_query(CUstream h) {
     CUstream_st* s = nullptr;
-    if (CUresult r = stream_for_call(h, &s)) return r;
+    if (CUresult r = stream_for_call(h, &s))
+        return r;
     std::lock_guard lk(s->ctx->mu);
     return s->completed == s->enqueued ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 CUresult begin_capture(CUstream h, CUstreamCaptureMode mode) {
     CUstream_st* s = nullptr;
-    if (CUresult r = stream_for_call(h, &s)) return r;
-    if (s->is_legacy) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; // the legacy stream cannot be captured
+    if (CUresult r = stream_for_call(h, &s))
+        return r;
+    if (s->is_legacy)
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; // the legacy stream cannot be captured
     {
         std::lock_guard lk(s->ctx->mu);
-        if (s->capture != CU_STREAM_CAPTURE_STATUS_NONE) return CUDA_ERROR_ILLEGAL_STATE;
+        if (s->capture != CU_STREAM_CAPTURE_STATUS_NONE)
+            return CUDA_ERROR_ILLEGAL_STATE;
         s->capture = CU_STREAM_CAPTURE_STATUS_ACTIVE;
         s->capture_mode = mode;
     }
@@ -244,8 +274,10 @@ CUresult begin_capture(CUstream h, CUstreamCaptureMode mode) {
 // Captures into a graph the program owns; the dependency nodes are not modelled.
 CUresult begin_capture_to_graph(CUstream h, CUgraph graph, size_t deps, const CUgraphNode* nodes,
                                 CUstreamCaptureMode mode) {
-    if (!graph || (deps && !nodes)) return CUDA_ERROR_INVALID_VALUE;
-    if (CUresult r = begin_capture(h, mode)) return r;
+    if (!graph || (deps && !nodes))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult r = begin_capture(h, mode))
+        return r;
     CUstream_st* s = nullptr;
     stream_for_call(h, &s);
     std::lock_guard lk(s->ctx->mu);
@@ -255,13 +287,16 @@ CUresult begin_capture_to_graph(CUstream h, CUgraph graph, size_t deps, const CU
 
 CUresult end_capture(CUstream h, CUgraph* graph) {
     CUstream_st* s = nullptr;
-    if (CUresult r = stream_for_call(h, &s)) return r;
-    if (!graph) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult r = stream_for_call(h, &s))
+        return r;
+    if (!graph)
+        return CUDA_ERROR_INVALID_VALUE;
     CUstreamCaptureMode mode;
     CUgraph into = nullptr;
     {
         std::lock_guard lk(s->ctx->mu);
-        if (s->capture == CU_STREAM_CAPTURE_STATUS_NONE) return CUDA_ERROR_ILLEGAL_STATE;
+        if (s->capture == CU_STREAM_CAPTURE_STATUS_NONE)
+            return CUDA_ERROR_ILLEGAL_STATE;
         s->capture = CU_STREAM_CAPTURE_STATUS_NONE;
         mode = s->capture_mode;
         into = s->capture_into;
@@ -272,7 +307,8 @@ CUresult end_capture(CUstream h, CUgraph* graph) {
         std::lock_guard lk(state().mu);
         State& st = state();
         invalidated = st.captures_invalidated;
-        if (--st.active_global_captures == 0) st.captures_invalidated = false;
+        if (--st.active_global_captures == 0)
+            st.captures_invalidated = false;
     }
     if (invalidated) {
         *graph = nullptr;
@@ -290,8 +326,10 @@ CUresult end_capture(CUstream h, CUgraph* graph) {
 
 CUresult is_capturing(CUstream h, CUstreamCaptureStatus* status) {
     CUstream_st* s = nullptr;
-    if (CUresult r = stream_for_call(h, &s)) return r;
-    if (!status) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult r = stream_for_call(h, &s))
+        return r;
+    if (!status)
+        return CUDA_ERROR_INVALID_VALUE;
     std::lock_guard lk(s->ctx->mu);
     *status = s->capture;
     return CUDA_SUCCESS;
@@ -299,8 +337,10 @@ CUresult is_capturing(CUstream h, CUstreamCaptureStatus* status) {
 
 CUresult event_record(CUevent e, CUstream h) {
     CUstream_st* s = nullptr;
-    if (CUresult r = stream_for_call(h, &s)) return r;
-    if (!e || !event_known(e)) return CUDA_ERROR_INVALID_HANDLE;
+    if (CUresult r = stream_for_call(h, &s))
+        return r;
+    if (!e || !event_known(e))
+        return CUDA_ERROR_INVALID_HANDLE;
     std::uint64_t seq = enqueue(s, nullptr);
     const std::int64_t delay = state().event_delay_ns;
     const std::int64_t ready = delay > 0 ? now_ns() + delay : 0;
@@ -318,16 +358,20 @@ CUresult event_record(CUevent e, CUstream h) {
 
 CUresult host_func(CUstream h, CUhostFn fn, void* user) {
     CUstream_st* s = nullptr;
-    if (CUresult r = stream_for_call(h, &s)) return r;
-    if (!fn) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult r = stream_for_call(h, &s))
+        return r;
+    if (!fn)
+        return CUDA_ERROR_INVALID_VALUE;
     enqueue(s, [fn, user] { fn(user); });
     return CUDA_SUCCESS;
 }
 
 CUresult stream_wait_event(CUstream h, CUevent e, unsigned flags) {
     CUstream_st* s = nullptr;
-    if (CUresult r = stream_for_call(h, &s)) return r;
-    if (!e || !event_known(e)) return CUDA_ERROR_INVALID_HANDLE;
+    if (CUresult r = stream_for_call(h, &s))
+        return r;
+    if (!e || !event_known(e))
+        return CUDA_ERROR_INVALID_HANDLE;
     CUstream_st* es;
     std::uint64_t seq;
     {
@@ -335,7 +379,8 @@ CUresult stream_wait_event(CUstream h, CUevent e, unsigned flags) {
         es = e->stream;
         seq = e->seq;
     }
-    if (!es) return CUDA_SUCCESS; // never recorded: nothing to wait for
+    if (!es)
+        return CUDA_SUCCESS; // never recorded: nothing to wait for
     std::vector<std::pair<CUstream_st*, std::uint64_t>> deps{{es, seq}};
     if (es->ctx != s->ctx) {
         wait_for(es, seq); // cross-context: the sim waits on the host instead
@@ -348,11 +393,14 @@ CUresult stream_wait_event(CUstream h, CUevent e, unsigned flags) {
 } // namespace
 
 CUstream_st* resolve_stream(CUctx_st* ctx, CUstream h) {
-    if (h == nullptr || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) return ctx->legacy;
+    if (h == nullptr || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD)
+        return ctx->legacy;
     return stream_known(h) ? h : nullptr;
 }
 
-std::uint64_t enqueue(CUstream_st* s, std::function<void()> fn) { return enqueue_with(s, std::move(fn), {}); }
+std::uint64_t enqueue(CUstream_st* s, std::function<void()> fn) {
+    return enqueue_with(s, std::move(fn), {});
+}
 
 std::int64_t now_ns() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -377,13 +425,16 @@ void sync_context(CUctx_st* c) {
         targets.emplace_back(o, o->enqueued);
     c->cv.wait(lk, [&] {
         for (auto& [o, seq] : targets) {
-            if (o->completed < seq) return false;
+            if (o->completed < seq)
+                return false;
         }
         return true;
     });
 }
 
-void run_sync(CUstream_st* s, std::function<void()> fn) { wait_for(s, enqueue(s, std::move(fn))); }
+void run_sync(CUstream_st* s, std::function<void()> fn) {
+    wait_for(s, enqueue(s, std::move(fn)));
+}
 
 } // namespace gpumemprof::sim
 
@@ -409,7 +460,9 @@ SIM_EXPORT CUresult cuStreamSynchronize(CUstream hStream) {
 SIM_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream) {
     SIM_COUNTED("cuStreamSynchronize_ptsz", stream_sync(hStream));
 }
-SIM_EXPORT CUresult cuStreamQuery(CUstream hStream) { SIM_COUNTED("cuStreamQuery", stream_query(hStream)); }
+SIM_EXPORT CUresult cuStreamQuery(CUstream hStream) {
+    SIM_COUNTED("cuStreamQuery", stream_query(hStream));
+}
 SIM_EXPORT CUresult cuStreamQuery_ptsz(CUstream hStream) {
     SIM_COUNTED("cuStreamQuery_ptsz", stream_query(hStream));
 }
@@ -438,9 +491,9 @@ SIM_EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph
     SIM_COUNTED("cuStreamBeginCaptureToGraph",
                 begin_capture_to_graph(hStream, hGraph, numDependencies, dependencies, mode));
 }
-SIM_EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph,
-                                                     const CUgraphNode* dependencies, const CUgraphEdgeData*,
-                                                     size_t numDependencies, CUstreamCaptureMode mode) {
+SIM_EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph, const CUgraphNode* dependencies,
+                                                     const CUgraphEdgeData*, size_t numDependencies,
+                                                     CUstreamCaptureMode mode) {
     SIM_COUNTED("cuStreamBeginCaptureToGraph_ptsz",
                 begin_capture_to_graph(hStream, hGraph, numDependencies, dependencies, mode));
 }
@@ -467,10 +520,13 @@ SIM_EXPORT CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void* u
 // ---- events -----------------------------------------------------------------------------------
 
 SIM_EXPORT CUresult cuEventCreate(CUevent* phEvent, unsigned int Flags) {
-    if (CUresult fault = count_call("cuEventCreate")) return fault;
+    if (CUresult fault = count_call("cuEventCreate"))
+        return fault;
     CUctx_st* ctx = nullptr;
-    if (CUresult r = require_ctx(&ctx)) return r;
-    if (!phEvent) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult r = require_ctx(&ctx))
+        return r;
+    if (!phEvent)
+        return CUDA_ERROR_INVALID_VALUE;
     auto* e = new CUevent_st;
     e->ctx = ctx;
     e->flags = Flags;
@@ -488,8 +544,10 @@ SIM_EXPORT CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream) {
 }
 
 static CUresult event_state(CUevent e, bool wait) {
-    if (CUresult r = check_init()) return r;
-    if (!e || !event_known(e)) return CUDA_ERROR_INVALID_HANDLE;
+    if (CUresult r = check_init())
+        return r;
+    if (!e || !event_known(e))
+        return CUDA_ERROR_INVALID_HANDLE;
     CUstream_st* s;
     std::uint64_t seq;
     std::int64_t ready;
@@ -499,34 +557,43 @@ static CUresult event_state(CUevent e, bool wait) {
         seq = e->seq;
         ready = e->ready_ns;
     }
-    if (!s) return CUDA_SUCCESS; // never recorded: complete
-    if (!wait && events_stuck()) return CUDA_ERROR_NOT_READY;
+    if (!s)
+        return CUDA_SUCCESS; // never recorded: complete
+    if (!wait && events_stuck())
+        return CUDA_ERROR_NOT_READY;
     if (wait) {
         wait_for(s, seq);
         sleep_until_ns(ready);
         return CUDA_SUCCESS;
     }
-    if (ready > 0 && now_ns() < ready) return CUDA_ERROR_NOT_READY;
+    if (ready > 0 && now_ns() < ready)
+        return CUDA_ERROR_NOT_READY;
     std::lock_guard lk(s->ctx->mu);
     return s->completed >= seq ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
-SIM_EXPORT CUresult cuEventQuery(CUevent hEvent) { SIM_COUNTED("cuEventQuery", event_state(hEvent, false)); }
+SIM_EXPORT CUresult cuEventQuery(CUevent hEvent) {
+    SIM_COUNTED("cuEventQuery", event_state(hEvent, false));
+}
 SIM_EXPORT CUresult cuEventSynchronize(CUevent hEvent) {
     SIM_COUNTED("cuEventSynchronize", event_state(hEvent, true));
 }
 
 static CUresult event_destroy(CUevent e) {
-    if (CUresult r = check_init()) return r;
+    if (CUresult r = check_init())
+        return r;
     std::lock_guard lk(g_registry_mu);
-    if (!e || !g_events.erase(e)) return CUDA_ERROR_INVALID_HANDLE;
+    if (!e || !g_events.erase(e))
+        return CUDA_ERROR_INVALID_HANDLE;
     delete e; // queued markers hold no reference to the event
     return CUDA_SUCCESS;
 }
 SIM_EXPORT CUresult cuEventDestroy_v2(CUevent hEvent) {
     SIM_COUNTED("cuEventDestroy_v2", event_destroy(hEvent));
 }
-SIM_EXPORT CUresult cuEventDestroy(CUevent hEvent) { SIM_COUNTED("cuEventDestroy", event_destroy(hEvent)); }
+SIM_EXPORT CUresult cuEventDestroy(CUevent hEvent) {
+    SIM_COUNTED("cuEventDestroy", event_destroy(hEvent));
+}
 
 namespace gpumemprof::sim {
 void drop_context_events(CUctx_st* ctx) {
@@ -545,16 +612,21 @@ void drop_context_events(CUctx_st* ctx) {
 // ---- graphs (what a capture returns) -----------------------------------------------------------
 
 SIM_EXPORT CUresult cuGraphDestroy(CUgraph hGraph) {
-    if (CUresult fault = count_call("cuGraphDestroy")) return fault;
-    if (CUresult r = check_init()) return r;
-    if (!hGraph) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult fault = count_call("cuGraphDestroy"))
+        return fault;
+    if (CUresult r = check_init())
+        return r;
+    if (!hGraph)
+        return CUDA_ERROR_INVALID_VALUE;
     delete hGraph;
     return CUDA_SUCCESS;
 }
 
 // ---- copies and memsets -----------------------------------------------------------------------
 
-static void* vp(CUdeviceptr p) { return reinterpret_cast<void*>(p); }
+static void* vp(CUdeviceptr p) {
+    return reinterpret_cast<void*>(p);
+}
 
 SIM_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t n) {
     SIM_COUNTED("cuMemcpyHtoD_v2", memcpy_sync(vp(dst), src, n, true, false));

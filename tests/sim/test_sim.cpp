@@ -162,7 +162,8 @@ void probe_fn(void* arg) {
     auto* p = static_cast<Probe*>(arg);
     std::this_thread::sleep_for(std::chrono::milliseconds(p->sleep_ms));
     p->seen = g_step.load();
-    if (p->set_to >= 0) g_step = p->set_to;
+    if (p->set_to >= 0)
+        g_step = p->set_to;
 }
 } // namespace
 
@@ -313,8 +314,7 @@ TEST_CASE("pointer queries and IPC describe the containing allocation", "[sim][m
     CHECK(encoded == a);
     REQUIRE(cuMemFree_v2(a) == CUDA_SUCCESS);
     REQUIRE(cuMemFree_v2(a2) == CUDA_SUCCESS);
-    CHECK(cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, a) ==
-          CUDA_ERROR_INVALID_VALUE);
+    CHECK(cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, a) == CUDA_ERROR_INVALID_VALUE);
 }
 
 TEST_CASE("runtime reaches the driver through cuGetProcAddress and maps error codes", "[sim][runtime]") {
@@ -332,8 +332,8 @@ TEST_CASE("runtime reaches the driver through cuGetProcAddress and maps error co
     CHECK(simcuda_stat("cuGetProcAddress_v2") >= 1); // the runtime's dlsym'd entry
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult st{};
-    REQUIRE(cudaGetDriverEntryPointByVersion("cuMemAllocAsync", &fn, 11020, cudaEnablePerThreadDefaultStream,
-                                             &st) == cudaSuccess);
+    REQUIRE(cudaGetDriverEntryPointByVersion("cuMemAllocAsync", &fn, 11020, cudaEnablePerThreadDefaultStream, &st) ==
+            cudaSuccess);
     CHECK(st == cudaDriverEntryPointSuccess);
     CHECK(fn == sim_symbol("cuMemAllocAsync_ptsz"));
     size_t f = 0, t = 0;

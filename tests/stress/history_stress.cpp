@@ -2,8 +2,8 @@
 // The memory history (core::PoolEvents: time series and latest events, kept for the HTML report
 // and the pickle) under threads: 4 threads allocate and free through one DevicePool whose
 // listener it is (feeding the PyTorch-allocator model too), while a reader copies the history and
-// calls empty_cache as the report thread and torch.cuda.empty_cache do. The history has no lock of its own (the pool's guards it), so
-// this is meant to run under TSan. At the end the history must agree with the pool's own stats.
+// calls empty_cache as the report thread and torch.cuda.empty_cache do. The history has no lock of its own (the pool's
+// guards it), so this is meant to run under TSan. At the end the history must agree with the pool's own stats.
 #include "core/pool_events.hpp"
 #include "pool/device_pool.hpp"
 #include "pool/pool_model.hpp"
@@ -25,12 +25,12 @@ namespace {
 
 int failures = 0;
 
-#define EXPECT(cond)                                                                                 \
-    do {                                                                                             \
-        if (!(cond)) {                                                                               \
-            std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);            \
-            ++failures;                                                                              \
-        }                                                                                            \
+#define EXPECT(cond)                                                                                                   \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                              \
+            ++failures;                                                                                                \
+        }                                                                                                              \
     } while (0)
 
 constexpr int kA = static_cast<int>(stats::Series::allocated);
@@ -127,9 +127,8 @@ void run(const char* label, bool defer, int threads, int ops) {
     EXPECT(series.peak_allocated == s.allocated_bytes[stats::kAll].peak);
     EXPECT(series.peak_reserved == s.reserved_bytes[stats::kAll].peak);
     // Every allocation and free is one event (the ring keeps the latest, counts the rest).
-    const auto allocs = std::count_if(ev.begin(), ev.end(), [](const stats::PoolEvent& e) {
-        return e.action == stats::PoolAction::alloc;
-    });
+    const auto allocs = std::count_if(ev.begin(), ev.end(),
+                                      [](const stats::PoolEvent& e) { return e.action == stats::PoolAction::alloc; });
     EXPECT(static_cast<std::uint64_t>(ev.size()) + overwritten >= 3 * static_cast<std::uint64_t>(mallocs.load()));
     EXPECT(allocs <= mallocs.load());
     std::printf("%-20s threads=%d mallocs=%ld events=%zu overwritten=%llu buckets=%zu peak=%lld\n", label, threads,

@@ -20,12 +20,12 @@ namespace {
 constexpr std::size_t MiB = 1024 * 1024;
 int failures = 0;
 
-#define EXPECT(cond)                                                                                 \
-    do {                                                                                             \
-        if (!(cond)) {                                                                               \
-            std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);            \
-            ++failures;                                                                              \
-        }                                                                                            \
+#define EXPECT(cond)                                                                                                   \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                              \
+            ++failures;                                                                                                \
+        }                                                                                                              \
     } while (0)
 
 /// Pointers handed from one thread to another, freed by the receiver.
@@ -56,7 +56,9 @@ void run(const char* label, bool defer, bool busy_fences, int threads, int ops,
             const auto op = rng() % 100;
             if (op < 50 || mine.empty()) {
                 const auto r = rng() % 100;
-                const std::size_t size = r < 70 ? rng() % 65536 : r < 95 ? rng() % (8 * MiB) : 10 * MiB + rng() % (90 * MiB);
+                const std::size_t size = r < 70   ? rng() % 65536
+                                         : r < 95 ? rng() % (8 * MiB)
+                                                  : 10 * MiB + rng() % (90 * MiB);
                 // Streams: one per thread and one shared by all (0).
                 const std::uintptr_t stream = rng() % 2 ? 0 : static_cast<std::uintptr_t>(100 + id);
                 std::uintptr_t p = 0;
@@ -156,9 +158,8 @@ void run(const char* label, bool defer, bool busy_fences, int threads, int ops,
     EXPECT(dev.used_bytes() == 0);
     EXPECT(dev.counters().bad_releases == 0);
     EXPECT(dev.counters().bad_vmm_calls == 0);
-    std::printf("%-28s threads=%d mallocs=%ld segments=%lld retries=%lld\n", label, threads,
-                mallocs.load(), static_cast<long long>(s.num_device_alloc),
-                static_cast<long long>(s.num_alloc_retries));
+    std::printf("%-28s threads=%d mallocs=%ld segments=%lld retries=%lld\n", label, threads, mallocs.load(),
+                static_cast<long long>(s.num_device_alloc), static_cast<long long>(s.num_alloc_retries));
 }
 
 } // namespace

@@ -25,7 +25,9 @@ void note_throwing_new() {
     }
 }
 
-void* plain_alloc(std::size_t n) noexcept { return std::malloc(n != 0 ? n : 1); }
+void* plain_alloc(std::size_t n) noexcept {
+    return std::malloc(n != 0 ? n : 1);
+}
 
 void* aligned_alloc_(std::size_t n, std::align_val_t al) noexcept {
     void* p = nullptr;
@@ -63,18 +65,34 @@ long stop_counting() {
     return g_news.load();
 }
 
-void fail_after(long n) { g_fail_in.store(n < 0 ? -1 : n); }
+void fail_after(long n) {
+    g_fail_in.store(n < 0 ? -1 : n);
+}
 
-long thrown() { return g_thrown.load(); }
+long thrown() {
+    return g_thrown.load();
+}
 
 } // namespace counting_new
 
-void* operator new(std::size_t n) { return counted_new(n); }
-void* operator new[](std::size_t n) { return counted_new(n); }
-void* operator new(std::size_t n, std::align_val_t al) { return counted_new_aligned(n, al); }
-void* operator new[](std::size_t n, std::align_val_t al) { return counted_new_aligned(n, al); }
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return plain_alloc(n); }
-void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return plain_alloc(n); }
+void* operator new(std::size_t n) {
+    return counted_new(n);
+}
+void* operator new[](std::size_t n) {
+    return counted_new(n);
+}
+void* operator new(std::size_t n, std::align_val_t al) {
+    return counted_new_aligned(n, al);
+}
+void* operator new[](std::size_t n, std::align_val_t al) {
+    return counted_new_aligned(n, al);
+}
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+    return plain_alloc(n);
+}
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
+    return plain_alloc(n);
+}
 void* operator new(std::size_t n, std::align_val_t al, const std::nothrow_t&) noexcept {
     return aligned_alloc_(n, al);
 }
@@ -82,15 +100,39 @@ void* operator new[](std::size_t n, std::align_val_t al, const std::nothrow_t&) 
     return aligned_alloc_(n, al);
 }
 
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete(void* p) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p) noexcept {
+    std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p, std::size_t) noexcept {
+    std::free(p);
+}
+void operator delete(void* p, std::align_val_t) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p, std::align_val_t) noexcept {
+    std::free(p);
+}
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
+    std::free(p);
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p, const std::nothrow_t&) noexcept {
+    std::free(p);
+}
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept {
+    std::free(p);
+}

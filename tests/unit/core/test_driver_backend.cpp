@@ -31,8 +31,12 @@ CUresult fake_event_record(CUevent, CUstream) {
     ++g_records;
     return CUDA_SUCCESS;
 }
-CUresult fake_event_query(CUevent) { return g_busy ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS; }
-CUresult fake_event_sync(CUevent) { return CUDA_SUCCESS; }
+CUresult fake_event_query(CUevent) {
+    return g_busy ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+}
+CUresult fake_event_sync(CUevent) {
+    return CUDA_SUCCESS;
+}
 
 DriverApi fake_api() {
     DriverApi api;
@@ -87,8 +91,8 @@ TEST_CASE("fence ids: a released fence's id never names a live one", "[core][fen
     REQUIRE(b != 0);
     CHECK(b != a);
     g_busy = true;
-    CHECK(backend.fence_done(a));  // unknown (released): done
-    CHECK(!backend.fence_done(b)); // live and busy
+    CHECK(backend.fence_done(a));               // unknown (released): done
+    CHECK(!backend.fence_done(b));              // live and busy
     CHECK(!backend.fence_wait_for(b, 1000000)); // 1 ms bound: runs out of time
     g_busy = false;
     CHECK(backend.fence_wait_for(b, 1000000));

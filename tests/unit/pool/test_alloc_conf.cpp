@@ -30,10 +30,10 @@ TEST_CASE("empty text gives the defaults", "[conf]") {
 
 TEST_CASE("valid keys, whitespace tolerated", "[conf]") {
     std::vector<std::string> w;
-    const AllocConf c = parse_alloc_conf(
-        " max_split_size_mb : 128 , garbage_collection_threshold: 0.6,per_process_memory_fraction:1 ,"
-        "max_non_split_rounding_mb:64, roundup_power2_divisions : 4 ",
-        &w);
+    const AllocConf c =
+        parse_alloc_conf(" max_split_size_mb : 128 , garbage_collection_threshold: 0.6,per_process_memory_fraction:1 ,"
+                         "max_non_split_rounding_mb:64, roundup_power2_divisions : 4 ",
+                         &w);
     CHECK(w.empty());
     CHECK(c.max_split_size == 128 * MiB);
     CHECK(c.garbage_collection_threshold == 0.6);
@@ -71,7 +71,7 @@ TEST_CASE("each bad value gives one warning naming key and value; default kept",
         const char* value;
     };
     const Case cases[] = {
-        {"max_split_size_mb:10", "max_split_size_mb", "10"},    // below 20
+        {"max_split_size_mb:10", "max_split_size_mb", "10"}, // below 20
         {"max_split_size_mb:abc", "max_split_size_mb", "abc"},
         {"max_split_size_mb:-5", "max_split_size_mb", "-5"},
         {"max_non_split_rounding_mb:19", "max_non_split_rounding_mb", "19"},
@@ -129,10 +129,10 @@ TEST_CASE("expandable_segments is parsed as PyTorch spells it and formatted back
 
 TEST_CASE("a bad key does not disturb the others", "[conf]") {
     std::vector<std::string> w;
-    const AllocConf c = parse_alloc_conf(
-        "max_split_size_mb:5,garbage_collection_threshold:0.5,roundup_power2_divisions:[3:2],"
-        "per_process_memory_fraction:0.25",
-        &w);
+    const AllocConf c =
+        parse_alloc_conf("max_split_size_mb:5,garbage_collection_threshold:0.5,roundup_power2_divisions:[3:2],"
+                         "per_process_memory_fraction:0.25",
+                         &w);
     CHECK(w.size() == 2);
     CHECK(c.max_split_size == SIZE_MAX);
     CHECK(c.garbage_collection_threshold == 0.5);
@@ -159,11 +159,11 @@ TEST_CASE("format_alloc_conf renders non-default keys and parses back", "[conf]"
     CHECK(format_alloc_conf(c) ==
           "max_split_size_mb:128,garbage_collection_threshold:0.6,per_process_memory_fraction:0.5");
 
-    for (const char* text : {"roundup_power2_divisions:[128:8,256:16,512:1,2048:8,>:2]",
-                             "roundup_power2_divisions:[64:8,128:2,256:4,512:2,1024:4,>:1]",
-                             "roundup_power2_divisions:[1:0,4:2]", "roundup_power2_divisions:[>:8]",
-                             "roundup_power2_divisions:16,max_non_split_rounding_mb:40",
-                             "roundup_power2_divisions:[32768:4]"}) {
+    for (const char* text :
+         {"roundup_power2_divisions:[128:8,256:16,512:1,2048:8,>:2]",
+          "roundup_power2_divisions:[64:8,128:2,256:4,512:2,1024:4,>:1]", "roundup_power2_divisions:[1:0,4:2]",
+          "roundup_power2_divisions:[>:8]", "roundup_power2_divisions:16,max_non_split_rounding_mb:40",
+          "roundup_power2_divisions:[32768:4]"}) {
         INFO(text);
         std::vector<std::string> w;
         const AllocConf a = parse_alloc_conf(text, &w);

@@ -99,11 +99,11 @@ TEST_CASE("small pool: split, best fit, merge, inactive_split, empty_cache", "[p
 
     // The trace: addresses and block sizes in emission order.
     const std::vector<Event> expected = {
-        {"segment_alloc", B, 2097152}, {"alloc", B, 1024},
-        {"alloc", B + 1024, 3072},     {"free_requested", B, 1024},
-        {"free_completed", B, 1024},   {"alloc", B, 512},
+        {"segment_alloc", B, 2097152},      {"alloc", B, 1024},
+        {"alloc", B + 1024, 3072},          {"free_requested", B, 1024},
+        {"free_completed", B, 1024},        {"alloc", B, 512},
         {"free_requested", B + 1024, 3072}, {"free_completed", B + 1024, 3072},
-        {"free_requested", B, 512},    {"free_completed", B, 512},
+        {"free_requested", B, 512},         {"free_completed", B, 512},
         {"segment_free", B, 2097152},
     };
     CHECK(rec.events == expected);
@@ -220,7 +220,7 @@ TEST_CASE("release_cached_blocks + retry, then OOM with its info", "[pool]") {
     SimBackend dev(40 * MiB);
     Recorder rec;
     DevicePool pool(dev, opts(), &rec);
-    const auto a = must_malloc(pool, 1000);  // 2 MiB small segment
+    const auto a = must_malloc(pool, 1000);     // 2 MiB small segment
     const auto b = must_malloc(pool, 30 * MiB); // 30 MiB large segment; 32 MiB used
     REQUIRE(pool.free(a) == kSuccess);
     REQUIRE(pool.free(b) == kSuccess);

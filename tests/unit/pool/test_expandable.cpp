@@ -22,7 +22,9 @@ namespace {
 constexpr std::uintptr_t V = SimBackend::kVmmBaseAddress;
 constexpr std::int64_t M = static_cast<std::int64_t>(MiB);
 
-std::int64_t reserved(const DevicePool& p, int t = kAll) { return p.stats().reserved_bytes[t].current; }
+std::int64_t reserved(const DevicePool& p, int t = kAll) {
+    return p.stats().reserved_bytes[t].current;
+}
 
 /// The simulated device agrees with the pool: mapped bytes are the reserved bytes, every page
 /// created is mapped, and the pool never made a call the driver would reject.
@@ -159,10 +161,10 @@ TEST_CASE("expandable: a page in the middle is unmapped and later mapped again f
 TEST_CASE("expandable: best fit leaves the growable end of a segment for later", "[expandable]") {
     SimBackend dev;
     DevicePool pool(dev, opts("expandable_segments:True"));
-    const auto a = must_malloc(pool, MiB);      // [0, 1) of page [0, 2)
-    const auto b = must_malloc(pool, MiB / 2);  // [1, 1.5); free [1.5, 2) borders the unmapped rest
+    const auto a = must_malloc(pool, MiB);     // [0, 1) of page [0, 2)
+    const auto b = must_malloc(pool, MiB / 2); // [1, 1.5); free [1.5, 2) borders the unmapped rest
     CHECK(b == V + MiB);
-    REQUIRE(pool.free(a) == kSuccess);          // free [0, 1)
+    REQUIRE(pool.free(a) == kSuccess); // free [0, 1)
     // Best fit by size alone would take the 0.5 MiB block at the end; PyTorch counts the unmapped
     // space behind it as part of its size and takes the 1 MiB block at the start.
     CHECK(must_malloc(pool, MiB / 2) == V);

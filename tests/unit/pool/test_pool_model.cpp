@@ -39,9 +39,9 @@ TEST_CASE("pool model: a freed block is reused at once, where a fenced pool woul
 
 TEST_CASE("pool model: large blocks, unknown frees, resets and empty_cache", "[pool_model]") {
     PoolModel m(AllocConf{}, 0, 16ull << 30);
-    m.on_alloc(kReal, 3 * kMiB, 0);           // large pool: a 20 MiB segment, split
+    m.on_alloc(kReal, 3 * kMiB, 0);            // large pool: a 20 MiB segment, split
     m.on_alloc(kReal + 0x100000, 3 * kMiB, 0); // from the same segment's remainder
-    m.on_free(kReal + 0x999);                 // never allocated: ignored
+    m.on_free(kReal + 0x999);                  // never allocated: ignored
     auto s = m.stats();
     CHECK(s.allocated_bytes[kLargePool].current == static_cast<std::int64_t>(6 * kMiB));
     CHECK(s.reserved_bytes[kAll].current == static_cast<std::int64_t>(20 * kMiB));

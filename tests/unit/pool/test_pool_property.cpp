@@ -68,8 +68,8 @@ void check_invariants(DevicePool& pool, SimBackend& dev) {
     REQUIRE(pool.pending().blocks.current == pending_blocks);
     // The identity of pytorch-allocator.md 3.2 (non-expandable segments), plus the blocks that
     // wait for a fence (outside the torch keys).
-    REQUIRE(s.reserved_bytes[kAll].current == s.active_bytes[kAll].current + pending_bytes +
-                                                  s.inactive_split_bytes[kAll].current + releasable);
+    REQUIRE(s.reserved_bytes[kAll].current ==
+            s.active_bytes[kAll].current + pending_bytes + s.inactive_split_bytes[kAll].current + releasable);
     REQUIRE(static_cast<std::int64_t>(dev.used_bytes()) == s.reserved_bytes[kAll].current);
     REQUIRE(s.num_device_alloc - s.num_device_free == s.segment[kAll].current);
 }
@@ -82,12 +82,12 @@ void run(std::uint64_t seed, const char* conf, bool defer, std::size_t capacity)
     auto pick_size = [&]() -> std::size_t {
         const auto r = rng() % 100;
         if (r < 55)
-            return rng() % 65536;               // small pool
+            return rng() % 65536; // small pool
         if (r < 80)
-            return 1 + rng() % (4 * MiB);       // both pools, 20 MiB segments
+            return 1 + rng() % (4 * MiB); // both pools, 20 MiB segments
         if (r < 95)
             return 8 * MiB + rng() % (24 * MiB); // 2 MiB-rounded segments
-        return 40 * MiB + rng() % (100 * MiB);  // oversize when max_split_size is 64 MiB
+        return 40 * MiB + rng() % (100 * MiB);   // oversize when max_split_size is 64 MiB
     };
     for (int step = 0; step < 4000; ++step) {
         const auto op = rng() % 100;

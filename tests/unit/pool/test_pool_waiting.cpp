@@ -40,7 +40,7 @@ TEST_CASE("a miss waits for the oldest fence whose blocks could serve it", "[poo
     SimBackend dev;
     dev.set_fences_busy(true);
     DevicePool pool(dev, opts("", true));
-    const auto small = must_malloc(pool, 1000);  // small pool
+    const auto small = must_malloc(pool, 1000); // small pool
     const auto x = must_malloc(pool, 12 * MiB); // one 12 MiB segment each
     const auto y = must_malloc(pool, 12 * MiB);
     REQUIRE(pool.free(small) == kSuccess); // no fence in flight: fence 1 = {small}
@@ -219,11 +219,11 @@ TEST_CASE("replay: segments at the device's addresses break ties as the device d
         if (device_order) // the recorded device placed the second segment below the first
             dev.set_address_plan({{B + 64 * MiB, 20 * MiB}, {B, 20 * MiB}, {B + 128 * MiB, 20 * MiB}});
         DevicePool pool(dev, opts());
-        const auto a1 = must_malloc(pool, 2 * MiB);  // segment A
-        const auto x = must_malloc(pool, 18 * MiB);  // A's tail
-        const auto b1 = must_malloc(pool, 2 * MiB);  // segment B
-        REQUIRE(pool.free(x) == kSuccess);           // A: 18 MiB free; B: 18 MiB free
-        must_malloc(pool, 18 * MiB);                 // the tie: the lower address wins
+        const auto a1 = must_malloc(pool, 2 * MiB); // segment A
+        const auto x = must_malloc(pool, 18 * MiB); // A's tail
+        const auto b1 = must_malloc(pool, 2 * MiB); // segment B
+        REQUIRE(pool.free(x) == kSuccess);          // A: 18 MiB free; B: 18 MiB free
+        must_malloc(pool, 18 * MiB);                // the tie: the lower address wins
         REQUIRE(pool.free(b1) == kSuccess);
         must_malloc(pool, 20 * MiB);
         (void)a1;

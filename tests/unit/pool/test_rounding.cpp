@@ -30,11 +30,11 @@ TEST_CASE("round_size without divisions rounds to 512", "[rounding]") {
 }
 
 TEST_CASE("roundup_power2_next_division", "[rounding]") {
-    CHECK(roundup_power2_next_division(1200, 4) == 1280);        // floor 1024, step 256
+    CHECK(roundup_power2_next_division(1200, 4) == 1280);           // floor 1024, step 256
     CHECK(roundup_power2_next_division(300 * MiB, 4) == 320 * MiB); // floor 256 MiB, step 64 MiB
-    CHECK(roundup_power2_next_division(4096, 8) == 4096);        // powers of two stay
-    CHECK(roundup_power2_next_division(1280, 4) == 1280);        // already on a step
-    CHECK(roundup_power2_next_division(5 * MiB, 2) == 6 * MiB);  // floor 4 MiB, step 2 MiB
+    CHECK(roundup_power2_next_division(4096, 8) == 4096);           // powers of two stay
+    CHECK(roundup_power2_next_division(1280, 4) == 1280);           // already on a step
+    CHECK(roundup_power2_next_division(5 * MiB, 2) == 6 * MiB);     // floor 4 MiB, step 2 MiB
 }
 
 TEST_CASE("round_size uses divisions only above 512 * divisions", "[rounding]") {
@@ -54,9 +54,9 @@ TEST_CASE("divisions_for: index floor(log2(size)) - 20 clamped to 0..15", "[roun
     for (std::size_t i = 0; i < 16; ++i)
         c.roundup_power2_divisions[i] = i + 100;
     CHECK(divisions_for(c, 0) == 100);
-    CHECK(divisions_for(c, 512) == 100);          // below 1 MiB -> entry 0
-    CHECK(divisions_for(c, 2 * MiB - 1) == 100);  // log2 = 20 -> entry 0
-    CHECK(divisions_for(c, 2 * MiB) == 101);      // log2 = 21 -> entry 1
+    CHECK(divisions_for(c, 512) == 100);         // below 1 MiB -> entry 0
+    CHECK(divisions_for(c, 2 * MiB - 1) == 100); // log2 = 20 -> entry 0
+    CHECK(divisions_for(c, 2 * MiB) == 101);     // log2 = 21 -> entry 1
     CHECK(divisions_for(c, 3 * MiB) == 101);
     CHECK(divisions_for(c, 4 * MiB) == 102);
     CHECK(divisions_for(c, std::size_t{1} << 34) == 114); // 16 GiB: 34 - 20
@@ -104,10 +104,10 @@ TEST_CASE("docs example [256:1,512:2,1024:4,>:8] with code (lower-bound) semanti
 
 TEST_CASE("allocation_size (get_allocation_size)", "[rounding]") {
     CHECK(allocation_size(512) == 2 * MiB);
-    CHECK(allocation_size(MiB) == 2 * MiB);                 // <= kSmallSize -> kSmallBuffer
-    CHECK(allocation_size(MiB + 512) == 20 * MiB);          // < 10 MiB -> kLargeBuffer
+    CHECK(allocation_size(MiB) == 2 * MiB);        // <= kSmallSize -> kSmallBuffer
+    CHECK(allocation_size(MiB + 512) == 20 * MiB); // < 10 MiB -> kLargeBuffer
     CHECK(allocation_size(10 * MiB - 512) == 20 * MiB);
-    CHECK(allocation_size(10 * MiB) == 10 * MiB);           // >= 10 MiB -> 2 MiB multiple
+    CHECK(allocation_size(10 * MiB) == 10 * MiB); // >= 10 MiB -> 2 MiB multiple
     CHECK(allocation_size(10 * MiB + 512) == 12 * MiB);
     CHECK(allocation_size(21 * MiB) == 22 * MiB);
 }

@@ -2,7 +2,6 @@
 // Report formatting on synthetic data with fake symbol names: byte formats, frame dropping and
 // merging, the CuPy-style tree (both views), folded stacks, the text report and the OOM text.
 #include "fake_symbolizer.hpp"
-#include "util/byte_format.hpp"
 #include "report/folded_writer.hpp"
 #include "report/frame_filter.hpp"
 #include "report/line_profile.hpp"
@@ -10,6 +9,7 @@
 #include "report/reports.hpp"
 #include "report/resolved_stacks.hpp"
 #include "report/text_report.hpp"
+#include "util/byte_format.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -26,11 +26,11 @@ TEST_CASE("byte formats: CuPy humanised and PyTorch format_size", "[report]") {
     CHECK(util::cupy_size(1023) == "1023.00B");
     CHECK(util::cupy_size(1024) == "1.00KB");
     CHECK(util::cupy_size(4096) == "4.00KB");
-    CHECK(util::cupy_size(1572864) == "1.50MB");          // 1.5 * 2^20
-    CHECK(util::cupy_size(3221225472) == "3.00GB");       // 3 * 2^30
+    CHECK(util::cupy_size(1572864) == "1.50MB");    // 1.5 * 2^20
+    CHECK(util::cupy_size(3221225472) == "3.00GB"); // 3 * 2^30
     CHECK(util::torch_size(1024) == "1024 bytes");
     CHECK(util::torch_size(1025) == "1.00 KiB");
-    CHECK(util::torch_size(1048576) == "1024.00 KiB");    // exactly 1 MiB stays in KiB
+    CHECK(util::torch_size(1048576) == "1024.00 KiB"); // exactly 1 MiB stays in KiB
     CHECK(util::torch_size(2097152) == "2.00 MiB");
     CHECK(util::torch_size(1073741824) == "1024.00 MiB");
     CHECK(util::torch_size(-5) == "-5 bytes");
@@ -67,8 +67,8 @@ test::FakeSymbolizer make_symbols() {
     return s;
 }
 
-stacks::SiteData site(stacks::StackId id, std::vector<std::uintptr_t> frames, std::int64_t total,
-                      std::int64_t acquired, std::int64_t peak, std::int64_t peak_acq, std::int64_t live) {
+stacks::SiteData site(stacks::StackId id, std::vector<std::uintptr_t> frames, std::int64_t total, std::int64_t acquired,
+                      std::int64_t peak, std::int64_t peak_acq, std::int64_t live) {
     stacks::SiteData s;
     s.id = id;
     s.frames = std::move(frames);
@@ -172,7 +172,7 @@ TEST_CASE("frame dropping follows the skip list; equal stacks merge", "[report]"
     data.sites.push_back(site(4, {0x901, 0x400, 0x200, 0x100}, 100, 0, 1000, 0, 0));
     r = resolve_report(data, sym, parse_skip_list(nullptr));
     REQUIRE(r.sites.size() == 3);
-    CHECK(r.sites[1].counters.total_bytes == 1048676);  // 1048576 + 100
+    CHECK(r.sites[1].counters.total_bytes == 1048676);    // 1048576 + 100
     CHECK(r.sites[1].counters.peak_live_bytes == 525288); // 524288 + 1000
     // A stack made only of skipped frames is kept whole rather than emptied.
     data.sites.push_back(site(5, {0x901, 0x900}, 64, 0, 0, 0, 0));
@@ -188,13 +188,13 @@ TEST_CASE("frame dropping follows the skip list; equal stacks merge", "[report]"
 
 TEST_CASE("OOM text in PyTorch's shape and the suggestion", "[report]") {
     pool::OomInfo info;
-    info.requested = 3000000000;        // asks 3e9 bytes
+    info.requested = 3000000000; // asks 3e9 bytes
     info.rounded = 3000000512;
-    info.allocation_size = 3000000512;  // segment wanted: 2.79 GiB
-    info.device_total = 8589934592;     // 8 GiB
-    info.device_free = 1073741824;      // 1 GiB free: format_size prints "1024.00 MiB" (<= 1 GiB)
-    info.allocated = 4294967296;        // 4 GiB allocated
-    info.reserved = 6442450944;         // 6 GiB reserved -> 2 GiB reserved but unallocated
+    info.allocation_size = 3000000512; // segment wanted: 2.79 GiB
+    info.device_total = 8589934592;    // 8 GiB
+    info.device_free = 1073741824;     // 1 GiB free: format_size prints "1024.00 MiB" (<= 1 GiB)
+    info.allocated = 4294967296;       // 4 GiB allocated
+    info.reserved = 6442450944;        // 6 GiB reserved -> 2 GiB reserved but unallocated
     info.largest_free_block = 536870912;
     CHECK(oom_message(0, info) ==
           "CUDA out of memory. Tried to allocate 2.79 GiB. GPU 0 has a total capacity of 8.00 GiB of which "
@@ -216,8 +216,7 @@ TEST_CASE("OOM text in PyTorch's shape and the suggestion", "[report]") {
     const std::string set = oom_suggestion(info, "max_split_size_mb:128");
     CHECK(set.find("even with max_split_size_mb:128") != std::string::npos);
     CHECK(set.find("smaller max_split_size_mb (e.g. 64)") != std::string::npos);
-    CHECK(set.find("garbage_collection_threshold:0.6 together with per_process_memory_fraction") !=
-          std::string::npos);
+    CHECK(set.find("garbage_collection_threshold:0.6 together with per_process_memory_fraction") != std::string::npos);
     CHECK(set.find("gpumemprof_empty_cache()") != std::string::npos);
     CHECK(set.find("expandable_segments") == std::string::npos);
     gpumemprof::pool::AllocConf conf;
@@ -291,8 +290,8 @@ TEST_CASE("write_reports writes the three files atomically and reports failures"
     CHECK(txt.find("  suggestion: do less\n") != std::string::npos);
     CHECK(txt.find("_root (4.00MB, 22.00MB)") != std::string::npos);
     CHECK(txt.find("_root (2.50MB, 20.00MB)") != std::string::npos);
-    CHECK(slurp(in.prefix + ".folded") == folded_stacks(resolve_report(data, sym, parse_skip_list(nullptr)),
-                                                        FoldedMetric::peak_live_bytes));
+    CHECK(slurp(in.prefix + ".folded") ==
+          folded_stacks(resolve_report(data, sym, parse_skip_list(nullptr)), FoldedMetric::peak_live_bytes));
     CHECK(slurp(in.prefix + ".alloc.folded").find("alloc_a() (app.cpp:30) 3145728\n") != std::string::npos);
     // Each unique address resolved once per resolve_report call: 9 addresses in the data.
     // (The cache across calls is the ProcessSymbolizer's job, tested with it.)
@@ -330,14 +329,16 @@ TEST_CASE("the text listings leave out allocation and dispatch plumbing (GPUMEMP
     s.add(0x140, "at::native::layer_norm_cuda(at::Tensor const&)", "", 0, "libtorch_cuda.so");
     s.add(0x150, "at::empty_like(at::Tensor const&)", "", 0, "libtorch_cpu.so");
     s.add(0x160, "at::native::empty_cuda(c10::ArrayRef<long>)", "", 0, "libtorch_cuda.so");
-    s.add(0x170, "at::(anonymous namespace)::(anonymous namespace)::wrapper_CUDA_memory_format_empty(c10::ArrayRef<c10::SymInt>)",
+    s.add(0x170,
+          "at::(anonymous namespace)::(anonymous "
+          "namespace)::wrapper_CUDA_memory_format_empty(c10::ArrayRef<c10::SymInt>)",
           "", 0, "libtorch_cuda.so");
     s.add(0x180, "at::detail::empty_generic(c10::ArrayRef<long>)", "", 0, "libtorch_cpu.so");
     s.add(0x190, "c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::allocate(unsigned long)", "", 0,
           "libc10_cuda.so");
     stacks::ReportData d;
-    d.sites.push_back(site(1, {0x190, 0x180, 0x170, 0x160, 0x150, 0x140, 0x130, 0x120, 0x110, 0x100}, 4096, 0, 4096,
-                           0, 0));
+    d.sites.push_back(
+        site(1, {0x190, 0x180, 0x170, 0x160, 0x150, 0x140, 0x130, 0x120, 0x110, 0x100}, 4096, 0, 4096, 0, 0));
     d.peak_bytes = 4096;
     const ResolvedReport r = resolve_report(d, s, parse_skip_list(nullptr));
     ReportInput in; // hide_frames unset: the default patterns
@@ -357,8 +358,8 @@ TEST_CASE("the text listings leave out allocation and dispatch plumbing (GPUMEMP
     // A custom list replaces the default.
     in.hide_frames = "c10::*, at::detail::*";
     const std::string custom = text_report(in, d, r);
-    CHECK(custom.find("    at libtorch_cuda.so+0x170:at::(anonymous namespace)::(anonymous namespace)::wrapper_CUDA_memory_format_empty") !=
-          std::string::npos);
+    CHECK(custom.find("    at libtorch_cuda.so+0x170:at::(anonymous namespace)::(anonymous "
+                      "namespace)::wrapper_CUDA_memory_format_empty") != std::string::npos);
     // Hidden: the allocator, at::detail::empty_generic and the c10::impl wrapper between the two
     // layer_norm frames; shown: six frames from the wrapper to at::native::layer_norm; main is outer.
     CHECK(custom.find("    from libtorch_cpu.so+0x110:at::native::layer_norm(at::Tensor const&)\n"
@@ -376,13 +377,13 @@ TEST_CASE("frame filter: patterns match the function or the module; interpreter 
         f.module = std::move(module);
         return f;
     };
-    CHECK(def.hidden(frame("", "python3.12")));                        // unnamed interpreter frame
+    CHECK(def.hidden(frame("", "python3.12"))); // unnamed interpreter frame
     CHECK(def.hidden(frame("_PyEval_EvalFrameDefault", "python3.12")));
     CHECK(def.hidden(frame("PyObject_Call", "libpython3.11.so.1.0")));
     CHECK(def.hidden(frame("at::_ops::mm::call(at::Tensor const&, at::Tensor const&)", "libtorch_cpu.so")));
     CHECK_FALSE(def.hidden(frame("at::native::mm(at::Tensor const&, at::Tensor const&)", "libtorch_cpu.so")));
-    CHECK_FALSE(def.hidden(frame("torch::autograd::THPVariable_matmul(_object*, _object*, _object*)",
-                                 "libtorch_python.so")));
+    CHECK_FALSE(
+        def.hidden(frame("torch::autograd::THPVariable_matmul(_object*, _object*, _object*)", "libtorch_python.so")));
     CHECK_FALSE(def.hidden(frame("main", "app")));
     CHECK_FALSE(def.hidden(frame("", "app")));
     const FrameFilter none("none");

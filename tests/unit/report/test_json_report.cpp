@@ -37,9 +37,15 @@ void* operator new(std::size_t n) {
     throw std::bad_alloc();
 }
 // The nothrow form is left alone: its callers (std::stable_sort's buffer) cope with null.
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return std::malloc(n ? n : 1); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+    return std::malloc(n ? n : 1);
+}
+void operator delete(void* p) noexcept {
+    std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+    std::free(p);
+}
 
 using namespace gpumemprof;
 using namespace gpumemprof::report;
@@ -158,7 +164,8 @@ TEST_CASE("the JSON's figures are the snapshot's: one moment for every field", "
     const std::string js = json_report(f.in, f.stacks);
     REQUIRE(well_formed(js));
     CHECK(js.rfind("{\"version\":1,\"pid\":42,\"host\":\"node7\",\"exe\":\"/bin/app\","
-                   "\"alloc_conf\":\"max_split_size_mb:64\",\"pool\":\"caching\",", 0) == 0);
+                   "\"alloc_conf\":\"max_split_size_mb:64\",\"pool\":\"caching\",",
+                   0) == 0);
     CHECK(js.find("\"doors\":{\"dlsym_substitutions\":3,\"proc_address_substitutions\":5,\"runtime_calls\":7}") !=
           std::string::npos);
     CHECK(js.find("\"host_pinned\":{\"calls\":1,\"frees\":1,\"current_bytes\":0,\"peak_bytes\":4096,"
@@ -193,9 +200,7 @@ TEST_CASE("a JSON report is written whole or not at all, whichever allocation fa
     f.in.prefix = std::string(dir) + "/run";
     const std::string path = f.in.prefix + ".json";
     // A report from an earlier dump, which a failed one must leave as it is.
-    {
-        std::ofstream(path) << "{\"earlier\":true}";
-    }
+    { std::ofstream(path) << "{\"earlier\":true}"; }
     int failed = 0;
     bool succeeded = false;
     for (long n = 1; n < 100000 && !succeeded; ++n) {

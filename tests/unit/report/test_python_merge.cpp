@@ -49,8 +49,8 @@ TEST_CASE("each eval-loop frame is replaced by the Python frames up to the next 
     sym.add(0x70, "__libc_start_main", "libc-start.c", 1, "libc.so.6");
     // Innermost first: native frames, then the thread's Python frames (inner group: one entry
     // frame; outer group: two frames, the outer one the entry).
-    const std::vector<std::uintptr_t> ips = {0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70,
-                                             py(900, true), py(901, false), py(902, true)};
+    const std::vector<std::uintptr_t> ips = {0x10, 0x20, 0x30,          0x40,           0x50,
+                                             0x60, 0x70, py(900, true), py(901, false), py(902, true)};
     auto r = resolve(sym, ips);
     REQUIRE(r.sites.size() == 1);
     // Root first: the outer group, the extension that called back into Python, the inner group.
@@ -105,9 +105,9 @@ TEST_CASE("the 3.11+ location table gives the line of an instruction", "[python]
     // Entries (first byte 1cccclll: code, length-1): code 13 (no columns) with line delta +2 for
     // 2 units; code 10 (one-line form, delta 0) for 1 unit with two column bytes; code 15 (no
     // location) for 1 unit; code 14 (long form) delta -1 for 3 units with end-line, column, end-column.
-    const unsigned char table[] = {0x80 | (13 << 3) | 1, 4,          // +2 (svarint 4 = +2)
-                                   0x80 | (11 << 3) | 0, 5, 9,       // one-line form, +1
-                                   0x80 | (15 << 3) | 0,             // no line
+    const unsigned char table[] = {0x80 | (13 << 3) | 1, 4,           // +2 (svarint 4 = +2)
+                                   0x80 | (11 << 3) | 0, 5, 9,        // one-line form, +1
+                                   0x80 | (15 << 3) | 0,              // no line
                                    0x80 | (14 << 3) | 2, 3, 0, 1, 2}; // -1 (svarint 3 = -1)
     CHECK(stacks::python::line_for_offset(table, sizeof table, 10, 0) == 12);
     CHECK(stacks::python::line_for_offset(table, sizeof table, 10, 1) == 12);

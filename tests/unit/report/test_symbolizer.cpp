@@ -90,7 +90,8 @@ TEST_CASE("symbolizer: an inlined helper gives two frames, innermost first", "[s
 TEST_CASE("symbolizer: demangling", "[symbolizer]") {
     using gpumemprof::report::demangle;
     CHECK(demangle("_ZN3foo3barEi") == "foo::bar(int)");
-    CHECK(demangle("_ZNK3foo3Baz3getERKSt6vectorIiSaIiEE") == "foo::Baz::get(std::vector<int, std::allocator<int> > const&) const");
+    CHECK(demangle("_ZNK3foo3Baz3getERKSt6vectorIiSaIiEE") ==
+          "foo::Baz::get(std::vector<int, std::allocator<int> > const&) const");
     CHECK(demangle("main") == "main");
     CHECK(demangle("_Zbogus") == "_Zbogus");
     CHECK(demangle(nullptr).empty());

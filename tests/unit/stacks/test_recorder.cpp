@@ -128,8 +128,8 @@ TEST_CASE("recorder: capture toggled at runtime while threads capture", "[record
     // Toggle until the threads have captured in both states a good number of times (they may be
     // scheduled late on a loaded machine), at most 20 s.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    for (int i = 0; (i < 2000 || with_stack.load() < 100 || without.load() < 100) &&
-                    std::chrono::steady_clock::now() < deadline;
+    for (int i = 0;
+         (i < 2000 || with_stack.load() < 100 || without.load() < 100) && std::chrono::steady_clock::now() < deadline;
          ++i) {
         r.configure(i % 2 == 0 ? 0 : 16);
         std::this_thread::yield();

@@ -9,9 +9,9 @@ using gpumemprof::stacks::SiteTable;
 
 TEST_CASE("site table: peak attribution is each site's live bytes when the total peaked", "[site_table]") {
     SiteTable t;
-    t.on_alloc(0, 0x1000, 100, 90, 1); // total 100 -> peak 100
-    t.on_alloc(0, 0x2000, 50, 50, 2);  // total 150 -> peak 150
-    t.on_free(0, 0x1000);              // total 50
+    t.on_alloc(0, 0x1000, 100, 90, 1);  // total 100 -> peak 100
+    t.on_alloc(0, 0x2000, 50, 50, 2);   // total 150 -> peak 150
+    t.on_free(0, 0x1000);               // total 50
     t.on_alloc(0, 0x3000, 200, 199, 3); // total 250 -> peak 250: site1 0, site2 50, site3 200
     t.on_free(0, 0x3000);               // total 50
     t.on_alloc(0, 0x4000, 150, 150, 1); // total 200 < 250: no new peak
@@ -56,12 +56,12 @@ TEST_CASE("site table: the peak is the first moment the maximum is reached", "[s
 
 TEST_CASE("site table: sites untouched since the peak and sites changed after it", "[site_table]") {
     SiteTable t;
-    t.on_alloc(0, 0x10, 10, 10, 7);  // 10, peak
-    t.on_alloc(0, 0x20, 20, 20, 8);  // 30, peak: s7 10, s8 20
+    t.on_alloc(0, 0x10, 10, 10, 7); // 10, peak
+    t.on_alloc(0, 0x20, 20, 20, 8); // 30, peak: s7 10, s8 20
     // s7 grows after the peak twice and shrinks once, never reaching a new total maximum:
-    t.on_free(0, 0x20);              // 10
-    t.on_alloc(0, 0x30, 15, 15, 7);  // 25
-    t.on_alloc(0, 0x40, 4, 4, 7);    // 29 < 30
+    t.on_free(0, 0x20);             // 10
+    t.on_alloc(0, 0x30, 15, 15, 7); // 25
+    t.on_alloc(0, 0x40, 4, 4, 7);   // 29 < 30
     CHECK(t.peak_bytes() == 30);
     CHECK(t.site(7).peak_live_bytes == 10);
     CHECK(t.site(7).live_bytes == 29);
@@ -75,10 +75,10 @@ TEST_CASE("site table: sites untouched since the peak and sites changed after it
 
 TEST_CASE("site table: acquired bytes, at the peak and in total", "[site_table]") {
     SiteTable t;
-    t.on_acquire(0, 2097152, 1);      // a 2 MiB segment for site 1
+    t.on_acquire(0, 2097152, 1);       // a 2 MiB segment for site 1
     t.on_alloc(0, 0x100, 512, 100, 1); // peak 512 (acquired so far: site1 2 MiB)
     t.on_free(0, 0x100);
-    t.on_acquire(0, 20971520, 2);     // a 20 MiB segment for site 2, after the peak
+    t.on_acquire(0, 20971520, 2);      // a 20 MiB segment for site 2, after the peak
     t.on_alloc(0, 0x200, 512, 512, 2); // 512 again: not a new peak
     CHECK(t.site(1).acquired_bytes == 2097152);
     CHECK(t.site(1).peak_acquired_bytes == 2097152);

@@ -27,7 +27,7 @@ namespace {
 int find_pipe(int* write_end) {
     int read_end = -1;
     for (int fd = 3; fd < 4096; ++fd) {
-        struct stat st{};
+        struct stat st {};
         const int fl = ::fcntl(fd, F_GETFL);
         if (fl < 0 || !(fl & O_NONBLOCK) || ::fstat(fd, &st) != 0 || !S_ISFIFO(st.st_mode))
             continue;
@@ -56,7 +56,8 @@ std::string temp_file(const char* text) {
     char path[] = "/tmp/gpumemprof-unwinder-XXXXXX";
     const int fd = ::mkstemp(path);
     REQUIRE(fd >= 0);
-    REQUIRE(::write(fd, text, std::char_traits<char>::length(text)) == static_cast<ssize_t>(std::char_traits<char>::length(text)));
+    REQUIRE(::write(fd, text, std::char_traits<char>::length(text)) ==
+            static_cast<ssize_t>(std::char_traits<char>::length(text)));
     ::close(fd);
     return path;
 }
@@ -94,7 +95,7 @@ TEST_CASE("libunwind's pipe is kept high and never becomes the program's files",
     CHECK(::fcntl(read_end, F_GETFD) >= 0);
     CHECK(::fcntl(write_end, F_GETFD) >= 0);
     CHECK(::lseek(read_end, 0, SEEK_CUR) == 0);
-    struct stat st{};
+    struct stat st {};
     REQUIRE(::fstat(write_end, &st) == 0);
     CHECK(st.st_size == 0);
     // libunwind has a new pipe of its own, not at those numbers.

@@ -74,8 +74,7 @@ TEST_CASE("flatten gives the 122 sorted keys of torch.cuda.memory_stats()", "[st
     const auto flat = flatten(d);
     // 9 arrays x 3 pools x 4 fields = 108, + 2 single stats x 4 = 8, + 6 scalars = 122.
     REQUIRE(flat.size() == 122);
-    CHECK(std::is_sorted(flat.begin(), flat.end(),
-                         [](const auto& x, const auto& y) { return x.first < y.first; }));
+    CHECK(std::is_sorted(flat.begin(), flat.end(), [](const auto& x, const auto& y) { return x.first < y.first; }));
     // '.' sorts before '_', so "active.*" precede "active_bytes.*".
     CHECK(flat.front().first == "active.all.allocated");
     CHECK(flat.back().first == "segment.small_pool.peak");
@@ -89,9 +88,9 @@ TEST_CASE("flatten gives the 122 sorted keys of torch.cuda.memory_stats()", "[st
     CHECK(m.at("oversize_allocations.current") == 1);
     CHECK(m.at("num_ooms") == 2);
     CHECK(m.at("max_split_size") == -1); // unlimited reads -1, as torch
-    for (const char* k : {"num_alloc_retries", "num_sync_all_streams", "num_device_alloc",
-                          "num_device_free", "oversize_segments.freed", "inactive_split_bytes.all.peak",
-                          "requested_bytes.large_pool.freed", "active_bytes.small_pool.current"})
+    for (const char* k :
+         {"num_alloc_retries", "num_sync_all_streams", "num_device_alloc", "num_device_free", "oversize_segments.freed",
+          "inactive_split_bytes.all.peak", "requested_bytes.large_pool.freed", "active_bytes.small_pool.current"})
         CHECK(m.count(k) == 1);
     CHECK(m.count("allocated.all.current") == 0); // the docstring's misspelt key does not exist
 }

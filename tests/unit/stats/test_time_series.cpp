@@ -20,7 +20,7 @@ constexpr int kR = static_cast<int>(Series::reserved);
 TEST_CASE("time series: every change is exact until the capacity") {
     TimeSeries ts(8);
     ts.add(10, Series::reserved, 2048);
-    ts.add(10, Series::allocated, 512);  // same instant: one point
+    ts.add(10, Series::allocated, 512); // same instant: one point
     ts.add(20, Series::allocated, 1024);
     ts.add(35, Series::allocated, -512);
     ts.set(40, Series::model_reserved, 4096);

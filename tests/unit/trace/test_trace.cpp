@@ -62,7 +62,7 @@ std::vector<Event> sample_events() {
     v.push_back({EventType::vmm_unmap, 1, 0, 0x200000000, 2097152, 2097152, 0, 3001, 0});
     v.push_back({EventType::oom, 2, 99, 0, 85899345920ull, 85899345920ull, 14, 4000, 123456, 10485760});
     v.push_back({EventType::live_block, 0, 5, kMax, kMax, 0, kMax, kMax, 0}); // block_size < size
-    v.push_back({EventType::alloc, 0xFFFFFFFFu, kMax, 0, 0, kMax, 1, 1, 0}); // time back to 1
+    v.push_back({EventType::alloc, 0xFFFFFFFFu, kMax, 0, 0, kMax, 1, 1, 0});  // time back to 1
     v.push_back({EventType::oom, 0, 0, 1, 2, 3, 4, 5, kMax});
     v.push_back({EventType::device_info, 6, 0, 0, 85899345920ull, 85899345920ull, 0, 6, 0});
     return v;
@@ -72,11 +72,15 @@ std::vector<std::uint8_t> write_file(const std::string& path, const std::vector<
                                      bool close = true) {
     Writer w;
     REQUIRE(w.open(path, sample_header(), WriterOptions{per_block, false}));
-    for (const auto& e : evs) w.record(e);
-    if (close) w.close();
-    else w.flush();
+    for (const auto& e : evs)
+        w.record(e);
+    if (close)
+        w.close();
+    else
+        w.flush();
     auto bytes = slurp(path);
-    if (!close) w.close();
+    if (!close)
+        w.close();
     return bytes;
 }
 
@@ -84,7 +88,8 @@ std::vector<Event> read_memory(const std::vector<std::uint8_t>& b, std::size_t s
     std::vector<Event> out;
     if (r.open_memory(b.data(), size)) {
         Event e;
-        while (r.next(e)) out.push_back(e);
+        while (r.next(e))
+            out.push_back(e);
     }
     return out;
 }
@@ -149,7 +154,8 @@ TEST_CASE("version 2: stack blocks round trip after the events, outside the end 
     {
         Writer w;
         REQUIRE(w.open(path, sample_header(), WriterOptions{4, false}));
-        for (const auto& e : evs) w.record(e);
+        for (const auto& e : evs)
+            w.record(e);
         w.write_stacks(stacks);
         w.close();
     }
@@ -180,15 +186,17 @@ TEST_CASE("version 1 files are still read (no largest_free in OOM events, no sta
     b[8] = 1;
     const std::uint32_t body = u32_at(b, 12);
     const std::uint32_t crc = crc32(0, b.data(), 16 + body);
-    for (int i = 0; i < 4; ++i) b[16 + body + i] = static_cast<std::uint8_t>(crc >> (8 * i));
+    for (int i = 0; i < 4; ++i)
+        b[16 + body + i] = static_cast<std::uint8_t>(crc >> (8 * i));
     const auto evs = sample_events();
     std::vector<std::uint8_t> block(kBlockHeaderBytes + evs.size() * kMaxEventBytes);
     CodecState st;
     st.version = 1;
     std::size_t used = 0;
-    for (const Event& e : evs) used += encode_event(e, st, block.data() + kBlockHeaderBytes + used);
-    const std::size_t n = seal_block(block.data(), kBlockMagic, static_cast<std::uint32_t>(used),
-                                     static_cast<std::uint32_t>(evs.size()));
+    for (const Event& e : evs)
+        used += encode_event(e, st, block.data() + kBlockHeaderBytes + used);
+    const std::size_t n =
+        seal_block(block.data(), kBlockMagic, static_cast<std::uint32_t>(used), static_cast<std::uint32_t>(evs.size()));
     b.insert(b.end(), block.begin(), block.begin() + static_cast<std::ptrdiff_t>(n));
     Reader r;
     const auto got = read_memory(b, b.size(), r);
@@ -224,7 +232,8 @@ TEST_CASE("round trip keeps every event type and field") {
     REQUIRE(rf.open_file(path));
     Event e;
     std::size_t n = 0;
-    while (rf.next(e)) REQUIRE(e == evs[n++]);
+    while (rf.next(e))
+        REQUIRE(e == evs[n++]);
     REQUIRE(n == evs.size());
     REQUIRE(rf.complete());
     std::remove(path.c_str());
@@ -262,7 +271,8 @@ TEST_CASE("truncation at every byte offset gives the valid prefix, then a clean 
     // Walk the block headers by the schema to know where each block ends.
     const std::size_t header_end = 16 + u32_at(b, 12) + 4;
     std::vector<std::size_t> block_end; // byte offset just past block i
-    for (std::size_t pos = header_end; pos < b.size(); pos += 16 + u32_at(b, pos + 4)) block_end.push_back(pos + 16 + u32_at(b, pos + 4));
+    for (std::size_t pos = header_end; pos < b.size(); pos += 16 + u32_at(b, pos + 4))
+        block_end.push_back(pos + 16 + u32_at(b, pos + 4));
     REQUIRE(block_end.size() == 5);
     REQUIRE(block_end.back() == b.size());
 
@@ -271,7 +281,8 @@ TEST_CASE("truncation at every byte offset gives the valid prefix, then a clean 
         const auto got = read_memory(b, k, r);
         // Complete event blocks before k: each holds 4 events.
         std::size_t complete_blocks = 0;
-        while (complete_blocks < 4 && block_end[complete_blocks] <= k) ++complete_blocks;
+        while (complete_blocks < 4 && block_end[complete_blocks] <= k)
+            ++complete_blocks;
         INFO("cut at " << k << ": " << r.error());
         REQUIRE(got.size() == std::min<std::size_t>(4 * complete_blocks, 13));
         REQUIRE(std::equal(got.begin(), got.end(), evs.begin()));
@@ -384,7 +395,8 @@ TEST_CASE("record() from many threads loses nothing and keeps each thread's orde
             for (std::uint64_t i = 0; i < kPer; ++i)
                 w.record(Event{EventType::alloc, 0, static_cast<std::uint64_t>(t), i, 512, 512, 0, i + 1, 0});
         });
-    for (auto& t : ts) t.join();
+    for (auto& t : ts)
+        t.join();
     REQUIRE(w.events_written() == kThreads * kPer);
     w.close();
     Reader r;

@@ -27,7 +27,8 @@ int main() {
         h.devices = {{0, 1ull << 34}, {1, 1ull << 33}};
         h.metadata = {{"k", "v"}};
         Writer w;
-        if (!w.open(path, h, WriterOptions{7, false})) return 1;
+        if (!w.open(path, h, WriterOptions{7, false}))
+            return 1;
         std::mt19937_64 rng(1);
         for (int i = 0; i < 60; ++i) {
             Event e;
@@ -61,15 +62,16 @@ int main() {
         for (int m = 0; m < mutations && !b.empty(); ++m) {
             const std::size_t at = rng() % b.size();
             switch (rng() % 7) {
-            case 0: b[at] ^= static_cast<std::uint8_t>(1u << (rng() % 8)); break;            // bit flip
-            case 1: b[at] = static_cast<std::uint8_t>(rng()); break;                          // random byte
-            case 2: b.resize(at); break;                                                      // truncate
+            case 0: b[at] ^= static_cast<std::uint8_t>(1u << (rng() % 8)); break; // bit flip
+            case 1: b[at] = static_cast<std::uint8_t>(rng()); break;              // random byte
+            case 2: b.resize(at); break;                                          // truncate
             case 3: b.insert(b.begin() + static_cast<long>(at), static_cast<std::uint8_t>(rng())); break;
-            case 4: b.erase(b.begin() + static_cast<long>(at)); break;                        // delete
+            case 4: b.erase(b.begin() + static_cast<long>(at)); break; // delete
             case 5: { // interesting 32-bit values (lengths, counts, version)
                 static const std::uint32_t vals[] = {0, 1, 0x7F, 0x80, 0xFFFF, 0x7FFFFFFF, 0xFFFFFFFF, 1u << 26};
                 const std::uint32_t v = vals[rng() % 8];
-                for (int i = 0; i < 4 && at + i < b.size(); ++i) b[at + i] = static_cast<std::uint8_t>(v >> (8 * i));
+                for (int i = 0; i < 4 && at + i < b.size(); ++i)
+                    b[at + i] = static_cast<std::uint8_t>(v >> (8 * i));
                 break;
             }
             default: { // duplicate a chunk

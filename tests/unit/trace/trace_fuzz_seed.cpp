@@ -8,7 +8,8 @@
 using namespace gpumemprof::trace;
 
 int main(int argc, char** argv) {
-    if (argc != 2) return 2;
+    if (argc != 2)
+        return 2;
     Header h;
     h.pid = 1;
     h.host = "seed";
@@ -19,8 +20,8 @@ int main(int argc, char** argv) {
         return 1;
     }
     for (std::uint8_t t = 1; t <= kMaxEventType; ++t)
-        w.record(Event{static_cast<EventType>(t), t % 2u, t, 0x7f0000000000ull + t * 4096ull, 1000ull * t,
-                       1024ull * t, t, 100ull + t, t == 8 ? 5000ull : 0});
+        w.record(Event{static_cast<EventType>(t), t % 2u, t, 0x7f0000000000ull + t * 4096ull, 1000ull * t, 1024ull * t,
+                       t, 100ull + t, t == 8 ? 5000ull : 0});
     w.close();
     return 0;
 }
