@@ -58,7 +58,7 @@ void OomNotices::reset_after_fork() noexcept {
     if (fd_ >= 0)
         ::close(fd_);
     fd_ = -1;
-    // Abandoned, not cleared: a fork child must not free memory before it has to (issue 13).
+    // Abandoned, not cleared: a fork child must not free memory before it has to (docs/guarantees.md, Processes).
     new (&kept_) std::vector<OomNotice>();
     count_ = 0;
 }

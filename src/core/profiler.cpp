@@ -717,7 +717,7 @@ std::string report_prefix(const std::string& pattern, bool forked_child, std::st
     if (!prefix.empty() && prefix.back() == '/')
         prefix += "gpumemprof-" + std::to_string(::getpid());
     // A fork child's files carry its pid even if the pattern does not: they must not replace
-    // the parent's (issue 12 item 2).
+    // the parent's.
     else if (forked_child && pattern.find("%p") == std::string::npos)
         prefix += "." + std::to_string(::getpid());
     // /dev/stdout, a FIFO, a device: the prefix is a name stem, never a file written to.
@@ -875,7 +875,7 @@ void Profiler::fork_parent() noexcept {
 // The child of a fork() may be the child of a multi-threaded program: until it calls CUDA
 // itself, nothing here allocates or frees memory, in this handler or at its exit (an allocator
 // lock held by another thread of the parent stays held in the child: glibc resets its malloc at
-// fork, ASan's allocator and others do not; issue 13). A child that never allocates device
+// fork, ASan's allocator and others do not). A child that never allocates device
 // memory writes no report and no trace: the parent's allocations are the parent's. Its state is
 // reset (freeing the parent's) at its first CUDA allocation, in on_first_cuda_use.
 void Profiler::fork_child() noexcept {

@@ -22,7 +22,7 @@ constexpr unsigned kDumpRequest = 1, kFatalRequest = 2, kDeferredRequest = 4;
 constexpr int kFatalWaitMs = 5000; // a fatal signal waits at most this long for its reports
 
 // The handlers' only tools: an atomic request mask and a semaphore (sem_post is async-signal-safe).
-// No file descriptor: the program may close any fd and reuse its number (issue 12 item 1).
+// No file descriptor: the program may close any fd and reuse its number.
 sem_t g_wake;
 std::atomic<unsigned> g_requests{0};
 std::atomic<int> g_done{0}; // bumped by the helper after each dump

@@ -30,7 +30,7 @@ void enable_unwind_cache() noexcept {
 }
 
 /// The raw frames of one unwind live on the heap, one buffer per thread, so that a capture costs
-/// the calling thread's stack only libunwind's own cursor (issue 14, item 3).
+/// the calling thread's stack only libunwind's own cursor (small stacks: docs/guarantees.md).
 struct RawFrames {
     void* raw[kMaxFrames + 17];
 };

@@ -19,7 +19,7 @@ namespace {
 constexpr std::uintptr_t kUnwindStackRoom = 32 * 1024;
 
 /// The calling thread's stack bounds (pthread_getattr_np, once per thread) and its frame buffer:
-/// the frames of a capture live here, not on the thread's stack (issue 14, item 3).
+/// the frames of a capture live here, not on the thread's stack (small stacks: docs/guarantees.md).
 struct ThreadCapture {
     std::uintptr_t ips[kMaxFrames + python::kMaxPythonFrames];
 };

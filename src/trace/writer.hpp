@@ -33,7 +33,7 @@ struct WriterOptions {
 /// the block its event completed is written, once per events_per_block events.
 ///
 /// The writer holds no file descriptor between writes (the program may close any fd and reuse
-/// its number; issue 12): each block is appended through an fd opened for it (O_APPEND, by the
+/// its number; docs/guarantees.md): each block is appended through an fd opened for it (O_APPEND, by the
 /// absolute path fixed at open()) that must still be the file open() created (same device and
 /// inode), and closed right after. Writes raise no signal (util::write_all_quietly).
 /// Never throws, never aborts: an I/O error stops recording (later events are dropped, not
@@ -49,7 +49,7 @@ public:
     /// with error() set: a symlink at `path` (O_NOFOLLOW), a file that is not regular (a FIFO, a
     /// device: opened without blocking, then refused) or has other hard links, and an existing
     /// trace whose recording process is still alive (then busy_pid() is that process: two
-    /// processes must not write one trace; issue 12 item 2).
+    /// processes must not write one trace).
     bool open(const std::string& path, const Header& header, WriterOptions options = {});
     /// After a failed open(): the live process that owns the trace at that path, else 0.
     int busy_pid() const { return busy_pid_; }

@@ -17,7 +17,7 @@ std::atomic<int> g_level{static_cast<int>(Level::warning)};
 std::atomic<int> g_budget{100};
 
 /// stderr through write(2) on fd 2, raising no SIGPIPE when stderr is a pipe whose reader left
-/// (issue 14 item 1: a warning must not kill the program). The line is dropped then.
+/// (a warning must not kill the program). The line is dropped then.
 class QuietStderrSink final : public spdlog::sinks::base_sink<std::mutex> {
 protected:
     void sink_it_(const spdlog::details::log_msg& msg) override {

@@ -12,7 +12,7 @@ namespace gpumemprof::util {
 namespace {
 
 // secure_getenv: in a set-user-ID or set-group-ID program, the caller's environment does not
-// choose where the program writes (issue 12 item 9): every setting reads as unset there.
+// choose where the program writes: every setting reads as unset there.
 const char* env(const char* name) {
     const char* v = ::secure_getenv(name);
     return (v && *v) ? v : nullptr;
@@ -20,7 +20,7 @@ const char* env(const char* name) {
 
 /// RANK, else LOCAL_RANK, else "0": read once (the environment may change, and getenv is not
 /// safe against a concurrent setenv), kept only if it is a plain name: a value with '/' or other
-/// characters would put the files elsewhere (issue 14). Each other character becomes '_'.
+/// characters would put the files elsewhere. Each other character becomes '_'.
 const std::string& rank_text(std::string* warnings = nullptr) {
     // Leaked: the exit report (expanding %r) runs after this library's static destructors.
     static const std::string& rank = *new std::string([&] {
