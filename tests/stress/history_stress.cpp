@@ -8,6 +8,7 @@
 #include "pool/device_pool.hpp"
 #include "pool/pool_model.hpp"
 #include "pool/sim_backend.hpp"
+#include "stress_check.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -22,16 +23,6 @@ using namespace gpumemprof;
 using namespace gpumemprof::pool;
 
 namespace {
-
-int failures = 0;
-
-#define EXPECT(cond)                                                                                                   \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                              \
-            ++failures;                                                                                                \
-        }                                                                                                              \
-    } while (0)
 
 constexpr int kA = static_cast<int>(stats::Series::allocated);
 constexpr int kR = static_cast<int>(stats::Series::reserved);
@@ -98,13 +89,7 @@ void run(const char* label, bool defer, int threads, int ops) {
             std::this_thread::yield();
         }
     };
-    std::vector<std::thread> ts;
-    for (int i = 0; i < threads; ++i)
-        ts.emplace_back(worker, i);
-    std::thread rd(reader);
-    for (auto& t : ts)
-        t.join();
-    rd.join();
+    stress::run_beside(threads, worker, reader);
     pool.process_fences();
 
     const auto s = pool.stats();
@@ -142,8 +127,8 @@ int main(int argc, char** argv) {
     const int ops = argc > 1 ? std::atoi(argv[1]) : 20000;
     run("immediate frees", false, 4, ops);
     run("deferred frees", true, 4, ops);
-    if (failures != 0) {
-        std::fprintf(stderr, "%d check(s) failed\n", failures);
+    if (stress::failures != 0) {
+        std::fprintf(stderr, "%d check(s) failed\n", stress::failures);
         return 1;
     }
     std::printf("history_stress: OK\n");

@@ -3,6 +3,7 @@
 // snapshots, fence processing and empty_cache. Deterministic seeds; meant to run under TSan too.
 #include "pool/device_pool.hpp"
 #include "pool/sim_backend.hpp"
+#include "stress_check.hpp"
 
 #include <atomic>
 #include <cstdio>
@@ -18,16 +19,6 @@ using namespace gpumemprof::pool;
 namespace {
 
 constexpr std::size_t MiB = 1024 * 1024;
-int failures = 0;
-
-#define EXPECT(cond)                                                                                                   \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                              \
-            ++failures;                                                                                                \
-        }                                                                                                              \
-    } while (0)
-
 /// Pointers handed from one thread to another, freed by the receiver.
 struct Mailbox {
     std::mutex mu;
@@ -124,13 +115,7 @@ void run(const char* label, bool defer, bool busy_fences, int threads, int ops,
         }
     };
 
-    std::vector<std::thread> ts;
-    for (int i = 0; i < threads; ++i)
-        ts.emplace_back(worker, i);
-    std::thread mon(monitor);
-    for (auto& t : ts)
-        t.join();
-    mon.join();
+    stress::run_beside(threads, worker, monitor);
     // Whatever is still in a mailbox is freed by the main thread.
     for (auto& box : boxes)
         for (auto p : box.ptrs)
@@ -170,8 +155,8 @@ int main(int argc, char** argv) {
     run("deferred, fences done", true, false, 8, ops);
     run("deferred, busy fences", true, true, 8, ops);
     run("expandable, busy fences", true, true, 8, ops, "expandable_segments:True");
-    if (failures != 0) {
-        std::fprintf(stderr, "%d check(s) failed\n", failures);
+    if (stress::failures != 0) {
+        std::fprintf(stderr, "%d check(s) failed\n", stress::failures);
         return 1;
     }
     std::printf("pool_stress: OK\n");
