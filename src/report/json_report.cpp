@@ -88,6 +88,8 @@ void write_poolless_device(util::JsonWriter& w, const DeviceSummary& d) {
 /// "reuse": GPUMEMPROF_REUSE, whether freed blocks are reused at once, and if auto stopped doing
 /// so, why and where (frame labels, innermost first; empty when stacks were off).
 void write_reuse(util::JsonWriter& w, const ReportInput& in, const StackReport& stacks) {
+    if (!in.caching)
+        return; // GPUMEMPROF_POOL=0: every free is the driver's own
     w.key("reuse").begin_object();
     w.field("mode", in.reuse.mode);
     w.field("at_once", in.reuse.at_once);

@@ -777,6 +777,7 @@ def case_pool_off(args, tmp):
          pre.val("program_frees"))
     rep = pre.report()
     c.eq("pool", (rep or {}).get("pool"), "passthrough")
+    c.eq("no reuse section (the driver frees)", "reuse" in (rep or {}), False)
     check_stats(c, rep, {
         "allocation.all.allocated": 6,
         "allocation.all.freed": 6,
