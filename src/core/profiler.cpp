@@ -397,28 +397,29 @@ CUresult Profiler::ipc_get_mem_handle(const DriverApi& api, CUipcMemHandle* hand
 // ---- pass-through ---------------------------------------------------------------------------
 
 // The stack of a rare event the reports point at (what ended reuse at once): with stack capture
-// off (GPUMEMPROF_STACK_DEPTH=0) the native frames are still kept.
-std::uint32_t Profiler::origin_stack() noexcept {
+// off (GPUMEMPROF_STACK_DEPTH=0) the native frames are still kept: `ips` when the caller has
+// unwound already, else unwound here.
+std::uint32_t Profiler::origin_stack(const std::uintptr_t* ips, int n) noexcept {
     if (const std::uint32_t id = capture_stack())
         return id;
-    std::uintptr_t ips[32];
-    const int n = stacks::capture_backtrace(ips, 32, 0);
+    std::uintptr_t own[kOriginFrames];
+    if (ips == nullptr) {
+        n = stacks::capture_backtrace(own, kOriginFrames, 0);
+        ips = own;
+    }
     return n > 0 ? stacks::Recorder::instance().intern(ips, n) : 0;
 }
 
 void Profiler::note_stream_created() noexcept {
     if (streams_.unordered())
         return;
-    try {
-        std::uintptr_t ips[32];
-        const int n = stacks::capture_backtrace(ips, 32, 0);
-        if (created_by_joining_library(ips, n, nullptr)) {
-            streams_.add_library_stream();
-            return;
-        }
-    } catch (...) {
+    std::uintptr_t ips[kOriginFrames];
+    const int n = stacks::capture_backtrace(ips, kOriginFrames, 0);
+    if (created_by_joining_library(ips, n)) {
+        streams_.add_library_stream();
+        return;
     }
-    streams_.mark_unordered(OrderLoss::stream_created, origin_stack());
+    streams_.mark_unordered(OrderLoss::stream_created, origin_stack(ips, n));
 }
 
 std::uint32_t Profiler::capture_stack() noexcept {

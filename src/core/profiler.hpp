@@ -72,8 +72,10 @@ public:
     /// A stream was created on this thread: ends reuse at once unless a joining library (cuDNN)
     /// made it for itself (core/stream_origin.hpp). Call outside any pool lock.
     void note_stream_created() noexcept;
-    /// A call stack for a rare event, kept even with stack capture off (native frames then).
-    std::uint32_t origin_stack() noexcept;
+    /// A call stack for a rare event, kept even with stack capture off (native frames then:
+    /// `ips`, innermost first, when the caller has them, else unwound here).
+    std::uint32_t origin_stack(const std::uintptr_t* ips = nullptr, int n = 0) noexcept;
+    static constexpr int kOriginFrames = 32;
     std::uint32_t capture_stack() noexcept;
     /// Same as record_alloc, charging the allocation to `stack`.
     void record_alloc_with_stack(Kind kind, const DriverApi& api, std::uintptr_t key, std::size_t bytes, int device,

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "core/stream_origin.hpp"
 
+#include "util/path.hpp"
+
 #include <cstring>
 #include <dlfcn.h>
 
@@ -15,41 +17,30 @@ const void* own_base() {
     return base;
 }
 
-bool starts_with(const std::string& s, const char* prefix) {
-    return s.rfind(prefix, 0) == 0;
+bool starts_with(const char* s, const char* prefix) {
+    return std::strncmp(s, prefix, std::strlen(prefix)) == 0;
 }
 
 /// The CUDA layers a program's call passes through on its way to the driver: never the creator.
-bool runtime_layer(const std::string& name) {
+bool runtime_layer(const char* name) {
     return starts_with(name, "libcuda.so") || starts_with(name, "libcudart");
 }
 
 } // namespace
 
-std::string module_name_of(std::uintptr_t ip) {
-    Dl_info info{};
-    if (dladdr(reinterpret_cast<const void*>(ip), &info) == 0 || info.dli_fname == nullptr)
-        return std::string();
-    const char* slash = std::strrchr(info.dli_fname, '/');
-    return std::string(slash != nullptr ? slash + 1 : info.dli_fname);
-}
-
-bool created_by_joining_library(const std::uintptr_t* ips, int n, std::string* library) {
+bool created_by_joining_library(const std::uintptr_t* ips, int n) noexcept {
     for (int i = 0; i < n; ++i) {
         Dl_info info{};
-        if (dladdr(reinterpret_cast<const void*>(ips[i]), &info) == 0)
+        if (dladdr(reinterpret_cast<const void*>(ips[i]), &info) == 0 || info.dli_fname == nullptr)
             return false; // code outside any module (JIT): not a library we know
         if (info.dli_fbase == own_base())
             continue;
-        const std::string name = module_name_of(ips[i]);
+        const char* name = util::base_name(info.dli_fname);
         if (runtime_layer(name))
             continue;
         for (const char* lib : kJoiningLibraries)
-            if (starts_with(name, lib)) {
-                if (library != nullptr)
-                    *library = name;
+            if (starts_with(name, lib))
                 return true;
-            }
         return false;
     }
     return false;

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
 
 namespace gpumemprof::core {
 
@@ -15,12 +14,9 @@ namespace gpumemprof::core {
 inline constexpr const char* kJoiningLibraries[] = {"libcudnn"};
 
 /// `ips`: the creating thread's return addresses, innermost first (our own hook's frames
-/// included). The first frame outside this library, libcuda and libcudart is the creator; if its
-/// module is one of kJoiningLibraries, sets *library to the module's file name and returns true.
-/// Takes the loader's lock (dladdr): never from a signal handler.
-bool created_by_joining_library(const std::uintptr_t* ips, int n, std::string* library);
-
-/// The file name (no directory) of the module holding `ip`, or "" when none does.
-std::string module_name_of(std::uintptr_t ip);
+/// included). The first frame outside this library, libcuda and libcudart is the creator: true
+/// when its module is one of kJoiningLibraries. Takes the loader's lock (dladdr): never from a
+/// signal handler. Allocates nothing.
+bool created_by_joining_library(const std::uintptr_t* ips, int n) noexcept;
 
 } // namespace gpumemprof::core

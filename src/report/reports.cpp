@@ -115,10 +115,11 @@ StackReport resolve(const ReportInput& in, const stacks::ReportData& data, Symbo
         report.data = data;
         // The resolved report points into the data it was built from: build it from our copy.
         const PythonFrames python = in.python_frames == 2 ? PythonFrames::all : PythonFrames::merged;
-        report.resolved = resolve_report(report.data, symbolizer, skip_list(in), in.alloc_conf, python);
+        const std::vector<std::string> skip = skip_list(in);
+        report.resolved = resolve_report(report.data, symbolizer, skip, in.alloc_conf, python);
         if (in.reuse.lost_stack != 0)
             report.resolved.reuse_lost_where = stack_labels(stacks::Recorder::instance().frames(in.reuse.lost_stack),
-                                                            symbolizer, skip_list(in), python, kReuseFrames);
+                                                            symbolizer, skip, python, kReuseFrames);
         report.ok = true;
     } catch (...) {
         report.ok = false;

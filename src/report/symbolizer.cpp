@@ -2,6 +2,8 @@
 // ProcessSymbolizer: libdwfl over /proc/self/maps, with dladdr as the fallback without libdw.
 #include "report/symbolizer.hpp"
 
+#include "util/path.hpp"
+
 #include "config.h"
 #include "stacks/unloaded_modules.hpp"
 #include "util/log.hpp"
@@ -60,8 +62,7 @@ namespace {
 std::string base_name(const char* path) {
     if (path == nullptr || *path == '\0')
         return "??";
-    const char* slash = std::strrchr(path, '/');
-    return slash ? slash + 1 : path;
+    return util::base_name(path);
 }
 
 std::string normal_path(const char* path) {

@@ -2,6 +2,8 @@
 // Ranges of unloaded modules (see unloaded_modules.hpp). Append-only, lock-free for readers.
 #include "stacks/unloaded_modules.hpp"
 
+#include "util/path.hpp"
+
 #include <dlfcn.h>
 #include <link.h>
 
@@ -14,11 +16,6 @@ namespace {
 ModuleRange g_unloaded[kMaxUnloaded];
 std::atomic<bool> g_ready[kMaxUnloaded];
 std::atomic<int> g_count{0};
-
-const char* base_name(const char* path) {
-    const char* slash = std::strrchr(path, '/');
-    return slash ? slash + 1 : path;
-}
 
 struct Search {
     std::uintptr_t base = 0;
@@ -40,7 +37,7 @@ void range_of(const dl_phdr_info* info, ModuleRange* m) {
     m->lo = lo < hi ? lo : 0;
     m->hi = hi;
     m->base = info->dlpi_addr;
-    const char* n = base_name(info->dlpi_name ? info->dlpi_name : "");
+    const char* n = util::base_name(info->dlpi_name ? info->dlpi_name : "");
     std::strncpy(m->name, n, sizeof m->name - 1);
     m->name[sizeof m->name - 1] = '\0';
 }
@@ -86,7 +83,7 @@ bool module_loaded(const ModuleRange& m) noexcept {
         static int visit(dl_phdr_info* info, std::size_t, void* data) {
             auto* p = static_cast<std::pair<const ModuleRange*, bool>*>(data);
             if (info->dlpi_addr == p->first->base && info->dlpi_name &&
-                std::strcmp(base_name(info->dlpi_name), p->first->name) == 0) {
+                std::strcmp(util::base_name(info->dlpi_name), p->first->name) == 0) {
                 p->second = true;
                 return 1;
             }

@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
-#include <dlfcn.h>
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
@@ -204,10 +203,7 @@ bool guard_unwinder_fds() noexcept {
     static const bool done = [] {
         Patch p;
         p.inside = reinterpret_cast<const void*>(&unw_backtrace);
-        Dl_info di{};
-        if (dladdr(p.inside, &di) == 0 || di.dli_fbase == nullptr)
-            return false;
-        dl_iterate_phdr(patch_module, &p);
+        dl_iterate_phdr(patch_module, &p); // finds the module whose segments hold p.inside
         // libunwind linked into this library (static) makes its calls without a GOT of its own:
         // nothing to patch, and then nothing is guarded.
         return p.patched > 0;
