@@ -442,6 +442,41 @@ def check_pool_vs_torch(lib, steps, repeat, loops=("readme", "big"), sides=("0",
                                     "ours": [r["out"]["step_ms_median"] for r in ok_ours]})
 
 
+def check_step_time(lib, steps, runs):
+    """Where the pool's step time goes in the README loop: PyTorch's caching allocator without the
+    preload, the same with the preload loaded but PyTorch's cache on (the hooks' fixed cost), ours
+    (stacks off, as check_pool_vs_torch), and ours without the memory history. Runs alternate;
+    each reports its median step and the median time until the host had issued the step."""
+    script = os.path.join(os.path.dirname(__file__), "torch_loop.py")
+    base = {"STEPS": str(steps), "PYTHONUNBUFFERED": "1", "LOOP": "readme", "SIDE_STREAM": "0"}
+    ours = dict(base, PYTORCH_NO_CUDA_MEMORY_CACHING="1", GPUMEMPROF_STACK_DEPTH="0")
+    configs = [("torch", base, None),
+               ("torch_under_preload", dict(base, GPUMEMPROF_FRAMEWORK_ENV="0", GPUMEMPROF_STACK_DEPTH="0"), lib),
+               ("ours", ours, lib),
+               ("ours_no_history", dict(ours, GPUMEMPROF_HTML="0", GPUMEMPROF_PICKLE="0"), lib)]
+    got = {name: [] for name, _, _ in configs}
+    for i in range(runs):
+        for name, env, preload in configs:
+            r = run([sys.executable, os.path.join(script)], env, preload=preload)
+            if r["out"]:
+                got[name].append(r["out"])
+                print("run %d %s: step ms %.2f enqueue ms %.2f steps %s" % (
+                    i, name, r["out"]["step_ms_median"], r["out"]["enqueue_ms_median"], r["out"]["step_ms_all"]),
+                    flush=True)
+            else:
+                print("run %d %s failed rc %s: %s" % (i, name, r["rc"], r["stderr"][-500:]), flush=True)
+    med = lambda v: sorted(v)[len(v) // 2] if v else None
+    summary = {name: {"step_ms": med([o["step_ms_median"] for o in outs]),
+                      "enqueue_ms": med([o["enqueue_ms_median"] for o in outs]),
+                      "runs_step_ms": [round(o["step_ms_median"], 2) for o in outs],
+                      "runs_enqueue_ms": [round(o["enqueue_ms_median"], 2) for o in outs]}
+               for name, outs in got.items()}
+    t = summary["torch"]["step_ms"]
+    o = summary["ours"]["step_ms"]
+    record("pool_readme_loop_step_time_1.05x_breakdown", bool(t and o and o / t <= 1.05), steps=steps,
+           runs_each=runs, ratio=round(o / t, 3) if t and o else None, configs=summary)
+
+
 def check_frameworks(lib):
     script = os.path.join(os.path.dirname(__file__), "frameworks_check.py")
     for fw in ("jax", "cupy"):
@@ -469,6 +504,7 @@ def main():
     ap.add_argument("--pool-repeat", type=int, default=5, help="alternating runs of each pool-vs-PyTorch loop")
     ap.add_argument("--pool-loops", default="readme,big", help="which pool-vs-PyTorch loops to run")
     ap.add_argument("--pool-sides", default="0,1", help="without (0) and/or with (1) a live side stream")
+    ap.add_argument("--pool-steps", type=int, default=8, help="steps of each pool-vs-PyTorch run")
     ap.add_argument("--ab-runs", type=int, default=3, help="processes per depth for the in-process stacks A/B")
     ap.add_argument("--ab-steps", type=int, default=42, help="steps per A/B process")
     ap.add_argument("--ab-depths", default="64", help="stack depths to A/B against no stacks")
@@ -497,7 +533,9 @@ def main():
     if "expandable" in only:
         check_expandable(a.lib, a.bindir, a.tries, a.steps)
     if "pool" in only:
-        check_pool_vs_torch(a.lib, max(a.steps, 8), a.pool_repeat, a.pool_loops.split(","), a.pool_sides.split(","))
+        check_pool_vs_torch(a.lib, a.pool_steps, a.pool_repeat, a.pool_loops.split(","), a.pool_sides.split(","))
+    if "steptime" in only:
+        check_step_time(a.lib, a.pool_steps, a.pool_repeat)
     if "python" in only:
         import python_check  # issue 8: Python frames, zero configuration, the gpumemprof package
         python_check.check_all(run, record, a.lib, a.steps, a.ab_steps, a.ab_runs)

@@ -97,7 +97,7 @@ def main():
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
         gen = torch.Generator(device="cpu").manual_seed(1)
         data = [torch.randint(0, vocab, (batch, seq + 1), generator=gen) for _ in range(steps)]
-    losses, times, device_allocs = [], [], []
+    losses, times, enqueue, device_allocs = [], [], [], []
     stacks_on = []
     for i in range(steps):
         on = (i % 4) in (0, 3)
@@ -123,6 +123,7 @@ def main():
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+        enqueue.append(time.perf_counter() - t0)  # the host's share: every launch of the step issued
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
         losses.append(loss.item())
@@ -130,6 +131,7 @@ def main():
         if st:
             device_allocs.append(st["num_device_alloc"])
     timed = sorted(times[1:])  # the first step warms up
+    queued = sorted(enqueue[1:])
     ab = None
     if set_depth:
         # The first two steps warm up (one of each kind).
@@ -143,6 +145,9 @@ def main():
         "stacks_ab": ab,
         "losses": losses,
         "step_ms_median": 1000 * timed[len(timed) // 2],
+        # Time until the host had issued the whole step; near step_ms, the step is bound by the host.
+        "enqueue_ms_median": 1000 * queued[len(queued) // 2],
+        "step_ms_all": [round(1000 * t, 3) for t in times],
         "torch_max_allocated": torch.cuda.max_memory_allocated(),
         "torch_max_reserved": torch.cuda.max_memory_reserved(),
         "torch_num_device_alloc": torch.cuda.memory_stats().get("num_device_alloc", 0),
