@@ -200,6 +200,12 @@ pool::FenceId DriverBackend::fence_record() {
         f.events.reserve(orphans + scratch_streams_.size());
         ScopedContext scope(api_, ctx_);
         for (CUstream s : scratch_streams_) {
+            // A stream with nothing left to run needs no event: all it was given before this
+            // moment is done, and what it is given later comes after the free. (A pool of streams
+            // made at once, as PyTorch's, is mostly idle; each event costs a driver call here and
+            // one per poll.) The legacy stream always gets one.
+            if (s != nullptr && api_.cuStreamQuery && api_.cuStreamQuery(s) == CUDA_SUCCESS)
+                continue;
             CUevent e = take_event();
             if (!e || api_.cuEventRecord(e, s) != CUDA_SUCCESS) {
                 // Cannot prove this stream is past the free: give up on this fence. Events of

@@ -58,6 +58,7 @@
     CALL(cuStreamIsCapturing)                                                                                          \
     CALL(cuStreamIsCapturing_ptsz)                                                                                     \
     CALL(cuStreamWaitEvent)                                                                                            \
+    CALL(cuStreamQuery)                                                                                                \
     CALL(cuEventCreate)                                                                                                \
     CALL(cuEventRecord)                                                                                                \
     CALL(cuEventQuery)                                                                                                 \

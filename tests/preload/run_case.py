@@ -547,6 +547,14 @@ def case_library_stream(args, tmp):
            bool(where) and os.path.basename(where[0]) == "prog_library_stream.cpp:19:main", where[:3])
     c.eq("own_stream: deferred frees (every free waits)",
          device_entry(own.report())["pool_counters"]["deferred_frees"], 100)
+    # Each fence asks the program's own stream whether it is idle (it is: nothing runs there) and
+    # records on the legacy stream only; cuDNN's stream is no fence target at all.
+    fences = device_entry(own.report())["pool_counters"]["fences_recorded"]
+    c.ge("own_stream: fences recorded", fences, 1)
+    c.eq("own_stream: cuStreamQuery calls, one per fence (the program's stream only)",
+         own.sim_calls("cuStreamQuery"), fences)
+    c.eq("own_stream: cuEventRecord calls: one per fence, one per created stream",
+         own.sim_calls("cuEventRecord"), fences + 2)
     line = [ln for ln in report_text(own).splitlines() if ln.startswith("freed memory")]
     c.true("own_stream: .txt gives the reason and the line",
            len(line) == 1 and line[0].startswith("freed memory waits for the device before reuse "

@@ -37,6 +37,18 @@ CUresult fake_event_query(CUevent) {
 CUresult fake_event_sync(CUevent) {
     return CUDA_SUCCESS;
 }
+std::vector<CUstream> g_idle;        // streams whose cuStreamQuery says "all done"
+std::vector<CUstream> g_recorded_on; // every stream an event was recorded on, in order
+CUresult fake_stream_query(CUstream s) {
+    for (CUstream i : g_idle)
+        if (i == s)
+            return CUDA_SUCCESS;
+    return CUDA_ERROR_NOT_READY;
+}
+CUresult fake_event_record_logged(CUevent, CUstream s) {
+    g_recorded_on.push_back(s);
+    return CUDA_SUCCESS;
+}
 
 DriverApi fake_api() {
     DriverApi api;
@@ -97,4 +109,44 @@ TEST_CASE("fence ids: a released fence's id never names a live one", "[core][fen
     g_busy = false;
     CHECK(backend.fence_wait_for(b, 1000000));
     backend.fence_release(b);
+}
+
+TEST_CASE("a fence skips the streams that have nothing left to run", "[core][fence]") {
+    DriverApi api = fake_api();
+    api.cuStreamQuery = &fake_stream_query;
+    api.cuEventRecord = &fake_event_record_logged;
+    StreamRegistry streams;
+    const auto s1 = reinterpret_cast<CUstream>(0x30);
+    const auto s2 = reinterpret_cast<CUstream>(0x40);
+    const auto s3 = reinterpret_cast<CUstream>(0x50);
+    for (CUstream s : {s1, s2, s3})
+        streams.add(kCtx, s);
+    DriverBackend backend(api, kCtx, streams);
+
+    g_idle = {s1, s3};
+    g_recorded_on.clear();
+    auto f = backend.fence_record();
+    REQUIRE(f != 0);
+    // The legacy stream always, then only the busy stream.
+    REQUIRE(g_recorded_on.size() == 2);
+    CHECK(g_recorded_on[0] == nullptr);
+    CHECK(g_recorded_on[1] == s2);
+    g_busy = true; // its events are not done: the fence is not either
+    CHECK(!backend.fence_done(f));
+    g_busy = false;
+    CHECK(backend.fence_done(f));
+    backend.fence_release(f);
+
+    g_idle = {};
+    g_recorded_on.clear();
+    f = backend.fence_record();
+    CHECK(g_recorded_on.size() == 4); // every stream busy: every stream fenced
+    backend.fence_release(f);
+
+    g_idle = {s1, s2, s3};
+    g_recorded_on.clear();
+    f = backend.fence_record();
+    CHECK(g_recorded_on.size() == 1); // all idle: the legacy stream only
+    backend.fence_release(f);
+    g_idle = {};
 }
