@@ -58,7 +58,6 @@
     CALL(cuStreamIsCapturing)                                                                                          \
     CALL(cuStreamIsCapturing_ptsz)                                                                                     \
     CALL(cuStreamWaitEvent)                                                                                            \
-    CALL(cuStreamQuery)                                                                                                \
     CALL(cuEventCreate)                                                                                                \
     CALL(cuEventRecord)                                                                                                \
     CALL(cuEventQuery)                                                                                                 \
