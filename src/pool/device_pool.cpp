@@ -13,6 +13,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <new>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -60,7 +61,73 @@ struct BlockCmp {
     }
 };
 
-using BlockSet = std::set<Block*, BlockCmp>;
+/// The block sets' nodes, recycled through a free list: an erase gives its node back, an insert
+/// takes one. ensure_spares() fills it before a call changes anything, so that no insert made
+/// after that reaches the heap (a host out-of-memory leaves the pool unchanged). Every set of a
+/// pool holds Block* nodes, so they all have one node size; other sizes go to the heap.
+class NodeCache {
+public:
+    NodeCache() = default;
+    NodeCache(const NodeCache&) = delete;
+    NodeCache& operator=(const NodeCache&) = delete;
+    ~NodeCache() {
+        while (head_ != nullptr) {
+            Link* next = head_->next;
+            ::operator delete(head_);
+            head_ = next;
+        }
+    }
+
+    std::size_t count() const { return count_; }
+
+    void* take(std::size_t bytes) {
+        if (bytes == node_size_ && head_ != nullptr) {
+            Link* l = head_;
+            head_ = l->next;
+            --count_;
+            return l;
+        }
+        if (node_size_ == 0 && bytes >= sizeof(Link))
+            node_size_ = bytes; // the first set node ever allocated fixes the size kept here
+        return ::operator new(bytes);
+    }
+
+    void give(void* p, std::size_t bytes) noexcept {
+        if (bytes != node_size_) {
+            ::operator delete(p);
+            return;
+        }
+        head_ = ::new (p) Link{head_};
+        ++count_;
+    }
+
+    /// Until count() >= n (may throw bad_alloc; the nodes obtained so far stay). The node size
+    /// is known: the pool's constructor made and gave back one node.
+    void fill(std::size_t n) {
+        while (count_ < n)
+            give(::operator new(node_size_), node_size_);
+    }
+
+private:
+    struct Link {
+        Link* next;
+    };
+    Link* head_ = nullptr;
+    std::size_t count_ = 0;
+    std::size_t node_size_ = 0;
+};
+
+template <typename T> struct NodeAlloc {
+    using value_type = T;
+    NodeCache* cache;
+    explicit NodeAlloc(NodeCache* c) noexcept : cache(c) {}
+    template <typename U> NodeAlloc(const NodeAlloc<U>& o) noexcept : cache(o.cache) {}
+    T* allocate(std::size_t n) { return static_cast<T*>(cache->take(n * sizeof(T))); }
+    void deallocate(T* p, std::size_t n) noexcept { cache->give(p, n * sizeof(T)); }
+    template <typename U> bool operator==(const NodeAlloc<U>& o) const noexcept { return cache == o.cache; }
+};
+
+using BlockSet = std::set<Block*, BlockCmp, NodeAlloc<Block*>>;
 
 // BlockComparatorAddress: unmapped ranges of expandable segments, per stream by address.
 struct BlockAddrCmp {
@@ -72,8 +139,10 @@ struct BlockAddrCmp {
 };
 
 struct BlockPool {
-    BlockSet blocks;                         ///< free blocks only
-    std::set<Block*, BlockAddrCmp> unmapped; ///< unmapped ranges of expandable segments
+    explicit BlockPool(NodeCache* nodes)
+        : blocks(BlockCmp{}, NodeAlloc<Block*>(nodes)), unmapped(BlockAddrCmp{}, NodeAlloc<Block*>(nodes)) {}
+    BlockSet blocks;                                            ///< free blocks only
+    std::set<Block*, BlockAddrCmp, NodeAlloc<Block*>> unmapped; ///< unmapped ranges of expandable segments
     bool is_small = false;
     std::uint64_t get_free_blocks_call_count = 0; ///< GC clock
     int stat_type = stats::kLargePool;
@@ -119,7 +188,9 @@ struct DevicePool::Impl {
         // torch: static_cast<int64_t>(max_split_size); SIZE_MAX reads -1.
         st.max_split_size = static_cast<std::int64_t>(max_split_size);
         spare_blocks.reserve(kBlockChunk);
-        spare_nodes.reserve(64);
+        // One node made and given back: the cache learns the node size, and fill() can make more.
+        Block seed;
+        BlockSet(BlockCmp{}, NodeAlloc<Block*>(&nodes)).insert(&seed); // an empty set compares nothing
     }
 
     Backend& backend;
@@ -127,13 +198,13 @@ struct DevicePool::Impl {
     PoolListener* listener;
     mutable std::mutex mu;
 
-    BlockPool small;
-    BlockPool large;
+    NodeCache nodes; ///< before the sets: it outlives them (their nodes go back to it)
+    BlockPool small{&nodes};
+    BlockPool large{&nodes};
     util::FlatMap<Block*> active; ///< allocated + pending blocks by address (PyTorch's active_blocks)
     std::map<std::uintptr_t, Segment> segments;
     std::vector<std::unique_ptr<Block[]>> block_chunks;
     std::vector<Block*> spare_blocks;
-    std::vector<BlockSet::node_type> spare_nodes; ///< recycled std::set nodes
     Block* unfenced_head = nullptr;
     Block* unfenced_tail = nullptr;
     std::size_t unfenced_bytes = 0;
@@ -176,25 +247,21 @@ struct DevicePool::Impl {
     /// Everything malloc/free may need, obtained before any state changes (may throw bad_alloc,
     /// which the public entry points turn into an error with the pool unchanged).
     /// A malloc can retire every pending block (each needs a set node unless it merges) and
-    /// insert one split remainder; a free inserts at most one block; both recycle what they
-    /// extract. So `pending + 2` ready nodes (and room to keep every extracted one) make every
-    /// set insert of the call allocation-free, after the state began to change.
+    /// insert one split remainder; a free inserts at most one block; an erase gives its node
+    /// back to the cache. So `pending + 2` cached nodes make every set insert of the call
+    /// allocation-free, after the state began to change. The check is inline: on a pool hit
+    /// everything is there already.
     void ensure_spares() {
-        if (spare_blocks.size() < 2)
-            grow_spare_blocks();
         const auto need = static_cast<std::size_t>(pending.blocks.current) + 2;
-        if (spare_nodes.size() < need) {
-            if (spare_nodes.capacity() < need + 4)
-                spare_nodes.reserve(std::max(need + 4, spare_nodes.capacity() * 2));
-            BlockSet scratch; // inserting into an empty set compares nothing
-            while (spare_nodes.size() < need)
-                spare_nodes.push_back(scratch.extract(scratch.insert(&node_seed).first));
-        }
-        if (spare_nodes.size() + 4 > spare_nodes.capacity())
-            spare_nodes.reserve(spare_nodes.capacity() * 2 + 8);
+        if (spare_blocks.size() < 2 || nodes.count() < need) [[unlikely]]
+            grow_spares(need);
         active.reserve_one();
     }
-    Block node_seed; ///< placeholder value of fresh set nodes
+    __attribute__((noinline)) void grow_spares(std::size_t nodes_needed) {
+        if (spare_blocks.size() < 2)
+            grow_spare_blocks();
+        nodes.fill(nodes_needed);
+    }
 
     Block* new_block() {
         if (spare_blocks.empty())
@@ -207,44 +274,13 @@ struct DevicePool::Impl {
 
     void recycle_block(Block* b) { spare_blocks.push_back(b); } // capacity covers every chunk block
 
-    void set_insert(BlockPool& pool, Block* b) {
-        if (!spare_nodes.empty()) {
-            BlockSet::node_type node = std::move(spare_nodes.back());
-            spare_nodes.pop_back();
-            node.value() = b;
-            pool.blocks.insert(std::move(node));
-        } else {
-            pool.blocks.insert(b);
-        }
-    }
-
-    void set_erase(BlockPool& pool, BlockSet::iterator it) {
-        if (spare_nodes.size() < spare_nodes.capacity())
-            spare_nodes.push_back(pool.blocks.extract(it));
-        else
-            pool.blocks.erase(it);
-    }
-
-    // The unmapped sets hold the same node type as the free sets (std::set nodes do not depend on
-    // the comparator), so they recycle the same spare nodes.
-    void unmapped_insert(BlockPool& pool, Block* b) {
-        if (!spare_nodes.empty()) {
-            BlockSet::node_type node = std::move(spare_nodes.back());
-            spare_nodes.pop_back();
-            node.value() = b;
-            pool.unmapped.insert(std::move(node));
-        } else {
-            pool.unmapped.insert(b);
-        }
-    }
-
+    // Inserts take their node from `nodes`, erases give it back (NodeAlloc); the unmapped sets
+    // hold the same nodes as the free sets (std::set nodes do not depend on the comparator).
+    void set_insert(BlockPool& pool, Block* b) { pool.blocks.insert(b); }
+    void set_erase(BlockPool& pool, BlockSet::iterator it) { pool.blocks.erase(it); }
+    void unmapped_insert(BlockPool& pool, Block* b) { pool.unmapped.insert(b); }
     void unmapped_erase(BlockPool& pool, Block* b) {
-        auto it = pool.unmapped.find(b);
-        if (it == pool.unmapped.end())
-            return;
-        if (spare_nodes.size() < spare_nodes.capacity())
-            spare_nodes.push_back(pool.unmapped.extract(it));
-        else
+        if (auto it = pool.unmapped.find(b); it != pool.unmapped.end())
             pool.unmapped.erase(it);
     }
 
@@ -1230,7 +1266,6 @@ struct DevicePool::Impl {
         large.blocks.clear();
         small.unmapped.clear();
         large.unmapped.clear();
-        spare_nodes.clear();
         active.clear();
         segments.clear();
         fenced.clear();
