@@ -304,8 +304,9 @@ struct DevicePool::Impl {
 
     // ---- PyTorch policy -----------------------------------------------------------------------
 
-    // get_free_block: best fit on the same stream, with the two oversize rules.
-    Block* get_free_block(BlockPool& pool, std::uintptr_t stream, std::size_t size) {
+    // get_free_block: best fit on the same stream, with the two oversize rules. The block stays in
+    // the free set (end() when none fits): alloc_found_block may keep its node for the remainder.
+    BlockSet::iterator find_free_block(BlockPool& pool, std::uintptr_t stream, std::size_t size) {
         if (gc_enabled)
             ++pool.get_free_blocks_call_count; // block reuse interval is only tracked for GC
         Block key;
@@ -314,18 +315,46 @@ struct DevicePool::Impl {
         key.ptr = 0;
         auto it = pool.blocks.lower_bound(&key);
         if (it == pool.blocks.end() || (*it)->stream != stream)
-            return nullptr;
+            return pool.blocks.end();
         if ((*it)->es != nullptr)
             it = skip_growable_tail(pool, it, stream);
-        Block* b = *it;
+        const Block* b = *it;
         // A non-oversize request never takes an oversize block (it would be split or wasted).
         if (size < max_split_size && b->size >= max_split_size)
-            return nullptr;
+            return pool.blocks.end();
         // An oversize request takes an unsplit block at most max_non_split_rounding larger.
         if (size >= max_split_size && b->size >= size + max_non_split_rounding)
+            return pool.blocks.end();
+        return it;
+    }
+
+    /// find_free_block, the block taken out of the free set.
+    Block* get_free_block(BlockPool& pool, std::uintptr_t stream, std::size_t size) {
+        const auto it = find_free_block(pool, stream, size);
+        if (it == pool.blocks.end())
             return nullptr;
+        Block* b = *it;
         set_erase(pool, it);
         return b;
+    }
+
+    /// The free block at `it` got a new address or size (a split remainder, a merge): it is a
+    /// cached block from now on (insert_free's stamps) and keeps its set node when the new key
+    /// still sorts between its neighbours; otherwise it is sorted in again (erasing by iterator
+    /// compares nothing, so the stale key does no harm). Most of the time a request's remainder
+    /// or a freed block's merge leaves the order as it was, and the set is not touched.
+    void refresh_free(BlockPool& pool, BlockSet::iterator it) {
+        Block* b = *it;
+        b->state = BState::free;
+        b->gc_count_base = pool.get_free_blocks_call_count;
+        const BlockCmp less;
+        if (it != pool.blocks.begin() && !less(*std::prev(it), b)) {
+            pool.blocks.erase(it);
+            pool.blocks.insert(b);
+        } else if (auto next = std::next(it); next != pool.blocks.end() && !less(b, *next)) {
+            pool.blocks.erase(it);
+            pool.blocks.insert(next, b); // it only moved right: the search starts there
+        }
     }
 
     // should_split: small pool keeps any remainder of >= 512 B; large pool splits only non-oversize
@@ -396,9 +425,13 @@ struct DevicePool::Impl {
     }
 
     // alloc_found_block: optional split (front part handed out, tail stays cached), stats.
-    Block* alloc_found_block(Block* b, std::size_t size, std::size_t orig_size, bool split) {
+    // `pos`: b's place in its free set, or end() when b is in none (then it stays out).
+    Block* alloc_found_block(Block* b, std::size_t size, std::size_t orig_size, bool split, BlockSet::iterator pos) {
         BlockPool& pool = *b->pool;
         const bool already_split = b->is_split();
+        const bool in_set = pos != pool.blocks.end();
+        if (in_set && !split)
+            set_erase(pool, pos);
         if (split) {
             Block* remaining = b;
             b = new_block();
@@ -417,7 +450,10 @@ struct DevicePool::Impl {
             remaining->prev = b;
             remaining->ptr += size;
             remaining->size -= size;
-            insert_free(pool, remaining);
+            if (in_set)
+                refresh_free(pool, pos); // the remainder keeps the found block's node
+            else
+                insert_free(pool, remaining);
             if (b->es != nullptr) {
                 // Expandable blocks stay out of inactive_split (their free pages can always go back).
             } else if (already_split) {
@@ -458,13 +494,25 @@ struct DevicePool::Impl {
 
     // try_merge_blocks: only with a cached (free) neighbour; returns the bytes absorbed.
     std::size_t try_merge(Block* dst, Block* src, BlockPool& pool) {
+        return detach_mergeable(dst, src, pool) ? absorb(dst, src) : 0;
+    }
+
+    /// True when src, a neighbour of dst, is cached and may merge with it; then src is taken out
+    /// of its set (before any key in the set changes: the search must see them all in order).
+    bool detach_mergeable(const Block* dst, Block* src, BlockPool& pool) {
         if (src == nullptr || src->state != BState::free || src->mapped != dst->mapped)
-            return 0;
+            return false;
         if (!src->mapped) {
             unmapped_erase(pool, src);
         } else if (auto it = pool.blocks.find(src); it != pool.blocks.end()) {
             set_erase(pool, it);
         }
+        return true;
+    }
+
+    /// src, a neighbour of dst, becomes part of dst (chain links, address, size); src is recycled.
+    /// Returns the bytes absorbed. Neither is in a set here (or dst's key is refreshed after).
+    std::size_t absorb(Block* dst, Block* src) {
         if (dst->prev == src) {
             dst->ptr = src->ptr;
             dst->prev = src->prev;
@@ -484,28 +532,52 @@ struct DevicePool::Impl {
     }
 
     // free_block: the free completes: merge with free neighbours, back into the cache, stats.
-    // (active/requested already dropped at the free request: free_locked.)
-    void free_block(Block* b) {
+    // (active/requested already dropped at the free request: free_locked.) A cached neighbour
+    // takes b in and keeps its set node (refresh_free), so that a free next to its request's
+    // remainder usually changes no set. Returns the merged block: b, or the neighbour.
+    Block* free_block(Block* b) {
         if (listener)
             listener->on_free_completed(b->ptr, b->size, b->requested);
         BlockPool& pool = *b->pool;
         active.take(b->ptr); // before merging moves ptr
         std::int64_t net_blocks = 0;
         std::int64_t net_bytes = 0;
-        Block* const candidates[2] = {b->prev, b->next};
-        for (Block* c : candidates) {
-            const std::size_t subsumed = try_merge(b, c, pool);
+        const auto merged = [&](std::size_t subsumed) {
             if (subsumed > 0) {
                 net_blocks -= 1;
                 net_bytes -= static_cast<std::int64_t>(subsumed);
             }
+        };
+        Block* into = nullptr;
+        auto pos = pool.blocks.end();
+        for (Block* c : {b->next, b->prev}) {
+            if (c != nullptr && c->state == BState::free && c->mapped &&
+                (pos = pool.blocks.find(c)) != pool.blocks.end()) {
+                into = c;
+                break;
+            }
         }
-        insert_free(pool, b);
-        if (b->is_split()) {
+        Block* result = b;
+        if (into != nullptr) {
+            Block* const other = into == b->next ? b->prev : b->next;
+            const bool with_other = detach_mergeable(b, other, pool); // while every key is in order
+            merged(into->size);                                       // as if b had taken `into` in
+            absorb(into, b);                                          // b's bytes join into's; b is recycled
+            if (with_other)
+                merged(absorb(into, other));
+            refresh_free(pool, pos);
+            result = into;
+        } else {
+            Block* const candidates[2] = {b->prev, b->next};
+            for (Block* c : candidates)
+                merged(try_merge(b, c, pool));
+            insert_free(pool, b);
+        }
+        if (result->is_split()) {
             net_blocks += 1;
-            net_bytes += static_cast<std::int64_t>(b->size);
+            net_bytes += static_cast<std::int64_t>(result->size);
         }
-        if (b->es != nullptr)
+        if (result->es != nullptr)
             net_blocks = net_bytes = 0; // expandable blocks stay out of inactive_split
         for_types(pool, [&](int t) {
             if (net_blocks > 0)
@@ -517,6 +589,7 @@ struct DevicePool::Impl {
             else if (net_bytes < 0)
                 st.inactive_split_bytes[t].decrease(-net_bytes);
         });
+        return result;
     }
 
     // release_block: give a whole cached segment back (cudaFree).
@@ -1119,7 +1192,8 @@ struct DevicePool::Impl {
         // while ours cover every free, so a fence is polled only when the cache has no fit:
         // a hit makes no device call. (With defer_frees off there are no fences at all and the
         // order is PyTorch's.)
-        Block* b = get_free_block(pool, stream, rounded);
+        auto pos = find_free_block(pool, stream, rounded);
+        Block* b = pos != pool.blocks.end() ? *pos : nullptr;
         if (b == nullptr && pending.blocks.current > 0)
             b = reclaim_pending(pool, stream, rounded); // our stand-in for the free-memory callbacks
         if (b == nullptr)
@@ -1143,8 +1217,10 @@ struct DevicePool::Impl {
                 return err;
             return out_of_memory(size, rounded, alloc_size, err);
         }
+        if (pos != pool.blocks.end() && *pos != b)
+            pos = pool.blocks.end(); // not the block found first (reclaimed or new): in no set now
         const bool split = should_split(b, rounded);
-        b = alloc_found_block(b, rounded, size, split);
+        b = alloc_found_block(b, rounded, size, split, pos);
         *out = b->ptr;
         note_reserved_peak();
         return kSuccess;
@@ -1177,7 +1253,7 @@ struct DevicePool::Impl {
                 return err;
             return out_of_memory(size, bsize, bsize, err);
         }
-        b = alloc_found_block(b, bsize, size, false);
+        b = alloc_found_block(b, bsize, size, false, pool.blocks.end());
         *out = b->ptr;
         note_reserved_peak();
         return kSuccess;
@@ -1210,8 +1286,7 @@ struct DevicePool::Impl {
         if (options.mode == Mode::passthrough) {
             // PyTorch's order for an allocator without caching: the free completes, then the
             // segment goes back. A passthrough block is never split, so free_block merges nothing.
-            free_block(b);
-            release_block(b);
+            release_block(free_block(b));
             return kSuccess;
         }
         if (options.defer_frees && !(options.reuse_when_ordered && backend.frees_ordered()))
