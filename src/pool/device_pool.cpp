@@ -338,19 +338,22 @@ struct DevicePool::Impl {
         return b;
     }
 
-    /// The free block at `it` got a new address or size (a split remainder, a merge): it is a
-    /// cached block from now on (insert_free's stamps) and keeps its set node when the new key
-    /// still sorts between its neighbours; otherwise it is sorted in again (erasing by iterator
-    /// compares nothing, so the stale key does no harm). Most of the time a request's remainder
-    /// or a freed block's merge leaves the order as it was, and the set is not touched.
-    void refresh_free(BlockPool& pool, BlockSet::iterator it) {
+    /// The free block at `it` got a new size (a split remainder: smaller; a merge: larger, with
+    /// the same stream, so its key moved in that direction only): it is a cached block from now
+    /// on (insert_free's stamps) and keeps its set node when the new key still sorts after its
+    /// predecessor (shrunk) or before its successor (grown); otherwise it is sorted in again
+    /// (erasing by iterator compares nothing, so the stale key does no harm). Most of the time a
+    /// request's remainder or a freed block's merge leaves the order as it was.
+    void refresh_free(BlockPool& pool, BlockSet::iterator it, bool grew) {
         Block* b = *it;
         b->state = BState::free;
         b->gc_count_base = pool.get_free_blocks_call_count;
         const BlockCmp less;
-        if (it != pool.blocks.begin() && !less(*std::prev(it), b)) {
-            pool.blocks.erase(it);
-            pool.blocks.insert(b);
+        if (!grew) {
+            if (it != pool.blocks.begin() && !less(*std::prev(it), b)) {
+                pool.blocks.erase(it);
+                pool.blocks.insert(b);
+            }
         } else if (auto next = std::next(it); next != pool.blocks.end() && !less(b, *next)) {
             pool.blocks.erase(it);
             pool.blocks.insert(next, b); // it only moved right: the search starts there
@@ -451,7 +454,7 @@ struct DevicePool::Impl {
             remaining->ptr += size;
             remaining->size -= size;
             if (in_set)
-                refresh_free(pool, pos); // the remainder keeps the found block's node
+                refresh_free(pool, pos, false); // the remainder keeps the found block's node
             else
                 insert_free(pool, remaining);
             if (b->es != nullptr) {
@@ -565,7 +568,7 @@ struct DevicePool::Impl {
             absorb(into, b);                                          // b's bytes join into's; b is recycled
             if (with_other)
                 merged(absorb(into, other));
-            refresh_free(pool, pos);
+            refresh_free(pool, pos, true);
             result = into;
         } else {
             Block* const candidates[2] = {b->prev, b->next};
