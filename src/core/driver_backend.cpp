@@ -183,6 +183,26 @@ DriverBackend::Fence* DriverBackend::find(pool::FenceId fence) {
     return &fences_[slot];
 }
 
+bool DriverBackend::make_join_stream() {
+    if (join_ != nullptr)
+        return true;
+    if (!api_.cuStreamCreate || !api_.cuStreamWaitEvent)
+        return false;
+    // The real driver's function, not our hook: this stream is the profiler's, not the program's.
+    // Non-blocking, so that the legacy stream never waits for it.
+    if (api_.cuStreamCreate(&join_, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+        join_ = nullptr;
+    if (mark_ == nullptr && api_.cuEventCreate(&mark_, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+        mark_ = nullptr;
+    return join_ != nullptr && mark_ != nullptr;
+}
+
+// One event per fence, whatever the number of streams: a mark recorded on each stream the fence
+// covers (and each event a destroyed stream left) is waited for by the profiler's join stream,
+// on which the fence's own event is then recorded. A wait takes the mark as it is at the call,
+// so one mark serves every stream. Recording and waiting only queue work (a fraction of a
+// microsecond each on the H200); a query, made once per poll, costs 1.5 us while the device is
+// busy (docs/measurements.md), so a fence is polled with one query rather than one per stream.
 pool::FenceId DriverBackend::fence_record() {
     // Recording on the legacy stream during a capture would invalidate the capture
     // (cudaErrorStreamCaptureImplicit); pending blocks simply wait until it ends.
@@ -190,32 +210,34 @@ pool::FenceId DriverBackend::fence_record() {
         return 0;
     try {
         std::lock_guard lock(mutex_);
+        ScopedContext scope(api_, ctx_);
+        if (!make_join_stream())
+            return 0; // the blocks stay pending; a later fence may succeed
+        scratch_streams_.clear();
+        scratch_streams_.push_back(nullptr); // the legacy default stream
+        scratch_orphans_.clear();
+        streams_.fence_targets(ctx_, &scratch_streams_, &scratch_orphans_);
+        bool ok = true;
+        for (CUstream s : scratch_streams_)
+            ok = ok && api_.cuEventRecord(mark_, s) == CUDA_SUCCESS &&
+                 api_.cuStreamWaitEvent(join_, mark_, 0) == CUDA_SUCCESS;
+        for (CUevent e : scratch_orphans_)
+            ok = ok && api_.cuStreamWaitEvent(join_, e, 0) == CUDA_SUCCESS;
+        CUevent done = ok ? take_event() : nullptr;
+        if (done == nullptr || api_.cuEventRecord(done, join_) != CUDA_SUCCESS) {
+            // Cannot prove every stream is past the free: give up on this fence. Events of
+            // destroyed streams go back to the registry for the next one.
+            if (done)
+                spare_events_.push_back(done);
+            streams_.return_orphans(ctx_, scratch_orphans_);
+            return 0;
+        }
+        // The join stream waits for the orphans now: their events can serve again.
+        spare_events_.insert(spare_events_.end(), scratch_orphans_.begin(), scratch_orphans_.end());
         const std::size_t slot = take_slot();
         Fence& f = fences_[slot];
         f.events.clear();
-        scratch_streams_.clear();
-        scratch_streams_.push_back(nullptr); // the legacy default stream
-        streams_.fence_targets(ctx_, &scratch_streams_, &f.events);
-        const std::size_t orphans = f.events.size();
-        f.events.reserve(orphans + scratch_streams_.size());
-        ScopedContext scope(api_, ctx_);
-        for (CUstream s : scratch_streams_) {
-            CUevent e = take_event();
-            if (!e || api_.cuEventRecord(e, s) != CUDA_SUCCESS) {
-                // Cannot prove this stream is past the free: give up on this fence. Events of
-                // destroyed streams go back to the registry for the next one.
-                if (e)
-                    spare_events_.push_back(e);
-                for (std::size_t i = orphans; i < f.events.size(); ++i)
-                    spare_events_.push_back(f.events[i]);
-                f.events.resize(orphans);
-                streams_.return_orphans(ctx_, std::move(f.events));
-                f.events = {};
-                free_slots_.push_back(slot);
-                return 0;
-            }
-            f.events.push_back(e);
-        }
+        f.events.push_back(done);
         f.id = (next_fence_++ << 32) | slot;
         return f.id;
     } catch (...) {
@@ -319,6 +341,8 @@ bool DriverBackend::frees_ordered() {
 
 void DriverBackend::forget() {
     std::lock_guard lock(mutex_);
+    join_ = nullptr;
+    mark_ = nullptr;
     fences_.clear();
     free_slots_.clear();
     spare_events_.clear();

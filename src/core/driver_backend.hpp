@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-// pool::Backend over the real driver for one context. Fences are CUDA events recorded on the
-// legacy default stream (which orders after all prior work of every blocking stream, the
-// per-thread default streams included) and on every live non-blocking stream of the context.
+// pool::Backend over the real driver for one context. A fence covers the legacy default stream
+// (which orders after all prior work of every blocking stream, the per-thread default streams
+// included) and every live non-blocking stream of the context: a join stream of ours waits for
+// each of them, and the fence is one event recorded there.
 #pragma once
 
 #include "core/driver_api.hpp"
@@ -46,13 +47,14 @@ public:
     void forget();
 
 private:
-    /// One fence: its events (one per stream it covers, plus those left by destroyed streams).
-    /// Slots and their vectors are reused, so recording a fence allocates nothing in steady state.
+    /// One fence: its event on the join stream. Slots and their vectors are reused, so recording
+    /// a fence allocates nothing in steady state.
     struct Fence {
         pool::FenceId id = 0; ///< 0: free slot
         std::vector<CUevent> events;
     };
     CUevent take_event();
+    bool make_join_stream();          // requires mutex_ and the context current
     std::size_t take_slot();          // requires mutex_; may allocate (slot growth only)
     Fence* find(pool::FenceId fence); // requires mutex_
     void copy_events(Fence& f);       // requires mutex_: into wait_events_
@@ -66,6 +68,9 @@ private:
     std::vector<Fence> fences_;
     std::vector<std::size_t> free_slots_;
     std::vector<CUstream> scratch_streams_; ///< reused by fence_record (called on many frees)
+    std::vector<CUevent> scratch_orphans_;  ///< reused by fence_record
+    CUstream join_ = nullptr;               ///< the profiler's own non-blocking stream
+    CUevent mark_ = nullptr;                ///< recorded on each covered stream in turn
     std::vector<CUevent> wait_events_;      ///< reused by the waits
     std::uint64_t next_fence_ = 1;
     int device_ = -1; ///< cached by device()

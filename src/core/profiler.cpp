@@ -410,16 +410,16 @@ std::uint32_t Profiler::origin_stack(const std::uintptr_t* ips, int n) noexcept 
     return n > 0 ? stacks::Recorder::instance().intern(ips, n) : 0;
 }
 
-void Profiler::note_stream_created() noexcept {
-    if (streams_.unordered())
-        return;
+bool Profiler::note_stream_created() noexcept {
     std::uintptr_t ips[kOriginFrames];
     const int n = stacks::capture_backtrace(ips, kOriginFrames, 0);
     if (created_by_joining_library(ips, n)) {
         streams_.add_library_stream();
-        return;
+        return true;
     }
-    streams_.mark_unordered(OrderLoss::stream_created, origin_stack(ips, n));
+    if (!streams_.unordered())
+        streams_.mark_unordered(OrderLoss::stream_created, origin_stack(ips, n));
+    return false;
 }
 
 std::uint32_t Profiler::capture_stack() noexcept {

@@ -70,8 +70,9 @@ public:
     void record_free(Kind kind, std::uintptr_t key) noexcept;
     /// Capture the caller's stack for a pass-through allocation (before calling the driver).
     /// A stream was created on this thread: ends reuse at once unless a joining library (cuDNN)
-    /// made it for itself (core/stream_origin.hpp). Call outside any pool lock.
-    void note_stream_created() noexcept;
+    /// made it for itself (core/stream_origin.hpp); returns true for such a library stream, which
+    /// then needs no fence events of its own. Call outside any pool lock.
+    bool note_stream_created() noexcept;
     /// A call stack for a rare event, kept even with stack capture off (native frames then:
     /// `ips`, innermost first, when the caller has them, else unwound here).
     std::uint32_t origin_stack(const std::uintptr_t* ips = nullptr, int n = 0) noexcept;

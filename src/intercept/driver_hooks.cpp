@@ -58,9 +58,12 @@ CUresult track_stream(const DriverApi& api, CUresult r, CUstream* stream, unsign
     CUcontext ctx = nullptr;
     if (r != CUDA_SUCCESS || api.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS)
         return r;
-    prof().note_stream_created();
+    const bool joins_caller = prof().note_stream_created();
     if (flags & CU_STREAM_NON_BLOCKING) {
-        prof().streams().add(ctx, *stream);
+        // A joining library's stream needs no fence of its own: its work is joined into a stream
+        // of the program's before the library call returns, and that stream is fenced.
+        if (!joins_caller)
+            prof().streams().add(ctx, *stream);
         if (prof().streams().captures.load(std::memory_order_acquire) == 0 && api.cuStreamWaitEvent) {
             CUevent e = nullptr;
             if (api.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {

@@ -547,6 +547,16 @@ def case_library_stream(args, tmp):
            bool(where) and os.path.basename(where[0]) == "prog_library_stream.cpp:19:main", where[:3])
     c.eq("own_stream: deferred frees (every free waits)",
          device_entry(own.report())["pool_counters"]["deferred_frees"], 100)
+    # A fence marks the legacy stream and the program's own stream, our join stream waits for
+    # both marks, and the fence's one event is recorded there: 3 records and 2 waits a fence.
+    # cuDNN's stream is no fence target (it would add a record and a wait to each fence). Each
+    # created non-blocking stream also waits once for the legacy stream (a record and a wait).
+    fences = device_entry(own.report())["pool_counters"]["fences_recorded"]
+    c.ge("own_stream: fences recorded", fences, 1)
+    c.eq("own_stream: cuEventRecord calls (3 a fence, 1 per created stream)",
+         own.sim_calls("cuEventRecord"), 3 * fences + 2)
+    c.eq("own_stream: cuStreamWaitEvent calls (2 a fence, 1 per created stream)",
+         own.sim_calls("cuStreamWaitEvent"), 2 * fences + 2)
     line = [ln for ln in report_text(own).splitlines() if ln.startswith("freed memory")]
     c.true("own_stream: .txt gives the reason and the line",
            len(line) == 1 and line[0].startswith("freed memory waits for the device before reuse "

@@ -75,6 +75,7 @@ struct CUstream_st {
     std::deque<Op> queue;
     std::uint64_t enqueued = 0;  // seq of the last enqueued op
     std::uint64_t completed = 0; // seq of the last finished op
+    std::int64_t ready_ns = 0;   // SIMCUDA_EVENT_DELAY_US: the last op counts as running until then
     CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
     CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
     CUgraph capture_into = nullptr; // cuStreamBeginCaptureToGraph's graph, handed back at the end

@@ -76,6 +76,8 @@ std::uint64_t enqueue_with(CUstream_st* s, std::function<void()> fn,
             op.deps.emplace_back(l, l->enqueued);
     }
     op.seq = ++s->enqueued;
+    if (const std::int64_t delay = state().event_delay_ns; delay > 0)
+        s->ready_ns = now_ns() + delay; // a trailing device: as events recorded now would be
     const std::uint64_t seq = op.seq;
     s->queue.push_back(std::move(op));
     if (!s->worker) {
@@ -248,7 +250,7 @@ CUresult stream_query(CUstream h) {
     if (CUresult r = stream_for_call(h, &s))
         return r;
     std::lock_guard lk(s->ctx->mu);
-    return s->completed == s->enqueued ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+    return s->completed == s->enqueued && now_ns() >= s->ready_ns ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 CUresult begin_capture(CUstream h, CUstreamCaptureMode mode) {

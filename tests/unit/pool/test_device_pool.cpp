@@ -345,24 +345,23 @@ TEST_CASE("deferred frees wait for their fence", "[pool][defer]") {
     CHECK(pool.snapshot()[0].blocks[0].state == BlockState::active_pending_free);
     CHECK(pool.snapshot()[0].active_size == 1024); // PyTorch's snapshot counts active_pending_free there
 
-    // The free found no fence in flight, so it recorded one at once (one device call).
-    CHECK(dev.counters().fence_records == 1);
+    // Fewer than fence_step() bytes (2 MiB here) wait: the free records no fence (no device call).
+    CHECK(dev.counters().fence_records == 0);
     // A hit elsewhere needs no fence and no poll: the pending block is skipped.
     const auto q = must_malloc(pool, 1000);
     CHECK(q == B + 1024);
-    CHECK(dev.counters().fence_records == 1);
+    CHECK(dev.counters().fence_records == 0);
     CHECK(pool.counters().fence_polls == 0);
 
     CHECK(pool.free(p) == kInvalidValue); // double free of a pending block
     CHECK(pool.invalid_frees() == 1);
     REQUIRE(pool.free(q) == kSuccess);
 
-    // q's free saw p's fence in flight: no second fence then. A miss (other stream) polls p's
-    // fence (busy), fences q, polls again (busy); no pending block is on stream 9, so it does
-    // not wait -> new segment.
+    // A miss (other stream) fences p and q together and polls (busy); no pending block is on
+    // stream 9, so it does not wait -> new segment.
     const auto r = must_malloc(pool, 1000, 9);
     CHECK(r == B + 2 * MiB);
-    CHECK(dev.counters().fence_records == 2);
+    CHECK(dev.counters().fence_records == 1);
     CHECK(dev.counters().bounded_waits == 0);
     CHECK(pool.counters().misses == 2); // p's first malloc (empty pool) and r
     CHECK(pool.stats().active[kAll].current == 1);
@@ -382,7 +381,7 @@ TEST_CASE("deferred frees wait for their fence", "[pool][defer]") {
     CHECK(pool.pending().blocks.peak == 2);
     CHECK(s.inactive_split[kAll].current == 1); // segment 1 whole again, segment 2 split
     CHECK(pool.releasable_bytes() == 2 * MiB);
-    CHECK(dev.counters().fence_releases == 2);
+    CHECK(dev.counters().fence_releases == 1);
 }
 
 TEST_CASE("a miss fences pending blocks and reuses them when the fence is done", "[pool][defer]") {
@@ -391,17 +390,17 @@ TEST_CASE("a miss fences pending blocks and reuses them when the fence is done",
     const auto p = must_malloc(pool, MiB); // 1 MiB small block, 1 MiB remainder
     const auto q = must_malloc(pool, MiB); // takes the remainder whole
     CHECK(q == B + MiB);
-    REQUIRE(pool.free(p) == kSuccess); // no fence in flight: p is fenced at once
-    REQUIRE(pool.free(q) == kSuccess); // p's fence is in flight: q waits for the next one
+    REQUIRE(pool.free(p) == kSuccess); // 1 MiB waits: below the 2 MiB step, no fence yet
+    REQUIRE(pool.free(q) == kSuccess); // 2 MiB wait: one fence for both
     CHECK(dev.counters().fence_records == 1);
-    // Nothing free: poll p's fence (done), p becomes free (q still pending, so no merge), the
-    // retry hits at B without a new segment or a new fence.
+    // Nothing free: the miss polls the fence (done); p and q become free and merge into the
+    // 2 MiB segment; the retry splits it at B without a new segment or a new fence.
     const auto r = must_malloc(pool, MiB);
     CHECK(r == B);
     CHECK(dev.counters().fence_records == 1);
     CHECK(pool.stats().num_device_alloc == 1);
-    CHECK(pool.stats().active[kAll].current == 1); // r (q pending: the pool's, not the program's)
-    CHECK(pool.pending().blocks.current == 1);
+    CHECK(pool.stats().active[kAll].current == 1);
+    CHECK(pool.pending().blocks.current == 0);
     CHECK(pool.counters().misses == 1); // only p's first malloc, into the empty pool
 }
 

@@ -54,7 +54,8 @@ TEST_CASE("host out of memory inside malloc/free leaves the pool whole", "[pool]
         // Many pending small blocks between live ones (each retires without merging, so each
         // needs a set node of its own), then a miss that retires them all at once: 2048 blocks of
         // 1 KiB fill one 2 MiB small segment, so no free block is left for a 4 KiB request, which
-        // waits for the fence of the 1023 unfenced blocks (same pool: they might serve it).
+        // fences the waiting blocks, waits for that fence (same pool: they might serve it) and
+        // retires all 1024.
         std::vector<std::uintptr_t> live, freed;
         for (int i = 0; i < 2048; ++i)
             (i % 2 ? freed : live).push_back(must_malloc(pool, 1000));

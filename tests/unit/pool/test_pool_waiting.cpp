@@ -40,16 +40,18 @@ TEST_CASE("a miss waits for the oldest fence whose blocks could serve it", "[poo
     SimBackend dev;
     dev.set_fences_busy(true);
     DevicePool pool(dev, opts("", true));
-    const auto small = must_malloc(pool, 1000); // small pool
+    const auto small1 = must_malloc(pool, MiB); // small pool: one 2 MiB segment
+    const auto small2 = must_malloc(pool, MiB);
     const auto x = must_malloc(pool, 12 * MiB); // one 12 MiB segment each
     const auto y = must_malloc(pool, 12 * MiB);
-    REQUIRE(pool.free(small) == kSuccess); // no fence in flight: fence 1 = {small}
-    REQUIRE(pool.free(x) == kSuccess);     // 12 MiB >= the 2 MiB step: fence 2 = {x}
-    REQUIRE(pool.free(y) == kSuccess);     // fence 3 = {y}
+    REQUIRE(pool.free(small1) == kSuccess);
+    REQUIRE(pool.free(small2) == kSuccess); // 2 MiB wait: the 2 MiB step, fence 1 = {small1, small2}
+    REQUIRE(pool.free(x) == kSuccess);      // 12 MiB >= the step: fence 2 = {x}
+    REQUIRE(pool.free(y) == kSuccess);      // fence 3 = {y}
     CHECK(dev.counters().fence_records == 3);
-    CHECK(pool.pending().bytes.current == 512 * 2 + 24 * MiB);
+    CHECK(pool.pending().bytes.current == 2 * MiB + 24 * MiB);
 
-    // Fence 1 holds only a small-pool block: it cannot serve 12 MiB. The pool waits for fence 2
+    // Fence 1 holds only small-pool blocks: they cannot serve 12 MiB. The pool waits for fence 2
     // (fence 1 is then done too: fences finish in order), reuses x, and leaves y pending.
     const auto z = must_malloc(pool, 12 * MiB);
     CHECK(z == x);
@@ -79,7 +81,7 @@ TEST_CASE("a wait that runs out of time: the pool grows instead", "[pool][wait]"
     CHECK(pool.pending().blocks.current == 1);
 }
 
-TEST_CASE("fence cadence: one fence in flight, then one per 2 MiB (or reserved/32) freed", "[pool][wait]") {
+TEST_CASE("fence cadence: one fence per 2 MiB (or reserved/32) freed", "[pool][wait]") {
     SimBackend dev;
     dev.set_fences_busy(true);
     DevicePool pool(dev, opts("", true));
@@ -89,9 +91,9 @@ TEST_CASE("fence cadence: one fence in flight, then one per 2 MiB (or reserved/3
     REQUIRE(pool.stats().reserved_bytes[kAll].current == 4 * MiB);
     for (auto p : blocks)
         REQUIRE(pool.free(p) == kSuccess);
-    // Free 1 records fence 1 (none in flight). Frees 2..2049 bring 2048 x 1024 B = 2 MiB
-    // unfenced: fence 2 at free 2049. The last 951 stay unfenced.
-    CHECK(dev.counters().fence_records == 2);
+    // Frees 1..2048 bring 2048 x 1024 B = 2 MiB unfenced: fence 1 at free 2048. The last 952
+    // stay unfenced (a miss or a split that one of them would spare fences them).
+    CHECK(dev.counters().fence_records == 1);
     CHECK(pool.pending().blocks.current == 3000);
     CHECK(pool.pending().blocks.peak == 3000);
 }
@@ -231,4 +233,58 @@ TEST_CASE("replay: segments at the device's addresses break ties as the device d
     };
     CHECK(run(false) == static_cast<std::int64_t>(40 * MiB));
     CHECK(run(true) == static_cast<std::int64_t>(60 * MiB));
+}
+
+// A cached 48 MiB block (segment A) and a waiting 12 MiB block x (segment X).
+struct SplitScene {
+    SimBackend dev;
+    DevicePool pool{dev, opts("", true)};
+    std::uintptr_t a = 0, x = 0;
+    explicit SplitScene(std::size_t cached) {
+        a = must_malloc(pool, cached);
+        x = must_malloc(pool, 12 * MiB);
+        REQUIRE(pool.free(a) == kSuccess);
+        dev.complete_fences();
+        pool.process_fences(); // a is cached
+        dev.set_fences_busy(true);
+        REQUIRE(pool.free(x) == kSuccess); // fenced (12 MiB >= the 2 MiB step), busy
+        REQUIRE(pool.pending().blocks.current == 1);
+    }
+};
+
+TEST_CASE("a split that would leave most of a block unused waits for a freed block that fits", "[pool][wait]") {
+    SplitScene s(48 * MiB);
+    // 12 MiB from the 48 MiB block would leave 36 MiB (4x the request or more): the pool waits for
+    // x's fence instead and hands out x whole; the 48 MiB block stays whole for a later request.
+    CHECK(must_malloc(s.pool, 12 * MiB) == s.x);
+    CHECK(s.pool.counters().fence_waits == 1);
+    CHECK(s.pool.stats().inactive_split[kAll].current == 0);
+    CHECK(must_malloc(s.pool, 48 * MiB) == s.a);
+    CHECK(s.pool.stats().num_device_alloc == 2); // no growth
+}
+
+TEST_CASE("a split that uses most of the block does not wait", "[pool][wait]") {
+    SplitScene s(40 * MiB); // 40 MiB < 4 x 12 MiB
+    const auto p = must_malloc(s.pool, 12 * MiB);
+    CHECK(p == s.a); // split from the cached block at once
+    CHECK(s.pool.counters().fence_waits == 0);
+    CHECK(s.pool.pending().blocks.current == 1);
+}
+
+TEST_CASE("before a split, fences the device has passed are retired (no wait)", "[pool][wait]") {
+    SplitScene s(48 * MiB);
+    s.dev.complete_fences(); // the device passed x's fence; nothing has polled it yet
+    CHECK(must_malloc(s.pool, 12 * MiB) == s.x);
+    CHECK(s.pool.counters().fence_waits == 0);
+    CHECK(s.pool.counters().fence_polls >= 1);
+    CHECK(s.pool.stats().inactive_split[kAll].current == 0);
+}
+
+TEST_CASE("no waiting block fits whole: the split goes ahead without a fence or a wait", "[pool][wait]") {
+    SplitScene s(48 * MiB);
+    const auto records = s.dev.counters().fence_records;
+    const auto p = must_malloc(s.pool, 13 * MiB); // x (12 MiB) cannot hold it
+    CHECK(p == s.a);
+    CHECK(s.pool.counters().fence_waits == 0);
+    CHECK(s.dev.counters().fence_records == records);
 }
