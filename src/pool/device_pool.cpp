@@ -31,34 +31,11 @@ enum class BState : std::uint8_t {
 struct Segment;
 struct BlockPool;
 
-struct Block {
-    std::uintptr_t ptr = 0;
-    std::size_t size = 0;
-    std::size_t requested = 0;
-    std::uintptr_t stream = 0;
-    Block* prev = nullptr; ///< neighbours inside the segment (address order)
-    Block* next = nullptr;
-    Segment* seg = nullptr;
-    BlockPool* pool = nullptr;
-    std::uint64_t gc_count_base = 0;
-    Block* pending_next = nullptr;   ///< link in the unfenced list or a fence group
-    std::uint64_t free_seq = 0;      ///< pending: the number of the free that made it so
-    ExpandableSegment* es = nullptr; ///< set for blocks of an expandable segment
-    bool mapped = true;              ///< false: unmapped address space of an expandable segment
-    BState state = BState::free;
-
-    bool is_split() const { return prev != nullptr || next != nullptr; }
-};
+struct Block;
 
 // BlockComparatorSize: stream first, so lower_bound + "same stream?" is a per-stream best fit.
 struct BlockCmp {
-    bool operator()(const Block* a, const Block* b) const {
-        if (a->stream != b->stream)
-            return a->stream < b->stream;
-        if (a->size != b->size)
-            return a->size < b->size;
-        return a->ptr < b->ptr;
-    }
+    bool operator()(const Block* a, const Block* b) const;
 };
 
 /// The block sets' nodes, recycled through a free list: an erase gives its node back, an insert
@@ -128,6 +105,36 @@ template <typename T> struct NodeAlloc {
 };
 
 using BlockSet = std::set<Block*, BlockCmp, NodeAlloc<Block*>>;
+
+struct Block {
+    std::uintptr_t ptr = 0;
+    std::size_t size = 0;
+    std::size_t requested = 0;
+    std::uintptr_t stream = 0;
+    Block* prev = nullptr; ///< neighbours inside the segment (address order)
+    Block* next = nullptr;
+    Segment* seg = nullptr;
+    BlockPool* pool = nullptr;
+    std::uint64_t gc_count_base = 0;
+    Block* pending_next = nullptr;   ///< link in the unfenced list or a fence group
+    std::uint64_t free_seq = 0;      ///< pending: the number of the free that made it so
+    ExpandableSegment* es = nullptr; ///< set for blocks of an expandable segment
+    bool mapped = true;              ///< false: unmapped address space of an expandable segment
+    BState state = BState::free;
+    /// Its node in pool->blocks while it is cached (free and mapped, which a block only is while
+    /// in that set, but inside one pool call that is changing it); meaningless otherwise.
+    BlockSet::iterator pos{};
+
+    bool is_split() const { return prev != nullptr || next != nullptr; }
+};
+
+inline bool BlockCmp::operator()(const Block* a, const Block* b) const {
+    if (a->stream != b->stream)
+        return a->stream < b->stream;
+    if (a->size != b->size)
+        return a->size < b->size;
+    return a->ptr < b->ptr;
+}
 
 // BlockComparatorAddress: unmapped ranges of expandable segments, per stream by address.
 struct BlockAddrCmp {
@@ -281,7 +288,7 @@ struct DevicePool::Impl {
 
     // Inserts take their node from `nodes`, erases give it back (NodeAlloc); the unmapped sets
     // hold the same nodes as the free sets (std::set nodes do not depend on the comparator).
-    void set_insert(BlockPool& pool, Block* b) { pool.blocks.insert(b); }
+    void set_insert(BlockPool& pool, Block* b) { b->pos = pool.blocks.insert(b).first; }
     void set_erase(BlockPool& pool, BlockSet::iterator it) { pool.blocks.erase(it); }
     void unmapped_insert(BlockPool& pool, Block* b) { pool.unmapped.insert(b); }
     void unmapped_erase(BlockPool& pool, Block* b) {
@@ -357,11 +364,11 @@ struct DevicePool::Impl {
         if (!grew) {
             if (it != pool.blocks.begin() && !less(*std::prev(it), b)) {
                 pool.blocks.erase(it);
-                pool.blocks.insert(b);
+                b->pos = pool.blocks.insert(b).first;
             }
         } else if (auto next = std::next(it); next != pool.blocks.end() && !less(b, *next)) {
             pool.blocks.erase(it);
-            pool.blocks.insert(next, b); // it only moved right: the search starts there
+            b->pos = pool.blocks.insert(next, b); // it only moved right: the search starts there
         }
     }
 
@@ -556,11 +563,11 @@ struct DevicePool::Impl {
                 net_bytes -= static_cast<std::int64_t>(subsumed);
             }
         };
+        // A cached neighbour (free and mapped: in the set at its pos) takes b in; the other one,
+        // if cached too, is taken out of the set first, while every key there is still in order.
         Block* into = nullptr;
-        auto pos = pool.blocks.end();
         for (Block* c : {b->next, b->prev}) {
-            if (c != nullptr && c->state == BState::free && c->mapped &&
-                (pos = pool.blocks.find(c)) != pool.blocks.end()) {
+            if (c != nullptr && c->state == BState::free && c->mapped) {
                 into = c;
                 break;
             }
@@ -568,18 +575,15 @@ struct DevicePool::Impl {
         Block* result = b;
         if (into != nullptr) {
             Block* const other = into == b->next ? b->prev : b->next;
-            const bool with_other = detach_mergeable(b, other, pool); // while every key is in order
-            merged(into->size);                                       // as if b had taken `into` in
-            absorb(into, b);                                          // b's bytes join into's; b is recycled
+            const bool with_other = detach_mergeable(b, other, pool);
+            merged(into->size); // as if b had taken `into` in
+            absorb(into, b);    // b is recycled
             if (with_other)
                 merged(absorb(into, other));
-            refresh_free(pool, pos, true);
+            refresh_free(pool, into->pos, true);
             result = into;
         } else {
-            Block* const candidates[2] = {b->prev, b->next};
-            for (Block* c : candidates)
-                merged(try_merge(b, c, pool));
-            insert_free(pool, b);
+            insert_free(pool, b); // no neighbour is cached: nothing to merge
         }
         if (result->is_split()) {
             net_blocks += 1;
