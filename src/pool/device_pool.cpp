@@ -175,7 +175,7 @@ constexpr std::size_t kBlockChunk = 256;
 /// one (or reserved/kFenceStepDivisor, whichever is larger), so that a miss finds an old enough
 /// fence to wait for instead of one recorded at the miss (which waits for the whole queue).
 constexpr std::size_t kMinFenceStep = std::size_t{2} << 20;
-constexpr std::size_t kFenceStepDivisor = 32;
+constexpr std::size_t kFenceStepDivisor = 8;
 /// Upper bound of one wait on a miss; past it the pool grows instead (the device may be waiting
 /// for something this process does after the allocation returns).
 constexpr std::uint64_t kWaitLimitNs = 200'000'000;
@@ -184,6 +184,10 @@ constexpr std::uint64_t kWaitLimitNs = 200'000'000;
 /// side stream (bench/fenced_footprint.py): 4 keeps the reserved peak within 1.1x of reuse at
 /// once with the device 1 ms and 4 ms behind; 8 does not at 4 ms (1.24x).
 constexpr std::size_t kSplitWaitRatio = 4;
+
+std::int64_t elapsed_ns(std::chrono::steady_clock::time_point since) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - since).count();
+}
 
 } // namespace
 
@@ -976,7 +980,9 @@ struct DevicePool::Impl {
     void fence_unfenced() {
         if (unfenced_head == nullptr)
             return;
+        const auto t0 = std::chrono::steady_clock::now();
         const FenceId id = backend.fence_record();
+        counters.fence_ns += elapsed_ns(t0);
         if (id == 0)
             return;
         ++counters.fences_recorded;
@@ -1096,8 +1102,7 @@ struct DevicePool::Impl {
         const auto t0 = std::chrono::steady_clock::now();
         const bool done = backend.fence_wait_for(fenced[index].id, kWaitLimitNs);
         ++counters.fence_waits;
-        counters.wait_ns +=
-            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+        counters.wait_ns += elapsed_ns(t0);
         if (!done) {
             ++counters.wait_timeouts;
             return false;
@@ -1164,7 +1169,10 @@ struct DevicePool::Impl {
         bool any = false;
         while (!fenced.empty()) {
             ++counters.fence_polls;
-            if (!backend.fence_done(fenced.front().id))
+            const auto t0 = std::chrono::steady_clock::now();
+            const bool done = backend.fence_done(fenced.front().id);
+            counters.poll_ns += elapsed_ns(t0);
+            if (!done)
                 break;
             retire_front(0);
             any = true;

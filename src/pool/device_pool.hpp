@@ -114,6 +114,8 @@ struct PoolCounters {
     std::int64_t fence_waits = 0;     ///< bounded waits on a miss (Backend::fence_wait_for calls)
     std::int64_t wait_timeouts = 0;   ///< ... of which ran out of time (the pool grew instead)
     std::int64_t wait_ns = 0;         ///< host time spent in those waits
+    std::int64_t fence_ns = 0;        ///< host time spent recording fences
+    std::int64_t poll_ns = 0;         ///< host time spent polling them (fence_polls)
     /// Requests or frees that failed because host memory ran out for the pool's own bookkeeping
     /// (answered as out-of-memory / invalid value): the statistics no longer describe the device.
     std::int64_t host_failures = 0;

@@ -49,6 +49,8 @@ void write_pool_device(util::JsonWriter& w, const DeviceSummary& d) {
     w.field("fence_waits", d.pool_counters.fence_waits);
     w.field("wait_timeouts", d.pool_counters.wait_timeouts);
     w.field("wait_ns", d.pool_counters.wait_ns);
+    w.field("fence_ns", d.pool_counters.fence_ns);
+    w.field("poll_ns", d.pool_counters.poll_ns);
     w.field("host_failures", d.pool_counters.host_failures);
     w.end_object();
     // Codes other than out-of-memory the driver answered the pool's cuMemAlloc/cuMemFree with.

@@ -155,14 +155,18 @@ void device_figures(std::string& out, const DeviceSummary& d, const stacks::Repo
 /// What the pool waited for and what went wrong under it on one device (lines only when any).
 void device_troubles(std::string& out, const DeviceSummary& d) {
     if (d.pending.blocks.allocated > 0) {
-        char waited[64];
+        char waited[64], upkeep[96];
         std::snprintf(waited, sizeof waited, "%.3f ms", static_cast<double>(d.pool_counters.wait_ns) / 1e6);
+        std::snprintf(upkeep, sizeof upkeep, "%.3f ms recording %lld fences, %.3f ms polling",
+                      static_cast<double>(d.pool_counters.fence_ns) / 1e6,
+                      static_cast<long long>(d.pool_counters.fences_recorded),
+                      static_cast<double>(d.pool_counters.poll_ns) / 1e6);
         out += "  freed blocks waiting for the device (not allocated/active/requested): now " +
                util::torch_size_exact(d.pending.bytes.current) + " in " + std::to_string(d.pending.blocks.current) +
                " blocks, peak " + util::torch_size_exact(d.pending.bytes.peak) + " in " +
                std::to_string(d.pending.blocks.peak) +
                " blocks; waits on a miss: " + std::to_string(d.pool_counters.fence_waits) + " (" + waited + ", " +
-               std::to_string(d.pool_counters.wait_timeouts) + " timed out)\n";
+               std::to_string(d.pool_counters.wait_timeouts) + " timed out); " + upkeep + "\n";
     }
     for (const auto& [code, count] : d.pool_counters.driver_errors)
         out += "  driver errors: CUDA error " + std::to_string(code) + " answered " + std::to_string(count) +

@@ -40,16 +40,18 @@ TEST_CASE("a miss waits for the oldest fence whose blocks could serve it", "[poo
     SimBackend dev;
     dev.set_fences_busy(true);
     DevicePool pool(dev, opts("", true));
-    const auto small1 = must_malloc(pool, MiB); // small pool: one 2 MiB segment
-    const auto small2 = must_malloc(pool, MiB);
-    const auto x = must_malloc(pool, 12 * MiB); // one 12 MiB segment each
+    std::vector<std::uintptr_t> small;
+    for (int i = 0; i < 4; ++i)
+        small.push_back(must_malloc(pool, MiB)); // small pool: two 2 MiB segments
+    const auto x = must_malloc(pool, 12 * MiB);  // one 12 MiB segment each
     const auto y = must_malloc(pool, 12 * MiB);
-    REQUIRE(pool.free(small1) == kSuccess);
-    REQUIRE(pool.free(small2) == kSuccess); // 2 MiB wait: the 2 MiB step, fence 1 = {small1, small2}
-    REQUIRE(pool.free(x) == kSuccess);      // 12 MiB >= the step: fence 2 = {x}
-    REQUIRE(pool.free(y) == kSuccess);      // fence 3 = {y}
+    // The fence step is max(2 MiB, reserved / 8) = 28 MiB / 8 = 3.5 MiB.
+    for (auto p : small)
+        REQUIRE(pool.free(p) == kSuccess); // 4 MiB wait: fence 1 = the four small blocks
+    REQUIRE(pool.free(x) == kSuccess);     // 12 MiB >= the step: fence 2 = {x}
+    REQUIRE(pool.free(y) == kSuccess);     // fence 3 = {y}
     CHECK(dev.counters().fence_records == 3);
-    CHECK(pool.pending().bytes.current == 2 * MiB + 24 * MiB);
+    CHECK(pool.pending().bytes.current == 4 * MiB + 24 * MiB);
 
     // Fence 1 holds only small-pool blocks: they cannot serve 12 MiB. The pool waits for fence 2
     // (fence 1 is then done too: fences finish in order), reuses x, and leaves y pending.
@@ -58,14 +60,14 @@ TEST_CASE("a miss waits for the oldest fence whose blocks could serve it", "[poo
     CHECK(dev.counters().bounded_waits == 1);
     CHECK(pool.counters().fence_waits == 1);
     CHECK(pool.counters().wait_timeouts == 0);
-    CHECK(pool.stats().num_device_alloc == 3); // no growth
+    CHECK(pool.stats().num_device_alloc == 4); // no growth (2 small + 2 large segments)
     CHECK(pool.pending().blocks.current == 1);
     CHECK(pool.pending().bytes.current == 12 * MiB);
 
     // A request that no pending block could hold (40 MiB > y's 12 MiB segment): no wait, growth.
     must_malloc(pool, 40 * MiB);
     CHECK(dev.counters().bounded_waits == 1);
-    CHECK(pool.stats().num_device_alloc == 4);
+    CHECK(pool.stats().num_device_alloc == 5);
 }
 
 TEST_CASE("a wait that runs out of time: the pool grows instead", "[pool][wait]") {
@@ -81,7 +83,7 @@ TEST_CASE("a wait that runs out of time: the pool grows instead", "[pool][wait]"
     CHECK(pool.pending().blocks.current == 1);
 }
 
-TEST_CASE("fence cadence: one fence per 2 MiB (or reserved/32) freed", "[pool][wait]") {
+TEST_CASE("fence cadence: one fence per 2 MiB (or reserved/8) freed", "[pool][wait]") {
     SimBackend dev;
     dev.set_fences_busy(true);
     DevicePool pool(dev, opts("", true));

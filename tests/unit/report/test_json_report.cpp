@@ -124,7 +124,7 @@ struct Fixture {
         d.context_alive = true;
         d.invalid_frees = 1;
         d.ipc_refused = 5;
-        d.pool_counters = {11, 13, 17, 19, 23, 1, 29000, 31, {{700, 37}, {999, 41}}};
+        d.pool_counters = {11, 13, 17, 19, 23, 1, 29000, 43000, 47000, 31, {{700, 37}, {999, 41}}};
         d.pending.bytes.increase(4096);
         d.pending.bytes.decrease(1024);
         d.pending.blocks.increase(2);
@@ -173,7 +173,7 @@ TEST_CASE("the JSON's figures are the snapshot's: one moment for every field", "
     CHECK(js.find("\"device\":0,\"context\":0,\"context_alive\":true,") != std::string::npos);
     CHECK(js.find("\"invalid_frees\":1,\"ipc_refused\":5,\"pool_counters\":{\"fences_recorded\":11,"
                   "\"fence_polls\":13,\"misses\":17,\"deferred_frees\":19,\"fence_waits\":23,"
-                  "\"wait_timeouts\":1,\"wait_ns\":29000,\"host_failures\":31},"
+                  "\"wait_timeouts\":1,\"wait_ns\":29000,\"fence_ns\":43000,\"poll_ns\":47000,\"host_failures\":31},"
                   "\"driver_errors\":{\"700\":37,\"999\":41},\"pending_free\":{\"bytes_current\":3072,"
                   "\"bytes_peak\":4096,\"blocks_current\":1,\"blocks_peak\":2,\"blocks_total\":2}") !=
           std::string::npos);
