@@ -6,7 +6,9 @@
 # history for the HTML report and the pickle on), and the full defaults (64-frame stacks, the
 # model, the history). With --base LIB (a libgpumemprof.so built from an earlier commit) the same
 # child runs with that library too (same bench binary, same simulated driver) and the ratios are
-# printed: the hot path must not get slower than the base (goal: both defaults rows <= 1.10x).
+# printed: the hot path must not get slower than the base (goal: every row <= 1.02x, the base's
+# own run-to-run spread; c6bf978 defers every free to a fence, so its count depends on when the
+# simulated device passes the fences: run it several times, --runs, and read the min-max too).
 import argparse
 import os
 import re
@@ -17,6 +19,7 @@ import sys
 import tempfile
 
 PAIRS = 181000  # bench_preload's child: 1,000 warm-up + 9 x 20,000 pairs
+GOAL = 1.02
 CONFIGS = [
     ("pool alone (stacks, history off)", {"GPUMEMPROF_STACK_DEPTH": "0", "GPUMEMPROF_HTML": "0", "GPUMEMPROF_PICKLE": "0"}),
     ("defaults without stacks (history on)", {"GPUMEMPROF_STACK_DEPTH": "0"}),
@@ -58,29 +61,30 @@ def main():
         print("SKIP: valgrind not found")
         return 77
     libs = [("this build", args.lib)] + ([("base", args.base)] if args.base else [])
-    rows = []
+    rows, spread = [], []
     with tempfile.TemporaryDirectory(prefix="gpumemprof_pair_instr_") as tmp:
         for name, extra in CONFIGS:
-            rows.append((name, [statistics.median(count(args, lib, extra, tmp) for _ in range(max(1, args.runs)))
-                                for _, lib in libs]))
+            runs = [[count(args, lib, extra, tmp) for _ in range(max(1, args.runs))] for _, lib in libs]
+            rows.append((name, [statistics.median(r) for r in runs]))
+            spread.append([(min(r), max(r)) for r in runs])
     print("instructions per cuMemAlloc_v2+cuMemFree_v2 pair, pool hit, simulated device (callgrind, %d pairs, "
-          "median of %d)" % (PAIRS, max(1, args.runs)))
-    print("  %-44s %12s" % ("", "this build") + ("%12s %8s" % ("base", "ratio") if args.base else ""))
-    for name, v in rows:
-        line = "  %-44s %12.1f" % (name, v[0])
+          "median of %d, min-max)" % (PAIRS, max(1, args.runs)))
+    print("  %-44s %24s" % ("", "this build") + ("%24s %8s" % ("base", "ratio") if args.base else ""))
+    for (name, v), sp in zip(rows, spread):
+        line = "  %-44s %8.1f (%6.0f-%6.0f)" % (name, v[0], sp[0][0], sp[0][1])
         if args.base:
-            line += "%12.1f %7.2fx" % (v[1], v[0] / v[1])
+            line += "%8.1f (%6.0f-%6.0f) %7.2fx" % (v[1], sp[1][0], sp[1][1], v[0] / v[1])
         print(line)
     pool = rows[0][1][0]
     print("  on top of the pool alone: history %.1f, stacks+model %.1f instructions per pair"
           % (rows[1][1][0] - pool, rows[2][1][0] - rows[1][1][0]))
     if args.base:
         ok = True
-        for name, v in rows[1:]:
+        for name, v in rows:
             ratio = v[0] / v[1]
-            ok = ok and ratio <= 1.10
-            print("%s: %s %.2fx the base's instructions per pair (goal <= 1.10x)"
-                  % ("PASS" if ratio <= 1.10 else "FAIL", name, ratio))
+            ok = ok and ratio <= GOAL
+            print("%s: %s %.2fx the base's instructions per pair (goal <= %.2fx)"
+                  % ("PASS" if ratio <= GOAL else "FAIL", name, ratio, GOAL))
         return 0 if ok else 1
     return 0
 

@@ -31,9 +31,8 @@ std::atomic<int> g_deferred_signal{0}; // a fatal signal waiting for a thread to
 std::function<void(bool)>* g_dump = nullptr;
 DumpSignalState g_dump_state;
 
-// initial-exec: read from signal handlers, where a lazily allocated TLS block would not do.
-thread_local int t_depth __attribute__((tls_model("initial-exec"))) = 0;
-thread_local int t_deferred __attribute__((tls_model("initial-exec"))) = 0;
+using detail::t_core_deferred;
+using detail::t_core_depth;
 
 void request(unsigned what) {
     const int saved = errno;
@@ -77,12 +76,12 @@ void on_dump_signal(int) {
 }
 
 void on_fatal_signal(int sig) {
-    if (t_depth > 0) {
+    if (t_core_depth > 0) {
         // This thread was interrupted inside the profiler and may hold a lock the reports need:
         // finish that call first (CoreScope's destructor acts on the signal). The helper kills
         // the process if the call does not come back.
         const int saved = errno;
-        t_deferred = sig;
+        t_core_deferred = sig;
         g_deferred_signal.store(sig);
         request(kDeferredRequest);
         errno = saved;
@@ -187,29 +186,25 @@ void after_fork_in_child() {
     g_helper_alive.store(false);
     g_requests.store(0);
     g_deferred_signal.store(0);
-    t_deferred = 0;
+    t_core_deferred = 0;
 }
 
 } // namespace
 
-CoreScope::CoreScope() noexcept {
-    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old_cancel_state_);
-    ++t_depth;
+namespace detail {
+
+__thread int t_core_depth __attribute__((tls_model("initial-exec"))) = 0;
+__thread int t_core_deferred __attribute__((tls_model("initial-exec"))) = 0;
+__thread int t_core_cancel __attribute__((tls_model("initial-exec"))) = PTHREAD_CANCEL_ENABLE;
+
+void leave_core_fatal() noexcept {
+    const int sig = t_core_deferred;
+    t_core_deferred = 0;
+    g_deferred_signal.store(0);
+    fatal_now(sig);
 }
 
-CoreScope::~CoreScope() noexcept {
-    if (--t_depth == 0 && t_deferred != 0) {
-        const int sig = t_deferred;
-        t_deferred = 0;
-        g_deferred_signal.store(0);
-        fatal_now(sig); // our locks are released now
-    }
-    pthread_setcancelstate(old_cancel_state_, nullptr);
-}
-
-bool CoreScope::inside() noexcept {
-    return t_depth > 0;
-}
+} // namespace detail
 
 DumpSignalState dump_signal_state() noexcept {
     return g_dump_state;

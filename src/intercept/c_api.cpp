@@ -109,6 +109,7 @@ __attribute__((visibility("default"))) int gpumemprof_set_stack_depth(int depth)
 }
 
 __attribute__((visibility("default"))) size_t gpumemprof_snapshot_json(char* buf, size_t size) {
+    gpumemprof::core::CoreScope scope; // symbolising reads files under the dump lock
     try {
         const std::string json = Profiler::instance().snapshot_json();
         if (json.empty())

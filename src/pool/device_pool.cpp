@@ -13,6 +13,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <new>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -30,6 +31,81 @@ enum class BState : std::uint8_t {
 struct Segment;
 struct BlockPool;
 
+struct Block;
+
+// BlockComparatorSize: stream first, so lower_bound + "same stream?" is a per-stream best fit.
+struct BlockCmp {
+    bool operator()(const Block* a, const Block* b) const;
+};
+
+/// The block sets' nodes, recycled through a free list: an erase gives its node back, an insert
+/// takes one. ensure_spares() fills it before a call changes anything, so that no insert made
+/// after that reaches the heap (a host out-of-memory leaves the pool unchanged). Every set of a
+/// pool holds Block* nodes, so they all have one node size; other sizes go to the heap.
+class NodeCache {
+public:
+    NodeCache() = default;
+    NodeCache(const NodeCache&) = delete;
+    NodeCache& operator=(const NodeCache&) = delete;
+    ~NodeCache() {
+        while (head_ != nullptr) {
+            Link* next = head_->next;
+            ::operator delete(head_);
+            head_ = next;
+        }
+    }
+
+    std::size_t count() const { return count_; }
+
+    void* take(std::size_t bytes) {
+        if (bytes == node_size_ && head_ != nullptr) {
+            Link* l = head_;
+            head_ = l->next;
+            --count_;
+            return l;
+        }
+        if (node_size_ == 0 && bytes >= sizeof(Link))
+            node_size_ = bytes; // the first set node ever allocated fixes the size kept here
+        return ::operator new(bytes);
+    }
+
+    void give(void* p, std::size_t bytes) noexcept {
+        if (bytes != node_size_) {
+            ::operator delete(p);
+            return;
+        }
+        head_ = ::new (p) Link{head_};
+        ++count_;
+    }
+
+    /// Until count() >= n (may throw bad_alloc; the nodes obtained so far stay). The node size
+    /// is known: the pool's constructor made and gave back one node.
+    void fill(std::size_t n) {
+        while (count_ < n)
+            give(::operator new(node_size_), node_size_);
+    }
+
+private:
+    struct Link {
+        Link* next;
+    };
+    Link* head_ = nullptr;
+    std::size_t count_ = 0;
+    std::size_t node_size_ = 0;
+};
+
+template <typename T> struct NodeAlloc {
+    using value_type = T;
+    NodeCache* cache;
+    explicit NodeAlloc(NodeCache* c) noexcept : cache(c) {}
+    template <typename U> NodeAlloc(const NodeAlloc<U>& o) noexcept : cache(o.cache) {}
+    T* allocate(std::size_t n) { return static_cast<T*>(cache->take(n * sizeof(T))); }
+    void deallocate(T* p, std::size_t n) noexcept { cache->give(p, n * sizeof(T)); }
+    template <typename U> bool operator==(const NodeAlloc<U>& o) const noexcept { return cache == o.cache; }
+};
+
+using BlockSet = std::set<Block*, BlockCmp, NodeAlloc<Block*>>;
+
 struct Block {
     std::uintptr_t ptr = 0;
     std::size_t size = 0;
@@ -45,22 +121,20 @@ struct Block {
     ExpandableSegment* es = nullptr; ///< set for blocks of an expandable segment
     bool mapped = true;              ///< false: unmapped address space of an expandable segment
     BState state = BState::free;
+    /// Its node in pool->blocks while it is cached (free and mapped, which a block only is while
+    /// in that set, but inside one pool call that is changing it); meaningless otherwise.
+    BlockSet::iterator pos{};
 
     bool is_split() const { return prev != nullptr || next != nullptr; }
 };
 
-// BlockComparatorSize: stream first, so lower_bound + "same stream?" is a per-stream best fit.
-struct BlockCmp {
-    bool operator()(const Block* a, const Block* b) const {
-        if (a->stream != b->stream)
-            return a->stream < b->stream;
-        if (a->size != b->size)
-            return a->size < b->size;
-        return a->ptr < b->ptr;
-    }
-};
-
-using BlockSet = std::set<Block*, BlockCmp>;
+inline bool BlockCmp::operator()(const Block* a, const Block* b) const {
+    if (a->stream != b->stream)
+        return a->stream < b->stream;
+    if (a->size != b->size)
+        return a->size < b->size;
+    return a->ptr < b->ptr;
+}
 
 // BlockComparatorAddress: unmapped ranges of expandable segments, per stream by address.
 struct BlockAddrCmp {
@@ -72,8 +146,10 @@ struct BlockAddrCmp {
 };
 
 struct BlockPool {
-    BlockSet blocks;                         ///< free blocks only
-    std::set<Block*, BlockAddrCmp> unmapped; ///< unmapped ranges of expandable segments
+    explicit BlockPool(NodeCache* nodes)
+        : blocks(BlockCmp{}, NodeAlloc<Block*>(nodes)), unmapped(BlockAddrCmp{}, NodeAlloc<Block*>(nodes)) {}
+    BlockSet blocks;                                            ///< free blocks only
+    std::set<Block*, BlockAddrCmp, NodeAlloc<Block*>> unmapped; ///< unmapped ranges of expandable segments
     bool is_small = false;
     std::uint64_t get_free_blocks_call_count = 0; ///< GC clock
     int stat_type = stats::kLargePool;
@@ -128,7 +204,9 @@ struct DevicePool::Impl {
         // torch: static_cast<int64_t>(max_split_size); SIZE_MAX reads -1.
         st.max_split_size = static_cast<std::int64_t>(max_split_size);
         spare_blocks.reserve(kBlockChunk);
-        spare_nodes.reserve(64);
+        // One node made and given back: the cache learns the node size, and fill() can make more.
+        Block seed;
+        BlockSet(BlockCmp{}, NodeAlloc<Block*>(&nodes)).insert(&seed); // an empty set compares nothing
     }
 
     Backend& backend;
@@ -136,13 +214,13 @@ struct DevicePool::Impl {
     PoolListener* listener;
     mutable std::mutex mu;
 
-    BlockPool small;
-    BlockPool large;
+    NodeCache nodes; ///< before the sets: it outlives them (their nodes go back to it)
+    BlockPool small{&nodes};
+    BlockPool large{&nodes};
     util::FlatMap<Block*> active; ///< allocated + pending blocks by address (PyTorch's active_blocks)
     std::map<std::uintptr_t, Segment> segments;
     std::vector<std::unique_ptr<Block[]>> block_chunks;
     std::vector<Block*> spare_blocks;
-    std::vector<BlockSet::node_type> spare_nodes; ///< recycled std::set nodes
     Block* unfenced_head = nullptr;
     Block* unfenced_tail = nullptr;
     std::size_t unfenced_bytes = 0;
@@ -185,25 +263,21 @@ struct DevicePool::Impl {
     /// Everything malloc/free may need, obtained before any state changes (may throw bad_alloc,
     /// which the public entry points turn into an error with the pool unchanged).
     /// A malloc can retire every pending block (each needs a set node unless it merges) and
-    /// insert one split remainder; a free inserts at most one block; both recycle what they
-    /// extract. So `pending + 2` ready nodes (and room to keep every extracted one) make every
-    /// set insert of the call allocation-free, after the state began to change.
+    /// insert one split remainder; a free inserts at most one block; an erase gives its node
+    /// back to the cache. So `pending + 2` cached nodes make every set insert of the call
+    /// allocation-free, after the state began to change. The check is inline: on a pool hit
+    /// everything is there already.
     void ensure_spares() {
-        if (spare_blocks.size() < 2)
-            grow_spare_blocks();
         const auto need = static_cast<std::size_t>(pending.blocks.current) + 2;
-        if (spare_nodes.size() < need) {
-            if (spare_nodes.capacity() < need + 4)
-                spare_nodes.reserve(std::max(need + 4, spare_nodes.capacity() * 2));
-            BlockSet scratch; // inserting into an empty set compares nothing
-            while (spare_nodes.size() < need)
-                spare_nodes.push_back(scratch.extract(scratch.insert(&node_seed).first));
-        }
-        if (spare_nodes.size() + 4 > spare_nodes.capacity())
-            spare_nodes.reserve(spare_nodes.capacity() * 2 + 8);
+        if (spare_blocks.size() < 2 || nodes.count() < need) [[unlikely]]
+            grow_spares(need);
         active.reserve_one();
     }
-    Block node_seed; ///< placeholder value of fresh set nodes
+    __attribute__((noinline)) void grow_spares(std::size_t nodes_needed) {
+        if (spare_blocks.size() < 2)
+            grow_spare_blocks();
+        nodes.fill(nodes_needed);
+    }
 
     Block* new_block() {
         if (spare_blocks.empty())
@@ -216,44 +290,13 @@ struct DevicePool::Impl {
 
     void recycle_block(Block* b) { spare_blocks.push_back(b); } // capacity covers every chunk block
 
-    void set_insert(BlockPool& pool, Block* b) {
-        if (!spare_nodes.empty()) {
-            BlockSet::node_type node = std::move(spare_nodes.back());
-            spare_nodes.pop_back();
-            node.value() = b;
-            pool.blocks.insert(std::move(node));
-        } else {
-            pool.blocks.insert(b);
-        }
-    }
-
-    void set_erase(BlockPool& pool, BlockSet::iterator it) {
-        if (spare_nodes.size() < spare_nodes.capacity())
-            spare_nodes.push_back(pool.blocks.extract(it));
-        else
-            pool.blocks.erase(it);
-    }
-
-    // The unmapped sets hold the same node type as the free sets (std::set nodes do not depend on
-    // the comparator), so they recycle the same spare nodes.
-    void unmapped_insert(BlockPool& pool, Block* b) {
-        if (!spare_nodes.empty()) {
-            BlockSet::node_type node = std::move(spare_nodes.back());
-            spare_nodes.pop_back();
-            node.value() = b;
-            pool.unmapped.insert(std::move(node));
-        } else {
-            pool.unmapped.insert(b);
-        }
-    }
-
+    // Inserts take their node from `nodes`, erases give it back (NodeAlloc); the unmapped sets
+    // hold the same nodes as the free sets (std::set nodes do not depend on the comparator).
+    void set_insert(BlockPool& pool, Block* b) { b->pos = pool.blocks.insert(b).first; }
+    void set_erase(BlockPool& pool, BlockSet::iterator it) { pool.blocks.erase(it); }
+    void unmapped_insert(BlockPool& pool, Block* b) { pool.unmapped.insert(b); }
     void unmapped_erase(BlockPool& pool, Block* b) {
-        auto it = pool.unmapped.find(b);
-        if (it == pool.unmapped.end())
-            return;
-        if (spare_nodes.size() < spare_nodes.capacity())
-            spare_nodes.push_back(pool.unmapped.extract(it));
-        else
+        if (auto it = pool.unmapped.find(b); it != pool.unmapped.end())
             pool.unmapped.erase(it);
     }
 
@@ -277,8 +320,9 @@ struct DevicePool::Impl {
 
     // ---- PyTorch policy -----------------------------------------------------------------------
 
-    // get_free_block: best fit on the same stream, with the two oversize rules.
-    Block* get_free_block(BlockPool& pool, std::uintptr_t stream, std::size_t size) {
+    // get_free_block: best fit on the same stream, with the two oversize rules. The block stays in
+    // the free set (end() when none fits): alloc_found_block may keep its node for the remainder.
+    BlockSet::iterator find_free_block(BlockPool& pool, std::uintptr_t stream, std::size_t size) {
         if (gc_enabled)
             ++pool.get_free_blocks_call_count; // block reuse interval is only tracked for GC
         Block key;
@@ -287,18 +331,49 @@ struct DevicePool::Impl {
         key.ptr = 0;
         auto it = pool.blocks.lower_bound(&key);
         if (it == pool.blocks.end() || (*it)->stream != stream)
-            return nullptr;
+            return pool.blocks.end();
         if ((*it)->es != nullptr)
             it = skip_growable_tail(pool, it, stream);
-        Block* b = *it;
+        const Block* b = *it;
         // A non-oversize request never takes an oversize block (it would be split or wasted).
         if (size < max_split_size && b->size >= max_split_size)
-            return nullptr;
+            return pool.blocks.end();
         // An oversize request takes an unsplit block at most max_non_split_rounding larger.
         if (size >= max_split_size && b->size >= size + max_non_split_rounding)
+            return pool.blocks.end();
+        return it;
+    }
+
+    /// find_free_block, the block taken out of the free set.
+    Block* get_free_block(BlockPool& pool, std::uintptr_t stream, std::size_t size) {
+        const auto it = find_free_block(pool, stream, size);
+        if (it == pool.blocks.end())
             return nullptr;
+        Block* b = *it;
         set_erase(pool, it);
         return b;
+    }
+
+    /// The free block at `it` got a new size (a split remainder: smaller; a merge: larger, with
+    /// the same stream, so its key moved in that direction only): it is a cached block from now
+    /// on (insert_free's stamps) and keeps its set node when the new key still sorts after its
+    /// predecessor (shrunk) or before its successor (grown); otherwise it is sorted in again
+    /// (erasing by iterator compares nothing, so the stale key does no harm). Most of the time a
+    /// request's remainder or a freed block's merge leaves the order as it was.
+    void refresh_free(BlockPool& pool, BlockSet::iterator it, bool grew) {
+        Block* b = *it;
+        b->state = BState::free;
+        b->gc_count_base = pool.get_free_blocks_call_count;
+        const BlockCmp less;
+        if (!grew) {
+            if (it != pool.blocks.begin() && !less(*std::prev(it), b)) {
+                pool.blocks.erase(it);
+                b->pos = pool.blocks.insert(b).first;
+            }
+        } else if (auto next = std::next(it); next != pool.blocks.end() && !less(b, *next)) {
+            pool.blocks.erase(it);
+            b->pos = pool.blocks.insert(next, b); // it only moved right: the search starts there
+        }
     }
 
     // should_split: small pool keeps any remainder of >= 512 B; large pool splits only non-oversize
@@ -369,9 +444,13 @@ struct DevicePool::Impl {
     }
 
     // alloc_found_block: optional split (front part handed out, tail stays cached), stats.
-    Block* alloc_found_block(Block* b, std::size_t size, std::size_t orig_size, bool split) {
+    // `pos`: b's place in its free set, or end() when b is in none (then it stays out).
+    Block* alloc_found_block(Block* b, std::size_t size, std::size_t orig_size, bool split, BlockSet::iterator pos) {
         BlockPool& pool = *b->pool;
         const bool already_split = b->is_split();
+        const bool in_set = pos != pool.blocks.end();
+        if (in_set && !split)
+            set_erase(pool, pos);
         if (split) {
             Block* remaining = b;
             b = new_block();
@@ -390,7 +469,10 @@ struct DevicePool::Impl {
             remaining->prev = b;
             remaining->ptr += size;
             remaining->size -= size;
-            insert_free(pool, remaining);
+            if (in_set)
+                refresh_free(pool, pos, false); // the remainder keeps the found block's node
+            else
+                insert_free(pool, remaining);
             if (b->es != nullptr) {
                 // Expandable blocks stay out of inactive_split (their free pages can always go back).
             } else if (already_split) {
@@ -431,13 +513,25 @@ struct DevicePool::Impl {
 
     // try_merge_blocks: only with a cached (free) neighbour; returns the bytes absorbed.
     std::size_t try_merge(Block* dst, Block* src, BlockPool& pool) {
+        return detach_mergeable(dst, src, pool) ? absorb(dst, src) : 0;
+    }
+
+    /// True when src, a neighbour of dst, is cached and may merge with it; then src is taken out
+    /// of its set (before any key in the set changes: the search must see them all in order).
+    bool detach_mergeable(const Block* dst, Block* src, BlockPool& pool) {
         if (src == nullptr || src->state != BState::free || src->mapped != dst->mapped)
-            return 0;
+            return false;
         if (!src->mapped) {
             unmapped_erase(pool, src);
         } else if (auto it = pool.blocks.find(src); it != pool.blocks.end()) {
             set_erase(pool, it);
         }
+        return true;
+    }
+
+    /// src, a neighbour of dst, becomes part of dst (chain links, address, size); src is recycled.
+    /// Returns the bytes absorbed. Neither is in a set here (or dst's key is refreshed after).
+    std::size_t absorb(Block* dst, Block* src) {
         if (dst->prev == src) {
             dst->ptr = src->ptr;
             dst->prev = src->prev;
@@ -457,28 +551,49 @@ struct DevicePool::Impl {
     }
 
     // free_block: the free completes: merge with free neighbours, back into the cache, stats.
-    // (active/requested already dropped at the free request: free_locked.)
-    void free_block(Block* b) {
+    // (active/requested already dropped at the free request: free_locked.) A cached neighbour
+    // takes b in and keeps its set node (refresh_free), so that a free next to its request's
+    // remainder usually changes no set. Returns the merged block: b, or the neighbour.
+    Block* free_block(Block* b) {
         if (listener)
             listener->on_free_completed(b->ptr, b->size, b->requested);
         BlockPool& pool = *b->pool;
         active.take(b->ptr); // before merging moves ptr
         std::int64_t net_blocks = 0;
         std::int64_t net_bytes = 0;
-        Block* const candidates[2] = {b->prev, b->next};
-        for (Block* c : candidates) {
-            const std::size_t subsumed = try_merge(b, c, pool);
+        const auto merged = [&](std::size_t subsumed) {
             if (subsumed > 0) {
                 net_blocks -= 1;
                 net_bytes -= static_cast<std::int64_t>(subsumed);
             }
+        };
+        // A cached neighbour (free and mapped: in the set at its pos) takes b in; the other one,
+        // if cached too, is taken out of the set first, while every key there is still in order.
+        Block* into = nullptr;
+        for (Block* c : {b->next, b->prev}) {
+            if (c != nullptr && c->state == BState::free && c->mapped) {
+                into = c;
+                break;
+            }
         }
-        insert_free(pool, b);
-        if (b->is_split()) {
+        Block* result = b;
+        if (into != nullptr) {
+            Block* const other = into == b->next ? b->prev : b->next;
+            const bool with_other = detach_mergeable(b, other, pool);
+            merged(into->size); // as if b had taken `into` in
+            absorb(into, b);    // b is recycled
+            if (with_other)
+                merged(absorb(into, other));
+            refresh_free(pool, into->pos, true);
+            result = into;
+        } else {
+            insert_free(pool, b); // no neighbour is cached: nothing to merge
+        }
+        if (result->is_split()) {
             net_blocks += 1;
-            net_bytes += static_cast<std::int64_t>(b->size);
+            net_bytes += static_cast<std::int64_t>(result->size);
         }
-        if (b->es != nullptr)
+        if (result->es != nullptr)
             net_blocks = net_bytes = 0; // expandable blocks stay out of inactive_split
         for_types(pool, [&](int t) {
             if (net_blocks > 0)
@@ -490,6 +605,7 @@ struct DevicePool::Impl {
             else if (net_bytes < 0)
                 st.inactive_split_bytes[t].decrease(-net_bytes);
         });
+        return result;
     }
 
     // release_block: give a whole cached segment back (cudaFree).
@@ -1161,7 +1277,8 @@ struct DevicePool::Impl {
         // order is PyTorch's.)
         const bool wait_ran_out =
             pending.blocks.current > 0 && !pool.is_small && retire_before_split(pool, stream, rounded);
-        Block* b = get_free_block(pool, stream, rounded);
+        auto pos = find_free_block(pool, stream, rounded);
+        Block* b = pos != pool.blocks.end() ? *pos : nullptr;
         if (b == nullptr && pending.blocks.current > 0 && !wait_ran_out)
             b = reclaim_pending(pool, stream, rounded); // our stand-in for the free-memory callbacks
         if (b == nullptr)
@@ -1185,8 +1302,10 @@ struct DevicePool::Impl {
                 return err;
             return out_of_memory(size, rounded, alloc_size, err);
         }
+        if (pos != pool.blocks.end() && *pos != b)
+            pos = pool.blocks.end(); // not the block found first (reclaimed or new): in no set now
         const bool split = should_split(b, rounded);
-        b = alloc_found_block(b, rounded, size, split);
+        b = alloc_found_block(b, rounded, size, split, pos);
         *out = b->ptr;
         note_reserved_peak();
         return kSuccess;
@@ -1219,7 +1338,7 @@ struct DevicePool::Impl {
                 return err;
             return out_of_memory(size, bsize, bsize, err);
         }
-        b = alloc_found_block(b, bsize, size, false);
+        b = alloc_found_block(b, bsize, size, false, pool.blocks.end());
         *out = b->ptr;
         note_reserved_peak();
         return kSuccess;
@@ -1252,8 +1371,7 @@ struct DevicePool::Impl {
         if (options.mode == Mode::passthrough) {
             // PyTorch's order for an allocator without caching: the free completes, then the
             // segment goes back. A passthrough block is never split, so free_block merges nothing.
-            free_block(b);
-            release_block(b);
+            release_block(free_block(b));
             return kSuccess;
         }
         if (options.defer_frees && !(options.reuse_when_ordered && backend.frees_ordered()))
@@ -1308,7 +1426,6 @@ struct DevicePool::Impl {
         large.blocks.clear();
         small.unmapped.clear();
         large.unmapped.clear();
-        spare_nodes.clear();
         active.clear();
         segments.clear();
         fenced.clear();

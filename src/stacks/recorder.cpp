@@ -74,13 +74,6 @@ bool room_to_unwind(std::uintptr_t sp) noexcept {
 
 } // namespace
 
-Recorder& Recorder::instance() {
-    // Deliberately leaked: hooks may run during static destruction (frees in other objects'
-    // destructors) and the exit report must still see a live recorder.
-    static Recorder* r = new Recorder();
-    return *r;
-}
-
 int Recorder::configure(int max_depth) noexcept {
     max_depth = std::clamp(max_depth, 0, kMaxFrames);
     const int previous = max_depth_.exchange(max_depth, std::memory_order_relaxed);
@@ -95,7 +88,8 @@ int Recorder::configure(int max_depth) noexcept {
     return previous;
 }
 
-__attribute__((noinline)) StackId Recorder::capture() noexcept {
+// capture()'s caller is this function's caller (capture() is always inlined).
+__attribute__((noinline)) StackId Recorder::capture_now() noexcept {
     const int depth = max_depth_.load(std::memory_order_relaxed);
     if (depth <= 0)
         return 0;
@@ -110,7 +104,7 @@ __attribute__((noinline)) StackId Recorder::capture() noexcept {
         return 0;
     std::uintptr_t* ips = buffer->ips;
     const std::uint64_t t0 = util::CycleClock::now();
-    // skip = 0 would keep a frame inside capture() itself; 1 starts at its caller.
+    // skip = 0 would keep a frame inside capture_now() itself; 1 starts at its caller.
     int n = capture_backtrace(ips, depth, 1);
     // The thread's Python frames follow the native ones (tagged words, innermost first); the
     // reports put them in place of the interpreter's frames (report::resolve_report).
@@ -151,9 +145,8 @@ StackId Recorder::intern(const std::uintptr_t* ips, int n) noexcept {
     return tree_.intern(ips, n);
 }
 
-void Recorder::on_alloc(int device, std::uintptr_t ptr, std::size_t size, std::size_t requested, StackId id) noexcept {
-    if (!accounting_.load(std::memory_order_relaxed))
-        return; // capture never on: no call sites to account to (and no lock on the hot path)
+void Recorder::account_alloc(int device, std::uintptr_t ptr, std::size_t size, std::size_t requested,
+                             StackId id) noexcept {
     try {
         std::lock_guard<std::mutex> lock(mutex_);
         table_.on_alloc(device, ptr, size, requested, id);
@@ -162,9 +155,7 @@ void Recorder::on_alloc(int device, std::uintptr_t ptr, std::size_t size, std::s
     }
 }
 
-StackId Recorder::on_free(int device, std::uintptr_t ptr) noexcept {
-    if (!accounting_.load(std::memory_order_relaxed))
-        return 0; // capture never on: no call sites to account to (and no lock on the hot path)
+StackId Recorder::account_free(int device, std::uintptr_t ptr) noexcept {
     try {
         std::lock_guard<std::mutex> lock(mutex_);
         return table_.on_free(device, ptr);

@@ -24,7 +24,13 @@ inline constexpr int kDefaultStackDepth = 64;
 /// never calling out: the trace tree's (capture) and the accounting's (on_* and collect).
 class Recorder {
 public:
-    static Recorder& instance();
+    static Recorder& instance() {
+        // Deliberately leaked: hooks may run during static destruction (frees in other objects'
+        // destructors) and the exit report must still see a live recorder. Inline: the hot path
+        // asks for it on every allocation and free.
+        static Recorder* r = new Recorder();
+        return *r;
+    }
 
     Recorder() = default;
     Recorder(const Recorder&) = delete;
@@ -39,17 +45,26 @@ public:
 
     /// Unwinds the calling thread and interns the stack. The first frame kept is the caller of
     /// capture(). Call it outside any pool lock. Returns 0 when capture is off or fails.
-    StackId capture() noexcept;
+    /// Inline (always, so that the frames kept start at the caller): with capture off it costs a
+    /// load and a test.
+    __attribute__((always_inline)) StackId capture() noexcept {
+        return max_depth_.load(std::memory_order_relaxed) > 0 ? capture_now() : 0;
+    }
     /// Interns an already-captured stack (innermost first). For tests and for replay tools.
     StackId intern(const std::uintptr_t* ips, int n) noexcept;
 
     // Accounting: called by the core, possibly under a pool lock; never calls back. All three
     // do nothing while capture is off (configure(0)); OOMs are always kept.
     /// A block handed to the program (pooled or passthrough); size = bytes it occupies.
-    void on_alloc(int device, std::uintptr_t ptr, std::size_t size, std::size_t requested, StackId id) noexcept;
+    void on_alloc(int device, std::uintptr_t ptr, std::size_t size, std::size_t requested, StackId id) noexcept {
+        if (accounting_.load(std::memory_order_relaxed)) // capture never on: no call sites, no lock
+            account_alloc(device, ptr, size, requested, id);
+    }
     /// The program freed the block at ptr (unknown pointers are counted and ignored). Returns
     /// the block's call site (0: unknown pointer, or accounting off).
-    StackId on_free(int device, std::uintptr_t ptr) noexcept;
+    StackId on_free(int device, std::uintptr_t ptr) noexcept {
+        return accounting_.load(std::memory_order_relaxed) ? account_free(device, ptr) : 0;
+    }
     /// The pool obtained a segment of `bytes` from the driver while serving a request under `id`.
     void on_acquire(int device, std::size_t bytes, StackId id) noexcept;
     /// An allocation failed; `suggestion` is the concrete advice printed with it.
@@ -74,6 +89,10 @@ public:
     CaptureStats capture_stats() const noexcept;
 
 private:
+    StackId capture_now() noexcept;
+    void account_alloc(int device, std::uintptr_t ptr, std::size_t size, std::size_t requested, StackId id) noexcept;
+    StackId account_free(int device, std::uintptr_t ptr) noexcept;
+
     std::atomic<int> max_depth_{kDefaultStackDepth};
     std::atomic<bool> accounting_{true}; ///< false only while capture has never been on
     TraceTree tree_;

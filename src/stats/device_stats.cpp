@@ -9,20 +9,6 @@
 
 namespace gpumemprof::stats {
 
-// Same as c10::CachingDeviceAllocator::Stat::increase: peak follows current, allocated counts
-// every increase.
-void Stat::increase(std::int64_t amount) {
-    current += amount;
-    peak = std::max(peak, current);
-    allocated += amount;
-}
-
-// Stat::decrease: peak is untouched, freed counts every decrease.
-void Stat::decrease(std::int64_t amount) {
-    current -= amount;
-    freed += amount;
-}
-
 // resetPeakStats: every array and both oversize stats; counters untouched.
 void DeviceStats::reset_peak() {
     for_each_stat([](Stat& s) { s.reset_peak(); });

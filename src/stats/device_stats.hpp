@@ -19,8 +19,19 @@ struct Stat {
     std::int64_t allocated = 0;
     std::int64_t freed = 0;
 
-    void increase(std::int64_t amount);
-    void decrease(std::int64_t amount);
+    // Inline: ten of these run under the pool's lock per allocation and per free.
+    /// As c10::CachingDeviceAllocator::Stat::increase: peak follows current, allocated counts
+    /// every increase.
+    void increase(std::int64_t amount) {
+        current += amount;
+        peak = current > peak ? current : peak;
+        allocated += amount;
+    }
+    /// Stat::decrease: peak is untouched, freed counts every decrease.
+    void decrease(std::int64_t amount) {
+        current -= amount;
+        freed += amount;
+    }
     void reset_peak() { peak = current; }
     void reset_accumulated() { allocated = freed = 0; }
     bool operator==(const Stat&) const = default;

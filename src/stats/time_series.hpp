@@ -62,7 +62,7 @@ public:
     /// Series `s` changed by `delta` at `t_ns` (nanoseconds since the process started;
     /// non-decreasing across calls: an earlier time is treated as the latest one). Inline: the
     /// pool's listener calls it on every allocation and free.
-    void add(std::int64_t t_ns, Series s, std::int64_t delta) {
+    __attribute__((always_inline)) void add(std::int64_t t_ns, Series s, std::int64_t delta) {
         current_[static_cast<int>(s)] += delta;
         record(t_ns, static_cast<int>(s));
     }
@@ -77,7 +77,7 @@ public:
 
 private:
     /// Series `s` changed (current_ holds its new value).
-    void record(std::int64_t t_ns, int s) {
+    __attribute__((always_inline)) void record(std::int64_t t_ns, int s) {
         t_ns = std::max(t_ns, last_t_ns_);
         last_t_ns_ = t_ns;
         ++changes_;

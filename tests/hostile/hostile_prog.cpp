@@ -11,6 +11,7 @@
 #include <csignal>
 #include <cstring>
 #include <ctime>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <string>
@@ -212,6 +213,65 @@ int cancel_thread() {
     return 0;
 }
 
+// A cancellation request is already pending (deferred) when the thread calls into CUDA: every
+// call below reaches a cancellation point inside the library (a warning written to stderr, the
+// out-of-memory notice and warning written under the pool's lock, the trace, the first
+// symbolisation of gpumemprof_snapshot_json, the reports of gpumemprof_dump). Deferred
+// cancellation must take effect at the program's own cancellation point, pthread_testcancel, not
+// inside the library (a forced unwind through its frames would abort the process or leave its
+// locks held). Without the preload the same calls reach none.
+const char* g_cancel_dump_prefix = nullptr;
+
+// The calls of cancel_pending, in a frame of their own that has returned before the thread is
+// cancelled (ASan reports a thread whose forced unwind skipped its locals' redzones).
+__attribute__((noinline)) void calls_with_cancel_pending() {
+    void* keep = nullptr;
+    MUST(cudaMalloc(&keep, kMiB)); // the library's first use (trace, threads) before the cancel
+    EXPECT(pthread_cancel(pthread_self()) == 0);
+    churn(20);
+    void* p = nullptr;
+    MUST(cudaMalloc(&p, kMiB));
+    MUST(cudaFree(p));
+    EXPECT(cudaFree(p) != cudaSuccess); // a double free: the library warns
+    void* huge = nullptr;
+    EXPECT(cudaMalloc(&huge, std::size_t{1} << 50) != cudaSuccess); // out of memory: reported
+    using SnapshotFn = std::size_t (*)(char*, std::size_t);
+    if (auto snap = reinterpret_cast<SnapshotFn>(dlsym(RTLD_DEFAULT, "gpumemprof_snapshot_json")))
+        EXPECT(snap(nullptr, 0) > 0); // the first symbolisation: reads the ELF files
+    using DumpFn = int (*)(const char*);
+    if (auto dump = reinterpret_cast<DumpFn>(dlsym(RTLD_DEFAULT, "gpumemprof_dump")))
+        EXPECT(dump(g_cancel_dump_prefix) == 0); // writes the report files
+    churn(20);
+    MUST(cudaFree(keep));
+}
+
+int cancel_pending(const char* dump_prefix) {
+    static std::atomic<int> reached{0};
+    g_cancel_dump_prefix = dump_prefix;
+    pthread_t t;
+    auto body = [](void*) -> void* {
+        calls_with_cancel_pending();
+        reached.store(1);
+        pthread_testcancel(); // the program's own cancellation point: the request takes effect here
+        reached.store(2);
+        return nullptr;
+    };
+    EXPECT(pthread_create(&t, nullptr, body, nullptr) == 0);
+    timespec deadline{};
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 20;
+    void* ret = nullptr;
+    const int r = pthread_timedjoin_np(t, &ret, &deadline);
+    put("joined", r == 0);
+    if (r != 0)
+        _exit(4);
+    put("cancelled", ret == PTHREAD_CANCELED);
+    put("reached", reached.load()); // 1: every call returned, the cancel took effect at testcancel
+    churn(10);                      // the library's locks are free
+    put("done", 1);
+    return 0;
+}
+
 int pthread_exit_main() {
     churn(5);
     std::thread([] {
@@ -274,6 +334,8 @@ int main(int argc, char** argv) {
         return fsize(std::atol(a2), std::atoi(a3));
     if (c == "cancel")
         return cancel_thread();
+    if (c == "cancel_pending")
+        return cancel_pending(a2);
     if (c == "pthread_exit_main")
         return pthread_exit_main();
     if (c == "quick_exit")

@@ -346,6 +346,22 @@ def case_cancel(args, tmp):
         r = run(args, d, ["cancel"], extra={"GPUMEMPROF_TRACE": os.path.join(d, "t.gmt")}, timeout=60)
         c.eq("run %d: the cancelled thread is joined" % i, r.val("joined"), 1)
         c.eq("run %d: exit code" % i, r.rc, 0)
+    # A cancel already pending when the thread calls in: the calls reach cancellation points inside
+    # the library (warnings, the OOM notice, the trace, gpumemprof_dump's reports); the request must
+    # take effect at the program's own pthread_testcancel, as it does without the preload.
+    d = os.path.join(tmp, "pending")
+    os.mkdir(d)
+    base = run(args, d, ["cancel_pending", os.path.join(d, "dump")], preload=False, timeout=60)
+    c.eq("cancel pending, without the preload: every call returned, cancelled at testcancel",
+         (base.rc, base.val("cancelled"), base.val("reached"), base.val("done")), (0, 1, 1, 1))
+    r = run(args, d, ["cancel_pending", os.path.join(d, "dump")],
+            extra={"GPUMEMPROF_TRACE": os.path.join(d, "t.gmt")}, timeout=60)
+    c.eq("cancel pending, with the preload: every call returned, cancelled at testcancel",
+         (r.rc, r.val("cancelled"), r.val("reached"), r.val("done")), (0, 1, 1, 1))
+    c.true("cancel pending: the library warned of the double free and the out-of-memory (it reached those "
+           "cancellation points)", "not the start of a live allocation" in r.err and "out of memory" in r.err.lower(),
+           r.err[-400:])
+    c.true("cancel pending: gpumemprof_dump wrote its reports", os.path.exists(os.path.join(d, "dump.json")))
     return c.finish()
 
 

@@ -52,9 +52,12 @@ TEST_CASE("host out of memory inside malloc/free leaves the pool whole", "[pool]
         dev.set_fences_busy(true);
         DevicePool pool(dev, opts("", true));
         // Many pending small blocks between live ones (each retires without merging, so each
-        // needs a set node of its own), then a miss that retires them all at once.
+        // needs a set node of its own), then a miss that retires them all at once: 2048 blocks of
+        // 1 KiB fill one 2 MiB small segment, so no free block is left for a 4 KiB request, which
+        // fences the waiting blocks, waits for that fence (same pool: they might serve it) and
+        // retires all 1024.
         std::vector<std::uintptr_t> live, freed;
-        for (int i = 0; i < 600; ++i)
+        for (int i = 0; i < 2048; ++i)
             (i % 2 ? freed : live).push_back(must_malloc(pool, 1000));
         for (auto p : freed)
             REQUIRE(pool.free(p) == kSuccess);
@@ -64,7 +67,7 @@ TEST_CASE("host out of memory inside malloc/free leaves the pool whole", "[pool]
         int rc;
         {
             counting_new::FailAfter armed(n);
-            rc = pool.malloc(3 * MiB, 0, &q); // a miss: retires 300 blocks, then grows
+            rc = pool.malloc(4096, 0, &q); // a miss: retires 1024 blocks, then grows
         }
         thrown_total += counting_new::thrown() - before;
         check_whole(pool, dev);
@@ -85,6 +88,8 @@ TEST_CASE("host out of memory inside malloc/free leaves the pool whole", "[pool]
         check_whole(pool, dev);
         CHECK(dev.live_segments() == 0);
         CHECK(pool.stats().reserved_bytes[kAll].current == 0);
+        // The request's retirements did happen (or host memory failed before any of them).
+        CHECK((rc != kSuccess || pool.counters().fence_waits > 0));
     }
     CHECK(thrown_total > 0); // the failure was injected at least once
 }
