@@ -229,9 +229,15 @@ void capture_lines(std::string& out, const stacks::CaptureStats& c) {
 /// "Summary": process-wide figures, each device's, the call-site count and the capture cost.
 void summary_section(std::string& out, const ReportInput& in, const stacks::ReportData& data, const ResolvedReport& r) {
     heading(out, "Summary");
-    out += "process-wide peak of live bytes (all devices): " + util::torch_size_exact(data.peak_bytes) + "\n";
-    out += "live at exit: " + util::torch_size_exact(data.live_bytes) + " in " + std::to_string(data.live_count) +
-           " blocks\n";
+    if (data.events == 0 && !in.devices.empty()) {
+        // Call-site accounting was off the whole run (GPUMEMPROF_STACK_DEPTH=0): no process-wide
+        // figures were kept; each device's own figures follow.
+        out += "process-wide peak and live blocks: not kept (call-site accounting off: GPUMEMPROF_STACK_DEPTH=0)\n";
+    } else {
+        out += "process-wide peak of live bytes (all devices): " + util::torch_size_exact(data.peak_bytes) + "\n";
+        out += "live at exit: " + util::torch_size_exact(data.live_bytes) + " in " + std::to_string(data.live_count) +
+               " blocks\n";
+    }
     std::vector<std::string> ignored;
     const bool expandable = pool::parse_alloc_conf(in.alloc_conf, &ignored).expandable_segments;
     for (const DeviceSummary& d : in.devices) {
