@@ -323,8 +323,6 @@ struct DevicePool::Impl {
     // get_free_block: best fit on the same stream, with the two oversize rules. The block stays in
     // the free set (end() when none fits): alloc_found_block may keep its node for the remainder.
     BlockSet::iterator find_free_block(BlockPool& pool, std::uintptr_t stream, std::size_t size) {
-        if (gc_enabled)
-            ++pool.get_free_blocks_call_count; // block reuse interval is only tracked for GC
         Block key;
         key.stream = stream;
         key.size = size;
@@ -344,8 +342,15 @@ struct DevicePool::Impl {
         return it;
     }
 
+    /// PyTorch's get_free_block counts its calls for the garbage collector's reuse interval.
+    void count_lookup(BlockPool& pool) const {
+        if (gc_enabled)
+            ++pool.get_free_blocks_call_count; // block reuse interval is only tracked for GC
+    }
+
     /// find_free_block, the block taken out of the free set.
     Block* get_free_block(BlockPool& pool, std::uintptr_t stream, std::size_t size) {
+        count_lookup(pool);
         const auto it = find_free_block(pool, stream, size);
         if (it == pool.blocks.end())
             return nullptr;
@@ -1041,15 +1046,11 @@ struct DevicePool::Impl {
         }
     }
 
-    /// The cached block that would serve `rounded` bytes on `stream` (get_free_block's choice
-    /// without taking it), or nullptr.
-    const Block* best_fit(BlockPool& pool, std::uintptr_t stream, std::size_t rounded) const {
-        Block key;
-        key.stream = stream;
-        key.size = rounded;
-        key.ptr = 0;
-        auto it = pool.blocks.lower_bound(&key);
-        return (it != pool.blocks.end() && (*it)->stream == stream) ? *it : nullptr;
+    /// The cached block that would serve `rounded` bytes on `stream` (find_free_block's choice,
+    /// not counted as a lookup), or nullptr.
+    const Block* best_fit(BlockPool& pool, std::uintptr_t stream, std::size_t rounded) {
+        const auto it = find_free_block(pool, stream, rounded);
+        return it != pool.blocks.end() ? *it : nullptr;
     }
 
     /// Would `c`, once free, serve the request whole (no split)?
@@ -1277,6 +1278,7 @@ struct DevicePool::Impl {
         // order is PyTorch's.)
         const bool wait_ran_out =
             pending.blocks.current > 0 && !pool.is_small && retire_before_split(pool, stream, rounded);
+        count_lookup(pool);
         auto pos = find_free_block(pool, stream, rounded);
         Block* b = pos != pool.blocks.end() ? *pos : nullptr;
         if (b == nullptr && pending.blocks.current > 0 && !wait_ran_out)
