@@ -77,10 +77,9 @@ int main(int argc, char** argv) {
                 return 1;
             live.erase(it);
         }
-        if (side != nullptr && ++played % 1000 == 0 && !ok(cudaMemsetAsync(side_buf, 2, 4096, side), "side memset"))
+        ++played;
+        if (side != nullptr && played % 1000 == 0 && !ok(cudaMemsetAsync(side_buf, 2, 4096, side), "side memset"))
             return 1;
-        if (side == nullptr)
-            ++played;
     }
     if (reader.failed()) {
         std::fprintf(stderr, "trace_player: %s\n", reader.error().c_str());

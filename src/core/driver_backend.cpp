@@ -236,8 +236,7 @@ pool::FenceId DriverBackend::fence_record() {
         spare_events_.insert(spare_events_.end(), scratch_orphans_.begin(), scratch_orphans_.end());
         const std::size_t slot = take_slot();
         Fence& f = fences_[slot];
-        f.events.clear();
-        f.events.push_back(done);
+        f.event = done;
         f.id = (next_fence_++ << 32) | slot;
         return f.id;
     } catch (...) {
@@ -255,19 +254,9 @@ bool DriverBackend::fence_done(pool::FenceId fence) {
     if (process_exiting())
         return false;
     ScopedContext scope(api_, ctx_);
-    for (CUevent e : f->events) {
-        CUresult r = api_.cuEventQuery(e);
-        if (r == CUDA_ERROR_NOT_READY)
-            return false;
-        // Any other error means the context can no longer run that work (sticky error):
-        // nothing will touch the memory any more.
-    }
-    return true;
-}
-
-void DriverBackend::copy_events(Fence& f) {
-    wait_events_.clear();
-    wait_events_.insert(wait_events_.end(), f.events.begin(), f.events.end());
+    // Any answer but "not ready" means done, or an error after which the context can no longer
+    // run that work (sticky error): nothing will touch the memory any more.
+    return api_.cuEventQuery(f->event) != CUDA_ERROR_NOT_READY;
 }
 
 bool DriverBackend::fence_wait(pool::FenceId fence) {
@@ -278,10 +267,8 @@ bool DriverBackend::fence_wait(pool::FenceId fence) {
         Fence* f = find(fence);
         if (f == nullptr)
             return true;
-        copy_events(*f);
         ScopedContext scope(api_, ctx_);
-        for (CUevent e : wait_events_)
-            api_.cuEventSynchronize(e);
+        api_.cuEventSynchronize(f->event);
         return true;
     } catch (...) {
         return false;
@@ -300,20 +287,16 @@ bool DriverBackend::fence_wait_for(pool::FenceId fence, std::uint64_t limit_ns) 
     // Poll rather than cuEventSynchronize, so that the wait is bounded: the device may be held up
     // by something this process does only after the allocation returns. Yield first (most waits
     // are short), then sleep in small steps.
-    for (CUevent e : f->events) {
-        for (unsigned spins = 0;; ++spins) {
-            CUresult r = api_.cuEventQuery(e);
-            if (r != CUDA_ERROR_NOT_READY)
-                break; // done, or a sticky error: nothing will run any more
-            if (std::chrono::steady_clock::now() >= deadline)
-                return false;
-            if (spins < 64)
-                sched_yield();
-            else
-                std::this_thread::sleep_for(std::chrono::microseconds(20));
-        }
+    for (unsigned spins = 0;; ++spins) {
+        if (api_.cuEventQuery(f->event) != CUDA_ERROR_NOT_READY)
+            return true; // done, or a sticky error: nothing will run any more
+        if (std::chrono::steady_clock::now() >= deadline)
+            return false;
+        if (spins < 64)
+            sched_yield();
+        else
+            std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
-    return true;
 }
 
 void DriverBackend::fence_release(pool::FenceId fence) {
@@ -321,9 +304,9 @@ void DriverBackend::fence_release(pool::FenceId fence) {
     Fence* f = find(fence);
     if (f == nullptr)
         return;
-    // spare_events_ only grows when this context has more events than ever before.
-    spare_events_.insert(spare_events_.end(), f->events.begin(), f->events.end());
-    f->events.clear();
+    // spare_events_ only grows when this context has more fences in flight than ever before.
+    spare_events_.push_back(f->event);
+    f->event = nullptr;
     f->id = 0;
     free_slots_.push_back(static_cast<std::size_t>(fence & 0xFFFFFFFFu));
 }

@@ -47,17 +47,16 @@ public:
     void forget();
 
 private:
-    /// One fence: its event on the join stream. Slots and their vectors are reused, so recording
-    /// a fence allocates nothing in steady state.
+    /// One fence: its event on the join stream. Slots and events are reused, so recording a
+    /// fence allocates nothing in steady state.
     struct Fence {
         pool::FenceId id = 0; ///< 0: free slot
-        std::vector<CUevent> events;
+        CUevent event = nullptr;
     };
     CUevent take_event();
     bool make_join_stream();          // requires mutex_ and the context current
     std::size_t take_slot();          // requires mutex_; may allocate (slot growth only)
     Fence* find(pool::FenceId fence); // requires mutex_
-    void copy_events(Fence& f);       // requires mutex_: into wait_events_
     /// The context's device ordinal (-1 when it cannot be had).
     int device();
     const DriverApi& api_;
@@ -71,7 +70,6 @@ private:
     std::vector<CUevent> scratch_orphans_;  ///< reused by fence_record
     CUstream join_ = nullptr;               ///< the profiler's own non-blocking stream
     CUevent mark_ = nullptr;                ///< recorded on each covered stream in turn
-    std::vector<CUevent> wait_events_;      ///< reused by the waits
     std::uint64_t next_fence_ = 1;
     int device_ = -1; ///< cached by device()
 };

@@ -179,10 +179,11 @@ constexpr std::size_t kFenceStepDivisor = 8;
 /// Upper bound of one wait on a miss; past it the pool grows instead (the device may be waiting
 /// for something this process does after the allocation returns).
 constexpr std::uint64_t kWaitLimitNs = 200'000'000;
-/// A split of a cached block this many times the request or larger (three quarters or more of it
-/// left over) waits for a freed block that fits whole (retire_before_split). Measured on a recorded PyTorch loop with a
-/// side stream (bench/fenced_footprint.py): 4 keeps the reserved peak within 1.1x of reuse at
-/// once with the device 1 ms and 4 ms behind; 8 does not at 4 ms (1.24x).
+/// A split of a cached block this many times the request or larger (three quarters or more of
+/// it left over) waits for a freed block that fits whole (retire_before_split). Measured on a
+/// recorded PyTorch loop with a side stream (bench/fenced_footprint.py): 4 keeps the reserved
+/// peak within 1.1x of reuse at once with the device 1 ms and 4 ms behind; 8 does not at 4 ms
+/// (1.24x).
 constexpr std::size_t kSplitWaitRatio = 4;
 
 std::int64_t elapsed_ns(std::chrono::steady_clock::time_point since) {
