@@ -8,7 +8,9 @@ namespace gpumemprof::core {
 // Handles and addresses live in different name spaces (a VMM handle value may equal some device
 // address), so the key carries its kind's family: addresses vs handles.
 std::uint64_t PassthroughLedger::slot(Kind kind, std::uintptr_t key) {
-    return kind == Kind::vmm_physical ? (static_cast<std::uint64_t>(key) ^ 0x8000000000000001ull) : key;
+    return kind == Kind::vmm_physical || kind == Kind::torch_physical
+               ? (static_cast<std::uint64_t>(key) ^ 0x8000000000000001ull)
+               : key;
 }
 
 void PassthroughLedger::add(Kind kind, int device, std::uintptr_t key, std::size_t bytes) {

@@ -17,7 +17,19 @@ namespace gpumemprof::core {
 inline constexpr int kHostMemory = -1;             ///< the ledger's key for pinned host memory
 inline constexpr int kDeviceOfCurrentContext = -2; ///< record_alloc: the calling thread's device
 
-enum class Kind : int { async = 0, managed, vmm_physical, vmm_mapped, host_pinned, count };
+/// torch_segment / torch_physical: device memory PyTorch's own caching allocator took from the
+/// driver (a cudaMalloc'd segment, a cuMemCreate'd page): counted as that allocator's reserved
+/// memory, never as pass-through memory of the program.
+enum class Kind : int {
+    async = 0,
+    managed,
+    vmm_physical,
+    vmm_mapped,
+    host_pinned,
+    torch_segment,
+    torch_physical,
+    count
+};
 
 struct KindCounters {
     std::int64_t calls = 0;

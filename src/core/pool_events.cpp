@@ -136,9 +136,9 @@ void PoolEvents::on_empty_cache(const pool::DevicePool& pool, std::int64_t reser
     }
 }
 
-void PoolEvents::history(const pool::DevicePool& pool, stats::SeriesData* series, std::vector<stats::PoolEvent>* events,
+void PoolEvents::history(const WithLock& with_lock, stats::SeriesData* series, std::vector<stats::PoolEvent>* events,
                          std::uint64_t* overwritten) const {
-    pool.with_lock([&] {
+    with_lock([&] {
         *series = series_.data();
         *events = ring_.events();
         *overwritten = ring_.overwritten();

@@ -13,6 +13,7 @@
 #include "util/cycle_clock.hpp"
 
 #include <chrono>
+#include <functional>
 #include <string>
 
 #include "trace/format.hpp"
@@ -61,10 +62,16 @@ public:
     /// `reserved_before`. Called outside the pool's lock: takes it.
     void on_empty_cache(const pool::DevicePool& pool, std::int64_t reserved_before) noexcept;
 
-    /// Copies for the reports (any thread; takes the lock of `pool`, this listener's pool), times
-    /// in nanoseconds since `start`.
-    void history(const pool::DevicePool& pool, stats::SeriesData* series, std::vector<stats::PoolEvent>* events,
+    /// Copies for the reports (any thread), times in nanoseconds since `start`. `with_lock` runs
+    /// its argument under the lock of this listener's pool (DevicePool::with_lock, or the
+    /// TorchMirror's).
+    using WithLock = std::function<void(const std::function<void()>&)>;
+    void history(const WithLock& with_lock, stats::SeriesData* series, std::vector<stats::PoolEvent>* events,
                  std::uint64_t* overwritten) const;
+    void history(const pool::DevicePool& pool, stats::SeriesData* series, std::vector<stats::PoolEvent>* events,
+                 std::uint64_t* overwritten) const {
+        history([&](const std::function<void()>& fn) { pool.with_lock(fn); }, series, events, overwritten);
+    }
 
 private:
     /// Event times are CPU time-stamp-counter ticks since construction (a few ns to read, where

@@ -70,19 +70,29 @@ bool PoolTable::carries_ledger(const PoolSlot* slot) const {
 
 void PoolTable::lock_for_fork() {
     mutex_.lock();
-    for (auto& s : all_)
+    for (auto& s : all_) {
         s->pool->lock_for_fork();
+        s->torch_locked_for_fork = s->torch_ready.load(std::memory_order_acquire);
+        if (s->torch_locked_for_fork)
+            s->torch->lock_for_fork();
+    }
 }
 
 void PoolTable::unlock_after_fork() {
-    for (auto it = all_.rbegin(); it != all_.rend(); ++it)
+    for (auto it = all_.rbegin(); it != all_.rend(); ++it) {
+        if ((*it)->torch_locked_for_fork)
+            (*it)->torch->unlock_after_fork();
         (*it)->pool->unlock_after_fork();
+    }
     mutex_.unlock();
 }
 
 void PoolTable::abandon_after_fork() {
-    for (auto it = all_.rbegin(); it != all_.rend(); ++it)
+    for (auto it = all_.rbegin(); it != all_.rend(); ++it) {
+        if ((*it)->torch_locked_for_fork)
+            (*it)->torch->unlock_after_fork();
         (*it)->pool->unlock_after_fork();
+    }
     // The child cannot use the parent's CUDA state: start from nothing, without any CUDA call.
     for (auto& s : live_)
         s.store(nullptr, std::memory_order_relaxed);

@@ -6,6 +6,7 @@
 #include "core/driver_backend.hpp"
 #include "pool/device_pool.hpp"
 #include "pool/pool_model.hpp"
+#include "pool/torch_mirror.hpp"
 
 #include "core/cuda_api.hpp"
 
@@ -32,6 +33,18 @@ struct PoolSlot {
     std::unique_ptr<pool::DevicePool> pool;
     std::atomic<std::int64_t> ipc_refused{0};
     std::size_t total_bytes = 0; ///< device capacity, read when the pool was made (no CUDA at exit)
+    /// PyTorch's own caching allocator on this context, attached (GPUMEMPROF_TORCH=attach): its
+    /// state rebuilt from its events, and what the core does with them. Set once, under
+    /// Profiler's torch mutex, then read without a lock (published by torch_ready).
+    std::unique_ptr<pool::TorchMirror> torch;
+    std::unique_ptr<PoolEvents> torch_events;
+    pool::AllocConf torch_conf;
+    std::atomic<bool> torch_ready{false};
+    bool torch_locked_for_fork = false; ///< the mirror's lock is held across fork
+    /// PyTorch's own statistics, read once at exit before its allocator is destroyed, and the
+    /// mirror's at that moment (the reports compare them).
+    bool torch_checked = false;
+    stats::DeviceStats torch_reported, torch_mirrored;
 
     ~PoolSlot();
 };

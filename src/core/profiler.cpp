@@ -255,10 +255,13 @@ PoolSlot* Profiler::create_slot(const DriverApi& api, CUcontext ctx) noexcept {
     }
 }
 
-CUresult Profiler::mem_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_t bytes) noexcept {
+CUresult Profiler::mem_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_t bytes,
+                             std::uintptr_t caller) noexcept {
     // Invalid arguments, teardown and threads without a context get the driver's own answer.
     if (!dptr || bytes == 0 || process_exiting())
         return api.cuMemAlloc_v2(dptr, bytes);
+    if (torch_allocator_call(caller))
+        return torch_segment_alloc(api, dptr, bytes);
     PoolSlot* slot = current_slot(api);
     if (!slot)
         return api.cuMemAlloc_v2(dptr, bytes);
@@ -285,14 +288,14 @@ CUresult Profiler::mem_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_
 }
 
 CUresult Profiler::mem_alloc_pitch(const DriverApi& api, CUdeviceptr* dptr, std::size_t* pitch, std::size_t width,
-                                   std::size_t height, unsigned element_size) noexcept {
+                                   std::size_t height, unsigned element_size, std::uintptr_t caller) noexcept {
     bool valid = dptr && pitch && width && height && (element_size == 4 || element_size == 8 || element_size == 16);
     if (!valid || process_exiting())
         return api.cuMemAllocPitch_v2(dptr, pitch, width, height, element_size);
     std::size_t row = (width + kPitchAlignment - 1) / kPitchAlignment * kPitchAlignment;
     if (row < width || height > std::numeric_limits<std::size_t>::max() / row)
         return api.cuMemAllocPitch_v2(dptr, pitch, width, height, element_size); // the driver's answer
-    CUresult r = mem_alloc(api, dptr, row * height);
+    CUresult r = mem_alloc(api, dptr, row * height, caller);
     if (r == CUDA_SUCCESS)
         *pitch = row;
     return r;
@@ -318,8 +321,16 @@ int Profiler::free_in_pools(std::uintptr_t ptr) noexcept {
 
 void Profiler::forget_passthrough(std::uintptr_t ptr) noexcept {
     int device = 0;
-    if (ledger_.remove(ptr, {Kind::managed, Kind::async}, nullptr, &device))
+    Kind kind = Kind::async;
+    if (ledger_.remove(ptr, {Kind::managed, Kind::async, Kind::torch_segment}, &kind, &device) && in_recorder(kind))
         stacks::Recorder::instance().on_free(device, ptr);
+}
+
+bool Profiler::in_recorder(Kind kind) const noexcept {
+    // Physical VMM handles are not addresses the program frees; what it uses is the mapping. An
+    // attached PyTorch allocator's blocks are recorded one by one, not its segments.
+    return kind != Kind::vmm_physical && kind != Kind::torch_physical &&
+           !(kind == Kind::torch_segment && torch_.attached());
 }
 
 CUresult Profiler::mem_free(const DriverApi& api, CUdeviceptr ptr) noexcept {
@@ -440,8 +451,7 @@ void Profiler::record_alloc_with_stack(Kind kind, const DriverApi& api, std::uin
         }
         on_first_cuda_use();
         ledger_.add(kind, device, key, bytes);
-        // Physical VMM handles are not addresses the program frees; what it uses is the mapping.
-        if (kind != Kind::vmm_physical)
+        if (in_recorder(kind))
             stacks::Recorder::instance().on_alloc(device, key, bytes, bytes, stack);
         if (kind == Kind::vmm_mapped)
             emit(trace_.load(std::memory_order_acquire), trace::EventType::vmm_map, device, key, bytes, bytes, stack);
@@ -455,7 +465,7 @@ void Profiler::record_free(Kind kind, std::uintptr_t key) noexcept {
         std::size_t bytes = 0;
         if (!ledger_.remove(key, {kind}, nullptr, &device, &bytes))
             return;
-        if (kind != Kind::vmm_physical)
+        if (in_recorder(kind))
             stacks::Recorder::instance().on_free(device, key);
         if (kind == Kind::vmm_mapped)
             emit(trace_.load(std::memory_order_acquire), trace::EventType::vmm_unmap, device, key, bytes, bytes);
@@ -529,6 +539,17 @@ stats::DeviceStats Profiler::merged_stats(const PoolSlot* slot, const std::map<i
 bool Profiler::device_stats(int device, stats::DeviceStats* out) noexcept {
     try {
         device = resolve_device(device);
+        // Attached to PyTorch's allocator: its figures, as rebuilt here; the two counters no event
+        // shows are PyTorch's own (read before any lock of ours: its mutex comes first).
+        if (device >= 0 && device < kMaxTorchDevices) {
+            if (PoolSlot* s = torch_slots_[device].load(std::memory_order_acquire)) {
+                stats::DeviceStats theirs;
+                if (torch_.read_stats(device, &theirs))
+                    s->torch->set_untraced_counters(theirs.num_alloc_retries, theirs.num_sync_all_streams);
+                *out = s->torch->stats();
+                return true;
+            }
+        }
         auto ledgers = ledger_.snapshot();
         auto lock = pools_.lock();
         // The live pool of that device if there is one, else the last one it had.
@@ -556,6 +577,8 @@ void Profiler::reset_peak(int device) noexcept {
             s.pool->reset_peak_stats();
             if (s.model)
                 s.model->reset_peak_stats();
+            if (s.torch_ready.load(std::memory_order_acquire))
+                s.torch->reset_peak_stats();
         });
     } catch (...) {
     }
@@ -568,6 +591,8 @@ void Profiler::reset_accumulated(int device) noexcept {
             s.pool->reset_accumulated_stats();
             if (s.model)
                 s.model->reset_accumulated_stats();
+            if (s.torch_ready.load(std::memory_order_acquire))
+                s.torch->reset_accumulated_stats();
         });
     } catch (...) {
     }
@@ -594,7 +619,7 @@ void Profiler::set_framework_env() noexcept {
     // Only at load time (our constructor, before the program's main and before Python starts),
     // so no other thread can be reading the environment. A value the user set always wins.
     static const std::pair<const char*, const char*> kVars[] = {
-        {"PYTORCH_NO_CUDA_MEMORY_CACHING", "1"},     // PyTorch: one cudaMalloc per tensor, served by the pool
+        {"PYTORCH_NO_CUDA_MEMORY_CACHING", "1"},     // PyTorch (GPUMEMPROF_TORCH=pool only): one cudaMalloc per tensor
         {"XLA_PYTHON_CLIENT_ALLOCATOR", "platform"}, // JAX: allocate on demand instead of preallocating 75%
     };
     try {
@@ -603,6 +628,9 @@ void Profiler::set_framework_env() noexcept {
         const char* inherited = std::getenv("GPUMEMPROF_FRAMEWORK_ENV_SET");
         std::string set_list;
         for (const auto& [name, value] : kVars) {
+            // Attached (or off), PyTorch keeps its own allocator: it is never switched off.
+            if (options_.torch != util::kTorchPool && std::strcmp(name, "PYTORCH_NO_CUDA_MEMORY_CACHING") == 0)
+                continue;
             const std::string entry = std::string(name) + "=" + value;
             const char* now = std::getenv(name);
             bool ours = false;
@@ -663,8 +691,21 @@ report::ReportInput Profiler::snapshot(const std::string& prefix) const {
         in.host_pinned = figures(host->second.kinds[static_cast<int>(Kind::host_pinned)]);
     std::set<int> with_pool;
     for (const auto& s : pools_.all()) {
-        in.devices.push_back(device_summary(*s, ledgers));
         with_pool.insert(s->device);
+        if (!s->torch_ready.load(std::memory_order_acquire)) {
+            in.devices.push_back(device_summary(*s, ledgers));
+            continue;
+        }
+        // PyTorch's allocator first; our pool beside it when it served anything (the memory
+        // PyTorch does not count: other libraries' cudaMalloc).
+        report::DeviceSummary ours = device_summary(*s, ledgers);
+        report::DeviceSummary theirs = torch_summary(*s);
+        const bool served = ours.stats.segment[stats::kAll].allocated > 0;
+        if (!served)
+            theirs.passthrough = ours.passthrough;
+        in.devices.push_back(std::move(theirs));
+        if (served)
+            in.devices.push_back(std::move(ours));
     }
     for (const auto& [device, ledger] : ledgers) {
         if (device < 0 || with_pool.count(device))
@@ -704,7 +745,8 @@ report::DeviceSummary Profiler::device_summary(const PoolSlot& s, const std::map
     d.history.segments_known = true;
     // Right after the segments (the viewer replays the trace backwards from them; an allocation
     // made by another thread in between would appear in the events only).
-    s.events->history(*s.pool, &d.history.series, &d.history.events, &d.history.events_overwritten);
+    s.events->history([&](const std::function<void()>& fn) { s.pool->with_lock(fn); }, &d.history.series,
+                      &d.history.events, &d.history.events_overwritten);
     return d;
 }
 

@@ -10,6 +10,7 @@
 #include "core/pool_table.hpp"
 #include "core/process_state.hpp"
 #include "core/stream_registry.hpp"
+#include "core/torch_attach.hpp"
 #include "util/options.hpp"
 
 namespace gpumemprof::trace {
@@ -43,9 +44,10 @@ public:
     static Profiler& instance() noexcept;
 
     // ---- plain allocations: served by the pool -------------------------------------------
-    CUresult mem_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_t bytes) noexcept;
+    /// `caller`: the return address of the program's call (core/caller_modules.hpp).
+    CUresult mem_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_t bytes, std::uintptr_t caller) noexcept;
     CUresult mem_alloc_pitch(const DriverApi& api, CUdeviceptr* dptr, std::size_t* pitch, std::size_t width,
-                             std::size_t height, unsigned element_size) noexcept;
+                             std::size_t height, unsigned element_size, std::uintptr_t caller) noexcept;
     CUresult mem_free(const DriverApi& api, CUdeviceptr ptr) noexcept;
     CUresult mem_free_async(const DriverApi& api, CUdeviceptr ptr, CUstream stream, bool ptsz) noexcept;
     CUresult mem_get_info(const DriverApi& api, std::size_t* free_bytes, std::size_t* total_bytes) noexcept;
@@ -82,6 +84,15 @@ public:
     void record_alloc_with_stack(Kind kind, const DriverApi& api, std::uintptr_t key, std::size_t bytes, int device,
                                  std::uint32_t stack) noexcept;
     PassthroughLedger& ledger() { return ledger_; }
+
+    // ---- PyTorch's own caching allocator (GPUMEMPROF_TORCH; profiler_torch.cpp) ----------------
+    /// True when `caller` lies in PyTorch's allocator and GPUMEMPROF_TORCH leaves it on: the
+    /// call is PyTorch's own device memory, passed through and accounted as its reserved memory.
+    /// Attaches to it on the first such call (attach mode).
+    bool torch_allocator_call(std::uintptr_t caller) noexcept;
+    /// cuMemCreate by PyTorch's allocator (expandable segments): its reserved memory.
+    void torch_page_created(const DriverApi& api, std::uintptr_t handle, std::size_t bytes, int device) noexcept;
+    const TorchAttach& torch() const { return torch_; }
 
     // ---- streams, captures, contexts ----------------------------------------------------
     StreamRegistry& streams() { return streams_; }
@@ -120,6 +131,15 @@ public:
 
 private:
     Profiler();
+    static void torch_sink(const TorchEvent& ev) noexcept;
+    void torch_event(const TorchEvent& ev) noexcept;
+    /// The pool slot holding `device`'s mirror of PyTorch's allocator (made at its first event).
+    PoolSlot* torch_slot(int device) noexcept;
+    CUresult torch_segment_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_t bytes) noexcept;
+    /// Reads PyTorch's own statistics once more before its allocator is destroyed at exit.
+    void torch_final_check() noexcept;
+    /// The attached allocator's figures for the reports (requires pools_.lock()).
+    report::DeviceSummary torch_summary(const PoolSlot& s) const;
     /// At the first device allocation (never in processes that do not use CUDA): open the trace,
     /// start the report thread and take the signals.
     void on_first_cuda_use() noexcept;
@@ -130,6 +150,8 @@ private:
     int free_in_pools(std::uintptr_t ptr) noexcept;
     /// A pass-through allocation freed by the driver leaves the ledger and the recorder.
     void forget_passthrough(std::uintptr_t ptr) noexcept;
+    /// Whether memory of `kind` is charged to call stacks as it is allocated.
+    bool in_recorder(Kind kind) const noexcept;
     int resolve_device(int device) noexcept;
     stats::DeviceStats merged_stats(const PoolSlot* slot,
                                     const std::map<int, DeviceLedger>& ledgers) const; // requires pools_.lock()
@@ -156,6 +178,11 @@ private:
     bool child_reset_pending_ = false;           ///< fork child: the parent's state is dropped at first CUDA use
     std::atomic<bool> cuda_seen_{false};         ///< the process allocated through us at least once
     std::atomic<bool> signal_thread_started_{false};
+
+    TorchAttach torch_;
+    static constexpr int kMaxTorchDevices = 128; ///< PyTorch's DeviceIndex is an int8
+    std::atomic<PoolSlot*> torch_slots_[kMaxTorchDevices] = {};
+    std::mutex torch_mutex_; ///< making a device's mirror; taken under PyTorch's allocator mutex
 };
 
 } // namespace gpumemprof::core

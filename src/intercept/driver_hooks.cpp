@@ -2,6 +2,7 @@
 // Door (a): the driver's exported names. Each hook is a thin forwarder into the core; the same
 // functions are what the dlsym and cuGetProcAddress doors hand out. Each is listed once, as a HOOK
 // of core/driver_functions.hpp.
+#include "core/caller_modules.hpp"
 #include "core/driver_api.hpp"
 #include "core/profiler.hpp"
 #include "core/signals.hpp"
@@ -29,6 +30,9 @@ namespace {
 Profiler& prof() {
     return Profiler::instance();
 }
+
+// The program's call that reached this hook (directly, or through the runtime door).
+#define GPUMEMPROF_CALLER gpumemprof::core::entry_caller(reinterpret_cast<std::uintptr_t>(__builtin_return_address(0)))
 
 CUresult stream_is_capturing(const DriverApi& api, CUstream s, bool ptsz) {
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -99,12 +103,12 @@ extern "C" {
 // ---- pooled ------------------------------------------------------------------------------------
 CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuMemAlloc_v2);
-    return prof().mem_alloc(*api, dptr, bytesize);
+    return prof().mem_alloc(*api, dptr, bytesize, GPUMEMPROF_CALLER);
 }
 
 CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height, unsigned elem) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuMemAllocPitch_v2);
-    return prof().mem_alloc_pitch(*api, dptr, pitch, width, height, elem);
+    return prof().mem_alloc_pitch(*api, dptr, pitch, width, height, elem, GPUMEMPROF_CALLER);
 }
 
 CUresult cuMemFree_v2(CUdeviceptr dptr) {
@@ -183,12 +187,16 @@ CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s) {
 CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
                      unsigned long long flags) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuMemCreate);
+    const bool torch = prof().torch_allocator_call(GPUMEMPROF_CALLER);
     CUresult r = api->cuMemCreate(handle, size, prop, flags);
     if (r == CUDA_SUCCESS) {
         // Threads creating VMM memory may have no current context (HAMi-core #169): the device
         // comes from the allocation's own location.
         int device = (prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE) ? prop->location.id : -1;
-        prof().record_alloc(Kind::vmm_physical, *api, static_cast<std::uintptr_t>(*handle), size, device);
+        if (torch)
+            prof().torch_page_created(*api, static_cast<std::uintptr_t>(*handle), size, device);
+        else
+            prof().record_alloc(Kind::vmm_physical, *api, static_cast<std::uintptr_t>(*handle), size, device);
     }
     return r;
 }
@@ -196,14 +204,18 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CU
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuMemRelease);
     CUresult r = api->cuMemRelease(handle);
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS) {
         prof().record_free(Kind::vmm_physical, static_cast<std::uintptr_t>(handle));
+        prof().record_free(Kind::torch_physical, static_cast<std::uintptr_t>(handle));
+    }
     return r;
 }
 
 CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                   unsigned long long flags) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuMemMap);
+    if (prof().torch_allocator_call(GPUMEMPROF_CALLER)) // its pages: the mirror sees them mapped
+        return api->cuMemMap(ptr, size, offset, handle, flags);
     std::uint32_t stack = prof().capture_stack();
     CUresult r = api->cuMemMap(ptr, size, offset, handle, flags);
     if (r == CUDA_SUCCESS) {

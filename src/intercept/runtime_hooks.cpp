@@ -3,6 +3,7 @@
 // cudaMalloc/cudaFree/cudaMemGetInfo references to these. They only count and forward to the
 // real runtime, which reaches the driver through cuGetProcAddress, where the pool sits: each
 // allocation is counted once, at the driver door, whichever way it came.
+#include "core/caller_modules.hpp"
 #include "core/driver_api.hpp"
 #include "core/profiler.hpp"
 
@@ -61,6 +62,8 @@ std::atomic<decltype(&::cudaMemGetInfo)> g_cudaMemGetInfo{nullptr};
 extern "C" {
 
 cudaError_t cudaMalloc(void** devPtr, size_t size) {
+    // The driver hooks this leads to learn who asked (PyTorch's allocator, cuBLAS, the program).
+    gpumemprof::core::EntryCallerScope caller(__builtin_return_address(0));
     auto f = resolve(g_cudaMalloc, "cudaMalloc");
     return f ? f(devPtr, size) : cudaErrorInitializationError;
 }

@@ -56,11 +56,14 @@ struct TorchMirror::Impl {
     std::map<MempoolId, PrivatePoolBytes> private_pools;
 
     Impl(TorchRules r, PoolListener* l) : rules(std::move(r)), listener(l) {
-        st.max_split_size =
-            rules.conf.max_split_size == SIZE_MAX ? -1 : static_cast<std::int64_t>(rules.conf.max_split_size);
+        const std::size_t m = max_split();
+        st.max_split_size = m == SIZE_MAX ? -1 : static_cast<std::int64_t>(m); // as DeviceCachingAllocator()
     }
 
-    std::size_t max_split() const { return rules.conf.max_split_size; }
+    std::size_t max_split() const { return rules.max_split_size ? rules.max_split_size() : rules.conf.max_split_size; }
+    bool expandable_on() const {
+        return rules.expandable_segments ? rules.expandable_segments() : rules.conf.expandable_segments;
+    }
 
     // round_size
     std::size_t round(std::size_t size) const {
@@ -75,7 +78,7 @@ struct TorchMirror::Impl {
     // should_split
     bool should_split(const Block& b, std::size_t size) const {
         const std::size_t remaining = b.size - size;
-        if (b.seg->small || rules.conf.expandable_segments)
+        if (b.seg->small || expandable_on())
             return remaining >= kMinBlockSize;
         return size < max_split() && remaining > kSmallSize;
     }

@@ -56,6 +56,10 @@ struct TorchRules {
     /// PyTorch's own c10::CachingAllocator::AcceleratorAllocatorConfig::roundup_power2_divisions
     /// when it can be called (it follows changes the program makes at run time), else null.
     std::size_t (*divisions)(std::size_t) = nullptr;
+    /// PyTorch's own max_split_size and expandable-segments setting, read at each use when set
+    /// (the program may change them while it runs), else `conf`'s.
+    std::function<std::size_t()> max_split_size;
+    std::function<bool()> expandable_segments;
 };
 
 class TorchMirror {

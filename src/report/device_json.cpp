@@ -11,6 +11,43 @@ void write_reserved_peak(util::JsonWriter& w, const pool::ReservedPeak& p) {
     w.end_object();
 }
 
+void write_allocator(util::JsonWriter& w, const DeviceSummary& d) {
+    w.field("allocator", d.allocator);
+    if (d.allocator != "pytorch")
+        return;
+    w.field("allocator_status", d.allocator_status);
+    w.field("mirror_mismatches", d.mirror_mismatches);
+    w.key("private_pools").begin_array();
+    for (const pool::PrivatePoolBytes& p : d.private_pools) {
+        w.begin_object();
+        w.key("id")
+            .begin_array()
+            .value(static_cast<std::int64_t>(p.id.first))
+            .value(static_cast<std::int64_t>(p.id.second))
+            .end_array();
+        w.field("reserved_bytes", p.reserved);
+        w.field("allocated_bytes", p.allocated);
+        w.field("peak_reserved_bytes", p.peak_reserved);
+        w.field("peak_allocated_bytes", p.peak_allocated);
+        w.end_object();
+    }
+    w.end_array();
+    if (!d.has_torch_check)
+        return;
+    // torch.cuda.memory_stats() as PyTorch itself reported it at exit, and every key where our
+    // figures at that moment differ (none expected).
+    w.key("pytorch_check").begin_object();
+    w.key("memory_stats").raw(stats::to_json(d.torch_reported));
+    w.key("differing_keys").begin_object();
+    const auto theirs = stats::flatten(d.torch_reported);
+    const auto ours = stats::flatten(d.torch_mirrored);
+    for (std::size_t i = 0; i < theirs.size() && i < ours.size(); ++i)
+        if (theirs[i].second != ours[i].second)
+            w.key(theirs[i].first).begin_array().value(ours[i].second).value(theirs[i].second).end_array();
+    w.end_object();
+    w.end_object();
+}
+
 void write_model(util::JsonWriter& w, const char* key, const DeviceSummary& d) {
     w.key(key).begin_object();
     w.key("memory_stats").raw(stats::to_json(d.model));

@@ -13,6 +13,10 @@ void write_reserved_peak(util::JsonWriter& w, const pool::ReservedPeak& p);
 
 /// `key`: {"memory_stats", "unserved", "at_reserved_peak"} of PyTorch's caching allocator on the
 /// requests our pool served (pool::PoolModel). Only for a device with a model (d.has_model).
+/// "allocator" and, for PyTorch's attached allocator, its private pools, how well the rebuilt
+/// state fit its events, and its own statistics read at exit against ours at that moment.
+void write_allocator(util::JsonWriter& w, const DeviceSummary& d);
+
 void write_model(util::JsonWriter& w, const char* key, const DeviceSummary& d);
 
 } // namespace gpumemprof::report

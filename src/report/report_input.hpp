@@ -4,6 +4,7 @@
 #pragma once
 
 #include "pool/device_pool.hpp"
+#include "pool/torch_mirror.hpp"
 #include "stats/device_stats.hpp"
 #include "stats/event_ring.hpp"
 #include "stats/time_series.hpp"
@@ -41,6 +42,15 @@ struct DeviceHistory {
 
 struct DeviceSummary {
     int device = 0;
+    /// Whose allocator these figures are: "gpumemprof" (our pool) or "pytorch" (PyTorch's own
+    /// caching allocator, attached: GPUMEMPROF_TORCH=attach).
+    std::string allocator = "gpumemprof";
+    std::string allocator_status;                      ///< "attached to PyTorch 2.11.0's caching allocator"
+    std::vector<pool::PrivatePoolBytes> private_pools; ///< CUDA graph / MemPool pools (pytorch)
+    std::int64_t mirror_mismatches = 0;                ///< PyTorch events that did not fit the rebuilt layout
+    /// PyTorch's own statistics read at exit, and ours at that moment (pytorch, when read).
+    bool has_torch_check = false;
+    stats::DeviceStats torch_reported, torch_mirrored;
     int context = -1; ///< the pool's index in the table; -1: no pool (pass-through only)
     bool context_alive = false;
     stats::DeviceStats stats;

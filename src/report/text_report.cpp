@@ -122,14 +122,46 @@ void header_lines(std::string& out, const ReportInput& in) {
     }
 }
 
+/// CUDA graph and MemPool private pools of PyTorch's allocator, and the check against its own figures.
+void torch_lines(std::string& out, const DeviceSummary& d) {
+    if (d.allocator != "pytorch")
+        return;
+    for (const pool::PrivatePoolBytes& p : d.private_pools)
+        out += "  private pool (" + std::to_string(p.id.first) + ", " + std::to_string(p.id.second) +
+               ") (CUDA graph or MemPool): reserved " + util::torch_size_exact(p.reserved) + ", allocated " +
+               util::torch_size_exact(p.allocated) + " now; peak reserved " + util::torch_size_exact(p.peak_reserved) +
+               "\n";
+    if (d.mirror_mismatches > 0)
+        out += "  " + std::to_string(d.mirror_mismatches) +
+               " of PyTorch's allocator events did not fit the state rebuilt from the earlier ones: its figures "
+               "here may be off\n";
+    if (d.has_torch_check) {
+        const auto theirs = stats::flatten(d.torch_reported);
+        const auto ours = stats::flatten(d.torch_mirrored);
+        std::size_t differ = 0;
+        for (std::size_t i = 0; i < theirs.size() && i < ours.size(); ++i)
+            differ += theirs[i].second != ours[i].second;
+        out += differ == 0 ? "  checked at exit: all " + std::to_string(theirs.size()) +
+                                 " torch.cuda.memory_stats() keys equal PyTorch's own\n"
+                           : "  checked at exit: " + std::to_string(differ) +
+                                 " torch.cuda.memory_stats() keys differ from PyTorch's own (JSON pytorch_check)\n";
+    }
+}
+
 /// The pool's figures of one device: peaks, fragmentation, counts. With expandable segments the
 /// device calls are page maps/unmaps.
-void device_figures(std::string& out, const DeviceSummary& d, const stacks::ReportData& data, bool expandable) {
+/// `torch_attached`: the report also shows PyTorch's attached allocator (ours then serves the rest).
+void device_figures(std::string& out, const DeviceSummary& d, const stacks::ReportData& data, bool expandable,
+                    bool torch_attached) {
     const auto& st = d.stats;
     const auto all = stats::kAll;
     out += "\ndevice " + std::to_string(d.device);
     if (d.total_capacity > 0)
         out += " (total capacity " + util::torch_size(static_cast<std::int64_t>(d.total_capacity)) + ")";
+    if (d.allocator == "pytorch")
+        out += ", PyTorch's caching allocator (" + d.allocator_status + ")";
+    else if (torch_attached)
+        out += ", gpumemprof's pool: memory PyTorch does not count (other libraries' cudaMalloc)";
     out += "\n";
     out += "  peak allocated:  " + util::torch_size_exact(st.allocated_bytes[all].peak) + "\n";
     out += "  peak reserved:   " + util::torch_size_exact(st.reserved_bytes[all].peak) + "\n";
@@ -240,8 +272,11 @@ void summary_section(std::string& out, const ReportInput& in, const stacks::Repo
     }
     std::vector<std::string> ignored;
     const bool expandable = pool::parse_alloc_conf(in.alloc_conf, &ignored).expandable_segments;
+    const bool torch_attached = std::any_of(in.devices.begin(), in.devices.end(),
+                                            [](const DeviceSummary& d) { return d.allocator == "pytorch"; });
     for (const DeviceSummary& d : in.devices) {
-        device_figures(out, d, data, expandable);
+        device_figures(out, d, data, expandable, torch_attached);
+        torch_lines(out, d);
         device_troubles(out, d);
         device_model(out, d, expandable);
     }

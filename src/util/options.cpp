@@ -213,10 +213,23 @@ constexpr OptionSpec kOptions[] = {
      },
      [](const Options& o) { return std::string(o.python == 2 ? "all" : o.python == 1 ? "1" : "0"); }},
     {"GPUMEMPROF_FRAMEWORK_ENV", "1", "`1`",
-     "with the pool on, set `PYTORCH_NO_CUDA_MEMORY_CACHING=1` and `XLA_PYTHON_CLIENT_ALLOCATOR=platform` at "
-     "load time where unset, so PyTorch and JAX allocate each tensor through the pool (the report lists what was "
-     "set); `0`: leave the environment alone",
+     "with the pool on, set `XLA_PYTHON_CLIENT_ALLOCATOR=platform` at load time where unset, so that JAX "
+     "allocates each buffer through the pool (and, with `GPUMEMPROF_TORCH=pool`, "
+     "`PYTORCH_NO_CUDA_MEMORY_CACHING=1`); the report lists what was set; `0`: leave the environment alone",
      "expected 0 or 1", set_bool<&Options::framework_env>, show_bool<&Options::framework_env>},
+    {"GPUMEMPROF_TORCH", "attach", "`attach`",
+     "PyTorch's own caching allocator: `attach`: it stays on and every block event is taken from it (its "
+     "streams, CUDA graphs, `MemPool`, expandable segments and `torch.cuda.memory_stats()` unchanged); `pool`: "
+     "switched off with `PYTORCH_NO_CUDA_MEMORY_CACHING=1`, every tensor served by gpumemprof's pool (its "
+     "what-if figures live); `off`: it stays on and only the device memory it takes is observed",
+     "expected attach, pool or off",
+     [](const char* v, Options& o) {
+         static const char* const kNames[] = {"attach", "pool", "off"};
+         for (int i = 0; i < 3; ++i)
+             if (std::strcmp(v, kNames[i]) == 0) { o.torch = i; return true; }
+         return false;
+     },
+     [](const Options& o) { return std::string(o.torch == kTorchPool ? "pool" : o.torch == kTorchOff ? "off" : "attach"); }},
 };
 // clang-format on
 

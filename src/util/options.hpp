@@ -49,7 +49,14 @@ struct Options {
     /// GPUMEMPROF_FRAMEWORK_ENV: with the pool on, set PYTORCH_NO_CUDA_MEMORY_CACHING=1 and
     /// XLA_PYTHON_CLIENT_ALLOCATOR=platform at load time where the user has not set them.
     bool framework_env = true;
+    /// GPUMEMPROF_TORCH: how PyTorch's own CUDA caching allocator is treated.
+    int torch = 0;
 };
+
+/// GPUMEMPROF_TORCH values.
+inline constexpr int kTorchAttach = 0; ///< leave it on and take its block events (trace tracker)
+inline constexpr int kTorchPool = 1; ///< switch it off (PYTORCH_NO_CUDA_MEMORY_CACHING): every tensor reaches our pool
+inline constexpr int kTorchOff = 2;  ///< leave it on, observe only the device memory it takes
 
 /// One GPUMEMPROF_* variable.
 struct OptionSpec {

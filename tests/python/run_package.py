@@ -53,7 +53,11 @@ def main():
 
         # 3. Zero configuration: the user's value wins; opt-out; nothing with the pool off.
         show = "import os; print(os.environ.get('PYTORCH_NO_CUDA_MEMORY_CACHING'), os.environ.get('XLA_PYTHON_CLIENT_ALLOCATOR'))"
-        for extra, want in (({"PYTORCH_NO_CUDA_MEMORY_CACHING": "0"}, "0 platform"),
+        # PyTorch's caching is switched off only with GPUMEMPROF_TORCH=pool (default: attach).
+        for extra, want in (({}, "None platform"),
+                            ({"GPUMEMPROF_TORCH": "pool"}, "1 platform"),
+                            ({"GPUMEMPROF_TORCH": "pool", "PYTORCH_NO_CUDA_MEMORY_CACHING": "0"}, "0 platform"),
+                            ({"GPUMEMPROF_TORCH": "off"}, "None platform"),
                             ({"GPUMEMPROF_FRAMEWORK_ENV": "0"}, "None None"),
                             ({"GPUMEMPROF_POOL": "0"}, "None None")):
             e = dict(base, LD_PRELOAD=preload, GPUMEMPROF_OUTPUT="none", **extra)
@@ -63,7 +67,7 @@ def main():
         code = ("import gpumemprof as g, json, sys; g.dump(sys.argv[1]); "
                 "print(json.load(open(sys.argv[1] + '.json'))['framework_env'])")
         prefix = os.path.join(tmp, "inherited")
-        e = dict(base, LD_PRELOAD=preload, GPUMEMPROF_OUTPUT="none")
+        e = dict(base, LD_PRELOAD=preload, GPUMEMPROF_OUTPUT="none", GPUMEMPROF_TORCH="pool")
         p = subprocess.run(["/bin/sh", "-c", '"$0" -c "$1" "$2"', a.python, code, prefix], env=e,
                            capture_output=True, text=True, timeout=60)
         check("variables set by a parent under the preload are listed in the child's report",

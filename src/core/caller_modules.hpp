@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: MIT
+// Which loaded module called the CUDA entry point we are in: the return address of the program's
+// call (the runtime door passes it on to the driver hooks it leads to), named by a small id.
+// PyTorch's allocator (libc10_cuda.so) is told apart this way, and the device accounting names
+// the library that owns each pass-through allocation (cuBLAS, NCCL, ...).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+namespace gpumemprof::core {
+
+/// The return address of the call that entered the CUDA runtime (set by the runtime door for
+/// the duration of its call), else `own`: the return address of the driver hook itself.
+std::uintptr_t entry_caller(std::uintptr_t own) noexcept;
+
+/// Sets entry_caller for this thread while alive (the runtime door: cudaMalloc reaches the
+/// driver hooks through libcudart, whose frames say nothing of who asked).
+class EntryCallerScope {
+public:
+    explicit EntryCallerScope(const void* return_address) noexcept;
+    ~EntryCallerScope();
+    EntryCallerScope(const EntryCallerScope&) = delete;
+    EntryCallerScope& operator=(const EntryCallerScope&) = delete;
+
+private:
+    std::uintptr_t saved_;
+};
+
+class CallerModules {
+public:
+    static constexpr std::uint16_t kUnknown = 0; ///< no module (JIT code) or not looked up
+    static constexpr int kMaxModules = 1024;
+
+    static CallerModules& instance() noexcept;
+
+    /// The id of the module holding `addr` (dladdr on the first sight of an address, then a
+    /// lock-free cache). Takes the loader's lock on a miss: never from a signal handler.
+    std::uint16_t module_of(std::uintptr_t addr) noexcept;
+    /// The module's file path ("" for kUnknown).
+    std::string path(std::uint16_t id) const;
+    /// Its file name without directories or version suffixes: "libcublas", "libnccl", "python3.12".
+    std::string library(std::uint16_t id) const;
+    /// libc10_cuda.so: PyTorch's CUDA caching allocator.
+    bool is_torch_allocator(std::uint16_t id) const noexcept;
+
+private:
+    CallerModules() = default;
+    std::uint16_t add(const char* path, const void* base) noexcept; // requires mutex_
+
+    static constexpr int kCacheSize = 1024;
+    std::atomic<std::uint64_t> cache_[kCacheSize] = {}; ///< (address << 16) | id
+    mutable std::mutex mutex_;
+    const void* bases_[kMaxModules] = {};
+    const char* paths_[kMaxModules] = {}; ///< leaked copies: read without the lock once published
+    std::atomic<int> count_{1};           ///< id 0 is kUnknown
+    std::atomic<int> torch_allocator_{-1};
+};
+
+} // namespace gpumemprof::core

@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: MIT
+// The profiler's side of PyTorch's own caching allocator (GPUMEMPROF_TORCH, core/torch_attach.hpp):
+// its device memory passes through to the driver and counts as its reserved memory; once
+// attached, its block events rebuild its state in a pool::TorchMirror per device, whose listener
+// (PoolEvents) feeds the call sites, the trace and the history as our own pool's does.
+#include "core/caller_modules.hpp"
+#include "core/pool_events.hpp"
+#include "core/process_state.hpp"
+#include "core/profiler.hpp"
+#include "core/signals.hpp"
+#include "report/report_input.hpp"
+#include "stacks/recorder.hpp"
+#include "util/log.hpp"
+
+#include <cxxabi.h>
+
+extern "C" void* __dso_handle; // this library's handle, for __cxa_atexit
+
+namespace gpumemprof::core {
+namespace {
+
+// The stack captured for a segment PyTorch obtained, kept for the allocation that needed it
+// (SEGMENT_ALLOC / SEGMENT_MAP come first, in the same malloc call on the same thread).
+thread_local stacks::StackId t_segment_stack __attribute__((tls_model("initial-exec"))) = 0;
+
+} // namespace
+
+bool Profiler::torch_allocator_call(std::uintptr_t caller) noexcept {
+    if (options_.torch == util::kTorchPool)
+        return false;
+    CallerModules& modules = CallerModules::instance();
+    const std::uint16_t module = modules.module_of(caller);
+    if (!modules.is_torch_allocator(module))
+        return false;
+    if (options_.torch == util::kTorchAttach && torch_.state() == TorchAttach::State::idle)
+        torch_.on_allocator_call(modules.path(module), &Profiler::torch_sink);
+    return true;
+}
+
+CUresult Profiler::torch_segment_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_t bytes) noexcept {
+    PoolSlot* slot = current_slot(api); // where this device's mirror will live
+    // Not attached: the segment is all we see of PyTorch's memory, so it gets the stack.
+    const std::uint32_t stack = torch_.attached() ? 0 : capture_stack();
+    CUresult r = api.cuMemAlloc_v2(dptr, bytes);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY && slot && !process_exiting() && slot->pool->releasable_bytes() > 0) {
+        // Memory our pool keeps cached for other libraries must not make PyTorch fail.
+        slot->pool->empty_cache();
+        r = api.cuMemAlloc_v2(dptr, bytes);
+    }
+    if (r == CUDA_SUCCESS)
+        record_alloc_with_stack(Kind::torch_segment, api, static_cast<std::uintptr_t>(*dptr), bytes,
+                                slot ? slot->device : kDeviceOfCurrentContext, stack);
+    return r;
+}
+
+void Profiler::torch_page_created(const DriverApi& api, std::uintptr_t handle, std::size_t bytes, int device) noexcept {
+    record_alloc(Kind::torch_physical, api, handle, bytes, device);
+}
+
+void Profiler::torch_sink(const TorchEvent& ev) noexcept {
+    Profiler::instance().torch_event(ev);
+}
+
+PoolSlot* Profiler::torch_slot(int device) noexcept {
+    if (device < 0 || device >= kMaxTorchDevices)
+        return nullptr;
+    PoolSlot* s = torch_slots_[device].load(std::memory_order_acquire);
+    if (s && s->ctx.load(std::memory_order_acquire))
+        return s;
+    // The device's first event (a segment, on the thread that just obtained it with the device's
+    // context current) or the first after its context was reset.
+    const DriverApi* api = driver();
+    if (!api || process_exiting())
+        return nullptr;
+    s = current_slot(*api);
+    if (!s || s->device != device)
+        return nullptr;
+    try {
+        std::lock_guard lock(torch_mutex_);
+        if (!s->torch_ready.load(std::memory_order_acquire)) {
+            pool::TorchRules rules = torch_.rules();
+            s->torch_conf = rules.conf;
+            s->torch_events =
+                std::make_unique<PoolEvents>(device, s->torch_conf, trace_.load(std::memory_order_acquire), nullptr,
+                                             start_, options_.html || options_.pickle);
+            s->torch = std::make_unique<pool::TorchMirror>(std::move(rules), s->torch_events.get());
+            s->torch_ready.store(true, std::memory_order_release);
+            static bool registered = false;
+            if (!registered) {
+                // Runs at exit before PyTorch's allocator is destroyed (registered after it was
+                // made, so called before its destructor), to compare our figures with its own.
+                registered = true;
+                abi::__cxa_atexit([](void*) { Profiler::instance().torch_final_check(); }, nullptr, &__dso_handle);
+            }
+        }
+        torch_slots_[device].store(s, std::memory_order_release);
+        return s;
+    } catch (...) {
+        return nullptr;
+    }
+}
+
+void Profiler::torch_event(const TorchEvent& ev) noexcept {
+    try {
+        CoreScope scope;
+        PoolSlot* s = torch_slot(ev.device);
+        if (!s)
+            return;
+        pool::TorchMirror& m = *s->torch;
+        switch (ev.action) {
+        case TorchAction::segment_alloc:
+        case TorchAction::segment_map:
+            t_segment_stack = capture_stack();
+            set_current_request_stack(t_segment_stack);
+            if (ev.action == TorchAction::segment_alloc)
+                m.segment_alloc(ev.addr, ev.size, ev.stream, ev.pool);
+            else
+                m.segment_map(ev.addr, ev.size, ev.stream, ev.pool);
+            set_current_request_stack(0);
+            break;
+        case TorchAction::alloc: {
+            const stacks::StackId id = t_segment_stack != 0 ? t_segment_stack : capture_stack();
+            t_segment_stack = 0;
+            set_current_request_stack(id);
+            m.alloc(ev.addr, ev.size, ev.stream, ev.pool);
+            set_current_request_stack(0);
+            break;
+        }
+        case TorchAction::free_requested: m.free_requested(ev.addr); break;
+        case TorchAction::free_completed: m.free_completed(ev.addr); break;
+        case TorchAction::segment_free: m.segment_free(ev.addr, ev.size); break;
+        case TorchAction::segment_unmap: m.segment_unmap(ev.addr, ev.size); break;
+        case TorchAction::oom:
+            set_current_request_stack(capture_stack());
+            m.oom(ev.addr, ev.size, ev.stream);
+            set_current_request_stack(0);
+            break;
+        case TorchAction::other: break;
+        }
+    } catch (...) {
+    }
+}
+
+void Profiler::torch_final_check() noexcept {
+    try {
+        for (int d = 0; d < kMaxTorchDevices; ++d) {
+            PoolSlot* s = torch_slots_[d].load(std::memory_order_acquire);
+            if (!s || !s->torch_ready.load(std::memory_order_acquire))
+                continue;
+            stats::DeviceStats theirs;
+            if (!torch_.read_stats(d, &theirs))
+                continue;
+            s->torch->set_untraced_counters(theirs.num_alloc_retries, theirs.num_sync_all_streams);
+            s->torch_reported = theirs;
+            s->torch_mirrored = s->torch->stats();
+            s->torch_checked = true;
+        }
+    } catch (...) {
+    }
+}
+
+report::DeviceSummary Profiler::torch_summary(const PoolSlot& s) const {
+    report::DeviceSummary d;
+    d.device = s.device;
+    d.context = s.index;
+    d.context_alive = s.ctx.load() != nullptr;
+    d.allocator = "pytorch";
+    d.allocator_status = torch_.description();
+    d.stats = s.torch->stats();
+    d.total_capacity = s.total_bytes;
+    d.at_reserved_peak = s.torch->reserved_peak();
+    d.private_pools = s.torch->private_pools();
+    d.mirror_mismatches = s.torch->mismatches();
+    if (s.torch_checked) {
+        d.has_torch_check = true;
+        d.torch_reported = s.torch_reported;
+        d.torch_mirrored = s.torch_mirrored;
+    }
+    d.history.segments = s.torch->snapshot();
+    d.history.segments_known = true;
+    s.torch_events->history([&](const std::function<void()>& fn) { s.torch->with_lock(fn); }, &d.history.series,
+                            &d.history.events, &d.history.events_overwritten);
+    return d;
+}
+
+} // namespace gpumemprof::core

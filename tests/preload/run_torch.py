@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+# Preload cases with PyTorch's own caching allocator attached (GPUMEMPROF_TORCH): the program
+# allocates through a stand-in with torch 2.11's interface (tests/preload/torch/lib) and once
+# itself; run with and without the preload, as run_case.py does.
+import argparse
+import json
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run_case  # noqa: E402
+from run_case import MIB, Checker, both_ran  # noqa: E402
+
+
+def marker_lines(source):
+    """{"LINE_A": 31, ...}: the lines of the program marked // LINE_X."""
+    lines = {}
+    with open(source, encoding="utf-8") as f:
+        for n, text in enumerate(f, 1):
+            m = re.search(r"// (LINE_\w+)", text)
+            if m:
+                lines[m.group(1)] = n
+    return lines
+
+
+def entries(report, allocator):
+    return [d for d in (report or {}).get("devices", []) if d.get("allocator") == allocator]
+
+
+def site_at(report, file_name, line):
+    """The call sites with a frame at file_name:line."""
+    return [s for s in (report or {}).get("sites", [])
+            if any(f.get("file", "").endswith(file_name) and f.get("line") == line for f in s.get("frames", []))]
+
+
+def case_torch_attach(args, tmp):
+    """PyTorch's allocator keeps its pool: its segments pass through unchanged, its blocks are
+    rebuilt from its events with the same 122 statistics it reports itself, and the program's own
+    cudaMalloc is served by our pool beside it."""
+    c = Checker(args.case)
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "prog_torch_attach.cpp")
+    lines = marker_lines(src)
+    plain, pre = both_ran(c, args, tmp)
+    c.eq("stdout: the stand-in's own stats, same with and without the preload",
+         pre.values.get("TORCH_STATS"), plain.values.get("TORCH_STATS"))
+    c.eq("stdout: distinct blocks", pre.val("distinct"), 1)
+    # The stand-in's segments are cudaMalloc'd as they would be without us (nothing pooled, same
+    # sizes): 2 MiB small, 20 MiB for the 5 MiB block, 30 MiB, 20 MiB for the other stream, 20 MiB
+    # for the private pool; plus the program's own 4 MiB, which our pool serves from a 20 MiB
+    # segment of its own.
+    c.eq("driver cuMemAlloc_v2 calls without the preload", plain.sim_ok("cuMemAlloc_v2"), 6)
+    c.eq("driver cuMemAlloc_v2 calls with the preload", pre.sim_ok("cuMemAlloc_v2"), 6)
+    rep = pre.report()
+    torch = entries(rep, "pytorch")
+    c.eq("one devices entry for PyTorch's allocator", len(torch), 1)
+    if not torch:
+        return c.finish([plain, pre])
+    t = torch[0]
+    c.true("attached to the stand-in's version", t.get("allocator_status", "").startswith(
+        "attached to PyTorch 2.11.0+sim"), t.get("allocator_status"))
+    c.eq("events that did not fit the rebuilt layout", t.get("mirror_mismatches"), 0)
+    theirs = json.loads(pre.values.get("TORCH_STATS") or "{}")
+    ours = t.get("memory_stats", {})
+    c.eq("122 keys", len(ours), 122)
+    differing = {k: (ours.get(k), v) for k, v in theirs.items() if ours.get(k) != v}
+    c.eq("memory_stats equal the stand-in's own, key by key (ours, theirs)", differing, {})
+    # By hand: c (30 MiB, a segment of its own), d (3 MiB on stream 0x100), g (2 MiB, private pool).
+    c.eq("allocated_bytes.all.current", ours.get("allocated_bytes.all.current"), 30 * MIB + 3 * MIB + 2 * MIB)
+    c.eq("reserved_bytes.all.current", ours.get("reserved_bytes.all.current"), (2 + 20 + 30 + 20 + 20) * MIB)
+    check = t.get("pytorch_check", {})
+    c.eq("PyTorch's own figures read at exit, none differing", check.get("differing_keys"), {})
+    c.eq("PyTorch's own allocated bytes at exit", check.get("memory_stats", {}).get(
+        "allocated_bytes.all.current"), 35 * MIB)
+    pools = t.get("private_pools", [])
+    c.eq("private pools (id, reserved, allocated)",
+         [(p["id"], p["reserved_bytes"], p["allocated_bytes"]) for p in pools], [([1, 0], 20 * MIB, 2 * MIB)])
+    mine = entries(rep, "gpumemprof")
+    c.eq("our pool beside it: one entry", len(mine), 1)
+    if mine:
+        st = mine[0].get("memory_stats", {})
+        c.eq("our pool served the program's own cudaMalloc only", st.get("allocation.all.allocated"), 1)
+        c.eq("... of 4 MiB", st.get("allocated_bytes.all.allocated"), 4 * MIB)
+    # Call sites: the program's lines, each with its block's bytes.
+    for name, live in (("LINE_C", 30 * MIB), ("LINE_D", 3 * MIB), ("LINE_G", 2 * MIB)):
+        s = site_at(rep, "prog_torch_attach.cpp", lines[name])
+        c.eq("site %s: live bytes at exit" % name, [x["live_bytes"] for x in s], [live])
+    s = site_at(rep, "prog_torch_attach.cpp", lines["LINE_A"])
+    c.eq("site LINE_A: 1024 B allocated, freed", [(x["total_bytes"], x["live_bytes"]) for x in s], [(1024, 0)])
+    c.eq("leaks at exit: PyTorch's three live blocks", ((rep or {}).get("leaks") or {}).get("bytes"), 35 * MIB)
+    c.true("the environment is left alone (PyTorch keeps its allocator)",
+           "PYTORCH_NO_CUDA_MEMORY_CACHING=1" not in (rep or {}).get("framework_env", []), rep.get("framework_env"))
+    return c.finish([plain, pre])
+
+
+CASES = {
+    "torch_attach": case_torch_attach,
+}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--case", required=True, choices=sorted(CASES))
+    ap.add_argument("--lib", required=True, help="libgpumemprof.so")
+    ap.add_argument("--prog", required=True)
+    ap.add_argument("--sim-dir", required=True, help="directory holding the simulated libcuda.so.1")
+    ap.add_argument("--cli", help="the gpumemprof command-line tool")
+    ap.add_argument("--asan-runtime", default="", help="ASan runtime to preload before the library")
+    ap.add_argument("--keep", action="store_true", help="keep the output directory")
+    args = ap.parse_args()
+    return run_case.run_in_tmp(args, CASES, "gpumemprof-torch")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
