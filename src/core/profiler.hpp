@@ -132,6 +132,7 @@ public:
 private:
     Profiler();
     static void torch_sink(const TorchEvent& ev) noexcept;
+    static TorchControlSink torch_control() noexcept;
     void torch_event(const TorchEvent& ev) noexcept;
     /// The pool slot holding `device`'s mirror of PyTorch's allocator (made at its first event).
     PoolSlot* torch_slot(int device) noexcept;

@@ -33,7 +33,7 @@ bool Profiler::torch_allocator_call(std::uintptr_t caller) noexcept {
     if (!modules.is_torch_allocator(module))
         return false;
     if (options_.torch == util::kTorchAttach && torch_.state() == TorchAttach::State::idle)
-        torch_.on_allocator_call(modules.path(module), &Profiler::torch_sink);
+        torch_.on_allocator_call(modules.path(module), &Profiler::torch_sink, torch_control());
     return true;
 }
 
@@ -59,6 +59,34 @@ void Profiler::torch_page_created(const DriverApi& api, std::uintptr_t handle, s
 
 void Profiler::torch_sink(const TorchEvent& ev) noexcept {
     Profiler::instance().torch_event(ev);
+}
+
+TorchControlSink Profiler::torch_control() noexcept {
+    TorchControlSink c;
+    c.reset_peak = [](int device) noexcept {
+        Profiler& p = Profiler::instance();
+        if (device >= 0 && device < kMaxTorchDevices)
+            if (PoolSlot* s = p.torch_slots_[device].load(std::memory_order_acquire))
+                s->torch->program_reset_peak();
+    };
+    c.reset_accumulated = [](int device) noexcept {
+        Profiler& p = Profiler::instance();
+        if (device >= 0 && device < kMaxTorchDevices)
+            if (PoolSlot* s = p.torch_slots_[device].load(std::memory_order_acquire))
+                s->torch->program_reset_accumulated();
+    };
+    // empty_cache counts a synchronisation of all streams on every device (num_sync_all_streams),
+    // which no event shows: read PyTorch's own count (its mutex is free again by now).
+    c.emptied = []() noexcept {
+        Profiler& p = Profiler::instance();
+        for (int d = 0; d < kMaxTorchDevices; ++d)
+            if (PoolSlot* s = p.torch_slots_[d].load(std::memory_order_acquire)) {
+                stats::DeviceStats theirs;
+                if (p.torch_.read_stats(d, &theirs))
+                    s->torch->set_untraced_counters(theirs.num_alloc_retries, theirs.num_sync_all_streams);
+            }
+    };
+    return c;
 }
 
 PoolSlot* Profiler::torch_slot(int device) noexcept {
@@ -167,6 +195,9 @@ report::DeviceSummary Profiler::torch_summary(const PoolSlot& s) const {
     d.allocator = "pytorch";
     d.allocator_status = torch_.description();
     d.stats = s.torch->stats();
+    d.program_resets = s.torch->program_resets();
+    if (d.program_resets > 0)
+        d.whole_run = s.torch->whole_run_stats();
     d.total_capacity = s.total_bytes;
     d.at_reserved_peak = s.torch->reserved_peak();
     d.private_pools = s.torch->private_pools();

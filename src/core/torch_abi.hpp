@@ -27,11 +27,13 @@ struct Actions {
 
 struct Layout {
     int major = 0, minor = 0;
-    // vtable slots (index of the function pointer; the two destructors are 0 and 1)
+    // vtable slots of CUDAAllocator (index of the function pointer; the destructors are 0 and 1)
     int slot_get_device_stats = 0;     ///< DeviceStats getDeviceStats(DeviceIndex)
     int slot_attach_trace_tracker = 0; ///< void attachAllocatorTraceTracker(AllocatorTraceTracker)
     int slot_name = 0;                 ///< std::string name()
-    int vtable_functions = 0;          ///< slots in CUDAAllocator's part of the vtable
+    int slot_empty_cache = 0;          ///< void emptyCache(MempoolId_t)
+    int slot_reset_accumulated = 0;    ///< void resetAccumulatedStats(DeviceIndex)
+    int slot_reset_peak = 0;           ///< void resetPeakStats(DeviceIndex)
     // TraceEntry: byte offsets of the fields read
     std::size_t entry_action = 0, entry_device = 0, entry_addr = 0, entry_stream = 0, entry_size = 0, entry_mempool = 0;
     Actions actions{};
@@ -43,34 +45,41 @@ struct Layout {
     // AcceleratorAllocatorConfig: std::atomic<size_t> max_split_size_, std::atomic<bool>
     // use_expandable_segments_
     std::size_t config_max_split_size = 0, config_expandable_segments = 0;
+    // torch::autograd::Node: uint64_t sequence_nr_ and thread_id_ (the forward op that made it)
+    std::size_t node_sequence_nr = 0, node_thread_id = 0;
 };
 
-/// Read off torch 2.11.0+cu130's headers with GCC on x86-64 (docs/results/torch-2.11-abi-2026-12-01.txt).
+/// Read off torch 2.11.0+cu130's headers with GCC 13 on x86-64, H200 machine, 2026-12-01
+/// (docs/results/torch-2.11-abi-2026-12-01.txt).
 inline constexpr Layout kLayouts[] = {
-    {2,
-     11,
-     /*slots*/ 9,
-     44,
-     49,
-     50,
-     /*TraceEntry*/ 0,
-     4,
-     8,
-     32,
-     40,
-     48,
-     /*actions*/ {0, 1, 2, 3, 4, 5, 6, 7, 8},
-     /*DeviceStats*/ 976,
-     864,
-     872,
-     880,
-     912,
-     944,
-     952,
-     960,
-     968,
-     /*AcceleratorAllocatorConfig*/ 8,
-     56},
+    {.major = 2,
+     .minor = 11,
+     .slot_get_device_stats = 9,
+     .slot_attach_trace_tracker = 44,
+     .slot_name = 49,
+     .slot_empty_cache = 7,
+     .slot_reset_accumulated = 10,
+     .slot_reset_peak = 11,
+     .entry_action = 0,
+     .entry_device = 4,
+     .entry_addr = 8,
+     .entry_stream = 32,
+     .entry_size = 40,
+     .entry_mempool = 48,
+     .actions = {0, 1, 2, 3, 4, 5, 6, 7, 8},
+     .stats_bytes = 976,
+     .stats_num_alloc_retries = 864,
+     .stats_num_ooms = 872,
+     .stats_oversize_allocations = 880,
+     .stats_oversize_segments = 912,
+     .stats_num_sync_all_streams = 944,
+     .stats_num_device_alloc = 952,
+     .stats_num_device_free = 960,
+     .stats_max_split_size = 968,
+     .config_max_split_size = 8,
+     .config_expandable_segments = 56,
+     .node_sequence_nr = 24,
+     .node_thread_id = 48},
 };
 
 /// The layout of PyTorch major.minor, or null.

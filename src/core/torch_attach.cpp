@@ -6,6 +6,8 @@
 #include "util/log.hpp"
 
 #include <dlfcn.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -37,6 +39,30 @@ using DivisionsFn = std::size_t (*)(std::size_t);
 // Set once, before the tracker is attached; read by every event.
 const torch_abi::Layout* g_layout = nullptr;
 TorchSink g_sink = nullptr;
+TorchControlSink g_control;
+
+// PyTorch's own functions in the vtable slots we took over, and ours.
+struct Mempool {
+    std::uint64_t first, second;
+};
+using DeviceFn = void (*)(void* self, std::int8_t device);
+using EmptyCacheFn = void (*)(void* self, Mempool pool);
+DeviceFn g_reset_peak = nullptr;
+DeviceFn g_reset_accumulated = nullptr;
+EmptyCacheFn g_empty_cache = nullptr;
+
+void hooked_reset_peak(void* self, std::int8_t device) {
+    g_reset_peak(self, device);
+    g_control.reset_peak(device);
+}
+void hooked_reset_accumulated(void* self, std::int8_t device) {
+    g_reset_accumulated(self, device);
+    g_control.reset_accumulated(device);
+}
+void hooked_empty_cache(void* self, Mempool pool) {
+    g_empty_cache(self, pool);
+    g_control.emptied();
+}
 
 template <typename T> T field(const char* base, std::size_t offset) {
     T v;
@@ -129,13 +155,13 @@ bool parse_torch_version(const std::string& text, int* major, int* minor) {
     return true;
 }
 
-void TorchAttach::on_allocator_call(const std::string& module_path, TorchSink sink) noexcept {
+void TorchAttach::on_allocator_call(const std::string& module_path, TorchSink sink, TorchControlSink control) noexcept {
     State expected = State::idle;
     if (state_.load(std::memory_order_acquire) != State::idle ||
         !state_.compare_exchange_strong(expected, State::attaching, std::memory_order_acq_rel))
         return; // attached, given up, or another thread is attaching (it does not wait for us)
     try {
-        attach(module_path, sink);
+        attach(module_path, sink, control);
     } catch (...) {
         give_up(State::failed, "attaching to PyTorch's allocator failed unexpectedly");
     }
@@ -154,7 +180,21 @@ void TorchAttach::give_up(State why, std::string text) noexcept {
     state_.store(why, std::memory_order_release);
 }
 
-void TorchAttach::attach(const std::string& module_path, TorchSink sink) {
+bool TorchAttach::patch_slot(void** vtable, int slot, void* ours, void** original) {
+    const long page = sysconf(_SC_PAGESIZE);
+    auto* entry = &vtable[slot];
+    auto* start =
+        reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(entry) & ~static_cast<std::uintptr_t>(page - 1));
+    // The vtable lies in RELRO (read-only after relocation): writable for one pointer's store.
+    if (mprotect(start, static_cast<std::size_t>(page), PROT_READ | PROT_WRITE) != 0)
+        return false;
+    *original = __atomic_load_n(entry, __ATOMIC_ACQUIRE);
+    __atomic_store_n(entry, ours, __ATOMIC_RELEASE);
+    mprotect(start, static_cast<std::size_t>(page), PROT_READ);
+    return true;
+}
+
+void TorchAttach::attach(const std::string& module_path, TorchSink sink, TorchControlSink control) {
     std::string version_file;
     version_ = read_version(module_path, &version_file);
     int major = 0, minor = 0;
@@ -178,7 +218,8 @@ void TorchAttach::attach(const std::string& module_path, TorchSink sink) {
     // Every slot we call must be code of libc10_cuda.so itself (a wrong layout or an allocator
     // swapped in by the program would point elsewhere).
     const void* base = module_base(slot);
-    for (int s : {layout->slot_attach_trace_tracker, layout->slot_name, layout->slot_get_device_stats})
+    for (int s : {layout->slot_attach_trace_tracker, layout->slot_name, layout->slot_get_device_stats,
+                  layout->slot_empty_cache, layout->slot_reset_accumulated, layout->slot_reset_peak})
         if (module_base(vtable[s]) != base)
             return give_up(State::unsupported, "PyTorch's CUDA allocator object does not have the layout of PyTorch " +
                                                    version_ + "'s native caching allocator");
@@ -195,6 +236,20 @@ void TorchAttach::attach(const std::string& module_path, TorchSink sink) {
     layout_ = layout;
     g_layout = layout;
     g_sink = sink;
+    g_control = control;
+    // The statistics calls that leave no event: ours run after PyTorch's (without them the
+    // mirror's peaks would stop following the program's resets).
+    void* original = nullptr;
+    if (patch_slot(vtable, layout->slot_reset_peak, reinterpret_cast<void*>(&hooked_reset_peak), &original))
+        g_reset_peak = reinterpret_cast<DeviceFn>(original);
+    if (patch_slot(vtable, layout->slot_reset_accumulated, reinterpret_cast<void*>(&hooked_reset_accumulated),
+                   &original))
+        g_reset_accumulated = reinterpret_cast<DeviceFn>(original);
+    if (patch_slot(vtable, layout->slot_empty_cache, reinterpret_cast<void*>(&hooked_empty_cache), &original))
+        g_empty_cache = reinterpret_cast<EmptyCacheFn>(original);
+    if (!g_reset_peak || !g_reset_accumulated || !g_empty_cache)
+        log::warn("could not take over PyTorch's statistics resets (mprotect refused): after the program resets "
+                  "PyTorch's peak statistics, the mirrored memory_stats peaks cover the whole run");
     Tracker tracker = [](const RawEntry& e) { on_entry(e); };
     reinterpret_cast<AttachFn>(vtable[layout->slot_attach_trace_tracker])(allocator, &tracker);
     {

@@ -50,13 +50,22 @@ struct TorchEvent {
 /// into PyTorch, take the GIL, or wait for anything a PyTorch allocation could hold.
 using TorchSink = void (*)(const TorchEvent&) noexcept;
 
+/// Calls into PyTorch's allocator that change its statistics without an event: the program's
+/// torch.cuda.reset_peak_memory_stats / reset_accumulated_memory_stats (device), and
+/// torch.cuda.empty_cache (every device). Called after PyTorch's own function returned.
+struct TorchControlSink {
+    void (*reset_peak)(int device) noexcept = nullptr;
+    void (*reset_accumulated)(int device) noexcept = nullptr;
+    void (*emptied)() noexcept = nullptr;
+};
+
 class TorchAttach {
 public:
     enum class State : int { idle, attaching, attached, unsupported, failed };
 
     /// Called from a hook whose caller is PyTorch's allocator, libc10_cuda.so at `module_path`.
     /// The first call attaches (on any thread; a second thread meanwhile does not wait).
-    void on_allocator_call(const std::string& module_path, TorchSink sink) noexcept;
+    void on_allocator_call(const std::string& module_path, TorchSink sink, TorchControlSink control) noexcept;
 
     State state() const noexcept { return state_.load(std::memory_order_acquire); }
     bool attached() const noexcept { return state() == State::attached; }
@@ -71,7 +80,10 @@ public:
     bool read_stats(int device, stats::DeviceStats* out) const noexcept;
 
 private:
-    void attach(const std::string& module_path, TorchSink sink); // may throw: caught by the caller
+    void attach(const std::string& module_path, TorchSink sink, TorchControlSink control); // may throw
+    /// Our function in place of PyTorch's in `slot` of its allocator's vtable (the original is
+    /// kept in *original and called first by ours); false when the page cannot be written.
+    static bool patch_slot(void** vtable, int slot, void* ours, void** original);
     void give_up(State why, std::string text) noexcept;
 
     std::atomic<State> state_{State::idle};

@@ -53,6 +53,9 @@ struct TorchMirror::Impl {
     ReservedPeak peak_record;
     bool reserved_grew = false;
     std::int64_t mismatches = 0;
+    // What the program's resets took out of `st`: the largest peaks and the totals before them.
+    stats::DeviceStats before_resets;
+    int program_resets = 0;
     std::map<MempoolId, PrivatePoolBytes> private_pools;
 
     Impl(TorchRules r, PoolListener* l) : rules(std::move(r)), listener(l) {
@@ -114,6 +117,44 @@ struct TorchMirror::Impl {
             p->allocated += delta;
             p->peak_allocated = std::max(p->peak_allocated, p->allocated);
         }
+    }
+
+    /// Before the program resets `st`'s peaks (peaks) or totals (!peaks): keep what goes.
+    void keep_before_reset(bool peaks) {
+        std::vector<stats::Stat*> now, kept;
+        st.for_each_stat([&](stats::Stat& s) { now.push_back(&s); });
+        before_resets.for_each_stat([&](stats::Stat& s) { kept.push_back(&s); });
+        for (std::size_t i = 0; i < now.size(); ++i) {
+            if (peaks) {
+                kept[i]->peak = std::max(kept[i]->peak, now[i]->peak);
+            } else {
+                kept[i]->allocated += now[i]->allocated;
+                kept[i]->freed += now[i]->freed;
+            }
+        }
+        if (!peaks) {
+#define X(name) before_resets.name += st.name;
+            GPUMEMPROF_STAT_COUNTERS(X)
+#undef X
+        }
+    }
+
+    stats::DeviceStats whole_run() const {
+        stats::DeviceStats w = st;
+        std::vector<stats::Stat*> out;
+        w.for_each_stat([&](stats::Stat& s) { out.push_back(&s); });
+        std::size_t i = 0;
+        stats::DeviceStats kept = before_resets;
+        kept.for_each_stat([&](stats::Stat& k) {
+            out[i]->peak = std::max(out[i]->peak, k.peak);
+            out[i]->allocated += k.allocated;
+            out[i]->freed += k.freed;
+            ++i;
+        });
+#define X(name) w.name += before_resets.name;
+        GPUMEMPROF_STAT_COUNTERS(X)
+#undef X
+        return w;
     }
 
     void note_reserved_peak() {
@@ -525,13 +566,27 @@ void TorchMirror::reset_peak_stats() {
     GPUMEMPROF_MIRROR_LOCKED(impl_->st.reset_peak(); impl_->peak_record = {}; impl_->note_reserved_peak());
 }
 void TorchMirror::reset_accumulated_stats() {
-    GPUMEMPROF_MIRROR_LOCKED(impl_->st.reset_accumulated());
+    GPUMEMPROF_MIRROR_LOCKED(impl_->st.reset_accumulated(); impl_->before_resets.reset_accumulated());
+}
+void TorchMirror::program_reset_peak() {
+    GPUMEMPROF_MIRROR_LOCKED(impl_->keep_before_reset(true); impl_->st.reset_peak(); ++impl_->program_resets);
+}
+void TorchMirror::program_reset_accumulated() {
+    GPUMEMPROF_MIRROR_LOCKED(impl_->keep_before_reset(false); impl_->st.reset_accumulated(); ++impl_->program_resets);
 }
 #undef GPUMEMPROF_MIRROR_LOCKED
 
 stats::DeviceStats TorchMirror::stats() const {
     std::lock_guard lock(impl_->mutex);
     return impl_->st;
+}
+stats::DeviceStats TorchMirror::whole_run_stats() const {
+    std::lock_guard lock(impl_->mutex);
+    return impl_->whole_run();
+}
+int TorchMirror::program_resets() const {
+    std::lock_guard lock(impl_->mutex);
+    return impl_->program_resets;
 }
 ReservedPeak TorchMirror::reserved_peak() const {
     std::lock_guard lock(impl_->mutex);

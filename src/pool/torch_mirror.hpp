@@ -89,8 +89,16 @@ public:
     /// the retry after releasing every cached block): taken from PyTorch's own figures when the
     /// caller could read them.
     void set_untraced_counters(std::int64_t num_alloc_retries, std::int64_t num_sync_all_streams);
+    /// Our own resets (the C API): of everything the mirror keeps.
     void reset_peak_stats();
     void reset_accumulated_stats();
+    /// The program reset PyTorch's statistics (torch.cuda.reset_peak_memory_stats, ...): stats()
+    /// follows, as torch.cuda.memory_stats() does; whole_run_stats() keeps the whole run.
+    void program_reset_peak();
+    void program_reset_accumulated();
+    /// stats() with peaks and totals over the whole run, whatever the program reset.
+    stats::DeviceStats whole_run_stats() const;
+    int program_resets() const;
     ReservedPeak reserved_peak() const;
     /// Segments and blocks in address order, as PyTorch's snapshot() shows them (expandable
     /// segments: one entry per contiguous mapped range).

@@ -17,6 +17,9 @@ void write_allocator(util::JsonWriter& w, const DeviceSummary& d) {
         return;
     w.field("allocator_status", d.allocator_status);
     w.field("mirror_mismatches", d.mirror_mismatches);
+    w.field("program_resets", static_cast<std::int64_t>(d.program_resets));
+    if (d.program_resets > 0) // memory_stats follows the program's resets; this is the whole run
+        w.key("whole_run_memory_stats").raw(stats::to_json(d.whole_run));
     w.key("private_pools").begin_array();
     for (const pool::PrivatePoolBytes& p : d.private_pools) {
         w.begin_object();

@@ -48,6 +48,10 @@ struct DeviceSummary {
     std::string allocator_status;                      ///< "attached to PyTorch 2.11.0's caching allocator"
     std::vector<pool::PrivatePoolBytes> private_pools; ///< CUDA graph / MemPool pools (pytorch)
     std::int64_t mirror_mismatches = 0;                ///< PyTorch events that did not fit the rebuilt layout
+    /// How often the program reset PyTorch's statistics (stats follows them, as
+    /// torch.cuda.memory_stats() does) and, when it did, the same keys over the whole run.
+    int program_resets = 0;
+    stats::DeviceStats whole_run;
     /// PyTorch's own statistics read at exit, and ours at that moment (pytorch, when read).
     bool has_torch_check = false;
     stats::DeviceStats torch_reported, torch_mirrored;

@@ -153,7 +153,8 @@ void torch_lines(std::string& out, const DeviceSummary& d) {
 /// `torch_attached`: the report also shows PyTorch's attached allocator (ours then serves the rest).
 void device_figures(std::string& out, const DeviceSummary& d, const stacks::ReportData& data, bool expandable,
                     bool torch_attached) {
-    const auto& st = d.stats;
+    // Peaks over the whole run, even where the program reset PyTorch's (they are in the JSON).
+    const auto& st = d.program_resets > 0 ? d.whole_run : d.stats;
     const auto all = stats::kAll;
     out += "\ndevice " + std::to_string(d.device);
     if (d.total_capacity > 0)

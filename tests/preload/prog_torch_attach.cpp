@@ -13,6 +13,8 @@ void* fake_torch_malloc(std::size_t size, std::uintptr_t stream, unsigned long l
                         unsigned long long pool_second);
 void fake_torch_free(void* p);
 void fake_torch_empty_cache();
+void fake_torch_reset_peak();
+void fake_torch_reset_accumulated();
 char* fake_torch_stats_json();
 }
 
@@ -45,6 +47,14 @@ int main() {
     cudaFree(own);
     char* stats = fake_torch_stats_json();
     std::printf("TORCH_STATS=%s\n", stats);
+    std::free(stats);
+    // torch.cuda.reset_peak_memory_stats(), then empty_cache() (gives back b's free segment).
+    fake_torch_reset_peak();
+    fake_torch_empty_cache();
+    void* e = tensor(600 << 10); // LINE_E
+    fake_torch_free(e);
+    stats = fake_torch_stats_json();
+    std::printf("TORCH_STATS_END=%s\n", stats);
     std::free(stats);
     std::printf("distinct=%d\n", c != d && d != g && c != g);
     return 0;

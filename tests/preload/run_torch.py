@@ -50,8 +50,9 @@ def case_torch_attach(args, tmp):
     # sizes): 2 MiB small, 20 MiB for the 5 MiB block, 30 MiB, 20 MiB for the other stream, 20 MiB
     # for the private pool; plus the program's own 4 MiB, which our pool serves from a 20 MiB
     # segment of its own.
-    c.eq("driver cuMemAlloc_v2 calls without the preload", plain.sim_ok("cuMemAlloc_v2"), 6)
-    c.eq("driver cuMemAlloc_v2 calls with the preload", pre.sim_ok("cuMemAlloc_v2"), 6)
+    # and 2 MiB again after empty_cache, for the 600 KiB block.
+    c.eq("driver cuMemAlloc_v2 calls without the preload", plain.sim_ok("cuMemAlloc_v2"), 7)
+    c.eq("driver cuMemAlloc_v2 calls with the preload", pre.sim_ok("cuMemAlloc_v2"), 7)
     rep = pre.report()
     torch = entries(rep, "pytorch")
     c.eq("one devices entry for PyTorch's allocator", len(torch), 1)
@@ -61,18 +62,37 @@ def case_torch_attach(args, tmp):
     c.true("attached to the stand-in's version", t.get("allocator_status", "").startswith(
         "attached to PyTorch 2.11.0+sim"), t.get("allocator_status"))
     c.eq("events that did not fit the rebuilt layout", t.get("mirror_mismatches"), 0)
-    theirs = json.loads(pre.values.get("TORCH_STATS") or "{}")
+    before = json.loads(pre.values.get("TORCH_STATS") or "{}")
+    theirs = json.loads(pre.values.get("TORCH_STATS_END") or "{}")
     ours = t.get("memory_stats", {})
     c.eq("122 keys", len(ours), 122)
     differing = {k: (ours.get(k), v) for k, v in theirs.items() if ours.get(k) != v}
-    c.eq("memory_stats equal the stand-in's own, key by key (ours, theirs)", differing, {})
-    # By hand: c (30 MiB, a segment of its own), d (3 MiB on stream 0x100), g (2 MiB, private pool).
+    c.eq("memory_stats equal the stand-in's own at exit, key by key (ours, theirs)", differing, {})
+    # By hand: c (30 MiB, a segment of its own), d (3 MiB on stream 0x100), g (2 MiB, private pool)
+    # live; empty_cache gave back the free 2 MiB and 20 MiB segments, e took a new 2 MiB one.
     c.eq("allocated_bytes.all.current", ours.get("allocated_bytes.all.current"), 30 * MIB + 3 * MIB + 2 * MIB)
-    c.eq("reserved_bytes.all.current", ours.get("reserved_bytes.all.current"), (2 + 20 + 30 + 20 + 20) * MIB)
+    c.eq("reserved_bytes.all.current", ours.get("reserved_bytes.all.current"), (30 + 20 + 20 + 2) * MIB)
+    # The program reset the peaks before e: memory_stats follows, as torch.cuda.memory_stats() does;
+    # the whole run's peak is kept beside it.
+    c.eq("program resets seen", t.get("program_resets"), 1)
+    c.eq("allocated_bytes.all.peak after the reset", ours.get("allocated_bytes.all.peak"), 35 * MIB + 600 * 1024)
+    whole = t.get("whole_run_memory_stats", {})
+    c.eq("whole run: allocated_bytes.all.peak (reached after the reset)", whole.get("allocated_bytes.all.peak"),
+         35 * MIB + 600 * 1024)
+    c.eq("whole run: inactive_split_bytes.all.peak (reached before the reset)",
+         whole.get("inactive_split_bytes.all.peak"), before.get("inactive_split_bytes.all.peak"))
+    c.true("... which the reset took out of memory_stats", ours.get("inactive_split_bytes.all.peak", 0) <
+           before.get("inactive_split_bytes.all.peak", 0), ours.get("inactive_split_bytes.all.peak"))
+    c.eq("num_sync_all_streams (empty_cache, no event shows it)", ours.get("num_sync_all_streams"),
+         theirs.get("num_sync_all_streams"))
     check = t.get("pytorch_check", {})
     c.eq("PyTorch's own figures read at exit, none differing", check.get("differing_keys"), {})
     c.eq("PyTorch's own allocated bytes at exit", check.get("memory_stats", {}).get(
         "allocated_bytes.all.current"), 35 * MIB)
+    # empty_cache gave back the two wholly free segments (without the preload the program's own
+    # cudaFree is a third call; under it, our pool keeps that block cached).
+    c.eq("driver: segments freed (without, with the preload)", (plain.sim_ok("cuMemFree_v2"), pre.sim_ok("cuMemFree_v2")),
+         (3, 2))
     pools = t.get("private_pools", [])
     c.eq("private pools (id, reserved, allocated)",
          [(p["id"], p["reserved_bytes"], p["allocated_bytes"]) for p in pools], [([1, 0], 20 * MIB, 2 * MIB)])

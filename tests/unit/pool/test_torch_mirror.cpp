@@ -292,3 +292,26 @@ TEST_CASE("mirror: random sequences arrive at the pool's statistics and layout",
         random_against_pool("expandable_segments:True", 1, 5);
     }
 }
+
+TEST_CASE("mirror: the program's resets are followed, the whole run is kept", "[torch_mirror]") {
+    TorchMirror m(rules(), nullptr);
+    m.segment_alloc(A, 20 * MiB, 0, {});
+    m.alloc(A, 8 * MiB, 0, {});
+    m.free_requested(A);
+    m.free_completed(A);
+    m.program_reset_peak(); // torch.cuda.reset_peak_memory_stats()
+    m.alloc(A, 2 * MiB, 0, {});
+    auto s = m.stats();
+    CHECK(s.allocated_bytes[kAll].peak == static_cast<std::int64_t>(2 * MiB));
+    auto w = m.whole_run_stats();
+    CHECK(w.allocated_bytes[kAll].peak == static_cast<std::int64_t>(8 * MiB));
+    m.program_reset_accumulated(); // torch.cuda.reset_accumulated_memory_stats()
+    s = m.stats();
+    CHECK(s.allocation[kAll].allocated == 0);
+    CHECK(s.num_device_alloc == 0);
+    w = m.whole_run_stats();
+    CHECK(w.allocation[kAll].allocated == 2);
+    CHECK(w.allocated_bytes[kAll].allocated == static_cast<std::int64_t>(10 * MiB));
+    CHECK(w.num_device_alloc == 1);
+    CHECK(m.program_resets() == 2);
+}

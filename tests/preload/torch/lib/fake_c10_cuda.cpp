@@ -46,22 +46,33 @@ public:
     void fence_release(pool::FenceId) override {}
 };
 
-#define FILL(n)                                                                                                        \
-    virtual void slot##n() {                                                                                           \
-    }
+// clang-format off
+#define FILL(n) virtual void slot##n() {}
 
+} // namespace
+
+namespace faketorch {
+
+// In a named namespace and built with -fno-devirtualize: calls through the vtable stay calls
+// through the vtable, as PyTorch's through CUDAAllocator* are.
 class FakeAllocator {
 public:
-    virtual ~FakeAllocator() = default; // slots 0 and 1
-    FILL(2)
-    FILL(3) FILL(4) FILL(5) FILL(6) FILL(7) FILL(8) virtual faketorch::DeviceStats
-        getDeviceStats(std::int8_t device); // slot 9
-    FILL(10)
-    FILL(11) FILL(12) FILL(13) FILL(14) FILL(15) FILL(16) FILL(17) FILL(18) FILL(19) FILL(20) FILL(21) FILL(22) FILL(23)
-        FILL(24) FILL(25) FILL(26) FILL(27) FILL(28) FILL(29) FILL(30) FILL(31) FILL(32) FILL(33) FILL(34) FILL(35)
-            FILL(36) FILL(37) FILL(38) FILL(39) FILL(40) FILL(41) FILL(42) FILL(
-                43) virtual void attachAllocatorTraceTracker(std::function<void(const TraceEntry&)> tracker); // slot 44
-    FILL(45) FILL(46) FILL(47) FILL(48) virtual std::string name();                                           // slot 49
+    // torch 2.11's CUDAAllocator vtable, slot by slot (the unused ones are fillers).
+    virtual ~FakeAllocator() = default;                                // slots 0 and 1
+    FILL(2) FILL(3) FILL(4) FILL(5) FILL(6)
+    virtual void emptyCache(MempoolId pool);                           // slot 7
+    FILL(8)
+    virtual faketorch::DeviceStats getDeviceStats(std::int8_t device); // slot 9
+    virtual void resetAccumulatedStats(std::int8_t device);            // slot 10
+    virtual void resetPeakStats(std::int8_t device);                   // slot 11
+    FILL(12) FILL(13) FILL(14) FILL(15) FILL(16) FILL(17) FILL(18) FILL(19) FILL(20) FILL(21)
+    FILL(22) FILL(23) FILL(24) FILL(25) FILL(26) FILL(27) FILL(28) FILL(29) FILL(30) FILL(31)
+    FILL(32) FILL(33) FILL(34) FILL(35) FILL(36) FILL(37) FILL(38) FILL(39) FILL(40) FILL(41)
+    FILL(42) FILL(43)
+    virtual void attachAllocatorTraceTracker(std::function<void(const TraceEntry&)> tracker); // slot 44
+    FILL(45) FILL(46) FILL(47) FILL(48)
+    virtual std::string name();                                        // slot 49
+    // clang-format on
 
     FakeAllocator() {
         const char* env = std::getenv("PYTORCH_CUDA_ALLOC_CONF");
@@ -166,6 +177,20 @@ faketorch::DeviceStats FakeAllocator::getDeviceStats(std::int8_t) {
     return o;
 }
 
+void FakeAllocator::emptyCache(MempoolId) {
+    empty_cache();
+}
+
+void FakeAllocator::resetAccumulatedStats(std::int8_t) {
+    std::lock_guard lock(mutex_);
+    pool_->reset_accumulated_stats();
+}
+
+void FakeAllocator::resetPeakStats(std::int8_t) {
+    std::lock_guard lock(mutex_);
+    pool_->reset_peak_stats();
+}
+
 void FakeAllocator::attachAllocatorTraceTracker(std::function<void(const TraceEntry&)> tracker) {
     std::lock_guard lock(mutex_);
     trackers_.emplace_back(std::move(tracker));
@@ -175,6 +200,11 @@ std::string FakeAllocator::name() {
     const char* backend = std::getenv("FAKE_TORCH_BACKEND");
     return backend ? backend : "native";
 }
+
+} // namespace faketorch
+
+namespace {
+using faketorch::FakeAllocator;
 
 FakeAllocator* the_allocator() {
     static FakeAllocator* a = new FakeAllocator();
@@ -200,8 +230,17 @@ __attribute__((visibility("default"))) void fake_torch_free(void* p) {
     the_allocator()->free(p);
 }
 
+// As torch.cuda.empty_cache() and torch.cuda.reset_*_memory_stats() do: through the vtable.
 __attribute__((visibility("default"))) void fake_torch_empty_cache() {
-    the_allocator()->empty_cache();
+    static_cast<FakeAllocator*>(c10::cuda::CUDACachingAllocator::allocator.load())->emptyCache({0, 0});
+}
+
+__attribute__((visibility("default"))) void fake_torch_reset_peak() {
+    static_cast<FakeAllocator*>(c10::cuda::CUDACachingAllocator::allocator.load())->resetPeakStats(0);
+}
+
+__attribute__((visibility("default"))) void fake_torch_reset_accumulated() {
+    static_cast<FakeAllocator*>(c10::cuda::CUDACachingAllocator::allocator.load())->resetAccumulatedStats(0);
 }
 
 /// torch.cuda.memory_stats() of the stand-in, as one JSON object (the 122 keys); the caller frees it.
