@@ -314,13 +314,19 @@ struct TorchMirror::Impl {
         const std::size_t size = round(requested);
         auto it = blocks.find(addr);
         if (it == blocks.end() || it->second.state != State::free) {
-            // Not where a free block starts: split one that contains it, or give up on the block.
+            // Not where a free block starts: PyTorch split a block where its rules would not have
+            // (its CUDA-graph checkpoint restore splits to a recorded layout) or an event was
+            // missed. The block that contains the address ends there; the rest is free.
             ++mismatches;
             auto c = containing(addr);
-            if (c == blocks.end() || c->second.state != State::free)
+            if (c == blocks.end() || c->first == addr)
                 return;
             Block rest = c->second;
             rest.size = c->first + c->second.size - addr;
+            rest.requested = 0;
+            if (c->second.state != State::free)
+                shrink_taken(c, rest.size);
+            rest.state = State::free;
             c->second.size = addr - c->first;
             it = blocks.emplace(addr, rest).first;
         }
@@ -362,6 +368,17 @@ struct TorchMirror::Impl {
         }
         if (listener)
             listener->on_alloc(addr, b.size, requested, stream);
+    }
+
+    /// An allocated or pending block is `by` bytes smaller than thought: its statistics follow.
+    void shrink_taken(Blocks::iterator it, std::size_t by) {
+        const Block& b = it->second;
+        const auto d = static_cast<std::int64_t>(by);
+        if (b.state == State::allocated) {
+            decrease(st.allocated_bytes, b.seg->small, d);
+            pool_allocated(*b.seg, -d);
+        }
+        decrease(st.active_bytes, b.seg->small, d);
     }
 
     // free: no longer allocated; still active until free_block

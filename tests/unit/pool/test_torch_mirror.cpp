@@ -224,6 +224,24 @@ TEST_CASE("mirror: events that do not fit are counted, never fatal", "[torch_mir
     CHECK(m.mismatches() == 5);
 }
 
+TEST_CASE("mirror: a split PyTorch made against its usual rule is repaired", "[torch_mirror]") {
+    // A CUDA-graph checkpoint restore recreates a recorded layout: here a 19 MiB block in a 20 MiB
+    // segment (a 1 MiB remainder is never split off by should_split), then a block at the rest.
+    TorchMirror m(rules(), nullptr);
+    m.segment_alloc(A, 20 * MiB, 0, {});
+    m.alloc(A, 19 * MiB, 0, {}); // the mirror: the whole 20 MiB
+    CHECK(m.stats().allocated_bytes[kAll].current == static_cast<std::int64_t>(20 * MiB));
+    m.alloc(A + 19 * MiB, 1 * MiB, 0, {});
+    const auto s = m.stats();
+    CHECK(s.allocated_bytes[kAll].current == static_cast<std::int64_t>(20 * MiB)); // 19 + 1
+    CHECK(s.allocation[kAll].current == 2);
+    CHECK(m.mismatches() == 1);
+    m.free_requested(A);
+    m.free_completed(A);
+    CHECK(m.stats().allocated_bytes[kAll].current == static_cast<std::int64_t>(1 * MiB));
+    CHECK(m.stats().active_bytes[kAll].current == static_cast<std::int64_t>(1 * MiB));
+}
+
 TEST_CASE("mirror: OOM counted and reported with the largest free block", "[torch_mirror]") {
     Recorder heard;
     TorchMirror m(rules(), &heard);

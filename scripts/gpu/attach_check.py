@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""GPU check: PyTorch programs run exactly as without the profiler, with PyTorch's own caching
+allocator attached (GPUMEMPROF_TORCH=attach, the default). Each workload of scripts/gpu/attach/
+runs without and with the preload; checked: the same exit status and outputs, the driver's
+used-memory figure at the same moments within 1%, the report naming the script's own lines, every
+torch.cuda.memory_stats() key equal to the profiler's at the same moments (and at exit, read from
+PyTorch itself), and step times against today's pool mode (GPUMEMPROF_TORCH=pool).
+Writes one JSON file (--out) and prints one line per check."""
+import argparse
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WL = os.path.join(HERE, "attach")
+
+# name, script, arguments, extra environment, compare the step time with the pool mode
+WORKLOADS = [
+    ("hf_train", "hf_train.py", ["8"], {}, True),
+    ("hf_generate", "hf_generate.py", [], {}, True),
+    ("detection", "detection.py", [], {}, False),
+    ("compile_default", "compiled.py", ["default"], {}, False),
+    ("compile_reduce_overhead", "compiled.py", ["reduce-overhead"], {}, False),
+    ("cuda_graph", "graph.py", [], {}, False),
+    ("mempool", "mempool.py", [], {}, False),
+    ("expandable", "hf_train.py", ["6"], {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}, False),
+    ("memlog", "memlog.py", [], {}, False),
+    ("mp_share", "mp_share.py", [], {}, False),
+]
+
+RESULTS = []
+
+
+def record(name, ok, **numbers):
+    RESULTS.append({"check": name, "pass": bool(ok), **numbers})
+    print(("PASS " if ok else "FAIL ") + name + " " + json.dumps(numbers)[:600], flush=True)
+
+
+def run(script, args, env_extra, lib, torch_mode=None, keep=None):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUMEMPROF_") and k != "LD_PRELOAD"}
+    env.update(env_extra)
+    out_dir = tempfile.mkdtemp(prefix="attach-")
+    env["GPUMEMPROF_OUTPUT"] = os.path.join(out_dir, "prof-%p")
+    if lib:
+        env["LD_PRELOAD"] = lib
+    if torch_mode:
+        env["GPUMEMPROF_TORCH"] = torch_mode
+    t0 = time.perf_counter()
+    try:
+        p = subprocess.run([sys.executable, os.path.join(WL, script)] + args, env=env, capture_output=True, text=True,
+                           timeout=300, cwd=WL)
+        rc, so, se = p.returncode, p.stdout, p.stderr
+    except subprocess.TimeoutExpired as e:
+        rc, so, se = "timeout", str(e.stdout or ""), str(e.stderr or "")
+    wall = time.perf_counter() - t0
+    out = None
+    for line in so.splitlines():
+        if line.startswith("{"):
+            try:
+                out = json.loads(line)
+            except ValueError:
+                pass
+    reports = []
+    for f in sorted(glob.glob(os.path.join(out_dir, "prof-*.json"))):
+        try:
+            reports.append(json.load(open(f)))
+        except ValueError:
+            reports.append({"_error": f})
+    if keep:
+        for f in glob.glob(os.path.join(out_dir, "prof-*")):
+            shutil.copy(f, os.path.join(keep, os.path.basename(f)))
+    shutil.rmtree(out_dir, ignore_errors=True)
+    return {"rc": rc, "out": out, "reports": reports, "stderr": se[-2500:], "wall": wall}
+
+
+def close(a, b, rel=2e-2):
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return abs(a - b) <= rel * max(abs(a), abs(b), 1e-6)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(close(x, y, rel) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(close(a[k], b[k], rel) for k in a)
+    return a == b
+
+
+def median(v):
+    v = sorted(v)
+    return v[len(v) // 2] if v else None
+
+
+def main_report(reports):
+    """The parent's report: the one with PyTorch's allocator attached, else the first."""
+    for r in reports:
+        if any(d.get("allocator") == "pytorch" for d in r.get("devices", [])):
+            return r
+    return reports[0] if reports else {}
+
+
+def user_line_sites(report, script, top=5):
+    """Of the top call sites by bytes live at the peak, those with a frame in the workload's script."""
+    sites = report.get("sites", [])
+    frames = report.get("frames")  # a frame table (JSON version 2) or inline frames
+
+    def site_frames(s):
+        if "frames" in s and s["frames"] and isinstance(s["frames"][0], dict):
+            return s["frames"]
+        return [frames[i] for i in s.get("frame_ids", s.get("frames", []))] if frames else []
+
+    ranked = sorted(sites, key=lambda s: -s.get("peak_live_bytes", 0))[:top]
+    hits = []
+    for s in ranked:
+        for f in site_frames(s):
+            if f.get("file", "").endswith(script):
+                hits.append("%s:%s:%s" % (script, f.get("line"), f.get("function")))
+                break
+    return hits, len(ranked)
+
+
+def check(name, script, args, env_extra, timed, lib, artifacts):
+    plain = run(script, args, env_extra, None)
+    keep = os.path.join(artifacts, name) if artifacts else None
+    if keep:
+        os.makedirs(keep, exist_ok=True)
+    att = run(script, args, env_extra, lib, keep=keep)
+    ok_rc = plain["rc"] == att["rc"] == 0
+    record(name + ": same exit status (0)", ok_rc, plain=plain["rc"], attached=att["rc"],
+           stderr=None if ok_rc else att["stderr"][-1500:] + " || plain: " + plain["stderr"][-600:])
+    po, ao = plain["out"] or {}, att["out"] or {}
+    record(name + ": same outputs", po.get("outputs") is not None and close(po.get("outputs"), ao.get("outputs")),
+           plain=po.get("outputs"), attached=ao.get("outputs"))
+    record(name + ": torch.cuda.max_memory_allocated()/memory_allocated() the same",
+           po.get("max_memory_allocated") == ao.get("max_memory_allocated") and po.get("max_memory_allocated", 0) > 0,
+           plain=[po.get("max_memory_allocated"), po.get("memory_allocated")],
+           attached=[ao.get("max_memory_allocated"), ao.get("memory_allocated")])
+    pu, au = po.get("peak_used", 0), ao.get("peak_used", 0)
+    record(name + ": driver's used memory at the peak within 1%", pu > 0 and abs(au - pu) <= 0.01 * pu,
+           plain=pu, attached=au, ratio=round(au / pu, 5) if pu else None)
+    differing = {}
+    for label, s in (ao.get("samples") or {}).items():
+        t, prof = s.get("torch") or {}, s.get("profiler") or {}
+        differing[label] = {k: [prof.get(k), v] for k, v in t.items() if prof.get(k) != v}
+    record(name + ": every memory_stats key equal to PyTorch's at the same moments",
+           bool(differing) and all(not d for d in differing.values()) and all(
+               len((s.get("profiler") or {})) >= 122 for s in (ao.get("samples") or {}).values()),
+           samples=list(differing), differing={k: dict(list(v.items())[:8]) for k, v in differing.items()})
+    rep = main_report(att["reports"])
+    dev = [d for d in rep.get("devices", []) if d.get("allocator") == "pytorch"]
+    d0 = dev[0] if dev else {}
+    check_keys = (d0.get("pytorch_check") or {}).get("differing_keys")
+    record(name + ": attached; at exit our keys equal PyTorch's own; every event fitted",
+           bool(dev) and check_keys == {} and d0.get("mirror_mismatches") == 0,
+           status=d0.get("allocator_status"), differing_at_exit=check_keys, mismatches=d0.get("mirror_mismatches"),
+           private_pools=d0.get("private_pools"), program_resets=d0.get("program_resets"))
+    hits, n = user_line_sites(rep, script)
+    record(name + ": the report names the script's own lines", bool(hits), top_sites=n, script_lines=hits)
+    res = {"plain_wall": plain["wall"], "attached_wall": att["wall"], "step_ms_plain": median(po.get("step_ms", [])),
+           "step_ms_attached": median(ao.get("step_ms", []))}
+    if timed:
+        pool = run(script, args, env_extra, lib, torch_mode="pool")
+        pm = median((pool["out"] or {}).get("step_ms", []))
+        am = res["step_ms_attached"]
+        res["step_ms_pool"] = pm
+        record(name + ": step time no worse than the pool mode's (1.03x)", am is not None and pm is not None and
+               am <= 1.03 * pm, attached_ms=am, pool_ms=pm, plain_ms=res["step_ms_plain"],
+               attached_over_plain=round(am / res["step_ms_plain"], 3) if am and res["step_ms_plain"] else None)
+    RESULTS.append({"check": name + ": timings", "pass": True, **res})
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--artifacts", default=None, help="folder for the reports of the attached runs")
+    ap.add_argument("--only", default=None, help="comma-separated workload names")
+    a = ap.parse_args()
+    only = set(a.only.split(",")) if a.only else None
+    for name, script, args, env_extra, timed in WORKLOADS:
+        if only and name not in only:
+            continue
+        try:
+            check(name, script, args, env_extra, timed, os.path.abspath(a.lib), a.artifacts)
+        except Exception as e:  # noqa: BLE001 - one workload's failure must not hide the others
+            record(name + ": ran", False, error=repr(e))
+        with open(a.out, "w") as f:
+            json.dump(RESULTS, f, indent=1)
+    failed = [r["check"] for r in RESULTS if not r["pass"]]
+    print("%d checks, %d failed" % (len(RESULTS), len(failed)))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
