@@ -47,6 +47,10 @@ def run(script, args, env_extra, lib, torch_mode=None, keep=None):
     env.update(env_extra)
     out_dir = tempfile.mkdtemp(prefix="attach-")
     env["GPUMEMPROF_OUTPUT"] = os.path.join(out_dir, "prof-%p")
+    # Every run compiles afresh: a compile cache warmed by the run before would spare the next
+    # one its autotuning (and its memory), and the two would not be the same program run.
+    env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(out_dir, "inductor")
+    env["TRITON_CACHE_DIR"] = os.path.join(out_dir, "triton")
     if lib:
         env["LD_PRELOAD"] = lib
     if torch_mode:
