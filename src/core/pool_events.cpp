@@ -17,12 +17,18 @@ namespace {
 // initial-exec: a plain %fs-relative access (the library is preloaded, so its TLS is static),
 // where the default model calls __tls_get_addr at each use; the hot path reads it three times.
 thread_local stacks::StackId t_request_stack __attribute__((tls_model("initial-exec"))) = 0;
+thread_local std::uint64_t t_event_stream __attribute__((tls_model("initial-exec"))) = 0;
+thread_local trace::PoolId t_event_pool __attribute__((tls_model("initial-exec"))) = trace::kDefaultPool;
 
 } // namespace
 
 void emit_to(trace::Writer* w, trace::EventType type, int device, std::uintptr_t ptr, std::size_t size,
-             std::size_t block_size, std::uint64_t stack, std::uint64_t device_free, std::uint64_t largest_free) {
+             std::size_t block_size, std::uint64_t stack, std::uint64_t device_free, std::uint64_t largest_free,
+             const EventOrigin& origin) {
     trace::Event ev;
+    ev.stream = origin.stream;
+    ev.context = origin.context;
+    ev.pool_id = origin.pool;
     ev.type = type;
     ev.device = static_cast<std::uint32_t>(std::max(device, 0));
     ev.ptr = ptr;
@@ -39,6 +45,13 @@ stacks::StackId current_request_stack() noexcept {
 }
 void set_current_request_stack(stacks::StackId id) noexcept {
     t_request_stack = id;
+}
+void set_event_origin(std::uint64_t stream, trace::PoolId pool) noexcept {
+    t_event_stream = stream;
+    t_event_pool = pool;
+}
+EventOrigin PoolEvents::origin() const noexcept {
+    return EventOrigin{t_event_stream, context_, t_event_pool};
 }
 
 // Inlined into each caller, where the action, the series and the deltas' signs are constants:
@@ -80,7 +93,7 @@ void PoolEvents::on_alloc(std::uintptr_t ptr, std::size_t size, std::size_t requ
     stacks::Recorder::instance().on_alloc(device_, ptr, size, requested, t_request_stack);
     if (model_)
         model_->on_alloc(ptr, requested, stream);
-    emit(trace_, trace::EventType::alloc, device_, ptr, requested, size, t_request_stack);
+    emit(trace_, trace::EventType::alloc, device_, ptr, requested, size, t_request_stack, 0, 0, origin());
     remember(stats::PoolAction::alloc, ptr, requested, size, stream, t_request_stack, stats::Series::allocated,
              static_cast<std::int64_t>(size));
 }
@@ -89,14 +102,14 @@ void PoolEvents::on_free_requested(std::uintptr_t ptr, std::size_t size, std::si
     const stacks::StackId site = stacks::Recorder::instance().on_free(device_, ptr);
     if (model_)
         model_->on_free(ptr);
-    emit(trace_, trace::EventType::free_requested, device_, ptr, requested, size);
+    emit(trace_, trace::EventType::free_requested, device_, ptr, requested, size, 0, 0, 0, origin());
     // Freed but not yet reusable: out of allocated, into waiting until free_completed.
     remember(stats::PoolAction::free_requested, ptr, requested, size, 0, site, stats::Series::allocated,
              -static_cast<std::int64_t>(size), stats::Series::waiting, static_cast<std::int64_t>(size));
 }
 
 void PoolEvents::on_free_completed(std::uintptr_t ptr, std::size_t size, std::size_t requested) {
-    emit(trace_, trace::EventType::free_completed, device_, ptr, requested, size);
+    emit(trace_, trace::EventType::free_completed, device_, ptr, requested, size, 0, 0, 0, origin());
     remember(stats::PoolAction::free_completed, ptr, requested, size, 0, 0, stats::Series::waiting,
              -static_cast<std::int64_t>(size));
 }
@@ -104,13 +117,13 @@ void PoolEvents::on_free_completed(std::uintptr_t ptr, std::size_t size, std::si
 void PoolEvents::device_memory_acquired(trace::EventType type, stats::PoolAction action, std::uintptr_t ptr,
                                         std::size_t size) {
     stacks::Recorder::instance().on_acquire(device_, size, t_request_stack);
-    emit(trace_, type, device_, ptr, size, size);
+    emit(trace_, type, device_, ptr, size, size, 0, 0, 0, origin());
     remember(action, ptr, size, size, 0, t_request_stack, stats::Series::reserved, static_cast<std::int64_t>(size));
 }
 
 void PoolEvents::device_memory_released(trace::EventType type, stats::PoolAction action, std::uintptr_t ptr,
                                         std::size_t size) {
-    emit(trace_, type, device_, ptr, size, size);
+    emit(trace_, type, device_, ptr, size, size, 0, 0, 0, origin());
     remember(action, ptr, size, size, 0, 0, stats::Series::reserved, -static_cast<std::int64_t>(size));
 }
 
@@ -182,7 +195,7 @@ void PoolEvents::on_oom(const pool::OomInfo& info) {
     OomNotices::instance().add(OomNotice{device_, static_cast<std::int64_t>(info.requested), info.allocated,
                                          static_cast<std::int64_t>(info.device_free)});
     emit(trace_, trace::EventType::oom, device_, 0, info.requested, info.allocation_size, t_request_stack,
-         info.device_free, info.largest_free_block);
+         info.device_free, info.largest_free_block, origin());
     if (history_) {
         try {
             const std::int64_t t = now_ticks();

@@ -132,12 +132,14 @@ void Profiler::open_trace() noexcept {
         h.pid = static_cast<std::uint64_t>(::getpid());
         h.host = util::host_name();
         h.exe = read_exe();
-        h.alloc_conf = pool::format_alloc_conf(conf_);
+        // Attached to PyTorch's allocator, the events are its own: replay them under its settings.
+        h.alloc_conf = pool::format_alloc_conf(torch_.attached() ? torch_.rules().conf : conf_);
         h.start_time_ns = static_cast<std::uint64_t>(
             std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
                 .count());
         h.metadata.push_back({"source", "libgpumemprof"});
         h.metadata.push_back({"pool", options_.pool ? "caching" : "passthrough"});
+        h.metadata.push_back({"allocator", torch_.attached() ? "pytorch" : "gpumemprof"});
         trace::WriterOptions wo;
         wo.on_failure = trace_failed;
         auto w = std::make_unique<trace::Writer>();
@@ -230,8 +232,11 @@ PoolSlot* Profiler::create_slot(const DriverApi& api, CUcontext ctx) noexcept {
                 slot->total_bytes = total;
             if (options_.model)
                 slot->model = std::make_unique<pool::PoolModel>(conf_, slot->device, total);
-            slot->events = std::make_unique<PoolEvents>(slot->device, conf_, trace_.load(std::memory_order_acquire),
-                                                        slot->model.get(), start_, options_.html || options_.pickle);
+            // Attached to PyTorch's allocator, the trace records its events (what `replay` is for);
+            // the few requests of other libraries our pool serves then stay out of it.
+            slot->events = std::make_unique<PoolEvents>(
+                slot->device, conf_, torch_.attached() ? nullptr : trace_.load(std::memory_order_acquire),
+                slot->model.get(), start_, options_.html || options_.pickle, static_cast<std::uint64_t>(index));
             emit(trace_.load(std::memory_order_acquire), trace::EventType::device_info, slot->device, 0, total, total);
             pool::PoolOptions po;
             po.conf = conf_;

@@ -108,9 +108,9 @@ PoolSlot* Profiler::torch_slot(int device) noexcept {
         if (!s->torch_ready.load(std::memory_order_acquire)) {
             pool::TorchRules rules = torch_.rules();
             s->torch_conf = rules.conf;
-            s->torch_events =
-                std::make_unique<PoolEvents>(device, s->torch_conf, trace_.load(std::memory_order_acquire), nullptr,
-                                             start_, options_.html || options_.pickle);
+            s->torch_events = std::make_unique<PoolEvents>(
+                device, s->torch_conf, trace_.load(std::memory_order_acquire), nullptr, start_,
+                options_.html || options_.pickle, static_cast<std::uint64_t>(s->index));
             s->torch = std::make_unique<pool::TorchMirror>(std::move(rules), s->torch_events.get());
             s->torch_ready.store(true, std::memory_order_release);
             static bool registered = false;
@@ -135,6 +135,7 @@ void Profiler::torch_event(const TorchEvent& ev) noexcept {
         if (!s)
             return;
         pool::TorchMirror& m = *s->torch;
+        set_event_origin(ev.stream, {ev.pool.first, ev.pool.second});
         switch (ev.action) {
         case TorchAction::segment_alloc:
         case TorchAction::segment_map:
@@ -165,7 +166,9 @@ void Profiler::torch_event(const TorchEvent& ev) noexcept {
             break;
         case TorchAction::other: break;
         }
+        set_event_origin(0, trace::kDefaultPool);
     } catch (...) {
+        set_event_origin(0, trace::kDefaultPool);
     }
 }
 

@@ -114,8 +114,28 @@ def case_torch_attach(args, tmp):
     return c.finish([plain, pre])
 
 
+def case_torch_trace(args, tmp):
+    """The trace of an attached run holds PyTorch's own events, with their streams and pools:
+    `gpumemprof replay` reproduces the stand-in's peaks and its cudaMalloc count."""
+    c = Checker(args.case)
+    trace = os.path.join(tmp, "run.gmt")
+    plain, pre = both_ran(c, args, tmp, {"GPUMEMPROF_TRACE": trace})
+    theirs = json.loads(pre.values.get("TORCH_STATS") or "{}")
+    end = json.loads(pre.values.get("TORCH_STATS_END") or "{}")
+    replayed = run_case.cli_replay(c, args, trace, "replay")
+    st = replayed.get("memory_stats") or (replayed.get("devices") or [{}])[0].get("memory_stats", {})
+    c.eq("replayed peak reserved = the stand-in's", st.get("reserved_bytes.all.peak"), theirs.get("reserved_bytes.all.peak"))
+    c.eq("replayed peak allocated = the stand-in's (whole run)", st.get("allocated_bytes.all.peak"),
+         max(theirs.get("allocated_bytes.all.peak", 0), end.get("allocated_bytes.all.peak", 0)))
+    c.eq("replayed cudaMalloc count = the stand-in's", st.get("num_device_alloc"), end.get("num_device_alloc"))
+    c.eq("the program's own cudaMalloc is not in it", st.get("allocation.all.allocated"),
+         end.get("allocation.all.allocated", 0) + theirs.get("allocation.all.allocated", 0) and 6)
+    return c.finish([plain, pre])
+
+
 CASES = {
     "torch_attach": case_torch_attach,
+    "torch_trace": case_torch_trace,
 }
 
 
