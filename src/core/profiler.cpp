@@ -625,7 +625,7 @@ void Profiler::set_framework_env() noexcept {
     // so no other thread can be reading the environment. A value the user set always wins.
     static const std::pair<const char*, const char*> kVars[] = {
         {"PYTORCH_NO_CUDA_MEMORY_CACHING", "1"},     // PyTorch (GPUMEMPROF_TORCH=pool only): one cudaMalloc per tensor
-        {"XLA_PYTHON_CLIENT_ALLOCATOR", "platform"}, // JAX: allocate on demand instead of preallocating 75%
+        {"XLA_PYTHON_CLIENT_ALLOCATOR", "platform"}, // JAX (GPUMEMPROF_JAX=platform): one cudaMalloc per buffer
     };
     try {
         // What a parent process under the preload set (a launcher, pyenv's shim, torchrun) is
@@ -633,8 +633,11 @@ void Profiler::set_framework_env() noexcept {
         const char* inherited = std::getenv("GPUMEMPROF_FRAMEWORK_ENV_SET");
         std::string set_list;
         for (const auto& [name, value] : kVars) {
-            // Attached (or off), PyTorch keeps its own allocator: it is never switched off.
+            // Attached (or off), PyTorch keeps its own allocator: it is never switched off; JAX keeps
+            // its BFC arena unless GPUMEMPROF_JAX=platform.
             if (options_.torch != util::kTorchPool && std::strcmp(name, "PYTORCH_NO_CUDA_MEMORY_CACHING") == 0)
+                continue;
+            if (!options_.jax_platform && std::strcmp(name, "XLA_PYTHON_CLIENT_ALLOCATOR") == 0)
                 continue;
             const std::string entry = std::string(name) + "=" + value;
             const char* now = std::getenv(name);

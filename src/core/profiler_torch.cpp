@@ -84,6 +84,9 @@ TorchControlSink Profiler::torch_control() noexcept {
                 stats::DeviceStats theirs;
                 if (p.torch_.read_stats(d, &theirs))
                     s->torch->set_untraced_counters(theirs.num_alloc_retries, theirs.num_sync_all_streams);
+                // Replay empties its pool here too (the segments it gave back are already traced).
+                emit(p.trace_.load(std::memory_order_acquire), trace::EventType::empty_cache, d, 0, 0, 0, 0, 0, 0,
+                     EventOrigin{0, static_cast<std::uint64_t>(s->index), trace::kDefaultPool});
             }
     };
     return c;

@@ -139,6 +139,8 @@ private:
         case trace::EventType::device_info: capacity_[e.device] = e.size; return;
         case trace::EventType::vmm_map:
         case trace::EventType::vmm_unmap: return; // pass-through memory: not the pool's
+        case trace::EventType::step:
+        case trace::EventType::empty_cache: return; // marks, not memory
         }
     }
 

@@ -119,6 +119,9 @@ public:
             if (plan_->devices[d].recorded_capacity == 0)
                 plan_->devices[d].recorded_capacity = e.size;
             break;
+        case trace::EventType::step:        // a mark of the program's, not a device's
+        case trace::EventType::empty_cache: // (not replayed yet)
+            break;
         }
     }
 

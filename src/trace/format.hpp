@@ -40,7 +40,7 @@
 // device, stream, ptr, stack id, context, pool id) is 0 at the start of every block, so each
 // block decodes alone.
 // Event:
-//   u8      tag: bits 0-3 = EventType (1..10), bit 4 = device follows, bit 5 = stream follows,
+//   u8      tag: bits 0-3 = EventType (1..12), bit 4 = device follows, bit 5 = stream follows,
 //           bit 6 = stack id follows (an absent field equals the previous event's in this block),
 //           bit 7 = an extension byte follows (version 3; must be 0 in versions 1 and 2)
 //   u8      extension (only if tag bit 7): bit 0 = context follows, bit 1 = pool id follows
@@ -97,6 +97,11 @@
 //                     snapshots): replayed as an allocation before everything else; fields as alloc
 //  10 device_info     size = total bytes of `device` (for devices first seen after the header was
 //                     written; overrides a header capacity of 0)
+//  11 step            the program marked the start of a step (gpumemprof_mark_step): size = the
+//                     step's number; device, stream, ptr, stack_id unused. A reader older than
+//                     this event rejects it as an unknown event type.
+//  12 empty_cache     the program emptied the cache of (device, context)'s allocator
+//                     (torch.cuda.empty_cache(), gpumemprof_empty_cache): replay empties it there
 // ==================================================================================================
 #pragma once
 
@@ -132,8 +137,10 @@ enum class EventType : std::uint8_t {
     oom = 8,
     live_block = 9,
     device_info = 10,
+    step = 11,
+    empty_cache = 12,
 };
-inline constexpr std::uint8_t kMaxEventType = 10;
+inline constexpr std::uint8_t kMaxEventType = 12;
 
 /// PyTorch's MempoolId_t: (0, 0) is the default pool, any other pair a private pool.
 using PoolId = std::pair<std::uint64_t, std::uint64_t>;

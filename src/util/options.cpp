@@ -213,9 +213,8 @@ constexpr OptionSpec kOptions[] = {
      },
      [](const Options& o) { return std::string(o.python == 2 ? "all" : o.python == 1 ? "1" : "0"); }},
     {"GPUMEMPROF_FRAMEWORK_ENV", "1", "`1`",
-     "with the pool on, set `XLA_PYTHON_CLIENT_ALLOCATOR=platform` at load time where unset, so that JAX "
-     "allocates each buffer through the pool (and, with `GPUMEMPROF_TORCH=pool`, "
-     "`PYTORCH_NO_CUDA_MEMORY_CACHING=1`); the report lists what was set; `0`: leave the environment alone",
+     "with the pool on, set the variables that `GPUMEMPROF_TORCH=pool` and `GPUMEMPROF_JAX=platform` ask "
+     "for at load time, where the user has not set them (the report lists what was set); `0`: never",
      "expected 0 or 1", set_bool<&Options::framework_env>, show_bool<&Options::framework_env>},
     {"GPUMEMPROF_TORCH", "attach", "`attach`",
      "PyTorch's own caching allocator: `attach`: it stays on and every block event is taken from it (its "
@@ -230,6 +229,16 @@ constexpr OptionSpec kOptions[] = {
          return false;
      },
      [](const Options& o) { return std::string(o.torch == kTorchPool ? "pool" : o.torch == kTorchOff ? "off" : "attach"); }},
+    {"GPUMEMPROF_JAX", "bfc", "`bfc`",
+     "JAX's allocator: `bfc`: left alone (its arena, 75% of the device, is one allocation to us); `platform`: "
+     "`XLA_PYTHON_CLIENT_ALLOCATOR=platform` at load time, so each buffer is a `cudaMalloc` our pool serves, "
+     "with its stack (JAX then preallocates nothing and its `memory_stats()` returns `None`; docs/design.md)",
+     "expected bfc or platform",
+     [](const char* v, Options& o) {
+         if (std::strcmp(v, "bfc") == 0 || std::strcmp(v, "platform") == 0) { o.jax_platform = v[0] == 'p'; return true; }
+         return false;
+     },
+     [](const Options& o) { return std::string(o.jax_platform ? "platform" : "bfc"); }},
 };
 // clang-format on
 

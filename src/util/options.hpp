@@ -51,6 +51,8 @@ struct Options {
     bool framework_env = true;
     /// GPUMEMPROF_TORCH: how PyTorch's own CUDA caching allocator is treated.
     int torch = 0;
+    /// GPUMEMPROF_JAX: true ("platform") = set XLA_PYTHON_CLIENT_ALLOCATOR=platform at load time.
+    bool jax_platform = false;
 };
 
 /// GPUMEMPROF_TORCH values.

@@ -54,12 +54,15 @@ def main():
         # 3. Zero configuration: the user's value wins; opt-out; nothing with the pool off.
         show = "import os; print(os.environ.get('PYTORCH_NO_CUDA_MEMORY_CACHING'), os.environ.get('XLA_PYTHON_CLIENT_ALLOCATOR'))"
         # PyTorch's caching is switched off only with GPUMEMPROF_TORCH=pool (default: attach).
-        for extra, want in (({}, "None platform"),
-                            ({"GPUMEMPROF_TORCH": "pool"}, "1 platform"),
-                            ({"GPUMEMPROF_TORCH": "pool", "PYTORCH_NO_CUDA_MEMORY_CACHING": "0"}, "0 platform"),
-                            ({"GPUMEMPROF_TORCH": "off"}, "None platform"),
-                            ({"GPUMEMPROF_FRAMEWORK_ENV": "0"}, "None None"),
-                            ({"GPUMEMPROF_POOL": "0"}, "None None")):
+        # and JAX's BFC allocator is left alone unless GPUMEMPROF_JAX=platform.
+        for extra, want in (({}, "None None"),
+                            ({"GPUMEMPROF_TORCH": "pool"}, "1 None"),
+                            ({"GPUMEMPROF_JAX": "platform"}, "None platform"),
+                            ({"GPUMEMPROF_TORCH": "pool", "GPUMEMPROF_JAX": "platform"}, "1 platform"),
+                            ({"GPUMEMPROF_TORCH": "pool", "PYTORCH_NO_CUDA_MEMORY_CACHING": "0"}, "0 None"),
+                            ({"GPUMEMPROF_TORCH": "off"}, "None None"),
+                            ({"GPUMEMPROF_TORCH": "pool", "GPUMEMPROF_FRAMEWORK_ENV": "0"}, "None None"),
+                            ({"GPUMEMPROF_TORCH": "pool", "GPUMEMPROF_POOL": "0"}, "None None")):
             e = dict(base, LD_PRELOAD=preload, GPUMEMPROF_OUTPUT="none", **extra)
             p = subprocess.run([a.python, "-c", show], env=e, capture_output=True, text=True, timeout=60)
             check("framework variables with %s: %s" % (extra, want), p.stdout.strip() == want, (p.stdout, p.stderr))
@@ -67,7 +70,7 @@ def main():
         code = ("import gpumemprof as g, json, sys; g.dump(sys.argv[1]); "
                 "print(json.load(open(sys.argv[1] + '.json'))['framework_env'])")
         prefix = os.path.join(tmp, "inherited")
-        e = dict(base, LD_PRELOAD=preload, GPUMEMPROF_OUTPUT="none", GPUMEMPROF_TORCH="pool")
+        e = dict(base, LD_PRELOAD=preload, GPUMEMPROF_OUTPUT="none", GPUMEMPROF_TORCH="pool", GPUMEMPROF_JAX="platform")
         p = subprocess.run(["/bin/sh", "-c", '"$0" -c "$1" "$2"', a.python, code, prefix], env=e,
                            capture_output=True, text=True, timeout=60)
         check("variables set by a parent under the preload are listed in the child's report",
