@@ -215,7 +215,8 @@ PoolSlot* Profiler::create_slot(const DriverApi& api, CUcontext ctx) noexcept {
                 api.cuDevicePrimaryCtxRelease_v2(dev);
             }
         }
-        on_first_cuda_use(); // before the pool's listener is given the trace
+        on_first_cuda_use();                             // before the pool's listener is given the trace
+        accounting_baseline(api, static_cast<int>(dev)); // before the context's first allocation
         // Two contexts have two legacy streams, unordered with each other.
         bool another = false;
         pools_.for_each_live([&](PoolSlot* s) { return another = s->ctx.load(std::memory_order_acquire) != ctx; });
@@ -276,6 +277,7 @@ CUresult Profiler::mem_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_
     std::uintptr_t p = 0;
     int r = slot->pool->malloc(bytes, 0, &p);
     set_current_request_stack(0);
+    account_if_acquired(api);
     if (r == pool::kSuccess) {
         *dptr = static_cast<CUdeviceptr>(p);
     } else if (r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_CONTEXT_IS_DESTROYED) {
@@ -458,6 +460,11 @@ void Profiler::record_alloc_with_stack(Kind kind, const DriverApi& api, std::uin
         ledger_.add(kind, device, key, bytes);
         if (in_recorder(kind))
             stacks::Recorder::instance().on_alloc(device, key, bytes, bytes, stack);
+        // PyTorch's segments are read once its event has reached the mirror (profiler_torch.cpp).
+        if (kind == Kind::async || kind == Kind::vmm_physical) {
+            note_device_memory_acquired(device);
+            account_if_acquired(api);
+        }
         if (kind == Kind::vmm_mapped)
             emit(trace_.load(std::memory_order_acquire), trace::EventType::vmm_map, device, key, bytes, bytes, stack);
     } catch (...) {
@@ -685,6 +692,17 @@ report::ReportInput Profiler::snapshot(const std::string& prefix) const {
     in.hide_frames = options_.hide_frames;
     in.python_frames = options_.python;
     in.framework_env = framework_env_;
+    for (auto& [device, d] : accounting_.snapshot()) {
+        report::DeviceAccountingSummary a;
+        a.device = device;
+        a.has_peak = d.has_peak;
+        a.has_exit = d.has_exit;
+        a.peak = std::move(d.peak);
+        a.exit = std::move(d.exit);
+        a.readings = d.readings;
+        a.history = std::move(d.history);
+        in.accounting.push_back(std::move(a));
+    }
     auto lock = pools_.lock();
     in.seconds_profiled = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     in.doors = {doors_.dlsym_substitutions.load(), doors_.proc_address_substitutions.load(),

@@ -5,6 +5,7 @@
 // Hooks in src/intercept/ only forward here.
 #pragma once
 
+#include "core/device_accounting.hpp"
 #include "core/driver_api.hpp"
 #include "core/passthrough_ledger.hpp"
 #include "core/pool_table.hpp"
@@ -94,6 +95,14 @@ public:
     void torch_page_created(const DriverApi& api, std::uintptr_t handle, std::size_t bytes, int device) noexcept;
     const TorchAttach& torch() const { return torch_; }
 
+    // ---- where the device's memory went (profiler_accounting.cpp) -------------------------------
+    /// The driver's used figure before `device`'s first allocation through us (its context).
+    void accounting_baseline(const DriverApi& api, int device) noexcept;
+    /// A reading, if a pool obtained device memory on this thread and one is due (no lock held).
+    void account_if_acquired(const DriverApi& api) noexcept;
+    /// Each device's reading at exit, before teardown (an atexit handler).
+    void accounting_exit() noexcept;
+
     // ---- streams, captures, contexts ----------------------------------------------------
     StreamRegistry& streams() { return streams_; }
     void drop_context(CUcontext ctx) noexcept;
@@ -132,6 +141,8 @@ public:
 private:
     Profiler();
     static void torch_sink(const TorchEvent& ev) noexcept;
+    bool read_driver_used(const DriverApi& api, int device, AccountingReading* r) noexcept;
+    void accounting_buckets(int device, AccountingReading* r) const;
     static TorchControlSink torch_control() noexcept;
     void torch_event(const TorchEvent& ev) noexcept;
     /// The pool slot holding `device`'s mirror of PyTorch's allocator (made at its first event).
@@ -181,6 +192,7 @@ private:
     std::atomic<bool> signal_thread_started_{false};
 
     TorchAttach torch_;
+    DeviceAccounting accounting_;
     static constexpr int kMaxTorchDevices = 128; ///< PyTorch's DeviceIndex is an int8
     std::atomic<PoolSlot*> torch_slots_[kMaxTorchDevices] = {};
     std::mutex torch_mutex_; ///< making a device's mirror; taken under PyTorch's allocator mutex

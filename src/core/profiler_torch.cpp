@@ -170,12 +170,17 @@ void Profiler::torch_event(const TorchEvent& ev) noexcept {
         case TorchAction::other: break;
         }
         set_event_origin(0, trace::kDefaultPool);
+        if (const DriverApi* api = driver(false))
+            account_if_acquired(*api);
     } catch (...) {
         set_event_origin(0, trace::kDefaultPool);
     }
 }
 
 void Profiler::torch_final_check() noexcept {
+    if (CoreScope::inside()) // exit() from a signal handler that interrupted one of our calls
+        return;
+    CoreScope scope;
     try {
         for (int d = 0; d < kMaxTorchDevices; ++d) {
             PoolSlot* s = torch_slots_[d].load(std::memory_order_acquire);

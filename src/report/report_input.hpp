@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gpumemprof::report {
@@ -74,6 +75,34 @@ struct DeviceSummary {
     DeviceHistory history;
 };
 
+/// One moment's split of a device's memory as the driver counts it (core/device_accounting.hpp).
+struct AccountingMoment {
+    std::int64_t t_ns = 0;        ///< since the profiler started
+    std::int64_t driver_used = 0; ///< cuMemGetInfo's total - free, for the whole device
+    std::int64_t driver_total = 0;
+    /// Bytes by bucket, in the report's order.
+    std::vector<std::pair<std::string, std::int64_t>> buckets;
+    /// Live bytes by call site at that moment (all of the device's blocks the call-site accounting
+    /// knows); the reports split those not PyTorch's by the library that allocated them.
+    std::vector<std::pair<std::uint32_t, std::int64_t>> pool_sites;
+    std::int64_t accounted() const {
+        std::int64_t sum = 0;
+        for (const auto& b : buckets)
+            sum += b.second;
+        return sum;
+    }
+    std::int64_t unexplained() const { return driver_used - accounted(); }
+};
+
+/// A device's accounting: at the peak of the driver's used figure, at exit, and over time.
+struct DeviceAccountingSummary {
+    int device = 0;
+    bool has_peak = false, has_exit = false;
+    AccountingMoment peak, exit;
+    int readings = 0;
+    std::vector<AccountingMoment> history; ///< buckets only, bounded
+};
+
 /// GPUMEMPROF_REUSE and what became of reuse at once (JSON "reuse", a line of the .txt).
 struct ReuseSummary {
     std::string mode = "auto";    ///< auto, fenced or immediate
@@ -122,6 +151,8 @@ struct ReportInput {
     int python_frames = 1;
     /// Variables the library set at load time (GPUMEMPROF_FRAMEWORK_ENV), "NAME=value" each.
     std::vector<std::string> framework_env;
+    /// Where each device's memory went (the driver's used figure, split).
+    std::vector<DeviceAccountingSummary> accounting;
 };
 
 } // namespace gpumemprof::report

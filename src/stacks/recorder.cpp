@@ -214,6 +214,17 @@ void Recorder::reset_after_fork() noexcept {
         c->store(0, std::memory_order_relaxed);
 }
 
+std::vector<std::pair<StackId, std::int64_t>> Recorder::live_by_site(int device) const noexcept {
+    std::vector<std::pair<StackId, std::int64_t>> out;
+    try {
+        std::lock_guard<std::mutex> lock(mutex_);
+        table_.live_by_site(device, &out);
+    } catch (...) {
+        out.clear();
+    }
+    return out;
+}
+
 ReportData Recorder::collect() const {
     ReportData out;
     try {

@@ -81,6 +81,8 @@ public:
 
     /// A consistent copy for the report writers (frames filled in, unsymbolised).
     ReportData collect() const;
+    /// What is live on `device` now, by call site (empty while accounting is off).
+    std::vector<std::pair<StackId, std::int64_t>> live_by_site(int device) const noexcept;
 
     /// Frames of one id, innermost first.
     std::vector<std::uintptr_t> frames(StackId id) const { return tree_.frames(id); }

@@ -34,6 +34,8 @@ public:
     SiteCounters site(StackId id) const;
     /// All sites, with resolved peak values; frames left empty (the Recorder fills them).
     void collect(ReportData* out) const;
+    /// What is live on `device` now, summed by call site (for the device accounting's readings).
+    void live_by_site(int device, std::vector<std::pair<StackId, std::int64_t>>* out) const;
 
     std::int64_t live_bytes() const { return live_bytes_; }
     /// Nothing accounted yet (no site, no event).
