@@ -39,7 +39,7 @@
 // EventBlock payload := exactly N events, using exactly P bytes. The delta state (previous time,
 // device, stream, ptr, stack id) is 0 at the start of every block, so each block decodes alone.
 // Event:
-//   u8      tag: bits 0-3 = EventType (1..10), bit 4 = device follows, bit 5 = stream follows,
+//   u8      tag: bits 0-3 = EventType (1..11), bit 4 = device follows, bit 5 = stream follows,
 //           bit 6 = stack id follows (an absent field equals the previous event's in this block),
 //           bit 7 = reserved, must be 0
 //   zvarint time_ns - previous time_ns
@@ -81,6 +81,9 @@
 //                     snapshots): replayed as an allocation before everything else; fields as alloc
 //  10 device_info     size = total bytes of `device` (for devices first seen after the header was
 //                     written; overrides a header capacity of 0)
+//  11 step            the program marked the start of a step (gpumemprof_mark_step): size = the
+//                     step's number; device, stream, ptr, stack_id unused. A reader older than
+//                     this event rejects it as an unknown event type.
 // ==================================================================================================
 #pragma once
 
@@ -116,8 +119,9 @@ enum class EventType : std::uint8_t {
     oom = 8,
     live_block = 9,
     device_info = 10,
+    step = 11,
 };
-inline constexpr std::uint8_t kMaxEventType = 10;
+inline constexpr std::uint8_t kMaxEventType = 11;
 
 struct Event {
     EventType type = EventType::alloc;
