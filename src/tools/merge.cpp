@@ -11,7 +11,9 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <new>
 #include <numeric>
+#include <thread>
 
 namespace gpumemprof::tools {
 
@@ -263,6 +265,7 @@ const char* const kMergeHelp =
     "  --json          print one JSON object (ranks, largest, smallest, sites, first_oom, hosts)\n"
     "  --html OUT      also write one page: a timeline per rank (small multiples) and the sites\n"
     "  --top N         call sites to show (default 20, 0 = all that differ)\n"
+    "  --jobs N        inputs read at once, each by a thread (default: all cores)\n"
     "  --partial       print each input's summary as a line of a partial merge, which `merge`\n"
     "                  reads back like a report: merge groups of files where they are (Slurm job\n"
     "                  array tasks, Spark tasks), then merge the partials\n"
@@ -457,6 +460,7 @@ int cmd_merge(int argc, char** argv) {
     bool json = false, partial = false;
     std::string html;
     std::size_t top = 20;
+    unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
     for (int i = 0; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "-h" || a == "--help") {
@@ -477,6 +481,13 @@ int cmd_merge(int argc, char** argv) {
             if (!*v || *end || v[0] == '-' || n > (1u << 30))
                 return usage("--top needs a number");
             top = static_cast<std::size_t>(n);
+        } else if (a == "--jobs" || a == "-j") {
+            char* end = nullptr;
+            const char* v = i + 1 < argc ? argv[++i] : "";
+            const unsigned long n = std::strtoul(v, &end, 10);
+            if (!*v || *end || v[0] == '-' || n == 0 || n > 4096)
+                return usage("--jobs needs a number from 1 to 4096");
+            jobs = static_cast<unsigned>(n);
         } else if (a == "--") {
             for (++i; i < argc; ++i)
                 files.push_back(argv[i]);
@@ -491,7 +502,6 @@ int cmd_merge(int argc, char** argv) {
     if (partial && (json || !html.empty()))
         return usage("--partial prints the partial merge; drop --json/--html");
 
-    SiteKeys keys;
     Merger merger;
     if (partial)
         std::printf("%.*s\n", static_cast<int>(kPartialHeader.size()), kPartialHeader.data());
@@ -501,21 +511,49 @@ int cmd_merge(int argc, char** argv) {
         else
             merger.add(std::move(run));
     };
-    for (const std::string& f : files) {
-        InputKind kind;
+    // Files are read `jobs` at a time (each by a thread of its own, with its own SiteKeys) and
+    // taken in their order: memory holds `jobs` inputs at most.
+    struct Slot {
+        InputKind kind = InputKind::report;
+        bool ok = false;
+        bool out_of_memory = false;
         std::string error;
-        bool ok = input_kind(f, &kind, &error);
-        if (ok && kind == InputKind::partial) {
-            ok = read_partial(f, take, &error);
-        } else if (ok) {
-            RunSummary run;
-            ok = read_run(f, keys, &run, &error);
-            if (ok)
-                take(std::move(run));
-        }
-        if (!ok) {
-            std::fprintf(stderr, "gpumemprof merge: %s: %s\n", f.c_str(), error.c_str());
-            return kExitInput;
+        RunSummary run;
+    };
+    std::vector<SiteKeys> keys(jobs);
+    for (std::size_t first = 0; first < files.size(); first += jobs) {
+        const std::size_t n = std::min<std::size_t>(jobs, files.size() - first);
+        std::vector<Slot> slots(n);
+        auto work = [&](std::size_t i) {
+            Slot& s = slots[i];
+            try {
+                s.ok = input_kind(files[first + i], &s.kind, &s.error);
+                if (s.ok && s.kind != InputKind::partial)
+                    s.ok = read_run(files[first + i], keys[i], &s.run, &s.error);
+            } catch (const std::bad_alloc&) {
+                s.ok = false;
+                s.out_of_memory = true;
+            }
+        };
+        std::vector<std::thread> threads;
+        for (std::size_t i = 1; i < n; ++i)
+            threads.emplace_back(work, i);
+        work(0);
+        for (std::thread& t : threads)
+            t.join();
+        for (std::size_t i = 0; i < n; ++i) {
+            Slot& s = slots[i];
+            const std::string& f = files[first + i];
+            if (s.out_of_memory)
+                throw std::bad_alloc();
+            if (s.ok && s.kind == InputKind::partial)
+                s.ok = read_partial(f, take, &s.error);
+            else if (s.ok)
+                take(std::move(s.run));
+            if (!s.ok) {
+                std::fprintf(stderr, "gpumemprof merge: %s: %s\n", f.c_str(), s.error.c_str());
+                return kExitInput;
+            }
         }
     }
     if (partial) {
