@@ -186,8 +186,8 @@ constexpr OptionSpec kOptions[] = {
      "allocation is its own segment)",
      "expected 0 or 1", set_bool<&Options::pool>, show_bool<&Options::pool>},
     {"GPUMEMPROF_OUTPUT", "gpumemprof-%p", "`gpumemprof-%p`",
-     "report path prefix; `%p` pid, `%h` host, `%r` rank (`RANK`, else `LOCAL_RANK`, else 0), `%%`; `none` "
-     "writes nothing",
+     "report path prefix; `%p` pid, `%h` host, `%r` rank (`RANK`, `SLURM_PROCID`, `OMPI_COMM_WORLD_RANK`, "
+     "`PMI_RANK`, else the local rank, else 0), `%%`; `none` writes nothing",
      "a path prefix; empty is not one, `none` writes no files",
      [](const char* v, Options& o) {
          if (*v == '\0')
