@@ -29,8 +29,9 @@ DiffSide side_of_run(const RunSummary& run) {
 }
 
 bool peak_grew(std::int64_t base, std::int64_t now, double pct) {
-    return static_cast<long double>(now) >
-           static_cast<long double>(base) * (1.0L + static_cast<long double>(pct) / 100.0L);
+    // now > base * (1 + pct / 100), as now * 100 > base * (100 + pct): exact for whole percentages
+    // (a long double holds 64-bit integers and their products by 100 exactly up to 2^57 bytes).
+    return static_cast<long double>(now) * 100.0L > static_cast<long double>(base) * (100.0L + pct);
 }
 
 // ---- steps of a trace -----------------------------------------------------------------------
