@@ -70,7 +70,7 @@ struct Replay {
 
     static std::uint64_t at(const trace::Event& e) { return (static_cast<std::uint64_t>(e.device) << 48) ^ e.ptr; }
 
-    /// Applies event `e`; returns its device.
+    /// Applies event `e` (its block charged to `site`).
     void apply(const trace::Event& e, std::uint32_t site) {
         switch (e.type) {
         case trace::EventType::alloc:
@@ -164,12 +164,15 @@ bool steps_of_trace(const std::string& path, const SiteKeys& keys, std::int64_t 
         for (std::size_t i = 0; i < win.end; ++i) {
             const trace::Event& e = events[i];
             r.apply(e, site(e));
-            if (i == win.begin)
+            if (i == win.begin) {
                 for (const auto& [dev, v] : r.allocated) {
                     max_alloc[dev] = v;
                     max_at[dev] = i;
                     at_start = std::max(at_start, v);
                 }
+                for (const auto& [dev, v] : r.reserved)
+                    max_res[dev] = v;
+            }
             if (i < win.begin)
                 continue;
             if (e.type == trace::EventType::alloc)
@@ -180,9 +183,6 @@ bool steps_of_trace(const std::string& path, const SiteKeys& keys, std::int64_t 
             }
             max_res[e.device] = std::max(max_res[e.device], r.reserved[e.device]);
         }
-        for (const auto& [dev, v] : r.reserved)
-            if (win.begin < events.size())
-                max_res[dev] = std::max(max_res[dev], v); // held through the step when unchanged
         std::uint32_t peak_dev = 0;
         std::int64_t peak = -1;
         for (const auto& [dev, v] : max_alloc)
