@@ -140,6 +140,13 @@ void Profiler::open_trace() noexcept {
         h.metadata.push_back({"source", "libgpumemprof"});
         h.metadata.push_back({"pool", options_.pool ? "caching" : "passthrough"});
         h.metadata.push_back({"allocator", torch_.attached() ? "pytorch" : "gpumemprof"});
+        // Where this process stands in its job (`gpumemprof merge` reads traces too).
+        const util::RankInfo& rank = util::rank_info();
+        h.metadata.push_back({"rank", std::to_string(rank.rank)});
+        h.metadata.push_back({"local_rank", std::to_string(rank.local_rank)});
+        h.metadata.push_back({"world_size", std::to_string(rank.world_size)});
+        h.metadata.push_back({"rank_from", rank.from});
+        h.metadata.push_back({"cuda_visible_devices", rank.cuda_visible_devices});
         trace::WriterOptions wo;
         wo.on_failure = trace_failed;
         auto w = std::make_unique<trace::Writer>();
@@ -174,6 +181,7 @@ void Profiler::on_first_cuda_use() noexcept {
         ledger_.clear();
         streams_.clear();
         stacks::Recorder::instance().reset_after_fork();
+        steps_.clear();
     }
     cuda_seen_.store(true, std::memory_order_relaxed);
     open_trace();
@@ -610,6 +618,33 @@ void Profiler::reset_accumulated(int device) noexcept {
     }
 }
 
+std::int64_t Profiler::mark_step(std::int64_t step) noexcept {
+    if (process_exiting())
+        return -1;
+    try {
+        report::StepMark mark;
+        mark.step = step;
+        {
+            auto lock = pools_.lock();
+            mark.t_ns =
+                std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count();
+            for (const auto& s : pools_.all()) {
+                if (!s->ctx.load(std::memory_order_acquire))
+                    continue;
+                const stats::DeviceStats st = s->pool->stats();
+                mark.devices.push_back(
+                    {s->device, st.allocated_bytes[stats::kAll].current, st.reserved_bytes[stats::kAll].current});
+            }
+        }
+        step = steps_.add(std::move(mark));
+        emit(trace_.load(std::memory_order_acquire), trace::EventType::step, 0, 0, static_cast<std::size_t>(step),
+             static_cast<std::size_t>(step));
+        return step;
+    } catch (...) {
+        return -1;
+    }
+}
+
 void Profiler::empty_cache() noexcept {
     if (process_exiting())
         return;
@@ -703,8 +738,17 @@ report::ReportInput Profiler::snapshot(const std::string& prefix) const {
         a.history = std::move(d.history);
         in.accounting.push_back(std::move(a));
     }
+    in.rank = util::rank_info();
+    in.steps = steps_.marks(&in.steps_dropped);
     auto lock = pools_.lock();
-    in.seconds_profiled = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const auto since_start = std::chrono::steady_clock::now() - start_;
+    in.seconds_profiled = std::chrono::duration<double>(since_start).count();
+    in.start_time_ns =
+        static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                       (std::chrono::system_clock::now() -
+                                        std::chrono::duration_cast<std::chrono::system_clock::duration>(since_start))
+                                           .time_since_epoch())
+                                       .count());
     in.doors = {doors_.dlsym_substitutions.load(), doors_.proc_address_substitutions.load(),
                 doors_.runtime_calls.load()};
     in.foreign_invalid_frees = invalid_foreign_frees_.load();
@@ -930,9 +974,11 @@ void Profiler::fork_prepare() noexcept {
     ledger_.lock_for_fork();
     stacks::Recorder::instance().lock_for_fork();
     streams_.lock_for_fork();
+    steps_.lock_for_fork();
 }
 
 void Profiler::fork_parent() noexcept {
+    steps_.unlock_after_fork();
     streams_.unlock_after_fork();
     stacks::Recorder::instance().unlock_after_fork();
     ledger_.unlock_after_fork();
@@ -948,6 +994,7 @@ void Profiler::fork_parent() noexcept {
 // memory writes no report and no trace: the parent's allocations are the parent's. Its state is
 // reset (freeing the parent's) at its first CUDA allocation, in on_first_cuda_use.
 void Profiler::fork_child() noexcept {
+    steps_.unlock_after_fork();
     streams_.unlock_after_fork();
     stacks::Recorder::instance().unlock_after_fork();
     OomNotices::instance().reset_after_fork(); // closes the shared eventfd; frees nothing

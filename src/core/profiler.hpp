@@ -10,6 +10,7 @@
 #include "core/passthrough_ledger.hpp"
 #include "core/pool_table.hpp"
 #include "core/process_state.hpp"
+#include "core/step_marks.hpp"
 #include "core/stream_registry.hpp"
 #include "core/torch_attach.hpp"
 #include "util/options.hpp"
@@ -122,6 +123,10 @@ public:
     bool dump(const std::string& prefix, bool on_demand) noexcept;
     /// torch.cuda.memory._snapshot() as JSON (report::write_torch_snapshot); "" on failure.
     std::string snapshot_json() noexcept;
+    /// A step begins (gpumemprof_mark_step): recorded with each pool's allocated and reserved
+    /// bytes (the JSON's "steps") and as a trace event. A negative `step` is the previous one's
+    /// number + 1. Returns the step's number, -1 on failure or once the process exits.
+    std::int64_t mark_step(std::int64_t step) noexcept;
 
     DoorCounters& doors() { return doors_; }
     const util::Options& options() const { return options_; }
@@ -179,6 +184,7 @@ private:
     StreamRegistry streams_;
     PassthroughLedger ledger_;
     DoorCounters doors_;
+    StepMarks steps_;
 
     std::mutex dump_mutex_; ///< one report writer at a time; first in the lock order
     PoolTable pools_;       ///< second in the lock order (then each pool's own lock)

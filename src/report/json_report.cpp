@@ -5,6 +5,7 @@
 #include "report/accounting_report.hpp"
 #include "report/device_json.hpp"
 #include "report/json_sections.hpp"
+#include "report/json_timeline.hpp"
 #include "util/json_writer.hpp"
 
 #include <set>
@@ -76,6 +77,7 @@ void write_pool_device(util::JsonWriter& w, const DeviceSummary& d, const Report
     if (d.has_model) // the same 122 keys as PyTorch's caching allocator would report them
         write_model(w, "pytorch_model", d);
     write_passthrough(w, d.passthrough);
+    write_timeline(w, d.history.series);
     if (first_of_device)
         for (const DeviceAccountingSummary& a : in.accounting)
             if (a.device == d.device)
@@ -125,6 +127,7 @@ std::string json_report(const ReportInput& in, const StackReport& stacks) {
     w.field("pid", static_cast<std::int64_t>(in.pid));
     w.field("host", in.host);
     w.field("exe", in.exe);
+    write_run_place(w, in);
     w.field("alloc_conf", in.effective_alloc_conf);
     w.field("pool", in.caching ? "caching" : "passthrough");
     write_reuse(w, in, stacks);

@@ -8,6 +8,7 @@
 #include "stats/device_stats.hpp"
 #include "stats/event_ring.hpp"
 #include "stats/time_series.hpp"
+#include "util/options.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -119,11 +120,33 @@ struct DoorCounts {
     std::int64_t runtime_calls = 0;
 };
 
+/// What one device's pool held when a step began.
+struct StepDevice {
+    int device = 0;
+    std::int64_t allocated = 0;
+    std::int64_t reserved = 0;
+};
+
+/// A step the program marked (gpumemprof_mark_step): its number, when it began (ns since the
+/// process started) and what each device's pool held then.
+struct StepMark {
+    std::int64_t step = -1;
+    std::int64_t t_ns = 0;
+    std::vector<StepDevice> devices;
+};
+
 struct ReportInput {
     std::string prefix; ///< files are <prefix>.json, .txt, .folded, .alloc.folded
     int pid = 0;
     std::string host;
     std::string exe;
+    /// The process's place in a distributed job (RANK, LOCAL_RANK, WORLD_SIZE or the launcher's).
+    util::RankInfo rank;
+    /// Time zero of every t_ns (the process start) as Unix epoch nanoseconds: lines up the
+    /// reports of many processes on one clock. 0 = unknown.
+    std::uint64_t start_time_ns = 0;
+    std::vector<StepMark> steps; ///< oldest first
+    std::uint64_t steps_dropped = 0;
     double seconds_profiled = 0;
     std::string alloc_conf;           ///< GPUMEMPROF_ALLOC_CONF as given (for OOM advice)
     std::string effective_alloc_conf; ///< the settings in effect, every key spelled out

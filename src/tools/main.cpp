@@ -3,6 +3,8 @@
 #include "config.h"
 #include "pool/alloc_conf.hpp"
 #include "stats/device_stats.hpp"
+#include "tools/diff.hpp"
+#include "tools/merge.hpp"
 #include "tools/offline_report.hpp"
 #include "tools/replay.hpp"
 #include "tools/sweep.hpp"
@@ -40,9 +42,14 @@ const char* const kMainHelp =
     "                   through gpumemprof's PyTorch-policy pool on a simulated device, with any\n"
     "                   allocator settings; --sweep tries a grid of settings and ranks them\n"
     "  report TRACE     write the HTML and text reports of a GPUMEMPROF_TRACE recording\n"
+    "  merge FILE...    the reports (or traces) of many ranks as one job: per-rank peaks, imbalance,\n"
+    "                   the sites that differ most, the first OOM\n"
+    "  diff BASE NEW    two runs (or two steps of one) compared by call site; a CI memory gate\n"
     "\n"
     "  gpumemprof replay --help     options of replay\n"
     "  gpumemprof report --help     options of report\n"
+    "  gpumemprof merge --help      options of merge\n"
+    "  gpumemprof diff --help       options of diff\n"
     "  gpumemprof --version\n";
 
 const char* const kReplayHelp =
@@ -503,15 +510,21 @@ int main(int argc, char** argv) {
         }
         return kExitInternal;
     }
-    if (cmd == "report") {
+    const struct {
+        const char* name;
+        int (*run)(int, char**);
+    } commands[] = {{"report", cmd_report}, {"merge", cmd_merge}, {"diff", cmd_diff}};
+    for (const auto& c : commands) {
+        if (cmd != c.name)
+            continue;
         try {
-            return cmd_report(argc - 2, argv + 2);
+            return c.run(argc - 2, argv + 2);
         } catch (const std::bad_alloc&) {
-            std::fprintf(stderr, "gpumemprof report: out of memory\n");
+            std::fprintf(stderr, "gpumemprof %s: out of memory\n", c.name);
         } catch (const std::exception& e) {
-            std::fprintf(stderr, "gpumemprof report: internal error: %s\n", e.what());
+            std::fprintf(stderr, "gpumemprof %s: internal error: %s\n", c.name, e.what());
         }
-        return 3;
+        return kExitInternal;
     }
     std::fprintf(stderr, "gpumemprof: unknown command '%s'\n%s", cmd.c_str(), kMainHelp);
     return kExitUsage;

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <unordered_map>
@@ -97,6 +98,7 @@ public:
     stacks::SiteTable& table() { return table_; }
     std::map<std::uint32_t, Device>& devices() { return devices_; }
     std::vector<stacks::OomRecord>& ooms() { return ooms_; }
+    std::vector<report::StepMark>& steps() { return steps_; }
 
 private:
     Device& device(std::uint32_t ordinal) {
@@ -137,10 +139,10 @@ private:
         }
         case trace::EventType::oom: return on_oom(e, pe);
         case trace::EventType::device_info: capacity_[e.device] = e.size; return;
+        case trace::EventType::step: return on_step(e, t);
         case trace::EventType::vmm_map:
-        case trace::EventType::vmm_unmap: return; // pass-through memory: not the pool's
-        case trace::EventType::step:
-        case trace::EventType::empty_cache: return; // marks, not memory
+        case trace::EventType::vmm_unmap: return;   // pass-through memory: not the pool's
+        case trace::EventType::empty_cache: return; // a mark, not memory
         }
     }
 
@@ -187,6 +189,16 @@ private:
         d.ring.push(pe);
     }
 
+    void on_step(const trace::Event& e, std::int64_t t) {
+        report::StepMark m;
+        m.step = static_cast<std::int64_t>(e.size);
+        m.t_ns = t;
+        for (auto& [ordinal, d] : devices_)
+            m.devices.push_back({static_cast<int>(ordinal), d.series.current(stats::Series::allocated),
+                                 d.series.current(stats::Series::reserved)});
+        steps_.push_back(std::move(m));
+    }
+
     void on_oom(const trace::Event& e, stats::PoolEvent& pe) {
         Device& d = device(e.device);
         d.series.mark(pe.t_ns, stats::MarkerKind::oom, static_cast<std::int64_t>(e.size));
@@ -214,7 +226,29 @@ private:
     stacks::SiteTable table_;
     std::map<std::uint32_t, Device> devices_;
     std::vector<stacks::OomRecord> ooms_;
+    std::vector<report::StepMark> steps_;
 };
+
+/// The recording process's rank fields, from the header metadata its library wrote.
+util::RankInfo recorded_rank(const trace::Header& h) {
+    util::RankInfo r;
+    for (const auto& [key, value] : h.metadata) {
+        int* number = key == "rank"         ? &r.rank
+                      : key == "local_rank" ? &r.local_rank
+                      : key == "world_size" ? &r.world_size
+                                            : nullptr;
+        if (number) {
+            char* end = nullptr;
+            const long v = std::strtol(value.c_str(), &end, 10);
+            *number = !value.empty() && *end == '\0' && v >= -1 && v <= 0x7fffffffL ? static_cast<int>(v) : -1;
+        } else if (key == "rank_from") {
+            r.from = value;
+        } else if (key == "cuda_visible_devices") {
+            r.cuda_visible_devices = value;
+        }
+    }
+    return r;
+}
 
 /// The pool's statistics per device: the trace replayed under its recorded settings (none when
 /// it cannot be planned).
@@ -285,6 +319,10 @@ bool build_offline_report(const std::string& trace_path, bool allow_truncated, O
     o.events = events.size();
     o.in.pid = static_cast<int>(h.pid);
     o.in.exe = h.exe;
+    o.in.host = h.host;
+    o.in.rank = recorded_rank(h);
+    o.in.start_time_ns = h.start_time_ns ? feed.t0() : 0; // the header names the wall clock
+    o.in.steps = std::move(feed.steps());
     o.in.alloc_conf = h.alloc_conf;
     o.in.seconds_profiled = events.empty() ? 0 : static_cast<double>(events.back().time_ns - feed.t0()) / 1e9;
     for (auto& [ordinal, d] : feed.devices())

@@ -44,6 +44,8 @@ public:
     }
 
     void add(const trace::Event& e) {
+        if (e.type == trace::EventType::step)
+            return; // a mark of the program's, not a device's
         const std::uint16_t d = device_index(e.device);
         Recorded& rec = plan_->devices[d].recorded;
         switch (e.type) {

@@ -252,6 +252,21 @@ TEST_CASE("version 2 files are still read (no contexts or pool ids; bit 7 of a t
     REQUIRE(rb.error().find("reserved bit") != std::string::npos);
 }
 
+TEST_CASE("a step mark encodes as type 11 with its number in size, and reads back") {
+    // step 41, 7 ns in, fresh state: tag 0x0B, time 7 -> zigzag 14, ptr 0, size 41 = 0x29, delta 0
+    Event e{EventType::step, 0, 0, 0, 41, 41, 0, 7, 0};
+    CodecState st;
+    std::uint8_t buf[kMaxEventBytes];
+    const std::size_t n = encode_event(e, st, buf);
+    REQUIRE(std::vector<std::uint8_t>(buf, buf + n) == std::vector<std::uint8_t>{0x0B, 0x0E, 0x00, 0x29, 0x00});
+    CodecState rd;
+    const std::uint8_t* p = buf;
+    Event back;
+    const char* why = nullptr;
+    REQUIRE(decode_event(&p, buf + n, rd, &back, &why));
+    REQUIRE(back == e);
+}
+
 TEST_CASE("file header layout: magic, version 3, body length, CRC") {
     const auto path = temp_path("hdr");
     const auto b = write_file(path, {}, 4);
