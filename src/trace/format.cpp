@@ -13,7 +13,10 @@ namespace {
 constexpr std::uint8_t kHasDevice = 0x10;
 constexpr std::uint8_t kHasStream = 0x20;
 constexpr std::uint8_t kHasStack = 0x40;
-constexpr std::uint8_t kReserved = 0x80;
+constexpr std::uint8_t kHasExtension = 0x80;
+constexpr std::uint8_t kExtContext = 0x01;
+constexpr std::uint8_t kExtPoolId = 0x02;
+constexpr std::uint8_t kExtKnown = kExtContext | kExtPoolId;
 
 inline std::uint8_t* put_zvarint(std::uint8_t* out, std::uint64_t delta) {
     // delta is a two's-complement difference; zigzag keeps small negative steps short.
@@ -82,8 +85,19 @@ std::uint8_t* put_varint(std::uint8_t* out, std::uint64_t v) {
 }
 
 std::size_t encode_event(const Event& ev, CodecState& st, std::uint8_t* out) {
-    std::uint8_t* p = out + 1;
     std::uint8_t tag = static_cast<std::uint8_t>(ev.type) & 0x0F;
+    std::uint8_t ext = 0;
+    if (st.version >= 3) {
+        if (ev.context != st.context)
+            ext |= kExtContext;
+        if (ev.pool_id != st.pool_id)
+            ext |= kExtPoolId;
+    }
+    std::uint8_t* p = out + 1;
+    if (ext != 0) {
+        tag |= kHasExtension;
+        *p++ = ext;
+    }
     p = put_zvarint(p, ev.time_ns - st.time_ns);
     st.time_ns = ev.time_ns;
     if (ev.device != st.device) {
@@ -105,6 +119,15 @@ std::size_t encode_event(const Event& ev, CodecState& st, std::uint8_t* out) {
         p = put_varint(p, ev.stack_id);
         st.stack_id = ev.stack_id;
     }
+    if (ext & kExtContext) {
+        p = put_varint(p, ev.context);
+        st.context = ev.context;
+    }
+    if (ext & kExtPoolId) {
+        p = put_varint(p, ev.pool_id.first);
+        p = put_varint(p, ev.pool_id.second);
+        st.pool_id = ev.pool_id;
+    }
     if (ev.type == EventType::oom) {
         p = put_varint(p, ev.device_free);
         if (st.version >= 2)
@@ -122,9 +145,25 @@ bool decode_event(const std::uint8_t** pp, const std::uint8_t* end, CodecState& 
     }
     const std::uint8_t tag = *p++;
     const std::uint8_t type = tag & 0x0F;
-    if ((tag & kReserved) || type == 0 || type > kMaxEventType) {
-        *why = (tag & kReserved) ? "event tag has the reserved bit set" : "unknown event type";
+    if (type == 0 || type > kMaxEventType) {
+        *why = "unknown event type";
         return false;
+    }
+    std::uint8_t ext = 0;
+    if (tag & kHasExtension) {
+        if (st.version < 3) {
+            *why = "event tag has the reserved bit set";
+            return false;
+        }
+        if (p == end) {
+            *why = "event extension byte runs past the end of the block payload";
+            return false;
+        }
+        ext = *p++;
+        if (ext == 0 || (ext & ~kExtKnown) != 0) {
+            *why = ext == 0 ? "event extension byte is empty" : "event extension byte has a reserved bit set";
+            return false;
+        }
     }
     std::uint64_t v;
     Event e;
@@ -163,6 +202,19 @@ bool decode_event(const std::uint8_t** pp, const std::uint8_t* end, CodecState& 
         st.stack_id = v;
     }
     e.stack_id = st.stack_id;
+    if (ext & kExtContext) {
+        if (!get_varint(&p, end, &v))
+            return false;
+        st.context = v;
+    }
+    e.context = st.context;
+    if (ext & kExtPoolId) {
+        PoolId id;
+        if (!get_varint(&p, end, &id.first) || !get_varint(&p, end, &id.second))
+            return false;
+        st.pool_id = id;
+    }
+    e.pool_id = st.pool_id;
     if (e.type == EventType::oom && !get_varint(&p, end, &e.device_free))
         return false;
     if (e.type == EventType::oom && st.version >= 2 && !get_varint(&p, end, &e.largest_free))

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // GPUMEMPROF_TRACE event log: the on-disk schema, the in-memory Event/Header, and the codec.
 //
-// ======================================= SCHEMA (version 2) =======================================
+// ======================================= SCHEMA (version 3) =======================================
 // Fixed-width integers are little-endian. varint = unsigned LEB128 (7 bits per byte, lowest group
 // first, high bit set on every byte but the last; at most 10 bytes). zvarint = a signed 64-bit value
 // v stored as the varint of its zigzag form (v << 1) ^ (v >> 63). str = varint byte count, then the
@@ -12,8 +12,8 @@
 //
 // FileHeader:
 //   offset 0     u8[8]  magic "GPUMEMTR"
-//   offset 8     u32    format version (2; version 1 files are read too: they have no stack blocks).
-//                       A reader rejects any other value.
+//   offset 8     u32    format version (3; versions 1 and 2 are read too: version 1 has no stack
+//                       blocks, neither has event extensions). A reader rejects any other value.
 //   offset 12    u32    L = byte length of the header body (at most 16 MiB)
 //   offset 16    u8[L]  header body:
 //                         varint pid
@@ -37,11 +37,15 @@
 // every block flushed before it; a block that is cut short is detected (length or CRC).
 //
 // EventBlock payload := exactly N events, using exactly P bytes. The delta state (previous time,
-// device, stream, ptr, stack id) is 0 at the start of every block, so each block decodes alone.
+// device, stream, ptr, stack id, context, pool id) is 0 at the start of every block, so each
+// block decodes alone.
 // Event:
 //   u8      tag: bits 0-3 = EventType (1..10), bit 4 = device follows, bit 5 = stream follows,
 //           bit 6 = stack id follows (an absent field equals the previous event's in this block),
-//           bit 7 = reserved, must be 0
+//           bit 7 = an extension byte follows (version 3; must be 0 in versions 1 and 2)
+//   u8      extension (only if tag bit 7): bit 0 = context follows, bit 1 = pool id follows
+//           (absent: the previous event's in this block); bits 2-7 reserved, must be 0; a
+//           writer sets bit 7 of the tag only when some bit here is set
 //   zvarint time_ns - previous time_ns
 //   varint  device            (if bit 4)
 //   varint  stream            (if bit 5)
@@ -49,6 +53,9 @@
 //   varint  size
 //   zvarint block_size - size
 //   varint  stack_id          (if bit 6)
+//   varint  context           (if extension bit 0)
+//   varint  pool id, first    (if extension bit 1; then the second half:)
+//   varint  pool id, second
 //   varint  device_free       (only when type == oom)
 //   varint  largest_free      (only when type == oom, version 2: the pool's largest free cached block)
 //
@@ -64,6 +71,15 @@
 //
 // EndRecord payload: varint total events in the file, varint number of event blocks.
 // A file without an end record was not closed (the program died): its blocks are still valid.
+//
+// Every event belongs to one device, one context of it and one memory pool of that context:
+//   context  the recording program's number for the CUDA context the event happened in
+//            (gpumemprof writes the context's index, the JSON's "context"); each (device, context)
+//            has its own pools, and replay keeps them apart. Every event of a version 1 or 2 file
+//            has context 0
+//   pool id  PyTorch's MempoolId_t, a pair of u64: (0, 0) is the context's default pool; any
+//            other pair names a private pool (a CUDA graph's, or a torch.cuda.MemPool) whose
+//            blocks only requests to that pool id may reuse
 //
 // EventType and the meaning of the fields (unused fields are 0):
 //   1 alloc           ptr = block handed out, size = requested bytes, block_size = rounded block
@@ -96,14 +112,14 @@ inline constexpr char kFileMagic[8] = {'G', 'P', 'U', 'M', 'E', 'M', 'T', 'R'};
 inline constexpr char kBlockMagic[4] = {'G', 'M', 'T', 'B'};
 inline constexpr char kEndMagic[4] = {'G', 'M', 'T', 'E'};
 inline constexpr char kStackMagic[4] = {'G', 'M', 'T', 'S'};
-inline constexpr std::uint32_t kFormatVersion = 2;
+inline constexpr std::uint32_t kFormatVersion = 3;
 inline constexpr std::uint32_t kOldestFormatVersion = 1;
 inline constexpr std::size_t kFileHeaderFixedBytes = 16;
 inline constexpr std::size_t kBlockHeaderBytes = 16;
 inline constexpr std::uint32_t kMaxHeaderBody = 16u << 20;
 inline constexpr std::uint32_t kMaxBlockPayload = 64u << 20;
-/// Upper bound of one encoded event: tag + 9 varints of at most 10 bytes.
-inline constexpr std::size_t kMaxEventBytes = 1 + 9 * 10;
+/// Upper bound of one encoded event: tag, extension byte, 12 varints of at most 10 bytes.
+inline constexpr std::size_t kMaxEventBytes = 2 + 12 * 10;
 
 enum class EventType : std::uint8_t {
     alloc = 1,
@@ -119,6 +135,10 @@ enum class EventType : std::uint8_t {
 };
 inline constexpr std::uint8_t kMaxEventType = 10;
 
+/// PyTorch's MempoolId_t: (0, 0) is the default pool, any other pair a private pool.
+using PoolId = std::pair<std::uint64_t, std::uint64_t>;
+inline constexpr PoolId kDefaultPool{0, 0};
+
 struct Event {
     EventType type = EventType::alloc;
     std::uint32_t device = 0;
@@ -130,6 +150,8 @@ struct Event {
     std::uint64_t time_ns = 0;
     std::uint64_t device_free = 0;  ///< oom only
     std::uint64_t largest_free = 0; ///< oom only (version 2)
+    std::uint64_t context = 0;      ///< the recording's number for the context (version 3)
+    PoolId pool_id = kDefaultPool;  ///< memory pool within the context (version 3)
     bool operator==(const Event&) const = default;
 };
 
@@ -180,11 +202,14 @@ struct CodecState {
     std::uint64_t ptr = 0;
     std::uint64_t stream = 0;
     std::uint64_t stack_id = 0;
+    std::uint64_t context = 0;
+    PoolId pool_id = kDefaultPool;
     std::uint32_t device = 0;
     std::uint32_t version = kFormatVersion; ///< of the file: which fields an event has
 };
 
-/// Encode one event at `out` (room for kMaxEventBytes); returns the bytes written.
+/// Encode one event at `out` (room for kMaxEventBytes); returns the bytes written. With
+/// state.version below 3 the context and pool id are not written (they read back as 0).
 std::size_t encode_event(const Event& ev, CodecState& state, std::uint8_t* out);
 
 /// Decode one event from [*p, end). On success advances *p and returns true; otherwise returns

@@ -68,6 +68,40 @@ std::vector<Event> sample_events() {
     return v;
 }
 
+// Version 3: events in a second context of device 0 and in private pools (a CUDA graph's pool
+// (1, 0), a MemPool's (0, 1)), switching back and forth, extremes.
+std::vector<Event> sample_events_v3() {
+    std::vector<Event> v = sample_events();
+    v.push_back({EventType::alloc, 0, 7, 0x7f0000200000, 4096, 4096, 12, 7000, 0, 0, 1, {0, 0}});
+    v.push_back({EventType::alloc, 0, 7, 0x7f0000400000, 4096, 4096, 12, 7001, 0, 0, 1, {1, 0}});
+    v.push_back({EventType::free_requested, 0, 7, 0x7f0000400000, 4096, 4096, 12, 7002, 0, 0, 1, {1, 0}});
+    v.push_back({EventType::alloc, 0, 7, 0x7f0000600000, 4096, 4096, 12, 7003, 0, 0, 0, {0, 1}});
+    v.push_back({EventType::oom, 0, 7, 0, 4096, 4096, 12, 7004, 77, 88, kMax, {kMax, kMax}});
+    v.push_back({EventType::segment_free, 0, 7, 0x7f0000000000, 20971520, 20971520, 0, 7005, 0, 0, 0, {0, 0}});
+    return v;
+}
+
+// A file of format `version` (1 or 2) made by hand: the header with that version, one event block
+// encoded as that version encodes.
+std::vector<std::uint8_t> old_version_file(std::uint32_t version, const std::vector<Event>& evs) {
+    std::vector<std::uint8_t> b = encode_header(sample_header());
+    b[8] = static_cast<std::uint8_t>(version);
+    const std::uint32_t body = u32_at(b, 12);
+    const std::uint32_t crc = crc32(0, b.data(), 16 + body);
+    for (int i = 0; i < 4; ++i)
+        b[16 + body + i] = static_cast<std::uint8_t>(crc >> (8 * i));
+    std::vector<std::uint8_t> block(kBlockHeaderBytes + evs.size() * kMaxEventBytes);
+    CodecState st;
+    st.version = version;
+    std::size_t used = 0;
+    for (const Event& e : evs)
+        used += encode_event(e, st, block.data() + kBlockHeaderBytes + used);
+    const std::size_t n =
+        seal_block(block.data(), kBlockMagic, static_cast<std::uint32_t>(used), static_cast<std::uint32_t>(evs.size()));
+    b.insert(b.end(), block.begin(), block.begin() + static_cast<std::ptrdiff_t>(n));
+    return b;
+}
+
 std::vector<std::uint8_t> write_file(const std::string& path, const std::vector<Event>& evs, std::uint32_t per_block,
                                      bool close = true) {
     Writer w;
@@ -124,14 +158,106 @@ TEST_CASE("one event encodes to the bytes the schema prescribes") {
     const std::size_t m = encode_event(f, st, buf);
     REQUIRE(std::vector<std::uint8_t>(buf, buf + m) ==
             std::vector<std::uint8_t>{0x52, 0x06, 0x02, 0x00, 0xE8, 0x07, 0x30, 0x09});
+
+    // Version 3: a free_completed in context 5 and a CUDA graph's pool (3, 300), 1 ns later:
+    //   tag 0x03|0x80 (extension), extension 0x01 (context) | 0x02 (pool id) = 0x03,
+    //   time 1 -> 2, ptr delta 0, size 1000, delta 24 -> 48, context 5, pool 3, 300 = (44|0x80), 2
+    Event g{EventType::free_completed, 2, 0, 0x1000, 1000, 1024, 9, 9, 0, 0, 5, {3, 300}};
+    const std::size_t k = encode_event(g, st, buf);
+    REQUIRE(std::vector<std::uint8_t>(buf, buf + k) ==
+            std::vector<std::uint8_t>{0x83, 0x03, 0x02, 0x00, 0xE8, 0x07, 0x30, 0x05, 0x03, 0xAC, 0x02});
+    // The next event in the same context and pool carries neither (no extension byte); back to
+    // the default pool in the same context: extension 0x02 only, pool (0, 0).
+    g.time_ns = 10;
+    REQUIRE(encode_event(g, st, buf) == 6); // tag, time, ptr, size (2 bytes), block_size delta
+    REQUIRE(buf[0] == 0x03);
+    g.time_ns = 11;
+    g.pool_id = kDefaultPool;
+    const std::size_t j = encode_event(g, st, buf);
+    REQUIRE(std::vector<std::uint8_t>(buf, buf + j) ==
+            std::vector<std::uint8_t>{0x83, 0x02, 0x02, 0x00, 0xE8, 0x07, 0x30, 0x00, 0x00});
 }
 
-TEST_CASE("file header layout: magic, version 2, body length, CRC") {
+TEST_CASE("version 3: contexts and pool ids round trip; bad extension bytes are corrupt") {
+    const auto path = temp_path("v3");
+    const auto evs = sample_events_v3();
+    for (std::uint32_t per_block : {1u, 2u, 4096u}) {
+        const auto b = write_file(path, evs, per_block);
+        Reader r;
+        const auto got = read_memory(b, b.size(), r);
+        INFO(r.error());
+        REQUIRE_FALSE(r.failed());
+        REQUIRE(r.header().version == 3u);
+        REQUIRE(got == evs);
+    }
+    // One event by hand: alloc with the extension bit but an extension byte of 0x04 (reserved).
+    const auto one = [](std::vector<std::uint8_t> payload) {
+        std::vector<std::uint8_t> b = encode_header(sample_header());
+        std::vector<std::uint8_t> block(kBlockHeaderBytes);
+        block.insert(block.end(), payload.begin(), payload.end());
+        seal_block(block.data(), kBlockMagic, static_cast<std::uint32_t>(payload.size()), 1);
+        b.insert(b.end(), block.begin(), block.end());
+        return b;
+    };
+    for (const auto& [payload, why] : std::vector<std::pair<std::vector<std::uint8_t>, std::string>>{
+             {{0x81, 0x04, 0x00, 0x00, 0x00, 0x00}, "event extension byte has a reserved bit set"},
+             {{0x81, 0x00, 0x00, 0x00, 0x00, 0x00}, "event extension byte is empty"},
+             {{0x81, 0x02, 0x00, 0x00, 0x00, 0x00, 0x05}, "event field runs past the end"}}) {
+        const auto b = one(payload);
+        Reader r;
+        REQUIRE(read_memory(b, b.size(), r).empty());
+        REQUIRE(r.error_kind() == ReadError::corrupt);
+        INFO(r.error());
+        REQUIRE(r.error().find(why) != std::string::npos);
+    }
+    // Well formed: an alloc of all-zero fields in pool (5, 6).
+    const auto good = one({0x81, 0x02, 0x00, 0x00, 0x00, 0x00, 0x05, 0x06});
+    Reader r;
+    const auto got = read_memory(good, good.size(), r);
+    INFO(r.error());
+    REQUIRE(got.size() == 1);
+    REQUIRE(got[0].pool_id == PoolId{5, 6});
+    REQUIRE(got[0].context == 0);
+    std::remove(path.c_str());
+}
+
+TEST_CASE("version 2 files are still read (no contexts or pool ids; bit 7 of a tag is corrupt there)") {
+    const auto evs = sample_events_v3();
+    const auto b = old_version_file(2, evs);
+    Reader r;
+    const auto got = read_memory(b, b.size(), r);
+    INFO(r.error());
+    REQUIRE_FALSE(r.failed());
+    REQUIRE(r.header().version == 2u);
+    REQUIRE(got.size() == evs.size());
+    for (std::size_t i = 0; i < evs.size(); ++i) {
+        Event want = evs[i];
+        want.context = 0; // not in version 2
+        want.pool_id = kDefaultPool;
+        REQUIRE(got[i] == want);
+    }
+    // A tag with bit 7 in a version 2 file: the bit was reserved then.
+    std::vector<std::uint8_t> bad = old_version_file(2, {Event{EventType::alloc, 0, 0, 0x1000, 1000, 1024, 0, 5, 0}});
+    const std::size_t tag_at = bad.size() - 7; // the event is 7 bytes (see the exact-bytes test)
+    bad[tag_at] |= 0x80;
+    {
+        const std::size_t block_at = tag_at - kBlockHeaderBytes;
+        const std::uint32_t c = block_crc(bad.data() + block_at, 7);
+        for (int i = 0; i < 4; ++i)
+            bad[block_at + 12 + i] = static_cast<std::uint8_t>(c >> (8 * i));
+    }
+    Reader rb;
+    REQUIRE(read_memory(bad, bad.size(), rb).empty());
+    REQUIRE(rb.error_kind() == ReadError::corrupt);
+    REQUIRE(rb.error().find("reserved bit") != std::string::npos);
+}
+
+TEST_CASE("file header layout: magic, version 3, body length, CRC") {
     const auto path = temp_path("hdr");
     const auto b = write_file(path, {}, 4);
     REQUIRE(b.size() >= 20);
     REQUIRE(std::memcmp(b.data(), "GPUMEMTR", 8) == 0);
-    REQUIRE(u32_at(b, 8) == 2u);
+    REQUIRE(u32_at(b, 8) == 3u);
     const std::uint32_t body = u32_at(b, 12);
     REQUIRE(u32_at(b, 16 + body) == crc32(0, b.data(), 16 + body));
     // No events: after the header comes only the end record "GMTE" with payload {0 events, 0 blocks}.
@@ -181,23 +307,8 @@ TEST_CASE("version 2: stack blocks round trip after the events, outside the end 
 }
 
 TEST_CASE("version 1 files are still read (no largest_free in OOM events, no stack blocks)") {
-    // A version-1 file, made by hand: header with version 1, one event block encoded as version 1.
-    std::vector<std::uint8_t> b = encode_header(sample_header());
-    b[8] = 1;
-    const std::uint32_t body = u32_at(b, 12);
-    const std::uint32_t crc = crc32(0, b.data(), 16 + body);
-    for (int i = 0; i < 4; ++i)
-        b[16 + body + i] = static_cast<std::uint8_t>(crc >> (8 * i));
-    const auto evs = sample_events();
-    std::vector<std::uint8_t> block(kBlockHeaderBytes + evs.size() * kMaxEventBytes);
-    CodecState st;
-    st.version = 1;
-    std::size_t used = 0;
-    for (const Event& e : evs)
-        used += encode_event(e, st, block.data() + kBlockHeaderBytes + used);
-    const std::size_t n =
-        seal_block(block.data(), kBlockMagic, static_cast<std::uint32_t>(used), static_cast<std::uint32_t>(evs.size()));
-    b.insert(b.end(), block.begin(), block.begin() + static_cast<std::ptrdiff_t>(n));
+    const auto evs = sample_events_v3();
+    const auto b = old_version_file(1, evs);
     Reader r;
     const auto got = read_memory(b, b.size(), r);
     INFO(r.error());
@@ -207,6 +318,8 @@ TEST_CASE("version 1 files are still read (no largest_free in OOM events, no sta
     for (std::size_t i = 0; i < evs.size(); ++i) {
         Event want = evs[i];
         want.largest_free = 0; // not in version 1
+        want.context = 0;
+        want.pool_id = kDefaultPool;
         REQUIRE(got[i] == want);
     }
     REQUIRE(r.stacks().empty());
@@ -331,11 +444,11 @@ TEST_CASE("a corrupt header is reported at the header CRC") {
 TEST_CASE("an unknown format version is rejected at offset 8") {
     const auto path = temp_path("ver");
     auto b = write_file(path, sample_events(), 4);
-    b[8] = 3; // version 3 (the CRC is not even looked at: the version decides how to read the rest)
+    b[8] = 4; // version 4 (the CRC is not even looked at: the version decides how to read the rest)
     Reader r;
     REQUIRE_FALSE(r.open_memory(b.data(), b.size()));
     REQUIRE(r.error_kind() == ReadError::unsupported_version);
-    REQUIRE(r.error() == "byte offset 8: unsupported trace format version 3 (this gpumemprof reads versions 1 to 2)");
+    REQUIRE(r.error() == "byte offset 8: unsupported trace format version 4 (this gpumemprof reads versions 1 to 3)");
     b[8] = 0;
     REQUIRE_FALSE(r.open_memory(b.data(), b.size()));
     REQUIRE(r.error_kind() == ReadError::unsupported_version);

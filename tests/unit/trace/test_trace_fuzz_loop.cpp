@@ -41,6 +41,8 @@ int main() {
             e.stack_id = rng() % 5;
             e.time_ns = 1000 + static_cast<std::uint64_t>(i) * 17;
             e.device_free = rng();
+            e.context = static_cast<std::uint64_t>(i % 5 == 0); // version 3 extension bytes
+            e.pool_id = {static_cast<std::uint64_t>(i % 7 == 0), static_cast<std::uint64_t>(i % 11 == 0) * 9};
             w.record(e);
         }
         w.close();

@@ -21,7 +21,8 @@ int main(int argc, char** argv) {
     }
     for (std::uint8_t t = 1; t <= kMaxEventType; ++t)
         w.record(Event{static_cast<EventType>(t), t % 2u, t, 0x7f0000000000ull + t * 4096ull, 1000ull * t, 1024ull * t,
-                       t, 100ull + t, t == 8 ? 5000ull : 0});
+                       t, 100ull + t, t == 8 ? 5000ull : 0, t == 8 ? 7000ull : 0, t % 3u,
+                       PoolId{t % 4u == 0, t % 5u == 0 ? 2u : 0u}});
     w.close();
     return 0;
 }
