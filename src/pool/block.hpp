@@ -87,6 +87,13 @@ struct BlockPool {
     int stat_type = stats::kLargePool;
 };
 
+/// PyTorch's PrivatePool: the free sets of one private memory pool (a CUDA graph's, a MemPool's).
+struct PrivatePool {
+    explicit PrivatePool(NodeCache* nodes) : small(nodes, true), large(nodes, false) {}
+    BlockPool small;
+    BlockPool large;
+};
+
 struct Segment {
     std::uintptr_t base = 0;
     std::size_t size = 0;

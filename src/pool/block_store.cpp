@@ -44,6 +44,7 @@ void BlockStore::forget_all() {
     large.blocks.clear();
     small.unmapped.clear();
     large.unmapped.clear();
+    private_pools.clear();
     active.clear();
     segments.clear();
     spare_blocks_.clear();

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "pool/block.hpp"
+#include "pool/device_pool.hpp"
 #include "pool/rounding.hpp"
 #include "util/flat_map.hpp"
 
@@ -36,7 +37,26 @@ public:
     BlockPool large{&nodes, false};
     util::FlatMap<Block*> active; ///< allocated + pending blocks by address (PyTorch's active_blocks)
     std::map<std::uintptr_t, Segment> segments;
+    /// Private pools by id (PyTorch's graph_pools), made at their first request.
+    std::map<PoolId, std::unique_ptr<PrivatePool>> private_pools;
+
     BlockPool& pool_for(std::size_t rounded) { return rounded <= kSmallSize ? small : large; }
+    static BlockPool& pool_for(PrivatePool& p, std::size_t rounded) {
+        return rounded <= kSmallSize ? p.small : p.large;
+    }
+    /// The private pool `id` (made now if it is new; may throw bad_alloc before anything changed).
+    PrivatePool& private_pool(PoolId id) {
+        auto [it, fresh] = private_pools.try_emplace(id);
+        if (fresh) {
+            try {
+                it->second = std::make_unique<PrivatePool>(&nodes);
+            } catch (...) {
+                private_pools.erase(it);
+                throw;
+            }
+        }
+        return *it->second;
+    }
 
     /// Everything a call may need, obtained before any state changes (may throw bad_alloc, which
     /// the public entry points turn into an error with the pool unchanged). A malloc can retire

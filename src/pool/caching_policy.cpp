@@ -296,9 +296,9 @@ bool CachingPolicy::retire_before_split(BlockPool& pool, std::uintptr_t stream, 
     return index < pending_.fenced_groups() && !pending_.wait_and_retire(index);
 }
 
-int CachingPolicy::malloc(std::size_t size, std::uintptr_t stream, std::uintptr_t* out) {
+int CachingPolicy::malloc(std::size_t size, std::uintptr_t stream, std::uintptr_t* out, PrivatePool* priv) {
     const std::size_t rounded = round_size(s_.options.conf, size);
-    BlockPool& pool = s_.store.pool_for(rounded);
+    BlockPool& pool = priv == nullptr ? s_.store.pool_for(rounded) : BlockStore::pool_for(*priv, rounded);
     const std::size_t alloc_size = allocation_size(rounded);
     s_.ensure_spares();
 
@@ -321,7 +321,8 @@ int CachingPolicy::malloc(std::size_t size, std::uintptr_t stream, std::uintptr_
         b = alloc_block(pool, stream, alloc_size, false, &err, rounded);
         if (b == nullptr && err == kOutOfMemory && supply_.release_available(pool, stream, rounded))
             b = alloc_block(pool, stream, alloc_size, false, &err, rounded);
-        if (b == nullptr && err == kOutOfMemory) {
+        // PyTorch skips this step while a capture (or a MemPool context) is under way.
+        if (b == nullptr && err == kOutOfMemory && priv == nullptr) {
             release_cached_blocks();
             b = alloc_block(pool, stream, alloc_size, true, &err, rounded);
         }

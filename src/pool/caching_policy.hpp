@@ -20,8 +20,10 @@ public:
     CachingPolicy(PoolState& s, SegmentSupply& supply, PendingFrees& pending)
         : s_(s), supply_(supply), pending_(pending) {}
 
-    /// DeviceCachingAllocator::malloc. kSuccess and *out, or the error code.
-    int malloc(std::size_t size, std::uintptr_t stream, std::uintptr_t* out);
+    /// DeviceCachingAllocator::malloc, from the default pool or from the private pool `priv`
+    /// (whose segments release_cached_blocks never gives back: its retry is skipped, as during a
+    /// capture). kSuccess and *out, or the error code.
+    int malloc(std::size_t size, std::uintptr_t stream, std::uintptr_t* out, PrivatePool* priv = nullptr);
 
     /// free()'s accounting, in every mode: the block at `ptr` stops counting as allocated,
     /// active and requested (PyTorch's free() of a block without record_stream) and the listener

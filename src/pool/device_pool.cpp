@@ -81,6 +81,20 @@ int DevicePool::malloc(std::size_t size, std::uintptr_t stream, std::uintptr_t* 
     }
 }
 
+int DevicePool::malloc(std::size_t size, std::uintptr_t stream, std::uintptr_t* ptr, PoolId pool_id) {
+    PoolState& s = impl_->state;
+    if (pool_id == kDefaultPoolId || s.options.mode == Mode::passthrough || ptr == nullptr || size >= kOneExaByte)
+        return malloc(size, stream, ptr);
+    try {
+        std::lock_guard<std::mutex> lock(impl_->mu);
+        return impl_->policy.malloc(size, stream, ptr, &s.store.private_pool(pool_id));
+    } catch (...) {
+        std::lock_guard<std::mutex> lock(impl_->mu);
+        ++s.counters.host_failures;
+        return kOutOfMemory; // host memory exhausted for our own bookkeeping
+    }
+}
+
 int DevicePool::free(std::uintptr_t ptr) {
     PoolState& s = impl_->state;
     try {
