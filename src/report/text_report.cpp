@@ -160,7 +160,7 @@ void device_figures(std::string& out, const DeviceSummary& d, const stacks::Repo
     const auto all = stats::kAll;
     out += "\ndevice " + std::to_string(d.device);
     if (d.total_capacity > 0)
-        out += " (total capacity " + util::torch_size(static_cast<std::int64_t>(d.total_capacity)) + ")";
+        out += " (total capacity " + util::torch_size_u(d.total_capacity) + ")";
     if (d.allocator == "pytorch")
         out += ", PyTorch's caching allocator (" + d.allocator_status + ")";
     else if (torch_attached)
@@ -346,7 +346,7 @@ void oom_section(std::string& out, const ResolvedReport& r, const FrameFilter& f
     for (const ResolvedOom& o : r.ooms) {
         const stacks::OomRecord& rec = *o.record;
         out += "OOM #" + std::to_string(++k) + " on device " + std::to_string(rec.device) + ": request of " +
-               util::torch_size_exact(static_cast<std::int64_t>(rec.info.requested)) + "\n";
+               util::torch_size_exact_u(rec.info.requested) + "\n";
         out += "  " + oom_message(rec.device, rec.info) + "\n";
         out += "  stack:\n";
         stack_lines(out, o.frames, 32, "    ", filter);

@@ -154,7 +154,9 @@ void print_device_text(const PlanDevice& pd, const DeviceResult& r) {
     const auto& s = r.stats;
     const std::int64_t reserved = s.reserved_bytes[stats::kAll].peak;
     const std::int64_t allocated = s.allocated_bytes[stats::kAll].peak;
-    std::printf("device %u (simulated capacity %s)\n", r.ordinal,
+    // A context other than 0 is named (trace version 3: each context of a device has its pool).
+    const std::string context = r.context != 0 ? ", context " + std::to_string(r.context) : std::string();
+    std::printf("device %u%s (simulated capacity %s)\n", r.ordinal, context.c_str(),
                 util::iec_size(static_cast<std::int64_t>(r.capacity)).c_str());
     auto row = [](const char* name, std::int64_t v) {
         std::printf("  %-28s %12s  (%" PRId64 " B)\n", name, util::iec_size(v).c_str(), v);
@@ -334,6 +336,7 @@ void write_replay_device(util::JsonWriter& w, const DeviceResult& r, const PlanD
     const Recorded& rec = pd.recorded;
     w.begin_object();
     w.field("device", r.ordinal);
+    w.field("context", r.context);
     w.field("capacity", r.capacity);
     w.key("memory_stats").raw(stats::to_json(r.stats));
     w.key("replay").begin_object();

@@ -367,6 +367,71 @@ TEST_CASE("round trip keeps every event type and field") {
     std::remove(path.c_str());
 }
 
+TEST_CASE("open_file reads a block at a time and says what open_memory says, at every cut and flip") {
+    // A regular file is streamed (pread per block), a buffer in memory is read in place: the same
+    // events, the same error, the same offset, for the file cut at every byte and with a byte of
+    // each block flipped; rewind() reads it again from the first block.
+    const auto path = temp_path("stream");
+    const auto cut = temp_path("stream_cut");
+    const auto evs = sample_events_v3();
+    Stack stack{9, {{"f", "a.cpp", 1, "m", 2, ""}}};
+    {
+        Writer w;
+        REQUIRE(w.open(path, sample_header(), WriterOptions{3, false}));
+        for (const auto& e : evs)
+            w.record(e);
+        w.write_stacks({stack});
+        w.close();
+    }
+    const auto whole = slurp(path);
+    const auto same = [&](const std::vector<std::uint8_t>& bytes) {
+        {
+            std::FILE* f = std::fopen(cut.c_str(), "wb");
+            REQUIRE(f != nullptr);
+            REQUIRE(std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size());
+            std::fclose(f);
+        }
+        Reader m;
+        const auto from_memory = read_memory(bytes, bytes.size(), m);
+        Reader f;
+        std::vector<Event> from_file;
+        if (f.open_file(cut)) {
+            Event e;
+            while (f.next(e))
+                from_file.push_back(e);
+        }
+        REQUIRE(from_file == from_memory);
+        REQUIRE(f.error_kind() == m.error_kind());
+        REQUIRE(f.error() == m.error());
+        REQUIRE(f.complete() == m.complete());
+        REQUIRE(f.stacks() == m.stacks());
+    };
+    same(whole);
+    for (std::size_t n = 0; n < whole.size(); n += 7)
+        same(std::vector<std::uint8_t>(whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(n)));
+    for (std::size_t at = 16; at < whole.size(); at += 61) {
+        auto bad = whole;
+        bad[at] ^= 0x5A;
+        same(bad);
+    }
+    Reader r;
+    REQUIRE(r.open_file(path));
+    Event e;
+    std::size_t n = 0;
+    while (r.next(e))
+        ++n;
+    REQUIRE(n == evs.size());
+    REQUIRE(r.stacks() == std::vector<Stack>{stack});
+    r.rewind();
+    std::vector<Event> again;
+    while (r.next(e))
+        again.push_back(e);
+    REQUIRE(again == evs);
+    REQUIRE(r.complete());
+    std::remove(path.c_str());
+    std::remove(cut.c_str());
+}
+
 TEST_CASE("a time_ns of 0 is stamped with the wall clock") {
     const auto path = temp_path("stamp");
     const std::uint64_t before = now_ns();
