@@ -13,6 +13,7 @@
 #include "core/step_marks.hpp"
 #include "core/stream_registry.hpp"
 #include "core/torch_attach.hpp"
+#include "core/torch_autograd.hpp"
 #include "util/options.hpp"
 
 namespace gpumemprof::trace {
@@ -153,6 +154,8 @@ private:
     /// The pool slot holding `device`'s mirror of PyTorch's allocator (made at its first event).
     PoolSlot* torch_slot(int device) noexcept;
     CUresult torch_segment_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_t bytes) noexcept;
+    /// What a call site's frames say of the kind of its memory (once per site).
+    MemoryCategories::SiteTraits site_traits(stacks::StackId id) noexcept;
     /// Reads PyTorch's own statistics once more before its allocator is destroyed at exit.
     void torch_final_check() noexcept;
     /// The attached allocator's figures for the reports (requires pools_.lock()).
@@ -198,6 +201,7 @@ private:
     std::atomic<bool> signal_thread_started_{false};
 
     TorchAttach torch_;
+    TorchAutograd autograd_; ///< initialised with the first device's mirror
     DeviceAccounting accounting_;
     static constexpr int kMaxTorchDevices = 128; ///< PyTorch's DeviceIndex is an int8
     std::atomic<PoolSlot*> torch_slots_[kMaxTorchDevices] = {};

@@ -54,6 +54,16 @@ struct DeviceSummary {
     /// torch.cuda.memory_stats() does) and, when it did, the same keys over the whole run.
     int program_resets = 0;
     stats::DeviceStats whole_run;
+    /// What kind of memory PyTorch's blocks are (core/memory_categories.hpp): live bytes by kind
+    /// when the total peaked and now, each site's kind and the rule that placed it.
+    std::vector<std::pair<std::string, std::int64_t>> kinds_at_peak, kinds_now;
+    struct SiteKind {
+        std::uint32_t site = 0;
+        std::string kind, rule;
+    };
+    std::vector<SiteKind> site_kinds;
+    /// Backward allocations charged to their forward line, and those whose forward op was unseen.
+    std::int64_t backward_matched = 0, backward_unmatched = 0;
     /// PyTorch's own statistics read at exit, and ours at that moment (pytorch, when read).
     bool has_torch_check = false;
     stats::DeviceStats torch_reported, torch_mirrored;
