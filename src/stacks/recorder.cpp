@@ -3,11 +3,11 @@
 #include "stacks/recorder.hpp"
 
 #include "stacks/backtrace.hpp"
+#include "stacks/frame_rules.hpp"
 #include "stacks/python_frames.hpp"
 
 #include <algorithm>
 #include <new>
-#include <pthread.h>
 
 namespace gpumemprof::stacks {
 
@@ -18,17 +18,11 @@ namespace {
 /// this much room, or off the thread's own stack, the allocation is kept without a stack.
 constexpr std::uintptr_t kUnwindStackRoom = 32 * 1024;
 
-/// The calling thread's stack bounds (pthread_getattr_np, once per thread) and its frame buffer:
-/// the frames of a capture live here, not on the thread's stack (small stacks: docs/guarantees.md).
+/// The frame buffer of a capture: on the heap, one per thread, not on the thread's stack (small
+/// stacks: docs/guarantees.md).
 struct ThreadCapture {
     std::uintptr_t ips[kMaxFrames + python::kMaxPythonFrames];
 };
-struct ThreadStack {
-    std::uintptr_t lo = 0, hi = 0; // [lo, hi): the stack pthread gave this thread
-    bool probed = false;
-    bool known = false;
-};
-thread_local ThreadStack tl_stack;
 thread_local ThreadCapture* tl_capture = nullptr;
 thread_local bool tl_capture_gone = false;
 struct ThreadCaptureHolder {
@@ -50,25 +44,10 @@ ThreadCapture* thread_capture() noexcept {
 
 /// True when the stack pointer `sp` has room for an unwind: it lies on the thread's own stack
 /// (not a makecontext coroutine, not a sigaltstack) with kUnwindStackRoom left below it.
-/// Threads whose bounds pthread cannot tell are unwound as before.
 bool room_to_unwind(std::uintptr_t sp) noexcept {
-    ThreadStack& t = tl_stack;
-    if (!t.probed) {
-        t.probed = true;
-        pthread_attr_t attr;
-        if (::pthread_getattr_np(::pthread_self(), &attr) == 0) {
-            void* addr = nullptr;
-            std::size_t size = 0;
-            if (::pthread_attr_getstack(&attr, &addr, &size) == 0 && addr != nullptr && size > 0) {
-                t.lo = reinterpret_cast<std::uintptr_t>(addr);
-                t.hi = t.lo + size;
-                t.known = true;
-            }
-            ::pthread_attr_destroy(&attr);
-        }
-    }
+    const StackBounds& t = thread_stack_bounds();
     if (!t.known)
-        return true;
+        return true; // capture_backtrace itself then returns no frames
     return sp > t.lo && sp <= t.hi && sp - t.lo >= kUnwindStackRoom;
 }
 
@@ -191,6 +170,7 @@ void Recorder::on_oom(int device, const pool::OomInfo& info, StackId id, std::st
 
 void Recorder::lock_for_fork() noexcept {
     python::lock_for_fork();
+    lock_frame_rules_for_fork();
     tree_.mutex().lock();
     mutex_.lock();
 }
@@ -198,6 +178,7 @@ void Recorder::lock_for_fork() noexcept {
 void Recorder::unlock_after_fork() noexcept {
     mutex_.unlock();
     tree_.mutex().unlock();
+    unlock_frame_rules_after_fork();
     python::unlock_after_fork();
 }
 
