@@ -7,6 +7,8 @@
 #include "stacks/python_frames.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <new>
 
 namespace gpumemprof::stacks {
@@ -18,15 +20,25 @@ namespace {
 /// this much room, or off the thread's own stack, the allocation is kept without a stack.
 constexpr std::uintptr_t kUnwindStackRoom = 32 * 1024;
 
-/// The frame buffer of a capture: on the heap, one per thread, not on the thread's stack (small
-/// stacks: docs/guarantees.md).
+/// Per thread: the frames of the current capture and of the previous one (two buffers, swapped),
+/// on the heap, not on the thread's stack (small stacks: docs/guarantees.md). A capture equal to
+/// the previous one, word for word, is the previous one's id: no hash, no lookup.
 struct ThreadCapture {
-    std::uintptr_t ips[kMaxFrames + python::kMaxPythonFrames];
+    std::uintptr_t words[2][kMaxFrames + python::kMaxPythonFrames];
+    int current = 0;     ///< the buffer the next capture is written to
+    int previous_n = -1; ///< frames of the previous capture (the other buffer)
+    StackId previous_id = 0;
+    std::uint64_t previous_tree = 0; ///< generation of the tree previous_id belongs to
+    std::uint64_t stats_owner = 0;   ///< the recorder whose counters `stats` is
+    void* stats = nullptr;           ///< that recorder's StatsBlock for this thread
+    std::atomic<bool>* stats_in_use = nullptr;
 };
 thread_local ThreadCapture* tl_capture = nullptr;
 thread_local bool tl_capture_gone = false;
+void release_stats(ThreadCapture* c) noexcept;
 struct ThreadCaptureHolder {
     ~ThreadCaptureHolder() {
+        release_stats(tl_capture);
         delete tl_capture;
         tl_capture = nullptr;
         tl_capture_gone = true;
@@ -37,10 +49,21 @@ thread_local ThreadCaptureHolder tl_capture_holder;
 ThreadCapture* thread_capture() noexcept {
     if (tl_capture == nullptr && !tl_capture_gone) {
         tl_capture = new (std::nothrow) ThreadCapture;
+        if (tl_capture != nullptr) {
+            tl_capture->current = 0;
+            tl_capture->previous_n = -1;
+            tl_capture->previous_id = 0;
+            tl_capture->previous_tree = 0;
+            tl_capture->stats_owner = 0;
+            tl_capture->stats = nullptr;
+            tl_capture->stats_in_use = nullptr;
+        }
         (void)&tl_capture_holder; // registers the thread-exit destructor
     }
     return tl_capture;
 }
+
+std::atomic<std::uint64_t> g_next_recorder{1};
 
 /// True when the stack pointer `sp` has room for an unwind: it lies on the thread's own stack
 /// (not a makecontext coroutine, not a sigaltstack) with kUnwindStackRoom left below it.
@@ -52,6 +75,61 @@ bool room_to_unwind(std::uintptr_t sp) noexcept {
 }
 
 } // namespace
+
+/// One thread's capture counters for one recorder: written by that thread only (a load and a
+/// store, no read-modify-write), read by capture_stats.
+struct Recorder::StatsBlock {
+    std::atomic<std::uint64_t> captures{0}, frames{0}, cache_hits{0}, python_captures{0}, python_frames{0},
+        small_stack_skips{0}, unwind_ticks{0}, intern_ticks{0};
+    std::atomic<bool> in_use{true};
+    StatsBlock* next = nullptr;
+    static void add(std::atomic<std::uint64_t>& c, std::uint64_t d) noexcept {
+        c.store(c.load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
+    }
+};
+
+namespace {
+void release_stats(ThreadCapture* c) noexcept {
+    // The block stays in its recorder's list (its counts are the recorder's) and goes to the
+    // next thread that needs one. Blocks are never freed, so this is safe even after a
+    // recorder made by a test was destroyed.
+    if (c != nullptr && c->stats_in_use != nullptr)
+        c->stats_in_use->store(false, std::memory_order_release);
+}
+} // namespace
+
+Recorder::Recorder() : id_(g_next_recorder.fetch_add(1, std::memory_order_relaxed)) {
+}
+
+Recorder::StatsBlock* Recorder::stats_block() noexcept {
+    ThreadCapture* c = thread_capture();
+    if (c != nullptr && c->stats_owner == id_)
+        return static_cast<StatsBlock*>(c->stats);
+    try {
+        std::lock_guard<std::mutex> lock(stats_mutex_);
+        StatsBlock* b = nullptr;
+        for (StatsBlock* x = stats_head_; x != nullptr && b == nullptr; x = x->next) {
+            bool free = false;
+            if (!x->in_use.load(std::memory_order_acquire) &&
+                x->in_use.compare_exchange_strong(free, true, std::memory_order_acq_rel))
+                b = x;
+        }
+        if (b == nullptr) {
+            b = new StatsBlock;
+            b->next = stats_head_;
+            stats_head_ = b;
+        }
+        if (c != nullptr) {
+            release_stats(c); // the block of the recorder this thread used before
+            c->stats_owner = id_;
+            c->stats = b;
+            c->stats_in_use = &b->in_use;
+        }
+        return b;
+    } catch (...) {
+        return nullptr;
+    }
+}
 
 int Recorder::configure(int max_depth) noexcept {
     max_depth = std::clamp(max_depth, 0, kMaxFrames);
@@ -72,16 +150,18 @@ __attribute__((noinline)) StackId Recorder::capture_now() noexcept {
     const int depth = max_depth_.load(std::memory_order_relaxed);
     if (depth <= 0)
         return 0;
+    StatsBlock* stats = stats_block();
     // A small stack (PTHREAD_STACK_MIN threads), a coroutine or a signal's alternate stack: no
     // unwind, whose own frames would overflow it; the block is accounted under "no stack".
     if (!room_to_unwind(reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0)))) {
-        small_stack_skips_.fetch_add(1, std::memory_order_relaxed);
+        if (stats != nullptr)
+            StatsBlock::add(stats->small_stack_skips, 1);
         return 0;
     }
-    ThreadCapture* buffer = thread_capture();
-    if (buffer == nullptr)
+    ThreadCapture* c = thread_capture();
+    if (c == nullptr)
         return 0;
-    std::uintptr_t* ips = buffer->ips;
+    std::uintptr_t* ips = c->words[c->current];
     const std::uint64_t t0 = util::CycleClock::now();
     // skip = 0 would keep a frame inside capture_now() itself; 1 starts at its caller.
     int n = capture_backtrace(ips, depth, 1);
@@ -91,32 +171,60 @@ __attribute__((noinline)) StackId Recorder::capture_now() noexcept {
     n += py;
     const std::uint64_t t1 = util::CycleClock::now();
     bool cached = false;
-    const StackId id = tree_.intern(ips, n, &cached);
-    const std::uint64_t t2 = util::CycleClock::now();
-    captures_.fetch_add(1, std::memory_order_relaxed);
-    frames_.fetch_add(static_cast<std::uint64_t>(n), std::memory_order_relaxed);
-    if (cached)
-        cache_hits_.fetch_add(1, std::memory_order_relaxed);
-    if (py > 0) {
-        python_captures_.fetch_add(1, std::memory_order_relaxed);
-        python_frames_.fetch_add(static_cast<std::uint64_t>(py), std::memory_order_relaxed);
+    StackId id = 0;
+    if (n > 0 && n == c->previous_n && c->previous_tree == tree_.generation() &&
+        std::memcmp(ips, c->words[c->current ^ 1], static_cast<std::size_t>(n) * sizeof *ips) == 0) {
+        id = c->previous_id; // the same stack as this thread's previous capture
+        cached = true;
+    } else {
+        TraceTree::Previous previous;
+        if (c->previous_n > 0 && c->previous_tree == tree_.generation()) {
+            previous.ips = c->words[c->current ^ 1];
+            previous.n = c->previous_n;
+            previous.id = c->previous_id;
+        }
+        id = tree_.intern(ips, n, &cached, previous);
+        c->previous_n = id != 0 ? n : -1;
+        c->previous_id = id;
+        c->previous_tree = tree_.generation();
+        c->current ^= 1;
     }
-    unwind_ticks_.fetch_add(t1 - t0, std::memory_order_relaxed);
-    intern_ticks_.fetch_add(t2 - t1, std::memory_order_relaxed);
+    const std::uint64_t t2 = util::CycleClock::now();
+    if (stats != nullptr) {
+        StatsBlock::add(stats->captures, 1);
+        StatsBlock::add(stats->frames, static_cast<std::uint64_t>(n));
+        if (cached)
+            StatsBlock::add(stats->cache_hits, 1);
+        if (py > 0) {
+            StatsBlock::add(stats->python_captures, 1);
+            StatsBlock::add(stats->python_frames, static_cast<std::uint64_t>(py));
+        }
+        StatsBlock::add(stats->unwind_ticks, t1 - t0);
+        StatsBlock::add(stats->intern_ticks, t2 - t1);
+    }
     return id;
 }
 
 CaptureStats Recorder::capture_stats() const noexcept {
     CaptureStats s;
-    s.captures = captures_.load(std::memory_order_relaxed);
-    s.frames = frames_.load(std::memory_order_relaxed);
-    s.cache_hits = cache_hits_.load(std::memory_order_relaxed);
-    s.python_captures = python_captures_.load(std::memory_order_relaxed);
-    s.python_frames = python_frames_.load(std::memory_order_relaxed);
-    s.small_stack_skips = small_stack_skips_.load(std::memory_order_relaxed);
+    std::uint64_t unwind = 0, intern = 0;
+    try {
+        std::lock_guard<std::mutex> lock(stats_mutex_);
+        for (const StatsBlock* b = stats_head_; b != nullptr; b = b->next) {
+            s.captures += b->captures.load(std::memory_order_relaxed);
+            s.frames += b->frames.load(std::memory_order_relaxed);
+            s.cache_hits += b->cache_hits.load(std::memory_order_relaxed);
+            s.python_captures += b->python_captures.load(std::memory_order_relaxed);
+            s.python_frames += b->python_frames.load(std::memory_order_relaxed);
+            s.small_stack_skips += b->small_stack_skips.load(std::memory_order_relaxed);
+            unwind += b->unwind_ticks.load(std::memory_order_relaxed);
+            intern += b->intern_ticks.load(std::memory_order_relaxed);
+        }
+    } catch (...) {
+    }
     const double ns = clock_.ns_per_tick();
-    s.unwind_seconds = static_cast<double>(unwind_ticks_.load(std::memory_order_relaxed)) * ns * 1e-9;
-    s.intern_seconds = static_cast<double>(intern_ticks_.load(std::memory_order_relaxed)) * ns * 1e-9;
+    s.unwind_seconds = static_cast<double>(unwind) * ns * 1e-9;
+    s.intern_seconds = static_cast<double>(intern) * ns * 1e-9;
     return s;
 }
 
@@ -173,9 +281,11 @@ void Recorder::lock_for_fork() noexcept {
     lock_frame_rules_for_fork();
     tree_.mutex().lock();
     mutex_.lock();
+    stats_mutex_.lock();
 }
 
 void Recorder::unlock_after_fork() noexcept {
+    stats_mutex_.unlock();
     mutex_.unlock();
     tree_.mutex().unlock();
     unlock_frame_rules_after_fork();
@@ -190,9 +300,11 @@ void Recorder::reset_after_fork() noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
     table_.clear();
     ooms_.clear();
-    for (auto* c :
-         {&captures_, &frames_, &cache_hits_, &python_captures_, &python_frames_, &unwind_ticks_, &intern_ticks_})
-        c->store(0, std::memory_order_relaxed);
+    std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+    for (StatsBlock* b = stats_head_; b != nullptr; b = b->next)
+        for (auto* c : {&b->captures, &b->frames, &b->cache_hits, &b->python_captures, &b->python_frames,
+                        &b->small_stack_skips, &b->unwind_ticks, &b->intern_ticks})
+            c->store(0, std::memory_order_relaxed);
 }
 
 ReportData Recorder::collect() const {

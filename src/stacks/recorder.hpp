@@ -32,7 +32,7 @@ public:
         return *r;
     }
 
-    Recorder() = default;
+    Recorder();
     Recorder(const Recorder&) = delete;
     Recorder& operator=(const Recorder&) = delete;
 
@@ -96,16 +96,15 @@ private:
     std::atomic<int> max_depth_{kDefaultStackDepth};
     std::atomic<bool> accounting_{true}; ///< false only while capture has never been on
     TraceTree tree_;
-    // capture() counters: relaxed, each written once per capture.
     util::CycleClock clock_;
-    std::atomic<std::uint64_t> captures_{0};
-    std::atomic<std::uint64_t> frames_{0};
-    std::atomic<std::uint64_t> cache_hits_{0};
-    std::atomic<std::uint64_t> python_captures_{0};
-    std::atomic<std::uint64_t> python_frames_{0};
-    std::atomic<std::uint64_t> small_stack_skips_{0};
-    std::atomic<std::uint64_t> unwind_ticks_{0};
-    std::atomic<std::uint64_t> intern_ticks_{0};
+    /// capture()'s counters live in one block per thread (recorder.cpp), summed by capture_stats:
+    /// no shared cache line written on the hot path. Blocks are never freed (a thread's exit
+    /// leaves its block for the next new thread).
+    struct StatsBlock;
+    StatsBlock* stats_block() noexcept;
+    const std::uint64_t id_; ///< tells this recorder's per-thread state from another one's
+    mutable std::mutex stats_mutex_;
+    StatsBlock* stats_head_ = nullptr;
     mutable std::mutex mutex_; ///< guards table_ and ooms_
     SiteTable table_;
     std::vector<OomRecord> ooms_;
