@@ -158,7 +158,7 @@ std::uintptr_t load_ptr(std::uintptr_t addr) noexcept {
 
 struct Interpreter {
     Layout layout;
-    int fixed = 0; ///< 12 or 13: the walk may use Fixed312 / Fixed313 (their offsets match layout)
+    int fixed = 0; ///< 11, 12 or 13: the walk may use its constant offsets (they match layout)
     int (*is_initialized)() = nullptr;
     void* (*this_thread_state)() = nullptr;
     std::uintptr_t code_type = 0, bytes_type = 0, unicode_type = 0;
@@ -263,6 +263,8 @@ State discover() noexcept {
         if (!in.this_thread_state || !in.code_type || !in.bytes_type || !in.unicode_type)
             return fail("Python " + in.version + " without PyGILState_GetThisThreadState or the type objects");
         const Layout& l = in.layout;
+        if (minor == 11)
+            in.fixed = 11;
         if (minor == 12)
             in.fixed = 12;
         if (minor == 13 && l.fr_previous == Fixed313::previous && l.fr_owner == Fixed313::owner &&
@@ -284,12 +286,14 @@ State discover() noexcept {
 /// objects, its first line, and the size and first bytes of its line table.
 struct CodeKey {
     std::uintptr_t code, filename, qualname, linetable;
-    std::uint64_t table_head;
+    std::uint64_t table_head, table_tail; ///< the line table's first and last 8 bytes
+    std::uint64_t name_head;              ///< the qualified name's length and first 7 characters
     std::int64_t table_size;
     int first_line;
     bool operator==(const CodeKey& o) const {
         return code == o.code && filename == o.filename && qualname == o.qualname && linetable == o.linetable &&
-               table_head == o.table_head && table_size == o.table_size && first_line == o.first_line;
+               table_head == o.table_head && table_tail == o.table_tail && name_head == o.name_head &&
+               table_size == o.table_size && first_line == o.first_line;
     }
 };
 struct CodeKeyHash {
@@ -347,7 +351,8 @@ inline std::size_t fast_slot(std::uint64_t code, std::uint64_t aux, std::size_t 
 
 std::uint64_t key_hash(const CodeKey& k) noexcept {
     std::uint64_t h = 0x6a09e667f3bcc909ull;
-    for (std::uint64_t w : {k.filename, k.qualname, k.linetable, k.table_head, static_cast<std::uint64_t>(k.table_size),
+    for (std::uint64_t w : {k.filename, k.qualname, k.linetable, k.table_head, k.table_tail, k.name_head,
+                            static_cast<std::uint64_t>(k.table_size),
                             static_cast<std::uint64_t>(static_cast<std::uint32_t>(k.first_line))}) {
         h = (h ^ w) * 0x9e3779b97f4a7c15ull;
         h ^= h >> 31;
@@ -454,11 +459,27 @@ bool code_key(const Interpreter& in, std::uintptr_t code, CodeKey* k) noexcept {
     if (k->linetable == 0 || load_ptr(k->linetable + l.ob_type) != in.bytes_type)
         return false;
     k->table_size = load<std::int64_t>(k->linetable + l.bytes_size);
-    std::uint64_t head = 0;
-    if (k->table_size > 0)
-        std::memcpy(&head, reinterpret_cast<const void*>(k->linetable + l.bytes_sval),
-                    static_cast<std::size_t>(k->table_size < 8 ? k->table_size : 8));
+    std::uint64_t head = 0, tail = 0;
+    if (k->table_size > 0) {
+        const std::size_t n = static_cast<std::size_t>(k->table_size < 8 ? k->table_size : 8);
+        std::memcpy(&head, reinterpret_cast<const void*>(k->linetable + l.bytes_sval), n);
+        std::memcpy(&tail, reinterpret_cast<const void*>(k->linetable + l.bytes_sval + k->table_size - n), n);
+    }
     k->table_head = head;
+    k->table_tail = tail;
+    // The name itself, not only its object's address: a code object made where a freed one was
+    // may get its name object where the old name was, too.
+    std::uint64_t name = 0;
+    if (k->qualname != 0 && load_ptr(k->qualname + l.ob_type) == in.unicode_type) {
+        const auto state = load<std::uint32_t>(k->qualname + l.str_state);
+        const auto length = load<std::int64_t>(k->qualname + l.str_length);
+        if ((state & (1u << 5)) != 0 && (state & (1u << 6)) != 0 && length >= 0) { // compact ASCII
+            const std::size_t n = static_cast<std::size_t>(length < 7 ? length : 7);
+            std::memcpy(&name, reinterpret_cast<const void*>(k->qualname + l.str_ascii_size), n);
+            name = (name << 8) | static_cast<std::uint64_t>(length & 0xff);
+        }
+    }
+    k->name_head = name;
     return true;
 }
 
@@ -545,6 +566,25 @@ std::size_t code_index_slow(const Interpreter& in, std::uintptr_t code, std::uin
         return kNone;
     }
     return index;
+}
+
+/// The code table index of a code object whose key was read already (3.11).
+std::size_t code_index_of_key(const Interpreter& in, const FastTable* fast, const CodeKey& key) noexcept {
+    const std::uint64_t aux = key_hash(key);
+    if (fast != nullptr) {
+        std::size_t i = fast_slot(key.code, aux, fast->mask);
+        for (int probe = 0; probe < kFastProbe; ++probe, i = (i + 1) & fast->mask) {
+            const std::uint64_t c = fast->slots[i].code.load(std::memory_order_acquire);
+            if (c == 0)
+                break;
+            if (c != key.code || fast->slots[i].aux.load(std::memory_order_relaxed) != aux)
+                continue;
+            const std::uint64_t rest = fast->slots[i].rest.load(std::memory_order_relaxed);
+            if ((rest >> 32) == 0)
+                return static_cast<std::size_t>(rest & 0xffffffffu);
+        }
+    }
+    return code_index_slow(in, key.code, aux, 0);
 }
 
 /// The code table index of a code object: one lookup in the shared fast index when it was met
@@ -662,6 +702,79 @@ int walk_versioned(const Interpreter& in, const FastTable* fast, Shadow* shadow,
     return n;
 }
 
+/// 3.11 (no code versions): a code object is known by its whole CodeKey. Each thread remembers the
+/// key met at each depth by its previous capture, so a repeated stack compares the fields instead
+/// of hashing them and looking the hash up.
+struct Shadow311 {
+    struct Entry {
+        CodeKey key{};
+        std::uint32_t index = 0;
+        bool valid = false;
+    } at[kMaxPythonFrames];
+};
+thread_local Shadow311* tl_shadow311 = nullptr;
+thread_local bool tl_shadow311_gone = false;
+struct Shadow311Holder {
+    ~Shadow311Holder() {
+        delete tl_shadow311;
+        tl_shadow311 = nullptr;
+        tl_shadow311_gone = true;
+    }
+};
+thread_local Shadow311Holder tl_shadow311_holder;
+
+Shadow311* thread_shadow311() noexcept {
+    if (tl_shadow311 == nullptr && !tl_shadow311_gone) {
+        tl_shadow311 = new (std::nothrow) Shadow311();
+        (void)&tl_shadow311_holder; // registers the thread-exit destructor
+    }
+    return tl_shadow311;
+}
+
+int walk_311(const Interpreter& in, const FastTable* fast, std::uintptr_t frame, std::uintptr_t* out,
+             int max) noexcept {
+    constexpr std::size_t previous_at = 48, code_at = 32, instr_at = 56, is_entry_at = 68, co_code = 184;
+    if (max > kMaxPythonFrames)
+        max = kMaxPythonFrames;
+    Shadow311* shadow = thread_shadow311();
+    int n = 0, steps = 0;
+    while (frame != 0 && ++steps < 100000) {
+        const std::uintptr_t previous = load_ptr(frame + previous_at);
+        const std::uintptr_t code = load_ptr(frame + code_at);
+        CodeKey key;
+        if (code == 0 || !code_key(in, code, &key)) {
+            frame = previous;
+            continue;
+        }
+        std::size_t index;
+        if (shadow != nullptr && shadow->at[n].valid && shadow->at[n].key == key) {
+            index = shadow->at[n].index;
+        } else {
+            index = code_index_of_key(in, fast, key);
+            if (index == kNone) {
+                frame = previous;
+                continue;
+            }
+            if (shadow != nullptr) {
+                shadow->at[n].key = key;
+                shadow->at[n].index = static_cast<std::uint32_t>(index);
+                shadow->at[n].valid = true;
+            }
+        }
+        const std::uintptr_t instr = load_ptr(frame + instr_at);
+        const std::uintptr_t first = code + co_code;
+        const std::uintptr_t offset = instr >= first ? ((instr - first) >> 1) & 0xffffffffu : 0;
+        std::uintptr_t w = kPythonTag | (static_cast<std::uintptr_t>(index) << 32) | offset;
+        if (load<bool>(frame + is_entry_at))
+            w |= kEntryTag;
+        out[n] = w;
+        frame = previous;
+        if (++n >= max)
+            break;
+    }
+    return n;
+}
+
 /// The walk with the offsets of the layout table (3.11, and 3.13 laid out unlike Fixed313).
 int walk_general(const Interpreter& in, const FastTable* fast, std::uintptr_t frame, std::uintptr_t* out,
                  int max) noexcept {
@@ -716,6 +829,8 @@ int capture(std::uintptr_t* out, int max) noexcept {
         return walk_versioned<Fixed312>(in, fast, thread_shadow(), frame, out, max);
     if (in.fixed == 13)
         return walk_versioned<Fixed313>(in, fast, thread_shadow(), frame, out, max);
+    if (in.fixed == 11)
+        return walk_311(in, fast, frame, out, max);
     return walk_general(in, fast, frame, out, max);
 }
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <new>
 
@@ -65,6 +66,35 @@ ThreadCapture* thread_capture() noexcept {
 
 std::atomic<std::uint64_t> g_next_recorder{1};
 
+/// Per thread: the sampling draw, and the weight of the allocation the latest capture was for
+/// (on_alloc takes it). Plain data: no constructor, no thread-exit work.
+struct SampleState {
+    std::uint64_t rng;      ///< xorshift64*; 0: not seeded yet
+    std::int64_t countdown; ///< smaller allocations left before the next sampled one
+    std::uint64_t recorder; ///< the recorder the pending weight is for
+    StackId pending_id;
+    std::uint32_t pending_weight;
+    bool pending;
+};
+thread_local SampleState tl_sample;
+
+std::uint64_t next_random(SampleState& s) noexcept {
+    if (s.rng == 0)
+        s.rng = (reinterpret_cast<std::uintptr_t>(&s) ^ util::CycleClock::now()) | 1;
+    s.rng ^= s.rng >> 12;
+    s.rng ^= s.rng << 25;
+    s.rng ^= s.rng >> 27;
+    return s.rng * 0x2545f4914f6cdd1dull;
+}
+
+/// Smaller allocations to skip before the next sampled one: geometric with mean one_in - 1, the
+/// same as drawing each allocation with probability 1/one_in.
+std::int64_t draw_skip(SampleState& s, std::uint32_t one_in) noexcept {
+    const double u = (static_cast<double>(next_random(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+    const double skip = std::floor(std::log(u) / std::log1p(-1.0 / static_cast<double>(one_in)));
+    return skip < 0 ? 0 : (skip > 1e15 ? static_cast<std::int64_t>(1e15) : static_cast<std::int64_t>(skip));
+}
+
 /// True when the stack pointer `sp` has room for an unwind: it lies on the thread's own stack
 /// (not a makecontext coroutine, not a sigaltstack) with kUnwindStackRoom left below it.
 bool room_to_unwind(std::uintptr_t sp) noexcept {
@@ -80,7 +110,7 @@ bool room_to_unwind(std::uintptr_t sp) noexcept {
 /// store, no read-modify-write), read by capture_stats.
 struct Recorder::StatsBlock {
     std::atomic<std::uint64_t> captures{0}, frames{0}, cache_hits{0}, python_captures{0}, python_frames{0},
-        small_stack_skips{0}, unwind_ticks{0}, intern_ticks{0};
+        small_stack_skips{0}, unwind_ticks{0}, intern_ticks{0}, sampled_out{0};
     std::atomic<bool> in_use{true};
     StatsBlock* next = nullptr;
     static void add(std::atomic<std::uint64_t>& c, std::uint64_t d) noexcept {
@@ -145,8 +175,43 @@ int Recorder::configure(int max_depth) noexcept {
     return previous;
 }
 
-// capture()'s caller is this function's caller (capture() is always inlined).
-__attribute__((noinline)) StackId Recorder::capture_now() noexcept {
+std::uint32_t Recorder::sample(std::size_t requested, std::uint32_t one_in) noexcept {
+    SampleState& s = tl_sample;
+    std::uint32_t weight = 1;
+    if (requested < always_from_.load(std::memory_order_relaxed)) {
+        if (s.countdown > 0) {
+            --s.countdown;
+            weight = 0;
+        } else {
+            s.countdown = draw_skip(s, one_in);
+            weight = one_in;
+        }
+    }
+    if (weight == 0) {
+        s.recorder = id_;
+        s.pending_id = 0;
+        s.pending_weight = 0;
+        s.pending = true;
+        if (StatsBlock* stats = stats_block())
+            StatsBlock::add(stats->sampled_out, 1);
+    }
+    return weight;
+}
+
+std::uint32_t Recorder::weight_of(StackId id) noexcept {
+    SampleState& s = tl_sample;
+    if (!s.pending || s.recorder != id_ || s.pending_id != id)
+        return 1;
+    s.pending = false;
+    return s.pending_weight;
+}
+
+void Recorder::set_sampling(std::size_t always_from, std::uint32_t one_in) noexcept {
+    always_from_.store(always_from, std::memory_order_relaxed);
+    one_in_.store(one_in, std::memory_order_relaxed);
+}
+
+__attribute__((always_inline)) inline StackId Recorder::unwind_and_intern() noexcept {
     const int depth = max_depth_.load(std::memory_order_relaxed);
     if (depth <= 0)
         return 0;
@@ -163,7 +228,8 @@ __attribute__((noinline)) StackId Recorder::capture_now() noexcept {
         return 0;
     std::uintptr_t* ips = c->words[c->current];
     const std::uint64_t t0 = util::CycleClock::now();
-    // skip = 0 would keep a frame inside capture_now() itself; 1 starts at its caller.
+    // skip = 0 would keep a frame inside capture_now() itself (unwind_and_intern is inlined into
+    // it); 1 starts at its caller.
     int n = capture_backtrace(ips, depth, 1);
     // The thread's Python frames follow the native ones (tagged words, innermost first); the
     // reports put them in place of the interpreter's frames (report::resolve_report).
@@ -205,6 +271,19 @@ __attribute__((noinline)) StackId Recorder::capture_now() noexcept {
     return id;
 }
 
+// capture()'s caller is this function's caller (capture() is always inlined).
+__attribute__((noinline)) StackId Recorder::capture_now(std::uint32_t weight) noexcept {
+    const StackId id = unwind_and_intern();
+    if (one_in_.load(std::memory_order_relaxed) > 1) {
+        SampleState& s = tl_sample;
+        s.recorder = id_;
+        s.pending_id = id;
+        s.pending_weight = weight;
+        s.pending = true;
+    }
+    return id;
+}
+
 CaptureStats Recorder::capture_stats() const noexcept {
     CaptureStats s;
     std::uint64_t unwind = 0, intern = 0;
@@ -217,11 +296,14 @@ CaptureStats Recorder::capture_stats() const noexcept {
             s.python_captures += b->python_captures.load(std::memory_order_relaxed);
             s.python_frames += b->python_frames.load(std::memory_order_relaxed);
             s.small_stack_skips += b->small_stack_skips.load(std::memory_order_relaxed);
+            s.sampled_out += b->sampled_out.load(std::memory_order_relaxed);
             unwind += b->unwind_ticks.load(std::memory_order_relaxed);
             intern += b->intern_ticks.load(std::memory_order_relaxed);
         }
     } catch (...) {
     }
+    s.sample_one_in = one_in_.load(std::memory_order_relaxed);
+    s.sample_always_from = always_from_.load(std::memory_order_relaxed);
     const double ns = clock_.ns_per_tick();
     s.unwind_seconds = static_cast<double>(unwind) * ns * 1e-9;
     s.intern_seconds = static_cast<double>(intern) * ns * 1e-9;
@@ -235,8 +317,9 @@ StackId Recorder::intern(const std::uintptr_t* ips, int n) noexcept {
 void Recorder::account_alloc(int device, std::uintptr_t ptr, std::size_t size, std::size_t requested,
                              StackId id) noexcept {
     try {
+        const std::uint32_t weight = one_in_.load(std::memory_order_relaxed) > 1 ? weight_of(id) : 1;
         std::lock_guard<std::mutex> lock(mutex_);
-        table_.on_alloc(device, ptr, size, requested, id);
+        table_.on_alloc(device, ptr, size, requested, id, weight);
     } catch (...) {
         // Out of memory while growing a table: this event is lost, the program is not harmed.
     }
@@ -303,7 +386,7 @@ void Recorder::reset_after_fork() noexcept {
     std::lock_guard<std::mutex> stats_lock(stats_mutex_);
     for (StatsBlock* b = stats_head_; b != nullptr; b = b->next)
         for (auto* c : {&b->captures, &b->frames, &b->cache_hits, &b->python_captures, &b->python_frames,
-                        &b->small_stack_skips, &b->unwind_ticks, &b->intern_ticks})
+                        &b->small_stack_skips, &b->unwind_ticks, &b->intern_ticks, &b->sampled_out})
             c->store(0, std::memory_order_relaxed);
 }
 

@@ -5,6 +5,7 @@
 // thread, and after the rules were learnt on another thread or forgotten.
 #include "stacks/backtrace.hpp"
 #include "stacks/frame_rules.hpp"
+#include "stacks/unloaded_modules.hpp"
 
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
@@ -13,7 +14,10 @@
 
 #include <alloca.h>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
+#include <dlfcn.h>
+#include <pthread.h>
 #include <thread>
 #include <vector>
 
@@ -160,4 +164,70 @@ TEST_CASE("backtrace: depth limit and skip", "[backtrace]") {
     const int k = capture_backtrace(skipped, kMaxFrames, 2);
     CHECK(k == n - 2);
     CHECK(skipped[1] == all[3]);
+}
+
+namespace {
+
+struct CallbackResult {
+    Both both;
+};
+
+int capture_in_callback(void* arg) {
+    static_cast<CallbackResult*>(arg)->both = capture_both();
+    return 0;
+}
+
+using LibCall = int (*)(int (*)(void*), void*);
+
+} // namespace
+
+TEST_CASE("backtrace: code at a reused address gets its own rules once the old module is forgotten", "[backtrace]") {
+    const char* path_a = std::getenv("FRAMES_LIB_A");
+    const char* path_b = std::getenv("FRAMES_LIB_B");
+    if (path_a == nullptr || path_b == nullptr) {
+        WARN("FRAMES_LIB_A / FRAMES_LIB_B not set (run through meson test)");
+        return;
+    }
+    void* a = ::dlopen(path_a, RTLD_NOW | RTLD_LOCAL);
+    REQUIRE(a != nullptr);
+    auto call_a = reinterpret_cast<LibCall>(::dlsym(a, "frames_lib_call"));
+    REQUIRE(call_a != nullptr);
+    CallbackResult ra;
+    call_a(capture_in_callback, &ra);
+    check_same(ra.both); // the rules for frames_lib_call (400-byte frame) are learnt here
+    ModuleRange m;
+    REQUIRE(module_of_handle(a, &m));
+    REQUIRE(::dlclose(a) == 0);
+    note_unloaded(m); // what the library's dlclose hook does
+
+    void* b = ::dlopen(path_b, RTLD_NOW | RTLD_LOCAL);
+    REQUIRE(b != nullptr);
+    auto call_b = reinterpret_cast<LibCall>(::dlsym(b, "frames_lib_call"));
+    REQUIRE(call_b != nullptr);
+    // The scenario: the other module's function at the very address of the first one's.
+    REQUIRE(reinterpret_cast<void*>(call_b) == reinterpret_cast<void*>(call_a));
+    // On a new thread, after flushing libunwind's own caches: libunwind keeps per-thread rules
+    // that no dlclose clears, so the reference itself would otherwise be stale here.
+    unw_flush_cache(unw_local_addr_space, 0, 0);
+    CallbackResult rb;
+    std::thread([&] { call_b(capture_in_callback, &rb); }).join();
+    check_same(rb.both); // a 3000-byte frame: the old rule would land on the wrong return address
+    ::dlclose(b);
+}
+
+TEST_CASE("backtrace: a new thread on an old thread's stack memory walks its own frames", "[backtrace]") {
+    std::uintptr_t self_a = 0, self_b = 0;
+    Both a, b;
+    std::thread([&] {
+        self_a = reinterpret_cast<std::uintptr_t>(::pthread_self());
+        a = descend(7);
+    }).join();
+    std::thread([&] {
+        self_b = reinterpret_cast<std::uintptr_t>(::pthread_self());
+        b = through_alloca(300);
+    }).join();
+    check_same(a);
+    check_same(b);
+    if (self_a != self_b)
+        WARN("the second thread did not get the first one's stack: the reuse was not exercised");
 }
