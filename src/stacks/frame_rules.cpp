@@ -412,6 +412,25 @@ FrameRule learn(const FrameRegs& at, const StackWindow& w) noexcept {
     return rule;
 }
 
+/// Set while this thread holds g_mutex: a signal handler that allocates on the same thread must
+/// not wait for it (it would wait for itself); its stack ends at the first unknown address.
+thread_local bool tl_holding = false;
+
+struct Holding {
+    std::unique_lock<std::mutex> lock;
+    Holding() : lock(g_mutex, std::defer_lock) {
+        if (!tl_holding) {
+            lock.lock();
+            tl_holding = true;
+        }
+    }
+    ~Holding() {
+        if (lock.owns_lock())
+            tl_holding = false;
+    }
+    bool held() const noexcept { return lock.owns_lock(); }
+};
+
 /// Before the first call into libunwind: its validation pipe is refused (unwinder_fds.hpp).
 void prepare() noexcept {
     (void)guard_unwinder_fds();
@@ -425,7 +444,9 @@ FrameRule frame_rule(const FrameRegs& at, const StackWindow& w) noexcept {
         return r;
     r.kind = FrameRule::stop;
     try {
-        std::lock_guard<std::mutex> lock(g_mutex);
+        Holding lock;
+        if (!lock.held())
+            return r;
         if (find(g_table.load(std::memory_order_relaxed), at.pc, &r))
             return r;
         prepare();
@@ -442,7 +463,9 @@ FrameRule frame_rule(const FrameRegs& at, const StackWindow& w) noexcept {
 
 int step_with_libunwind(FrameRegs* regs, const StackWindow& w) noexcept {
     try {
-        std::lock_guard<std::mutex> lock(g_mutex);
+        Holding lock;
+        if (!lock.held())
+            return 0;
         prepare();
         if (!address_space())
             return 0;
@@ -467,7 +490,9 @@ int unwind_with_libunwind(const ucontext_t* uc, std::uintptr_t* out, int max, in
     if (uc == nullptr || out == nullptr || max <= 0)
         return 0;
     try {
-        std::lock_guard<std::mutex> lock(g_mutex);
+        Holding lock;
+        if (!lock.held())
+            return 0;
         prepare();
         if (!address_space())
             return 0;
@@ -496,7 +521,9 @@ int unwind_with_libunwind(const ucontext_t* uc, std::uintptr_t* out, int max, in
 
 void forget_frame_rules(std::uintptr_t lo, std::uintptr_t hi) noexcept {
     try {
-        std::lock_guard<std::mutex> lock(g_mutex);
+        Holding lock;
+        if (!lock.held())
+            return;
         Table* t = g_table.load(std::memory_order_relaxed);
         if (t != nullptr) {
             for (std::size_t i = 0; i <= t->mask; ++i) {

@@ -29,10 +29,9 @@ struct ThreadCapture {
     int current = 0;     ///< the buffer the next capture is written to
     int previous_n = -1; ///< frames of the previous capture (the other buffer)
     StackId previous_id = 0;
-    std::uint64_t previous_tree = 0; ///< generation of the tree previous_id belongs to
-    std::uint64_t stats_owner = 0;   ///< the recorder whose counters `stats` is
-    void* stats = nullptr;           ///< that recorder's StatsBlock for this thread
-    std::atomic<bool>* stats_in_use = nullptr;
+    std::uint64_t previous_tree = 0;          ///< generation of the tree previous_id belongs to
+    std::uint64_t stats_owner = 0;            ///< the recorder whose counters `stats` is
+    detail::CaptureCounters* stats = nullptr; ///< that recorder's counters for this thread
 };
 thread_local ThreadCapture* tl_capture = nullptr;
 thread_local bool tl_capture_gone = false;
@@ -57,7 +56,6 @@ ThreadCapture* thread_capture() noexcept {
             tl_capture->previous_tree = 0;
             tl_capture->stats_owner = 0;
             tl_capture->stats = nullptr;
-            tl_capture->stats_in_use = nullptr;
         }
         (void)&tl_capture_holder; // registers the thread-exit destructor
     }
@@ -108,52 +106,76 @@ bool room_to_unwind(std::uintptr_t sp) noexcept {
 
 /// One thread's capture counters for one recorder: written by that thread only (a load and a
 /// store, no read-modify-write), read by capture_stats.
-struct Recorder::StatsBlock {
+struct detail::CaptureCounters {
     std::atomic<std::uint64_t> captures{0}, frames{0}, cache_hits{0}, python_captures{0}, python_frames{0},
         small_stack_skips{0}, unwind_ticks{0}, intern_ticks{0}, sampled_out{0};
-    std::atomic<bool> in_use{true};
-    StatsBlock* next = nullptr;
+    CaptureCounters* next = nullptr;      ///< the recorder's list of every block (push only)
+    CaptureCounters* next_free = nullptr; ///< on the free list
+    CountersFreeList* free_list = nullptr;
     static void add(std::atomic<std::uint64_t>& c, std::uint64_t d) noexcept {
         c.store(c.load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
     }
 };
 
+/// Blocks of exited threads: pushed without a lock at thread exit, taken under the recorder's
+/// stats_mutex_ (one taker at a time, so no ABA).
+struct detail::CountersFreeList {
+    std::atomic<CaptureCounters*> head{nullptr};
+};
+
 namespace {
 void release_stats(ThreadCapture* c) noexcept {
-    // The block stays in its recorder's list (its counts are the recorder's) and goes to the
-    // next thread that needs one. Blocks are never freed, so this is safe even after a
+    // The block stays in its recorder's list (its counts are the recorder's) and goes to the next
+    // thread that needs one. Blocks and free lists are never freed, so this is safe even after a
     // recorder made by a test was destroyed.
-    if (c != nullptr && c->stats_in_use != nullptr)
-        c->stats_in_use->store(false, std::memory_order_release);
+    if (c == nullptr || c->stats == nullptr)
+        return;
+    detail::CaptureCounters* b = c->stats;
+    detail::CountersFreeList* list = b->free_list;
+    c->stats = nullptr;
+    c->stats_owner = 0;
+    detail::CaptureCounters* head = list->head.load(std::memory_order_relaxed);
+    do {
+        b->next_free = head;
+    } while (!list->head.compare_exchange_weak(head, b, std::memory_order_release, std::memory_order_relaxed));
 }
 } // namespace
 
-Recorder::Recorder() : id_(g_next_recorder.fetch_add(1, std::memory_order_relaxed)) {
+Recorder::Recorder()
+    : id_(g_next_recorder.fetch_add(1, std::memory_order_relaxed)),
+      free_blocks_(new (std::nothrow) detail::CountersFreeList) {
 }
 
-Recorder::StatsBlock* Recorder::stats_block() noexcept {
+detail::CaptureCounters* Recorder::stats_block() noexcept {
     ThreadCapture* c = thread_capture();
     if (c != nullptr && c->stats_owner == id_)
-        return static_cast<StatsBlock*>(c->stats);
+        return c->stats;
+    if (free_blocks_ == nullptr)
+        return nullptr;
     try {
-        std::lock_guard<std::mutex> lock(stats_mutex_);
-        StatsBlock* b = nullptr;
-        for (StatsBlock* x = stats_head_; x != nullptr && b == nullptr; x = x->next) {
-            bool free = false;
-            if (!x->in_use.load(std::memory_order_acquire) &&
-                x->in_use.compare_exchange_strong(free, true, std::memory_order_acq_rel))
-                b = x;
+        detail::CaptureCounters* b = nullptr;
+        if (free_blocks_->head.load(std::memory_order_acquire) != nullptr) {
+            // An exited thread's block. One taker at a time (the lock), so a block cannot be
+            // taken, reused and pushed back between our load of the head and our exchange.
+            std::lock_guard<std::mutex> lock(stats_mutex_);
+            b = free_blocks_->head.load(std::memory_order_acquire);
+            while (b != nullptr &&
+                   !free_blocks_->head.compare_exchange_weak(b, b->next_free, std::memory_order_acquire))
+                ;
         }
         if (b == nullptr) {
-            b = new StatsBlock;
-            b->next = stats_head_;
-            stats_head_ = b;
+            // A new block, on the recorder's list without a lock: the list only grows.
+            b = new detail::CaptureCounters;
+            b->free_list = free_blocks_;
+            detail::CaptureCounters* head = stats_head_.load(std::memory_order_relaxed);
+            do {
+                b->next = head;
+            } while (!stats_head_.compare_exchange_weak(head, b, std::memory_order_release, std::memory_order_relaxed));
         }
         if (c != nullptr) {
             release_stats(c); // the block of the recorder this thread used before
             c->stats_owner = id_;
             c->stats = b;
-            c->stats_in_use = &b->in_use;
         }
         return b;
     } catch (...) {
@@ -192,8 +214,8 @@ std::uint32_t Recorder::sample(std::size_t requested, std::uint32_t one_in) noex
         s.pending_id = 0;
         s.pending_weight = 0;
         s.pending = true;
-        if (StatsBlock* stats = stats_block())
-            StatsBlock::add(stats->sampled_out, 1);
+        if (detail::CaptureCounters* stats = stats_block())
+            detail::CaptureCounters::add(stats->sampled_out, 1);
     }
     return weight;
 }
@@ -215,12 +237,12 @@ __attribute__((always_inline)) inline StackId Recorder::unwind_and_intern() noex
     const int depth = max_depth_.load(std::memory_order_relaxed);
     if (depth <= 0)
         return 0;
-    StatsBlock* stats = stats_block();
+    detail::CaptureCounters* stats = stats_block();
     // A small stack (PTHREAD_STACK_MIN threads), a coroutine or a signal's alternate stack: no
     // unwind, whose own frames would overflow it; the block is accounted under "no stack".
     if (!room_to_unwind(reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0)))) {
         if (stats != nullptr)
-            StatsBlock::add(stats->small_stack_skips, 1);
+            detail::CaptureCounters::add(stats->small_stack_skips, 1);
         return 0;
     }
     ThreadCapture* c = thread_capture();
@@ -257,16 +279,16 @@ __attribute__((always_inline)) inline StackId Recorder::unwind_and_intern() noex
     }
     const std::uint64_t t2 = util::CycleClock::now();
     if (stats != nullptr) {
-        StatsBlock::add(stats->captures, 1);
-        StatsBlock::add(stats->frames, static_cast<std::uint64_t>(n));
+        detail::CaptureCounters::add(stats->captures, 1);
+        detail::CaptureCounters::add(stats->frames, static_cast<std::uint64_t>(n));
         if (cached)
-            StatsBlock::add(stats->cache_hits, 1);
+            detail::CaptureCounters::add(stats->cache_hits, 1);
         if (py > 0) {
-            StatsBlock::add(stats->python_captures, 1);
-            StatsBlock::add(stats->python_frames, static_cast<std::uint64_t>(py));
+            detail::CaptureCounters::add(stats->python_captures, 1);
+            detail::CaptureCounters::add(stats->python_frames, static_cast<std::uint64_t>(py));
         }
-        StatsBlock::add(stats->unwind_ticks, t1 - t0);
-        StatsBlock::add(stats->intern_ticks, t2 - t1);
+        detail::CaptureCounters::add(stats->unwind_ticks, t1 - t0);
+        detail::CaptureCounters::add(stats->intern_ticks, t2 - t1);
     }
     return id;
 }
@@ -288,8 +310,8 @@ CaptureStats Recorder::capture_stats() const noexcept {
     CaptureStats s;
     std::uint64_t unwind = 0, intern = 0;
     try {
-        std::lock_guard<std::mutex> lock(stats_mutex_);
-        for (const StatsBlock* b = stats_head_; b != nullptr; b = b->next) {
+        for (const detail::CaptureCounters* b = stats_head_.load(std::memory_order_acquire); b != nullptr;
+             b = b->next) {
             s.captures += b->captures.load(std::memory_order_relaxed);
             s.frames += b->frames.load(std::memory_order_relaxed);
             s.cache_hits += b->cache_hits.load(std::memory_order_relaxed);
@@ -383,8 +405,7 @@ void Recorder::reset_after_fork() noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
     table_.clear();
     ooms_.clear();
-    std::lock_guard<std::mutex> stats_lock(stats_mutex_);
-    for (StatsBlock* b = stats_head_; b != nullptr; b = b->next)
+    for (detail::CaptureCounters* b = stats_head_.load(std::memory_order_acquire); b != nullptr; b = b->next)
         for (auto* c : {&b->captures, &b->frames, &b->cache_hits, &b->python_captures, &b->python_frames,
                         &b->small_stack_skips, &b->unwind_ticks, &b->intern_ticks, &b->sampled_out})
             c->store(0, std::memory_order_relaxed);

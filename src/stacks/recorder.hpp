@@ -20,6 +20,11 @@ namespace gpumemprof::stacks {
 
 inline constexpr int kDefaultStackDepth = 64;
 
+namespace detail {
+struct CaptureCounters;
+struct CountersFreeList;
+} // namespace detail
+
 /// One per process, thread-safe, never throws. Two locks, never nested with each other and
 /// never calling out: the trace tree's (capture) and the accounting's (on_* and collect).
 class Recorder {
@@ -129,14 +134,14 @@ private:
     TraceTree tree_;
     util::CycleClock clock_;
     /// capture()'s counters live in one block per thread (recorder.cpp), summed by capture_stats:
-    /// no shared cache line written on the hot path. Blocks are never freed (a thread's exit
-    /// leaves its block for the next new thread).
-    struct StatsBlock;
-    StatsBlock* stats_block() noexcept;
-    const std::uint64_t id_; ///< tells this recorder's per-thread state from another one's
-    mutable std::mutex stats_mutex_;
-    StatsBlock* stats_head_ = nullptr;
-    mutable std::mutex mutex_; ///< guards table_ and ooms_
+    /// no shared cache line written on the hot path. Blocks are never freed: a thread's exit puts
+    /// its block on a free list (no lock, no recorder needed) for the next new thread.
+    detail::CaptureCounters* stats_block() noexcept;
+    const std::uint64_t id_;         ///< tells this recorder's per-thread state from another one's
+    mutable std::mutex stats_mutex_; ///< taken to reuse a block from the free list
+    std::atomic<detail::CaptureCounters*> stats_head_{nullptr}; ///< every block (push only)
+    detail::CountersFreeList* free_blocks_ = nullptr;           ///< allocated once, never freed (outlives the recorder)
+    mutable std::mutex mutex_;                                  ///< guards table_ and ooms_
     SiteTable table_;
     std::vector<OomRecord> ooms_;
 };
