@@ -68,14 +68,15 @@ def main():
     repeat = functools.partial(lib.gpumemprof_bench_repeat, 40, 200)  # a C callable: no frame of its own
     deep = make_chain(a.deep - base, "d")  # base + (deep - base) Python frames at the capture
 
-    # Learn the rules and code objects once, then check the depths.
-    lib.gpumemprof_bench_repeat(40, 200)  # called from here: `base` Python frames (2)
+    # Learn the rules and code objects once, then check the depths. Both call through the same
+    # partial object, so that both stacks have the same native frames.
+    repeat()  # called from here: `base` Python frames (2)
     shallow_frames = frames(lib)
     deep(repeat)
     deep_frames = frames(lib)
     rows = []
     for _ in range(a.rounds):
-        s = lib.gpumemprof_bench_repeat(40, 200)
+        s = repeat()
         d = deep(repeat)
         rows.append((s, d, d / s))
 

@@ -106,7 +106,7 @@ Table* table_with_room() noexcept {
     if ((live + 1) * 4 > size)
         size *= 2;
     if (size > kMaxSlots)
-        return (live + 1) * 2 <= t->mask + 1 ? nullptr : nullptr; // full at the largest size
+        return nullptr; // full at its largest size: later addresses are learnt each time
     Table* n = make_table(size);
     if (n == nullptr)
         return nullptr;
@@ -455,7 +455,9 @@ FrameRule frame_rule(const FrameRegs& at, const StackWindow& w) noexcept {
         refresh_modules();
         r = learn(at, w);
         g_learnt.fetch_add(1, std::memory_order_relaxed);
-        remember(at.pc, r);
+        // "stop" without a module table (out of memory) says nothing about the address: not kept.
+        if (r.kind != FrameRule::stop || !g_modules.segments.empty())
+            remember(at.pc, r);
     } catch (...) {
     }
     return r;

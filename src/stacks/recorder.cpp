@@ -324,6 +324,11 @@ CaptureStats Recorder::capture_stats() const noexcept {
         }
     } catch (...) {
     }
+    const FrameRuleStats rules = frame_rule_stats();
+    s.unwind_rules = rules.rules;
+    s.unwind_learnt = rules.learnt;
+    s.libunwind_steps = rules.libunwind_steps;
+    s.full_unwinds = rules.full_unwinds;
     s.sample_one_in = one_in_.load(std::memory_order_relaxed);
     s.sample_always_from = always_from_.load(std::memory_order_relaxed);
     const double ns = clock_.ns_per_tick();
