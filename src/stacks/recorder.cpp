@@ -111,6 +111,7 @@ struct detail::CaptureCounters {
         small_stack_skips{0}, unwind_ticks{0}, intern_ticks{0}, sampled_out{0};
     CaptureCounters* next = nullptr;      ///< the recorder's list of every block (push only)
     CaptureCounters* next_free = nullptr; ///< on the free list
+    CaptureCounters* next_made = nullptr; ///< every block ever made (g_all_counters: never freed)
     CountersFreeList* free_list = nullptr;
     static void add(std::atomic<std::uint64_t>& c, std::uint64_t d) noexcept {
         c.store(c.load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
@@ -121,7 +122,29 @@ struct detail::CaptureCounters {
 /// stats_mutex_ (one taker at a time, so no ABA).
 struct detail::CountersFreeList {
     std::atomic<CaptureCounters*> head{nullptr};
+    CountersFreeList* next_made = nullptr; ///< every list ever made (g_all_lists)
 };
+
+namespace {
+// Blocks and free lists outlive the recorders made in tests; kept reachable from here, they are
+// what they are: memory held on purpose, not a leak.
+std::atomic<detail::CaptureCounters*> g_all_counters{nullptr};
+std::atomic<detail::CountersFreeList*> g_all_lists{nullptr};
+
+template <typename T> void push_made(std::atomic<T*>& head, T* x) noexcept {
+    T* h = head.load(std::memory_order_relaxed);
+    do {
+        x->next_made = h;
+    } while (!head.compare_exchange_weak(h, x, std::memory_order_release, std::memory_order_relaxed));
+}
+
+detail::CountersFreeList* make_free_list() noexcept {
+    auto* l = new (std::nothrow) detail::CountersFreeList;
+    if (l != nullptr)
+        push_made(g_all_lists, l);
+    return l;
+}
+} // namespace
 
 namespace {
 void release_stats(ThreadCapture* c) noexcept {
@@ -167,6 +190,7 @@ detail::CaptureCounters* Recorder::stats_block() noexcept {
             // A new block, on the recorder's list without a lock: the list only grows.
             b = new detail::CaptureCounters;
             b->free_list = free_blocks_;
+            push_made(g_all_counters, b);
             detail::CaptureCounters* head = stats_head_.load(std::memory_order_relaxed);
             do {
                 b->next = head;
