@@ -166,7 +166,7 @@ void release_stats(ThreadCapture* c) noexcept {
 
 Recorder::Recorder()
     : id_(g_next_recorder.fetch_add(1, std::memory_order_relaxed)),
-      free_blocks_(new (std::nothrow) detail::CountersFreeList) {
+      free_blocks_(make_free_list()) {
 }
 
 detail::CaptureCounters* Recorder::stats_block() noexcept {
