@@ -164,9 +164,7 @@ void release_stats(ThreadCapture* c) noexcept {
 }
 } // namespace
 
-Recorder::Recorder()
-    : id_(g_next_recorder.fetch_add(1, std::memory_order_relaxed)),
-      free_blocks_(make_free_list()) {
+Recorder::Recorder() : id_(g_next_recorder.fetch_add(1, std::memory_order_relaxed)), free_blocks_(make_free_list()) {
 }
 
 detail::CaptureCounters* Recorder::stats_block() noexcept {
