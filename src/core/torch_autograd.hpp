@@ -69,7 +69,7 @@ private:
         stacks::StackId id = 0;
     };
     mutable std::mutex mutex_;
-    std::vector<Slot> slots_; ///< (thread, seq) -> stack, newest wins a collision
+    std::vector<Slot> slots_;                              ///< (thread, seq) -> stack, newest wins a collision
     std::unordered_map<const void*, std::uint32_t> names_; ///< type_info -> name id
     std::uint32_t accumulate_grad_id_ = 0xffffffffu;
     std::atomic<std::uint64_t> matched_{0}, unmatched_{0};
