@@ -725,6 +725,7 @@ report::ReportInput Profiler::snapshot(const std::string& prefix) const {
     in.reuse.library_streams = streams_.library_streams();
     in.stack_skip = options_.stack_skip;
     in.hide_frames = options_.hide_frames;
+    in.user_code = options_.user_code;
     in.python_frames = options_.python;
     in.framework_env = framework_env_;
     for (auto& [device, d] : accounting_.snapshot()) {

@@ -180,6 +180,8 @@ struct ReportInput {
     /// Frames the .txt stack listings leave out (GPUMEMPROF_HIDE_FRAMES, FrameFilter syntax);
     /// unset = kDefaultHiddenFrames.
     std::optional<std::string> hide_frames;
+    /// GPUMEMPROF_USER_CODE: globs naming the user's own code ("" = report/user_code.hpp's rule).
+    std::string user_code;
     /// GPUMEMPROF_PYTHON: 0 native only, 1 Python frames merged, 2 merged and interpreter kept.
     int python_frames = 1;
     /// Variables the library set at load time (GPUMEMPROF_FRAMEWORK_ENV), "NAME=value" each.

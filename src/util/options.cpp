@@ -277,6 +277,12 @@ constexpr OptionSpec kOptions[] = {
          return false;
      },
      [](const Options& o) { return std::string(o.torch == kTorchPool ? "pool" : o.torch == kTorchOff ? "off" : "attach"); }},
+    {"GPUMEMPROF_USER_CODE", "", "(empty)",
+     "comma-separated globs matched against a frame's file (and a native frame's module) that name your own "
+     "code, which leads each call site in the reports and groups them; empty: everything but the Python "
+     "standard library, installed packages (`site-packages`, `dist-packages`) and shared libraries",
+     "expected globs", [](const char* v, Options& o) { o.user_code = v; return true; },
+     [](const Options& o) { return o.user_code; }},
     {"GPUMEMPROF_JAX", "bfc", "`bfc`",
      "JAX's allocator: `bfc`: left alone (its arena, 75% of the device, is one allocation to us); `platform`: "
      "`XLA_PYTHON_CLIENT_ALLOCATOR=platform` at load time, so each buffer is a `cudaMalloc` our pool serves, "

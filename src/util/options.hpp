@@ -54,6 +54,9 @@ struct Options {
     int torch = 0;
     /// GPUMEMPROF_JAX: true ("platform") = set XLA_PYTHON_CLIENT_ALLOCATOR=platform at load time.
     bool jax_platform = false;
+    /// GPUMEMPROF_USER_CODE: globs naming the user's own code ("" = the default rule,
+    /// report/user_code.hpp).
+    std::string user_code;
 };
 
 /// GPUMEMPROF_TORCH values.
