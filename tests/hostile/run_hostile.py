@@ -141,6 +141,56 @@ def case_system_child(args, tmp):
     return c.finish(r.out + r.err[-2000:])
 
 
+def replay_allocations(args, tmp, trace):
+    """(exit code, allocation.all.allocated or the error) of `gpumemprof replay TRACE --json`."""
+    p = subprocess.run([args.cli, "replay", trace, "--json"], capture_output=True, text=True, timeout=120,
+                       env=env_for(args, tmp, preload=False))
+    try:
+        return p.returncode, json.loads(p.stdout)["devices"][0]["memory_stats"].get("allocation.all.allocated")
+    except (ValueError, KeyError, IndexError) as e:
+        return p.returncode, "%s %s" % (e, p.stderr[-300:])
+
+
+def check_two_traces(c, args, tmp, label, trace, counts, r):
+    """`trace` and one `<trace>.<pid>` beside it, holding `counts` allocations (the first process's
+    first), each replayed and reported by the CLI without error, and the newcomer's warning."""
+    others = sorted(p for p in glob.glob(trace + ".*") if p[len(trace) + 1:].isdigit())
+    c.eq("%s: one more trace, <trace>.<pid>" % label, len(others), 1)
+    for path, count in zip([trace] + others, counts):
+        name = os.path.basename(path)
+        c.eq("%s: replay %s" % (label, name), replay_allocations(args, tmp, path), (0, count))
+        p = subprocess.run([args.cli, "report", path, "--txt", path + ".txt", "--html", path + ".html"],
+                           capture_output=True, text=True, timeout=120, env=env_for(args, tmp, preload=False))
+        c.eq("%s: report %s: exit code" % (label, name), p.returncode, 0)
+    if others:
+        c.true("%s: a warning names both files" % label,
+               ("is recording into %s; this process records into %s" % (trace, others[0])) in r.err, r.err[-1500:])
+
+
+def case_shared_trace(args, tmp):
+    """A second CUDA process with the same GPUMEMPROF_TRACE (no %p) while the first records."""
+    c = Checks("shared_trace")
+    for how in ("posix_spawn", "vfork", "fork_alloc", "daemon"):
+        d = os.path.join(tmp, how)
+        os.mkdir(d)
+        trace = os.path.join(d, "run.gmt")
+        r = run(args, d, ["share_trace", how], extra={"GPUMEMPROF_TRACE": trace}, timeout=120)
+        c.eq("%s: exit code" % how, r.rc, 0)
+        c.eq("%s: done" % how, r.val("done"), 1)
+        # The parent allocates 200 + 200 times, the second process 150 times.
+        check_two_traces(c, args, d, how, trace, [400, 150], r)
+    # Two ranks started together by a shell, both alive while each opens the trace.
+    d = os.path.join(tmp, "peers")
+    os.mkdir(d)
+    trace = os.path.join(d, "run.gmt")
+    script = '"$0" trace_peer "$1" 2 & "$0" trace_peer "$1" 2 & wait'
+    r = run(args, d, [], cmd=["sh", "-c", script, args.prog, d], extra={"GPUMEMPROF_TRACE": trace}, timeout=120)
+    c.eq("peers: exit code", r.rc, 0)
+    c.eq("peers: both done", r.out.count("done=1"), 2)
+    check_two_traces(c, args, d, "peers", trace, [200, 200], r)
+    return c.finish(r.out + r.err[-2000:])
+
+
 def case_usr2_storm(args, tmp):
     c = Checks("usr2_storm")
     r = run(args, tmp, ["usr2_storm", "8"], timeout=90)
