@@ -10,9 +10,20 @@ namespace gpumemprof::report {
 
 namespace {
 
-void frames_json(util::JsonWriter& w, const std::vector<SymbolFrame>& frames) {
+/// A stack as indices into "frames", root first.
+void stack_json(util::JsonWriter& w, const ResolvedReport& r, std::uint32_t stack, std::vector<std::uint32_t>& buf) {
+    r.stacks.frames(stack, &buf);
     w.begin_array();
-    for (const SymbolFrame& f : frames) {
+    for (std::uint32_t f : buf)
+        w.value(static_cast<std::uint64_t>(f));
+    w.end_array();
+}
+
+void frame_table_json(util::JsonWriter& w, const FrameTable& table) {
+    w.key("frames");
+    w.begin_array();
+    for (std::uint32_t i = 0; i < table.size(); ++i) {
+        const SymbolFrame& f = table[i];
         w.begin_object();
         w.field("function", f.function);
         w.field("file", f.file);
@@ -27,7 +38,7 @@ void frames_json(util::JsonWriter& w, const std::vector<SymbolFrame>& frames) {
 
 template <typename Key> void ranked(util::JsonWriter& w, const ResolvedReport& r, Key key) {
     w.begin_array();
-    for (std::size_t i : ranked_sites(r, key)) {
+    for (std::uint32_t i : ranked_sites(r, key)) {
         w.begin_object();
         w.field("site", static_cast<std::uint64_t>(i));
         w.field("bytes", key(r.sites[i]).first);
@@ -41,13 +52,15 @@ template <typename Key> void ranked(util::JsonWriter& w, const ResolvedReport& r
 
 void json_sections(util::JsonWriter& w, const ReportInput& in, const stacks::ReportData& data,
                    const ResolvedReport& r) {
+    std::vector<std::uint32_t> buf;
+    frame_table_json(w, r.frames);
     w.key("sites");
     w.begin_array();
     for (const ResolvedSite& s : r.sites) {
-        const auto& c = s.counters;
+        const auto& c = s.counters();
         w.begin_object();
         w.key("frames");
-        frames_json(w, s.frames);
+        stack_json(w, r, s.stack, buf);
         w.field("live_bytes", c.live_bytes);
         w.field("live_count", c.live_count);
         w.field("total_bytes", c.total_bytes);
@@ -76,7 +89,7 @@ void json_sections(util::JsonWriter& w, const ReportInput& in, const stacks::Rep
     w.end_array();
     w.key("sites");
     ranked(w, r, [](const ResolvedSite& s) {
-        return std::make_pair(s.counters.peak_live_bytes, s.counters.peak_live_count);
+        return std::make_pair(s.counters().peak_live_bytes, s.counters().peak_live_count);
     });
     w.end_object();
 
@@ -85,7 +98,8 @@ void json_sections(util::JsonWriter& w, const ReportInput& in, const stacks::Rep
     w.field("bytes", data.live_bytes);
     w.field("count", data.live_count);
     w.key("sites");
-    ranked(w, r, [](const ResolvedSite& s) { return std::make_pair(s.counters.live_bytes, s.counters.live_count); });
+    ranked(w, r,
+           [](const ResolvedSite& s) { return std::make_pair(s.counters().live_bytes, s.counters().live_count); });
     w.end_object();
 
     w.key("ooms");
@@ -107,7 +121,7 @@ void json_sections(util::JsonWriter& w, const ReportInput& in, const stacks::Rep
         w.field("message", oom_message(rec.device, rec.info));
         w.field("suggestion", o.suggestion);
         w.key("frames");
-        frames_json(w, o.frames);
+        stack_json(w, r, o.stack, buf);
         w.end_object();
     }
     w.end_array();

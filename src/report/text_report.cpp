@@ -16,43 +16,48 @@ namespace gpumemprof::report {
 
 namespace {
 
+/// Call sites the leak list shows at most (a note gives the number and bytes of the rest).
+constexpr int kLeakSites = 1000;
+
 /// Fragmentation measured at one instant: when reserved bytes peaked (pool::ReservedPeak).
-void fragmentation_line(std::string& out, const char* indent, const pool::ReservedPeak& p) {
+void fragmentation_line(util::BufferedOut& out, const char* indent, const pool::ReservedPeak& p) {
     out += std::string(indent) +
            "fragmentation when reserved peaked: " + util::torch_size_exact(p.reserved - p.allocated) +
            " reserved but not allocated (of " + util::torch_size(p.reserved) + "), of which " +
            util::torch_size_exact(p.inactive_split_bytes) + " free inside split segments\n";
 }
 
-void heading(std::string& out, const std::string& title) {
+void heading(util::BufferedOut& out, const std::string& title) {
     out += "\n== " + title + " ==\n";
 }
 
-/// The innermost `max` frames of a site that the filter does not hide, innermost first,
+/// The innermost `max` frames of a stack that the filter does not hide, innermost first,
 /// indented, then how many were hidden among them and how many outer frames follow.
-void stack_lines(std::string& out, const std::vector<SymbolFrame>& frames, std::size_t max, const char* indent,
-                 const FrameFilter& filter) {
-    if (frames.empty()) {
+void stack_lines(util::BufferedOut& out, const ResolvedReport& r, std::uint32_t stack, std::size_t max,
+                 const char* indent, const FrameFilter& filter) {
+    if (stack == 0) {
         out += indent;
         out += "[no stack captured]\n";
         return;
     }
-    const bool all_hidden =
-        std::all_of(frames.begin(), frames.end(), [&](const SymbolFrame& f) { return filter.hidden(f); });
+    bool all_hidden = true;
+    for (std::uint32_t n = stack; n != 0 && all_hidden; n = r.stacks.parent(n))
+        all_hidden = filter.hidden(r.frames[r.stacks.frame(n)]);
     std::size_t shown = 0, hidden = 0;
-    auto it = frames.rbegin();
-    for (; it != frames.rend() && shown < max; ++it) {
-        if (!all_hidden && filter.hidden(*it)) {
+    std::uint32_t n = stack; // innermost first: up the tree
+    for (; n != 0 && shown < max; n = r.stacks.parent(n)) {
+        const SymbolFrame& f = r.frames[r.stacks.frame(n)];
+        if (!all_hidden && filter.hidden(f)) {
             ++hidden;
             continue;
         }
         out += indent;
         out += shown == 0 ? "at " : "from ";
-        out += frame_label(*it);
+        out += r.frames.label_text(r.frames.label(r.stacks.frame(n)));
         out += '\n';
         ++shown;
     }
-    const auto outer = static_cast<std::size_t>(frames.rend() - it);
+    const std::size_t outer = r.stacks.depth(n);
     if (hidden > 0 || outer > 0) {
         out += std::string(indent) + "(";
         if (hidden > 0)
@@ -67,8 +72,9 @@ void stack_lines(std::string& out, const std::vector<SymbolFrame>& frames, std::
 }
 
 template <typename Key>
-void top_sites(std::string& out, const ResolvedReport& r, int n, Key key, const char* what, const FrameFilter& filter) {
-    const std::vector<std::size_t> v = ranked_sites(r, key);
+void top_sites(util::BufferedOut& out, const ResolvedReport& r, int n, Key key, const char* what,
+               const FrameFilter& filter) {
+    const std::vector<std::uint32_t> v = ranked_sites(r, key);
     if (v.empty()) {
         out += "(none)\n";
         return;
@@ -78,14 +84,19 @@ void top_sites(std::string& out, const ResolvedReport& r, int n, Key key, const 
         const auto [bytes, count] = key(site);
         out += "#" + std::to_string(i + 1) + " " + util::torch_size_exact(bytes) + " " + what + " in " +
                std::to_string(count) + " block" + (count == 1 ? "" : "s") + "\n";
-        stack_lines(out, site.frames, 6, "    ", filter);
+        stack_lines(out, r, site.stack, 6, "    ", filter);
     }
-    if (v.size() > static_cast<std::size_t>(n))
-        out += "(" + std::to_string(v.size() - n) + " more call sites)\n";
+    if (v.size() > static_cast<std::size_t>(n)) {
+        std::int64_t rest = 0;
+        for (std::size_t i = static_cast<std::size_t>(n); i < v.size(); ++i)
+            rest += key(r.sites[v[i]]).first;
+        out += "(" + std::to_string(v.size() - static_cast<std::size_t>(n)) + " more call sites, " +
+               util::torch_size_exact(rest) + " " + what + ")\n";
+    }
 }
 
 /// What happens to freed memory: reused at once, or kept until the device is past it, and why.
-void reuse_line(std::string& out, const ReportInput& in, const ResolvedReport& r) {
+void reuse_line(util::BufferedOut& out, const ReportInput& in, const ResolvedReport& r) {
     if (!in.caching)
         return;
     if (in.reuse.at_once) {
@@ -103,7 +114,7 @@ void reuse_line(std::string& out, const ReportInput& in, const ResolvedReport& r
 }
 
 /// Who was profiled, for how long, and the settings that shaped the run.
-void header_lines(std::string& out, const ReportInput& in) {
+void header_lines(util::BufferedOut& out, const ReportInput& in) {
     out += "gpumemprof report for " + (in.exe.empty() ? std::string("?") : in.exe) + " (pid " + std::to_string(in.pid) +
            ")\n";
     char secs[64];
@@ -124,7 +135,7 @@ void header_lines(std::string& out, const ReportInput& in) {
 
 /// The pool's figures of one device: peaks, fragmentation, counts. With expandable segments the
 /// device calls are page maps/unmaps.
-void device_figures(std::string& out, const DeviceSummary& d, const stacks::ReportData& data, bool expandable) {
+void device_figures(util::BufferedOut& out, const DeviceSummary& d, const stacks::ReportData& data, bool expandable) {
     const auto& st = d.stats;
     const auto all = stats::kAll;
     out += "\ndevice " + std::to_string(d.device);
@@ -153,7 +164,7 @@ void device_figures(std::string& out, const DeviceSummary& d, const stacks::Repo
 }
 
 /// What the pool waited for and what went wrong under it on one device (lines only when any).
-void device_troubles(std::string& out, const DeviceSummary& d) {
+void device_troubles(util::BufferedOut& out, const DeviceSummary& d) {
     if (d.pending.blocks.allocated > 0) {
         char waited[64], upkeep[96];
         std::snprintf(waited, sizeof waited, "%.3f ms", static_cast<double>(d.pool_counters.wait_ns) / 1e6);
@@ -179,7 +190,7 @@ void device_troubles(std::string& out, const DeviceSummary& d) {
 }
 
 /// PyTorch's allocator on the same requests (pool::PoolModel), when it ran.
-void device_model(std::string& out, const DeviceSummary& d, bool expandable) {
+void device_model(util::BufferedOut& out, const DeviceSummary& d, bool expandable) {
     if (!d.has_model)
         return;
     const auto& m = d.model;
@@ -197,7 +208,7 @@ void device_model(std::string& out, const DeviceSummary& d, bool expandable) {
 }
 
 /// What capturing the stacks cost, and the allocations kept without one.
-void capture_lines(std::string& out, const stacks::CaptureStats& c) {
+void capture_lines(util::BufferedOut& out, const stacks::CaptureStats& c) {
     char line[256];
     if (c.captures > 0) {
         const double n = static_cast<double>(c.captures);
@@ -227,7 +238,8 @@ void capture_lines(std::string& out, const stacks::CaptureStats& c) {
 }
 
 /// "Summary": process-wide figures, each device's, the call-site count and the capture cost.
-void summary_section(std::string& out, const ReportInput& in, const stacks::ReportData& data, const ResolvedReport& r) {
+void summary_section(util::BufferedOut& out, const ReportInput& in, const stacks::ReportData& data,
+                     const ResolvedReport& r) {
     heading(out, "Summary");
     if (data.events == 0 && !in.devices.empty()) {
         // Call-site accounting was off the whole run (GPUMEMPROF_STACK_DEPTH=0): no process-wide
@@ -251,39 +263,41 @@ void summary_section(std::string& out, const ReportInput& in, const stacks::Repo
 }
 
 /// The two rankings of call sites and the two line profiles.
-void site_sections(std::string& out, const ReportInput& in, const ResolvedReport& r, const FrameFilter& filter) {
+void site_sections(util::BufferedOut& out, const ReportInput& in, const ResolvedReport& r, const FrameFilter& filter) {
     heading(out, "Top call sites by bytes live at the peak");
     top_sites(
         out, r, in.top_n,
-        [](const ResolvedSite& s) { return std::make_pair(s.counters.peak_live_bytes, s.counters.peak_live_count); },
+        [](const ResolvedSite& s) {
+            return std::make_pair(s.counters().peak_live_bytes, s.counters().peak_live_count);
+        },
         "live at the peak", filter);
     heading(out, "Top call sites by total bytes allocated");
     top_sites(
         out, r, in.top_n,
-        [](const ResolvedSite& s) { return std::make_pair(s.counters.total_bytes, s.counters.total_count); },
+        [](const ResolvedSite& s) { return std::make_pair(s.counters().total_bytes, s.counters().total_count); },
         "allocated", filter);
 
     heading(out, "Line profile, cumulative (used_bytes, acquired_bytes)");
     out += "used_bytes: bytes the pool handed out for requests made under the frame over the whole run;\n"
            "acquired_bytes: device memory the pool obtained from the driver while serving those requests.\n";
-    out += line_profile_tree(r, TreeView::cumulative);
+    write_line_profile(out, r, TreeView::cumulative);
     heading(out, "Line profile at the peak (live_bytes, acquired_bytes)");
     out += "live_bytes: bytes under the frame live when the process-wide total peaked;\n"
            "acquired_bytes: device memory obtained for requests under the frame up to that moment.\n";
-    out += line_profile_tree(r, TreeView::at_peak);
+    write_line_profile(out, r, TreeView::at_peak);
 }
 
-void leak_section(std::string& out, const ResolvedReport& r, const FrameFilter& filter) {
+void leak_section(util::BufferedOut& out, const ResolvedReport& r, const FrameFilter& filter) {
     heading(out, "Leaks at exit (live blocks grouped by call site)");
     top_sites(
-        out, r, 1 << 30,
-        [](const ResolvedSite& s) { return std::make_pair(s.counters.live_bytes, s.counters.live_count); }, "leaked",
-        filter);
+        out, r, kLeakSites,
+        [](const ResolvedSite& s) { return std::make_pair(s.counters().live_bytes, s.counters().live_count); },
+        "leaked", filter);
     out += "Blocks live when this report was written; at exit, after the program's exit handlers and the global\n"
            "and ELF destructors of the program and its libraries (frees made there are seen).\n";
 }
 
-void oom_section(std::string& out, const ResolvedReport& r, const FrameFilter& filter) {
+void oom_section(util::BufferedOut& out, const ResolvedReport& r, const FrameFilter& filter) {
     heading(out, "Out-of-memory events");
     if (r.ooms.empty())
         out += "(none)\n";
@@ -294,23 +308,31 @@ void oom_section(std::string& out, const ResolvedReport& r, const FrameFilter& f
                util::torch_size_exact(static_cast<std::int64_t>(rec.info.requested)) + "\n";
         out += "  " + oom_message(rec.device, rec.info) + "\n";
         out += "  stack:\n";
-        stack_lines(out, o.frames, 32, "    ", filter);
+        stack_lines(out, r, o.stack, 32, "    ", filter);
         out += "  suggestion: " + o.suggestion + "\n";
     }
 }
 
 } // namespace
 
-std::string text_report(const ReportInput& in, const stacks::ReportData& data, const ResolvedReport& r) {
+bool write_text(util::OutputSink& sink, const ReportInput& in, const stacks::ReportData& data,
+                const ResolvedReport& r) {
     const FrameFilter filter(in.hide_frames ? in.hide_frames->c_str() : nullptr);
-    std::string out;
+    util::BufferedOut out(sink);
     header_lines(out, in);
     reuse_line(out, in, r);
     summary_section(out, in, data, r);
     site_sections(out, in, r, filter);
     leak_section(out, r, filter);
     oom_section(out, r, filter);
-    return out;
+    return out.flush();
+}
+
+std::string text_report(const ReportInput& in, const stacks::ReportData& data, const ResolvedReport& r) {
+    std::string s;
+    util::StringSink sink(s);
+    write_text(sink, in, data, r);
+    return s;
 }
 
 } // namespace gpumemprof::report

@@ -214,7 +214,7 @@ void Recorder::reset_after_fork() noexcept {
         c->store(0, std::memory_order_relaxed);
 }
 
-ReportData Recorder::collect() const {
+ReportData Recorder::collect(bool site_frames) const {
     ReportData out;
     try {
         {
@@ -223,8 +223,9 @@ ReportData Recorder::collect() const {
             out.ooms = ooms_;
         }
         // Frames are read outside the accounting lock (the tree has its own; ids never change).
-        for (SiteData& s : out.sites)
-            s.frames = tree_.frames(s.id);
+        if (site_frames)
+            for (SiteData& s : out.sites)
+                s.frames = tree_.frames(s.id);
         for (OomRecord& o : out.ooms)
             o.frames = tree_.frames(o.id);
         out.capture = capture_stats();

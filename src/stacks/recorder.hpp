@@ -79,8 +79,10 @@ public:
     /// Frees memory: not from an atfork handler.
     void reset_after_fork() noexcept;
 
-    /// A consistent copy for the report writers (frames filled in, unsymbolised).
-    ReportData collect() const;
+    /// A consistent copy for the report writers (frames filled in, unsymbolised). With
+    /// `site_frames` false the sites' frames are left empty (read them with frames(id) one at a
+    /// time: a million sites' frames would be copied at once otherwise); OOMs keep theirs.
+    ReportData collect(bool site_frames = true) const;
 
     /// Frames of one id, innermost first.
     std::vector<std::uintptr_t> frames(StackId id) const { return tree_.frames(id); }

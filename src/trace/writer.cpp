@@ -235,34 +235,40 @@ void Writer::flush() {
 }
 
 void Writer::write_stacks(const std::vector<Stack>& stacks) {
+    // Each stack encoded once, packed into blocks of at most the payload limit (a stack larger
+    // than the limit alone is dropped).
+    std::vector<std::uint8_t> payload, one;
+    std::uint32_t count = 0;
+    for (const Stack& s : stacks) {
+        one.clear();
+        append_stack_head(one, s.id, s.frames.size());
+        for (const StackFrame& f : s.frames)
+            append_stack_frame(one, f.function, f.file, f.line, f.module, f.offset, f.kind);
+        if (one.size() > kMaxBlockPayload)
+            continue;
+        if (payload.size() + one.size() > kMaxBlockPayload) {
+            write_stack_block(payload, count);
+            payload.clear();
+            count = 0;
+        }
+        payload.insert(payload.end(), one.begin(), one.end());
+        ++count;
+    }
+    write_stack_block(payload, count);
+}
+
+void Writer::write_stack_block(const std::vector<std::uint8_t>& payload, std::uint32_t count) {
+    if (count == 0 || payload.size() > kMaxBlockPayload)
+        return;
     flush();
     std::lock_guard<std::mutex> lock(mu_);
     if (!open_.load(std::memory_order_relaxed) || failed_.load(std::memory_order_relaxed))
         return;
     std::lock_guard<std::mutex> io(io_mu_);
-    std::size_t i = 0;
-    while (i < stacks.size()) {
-        // As many stacks as fit in one block (a stack larger than the limit alone is dropped).
-        std::vector<Stack> part;
-        std::size_t bytes = 0;
-        for (; i < stacks.size(); ++i) {
-            const std::size_t n = encode_stacks({stacks[i]}).size();
-            if (n > kMaxBlockPayload)
-                continue;
-            if (bytes + n > kMaxBlockPayload)
-                break;
-            bytes += n;
-            part.push_back(stacks[i]);
-        }
-        if (part.empty())
-            continue;
-        const std::vector<std::uint8_t> payload = encode_stacks(part);
-        std::vector<std::uint8_t> block(kBlockHeaderBytes + payload.size());
-        std::copy(payload.begin(), payload.end(), block.begin() + kBlockHeaderBytes);
-        const std::size_t total = seal_block(block.data(), kStackMagic, static_cast<std::uint32_t>(payload.size()),
-                                             static_cast<std::uint32_t>(part.size()));
-        write_all_io_locked(block.data(), total); // not an event block: not counted in the end record
-    }
+    std::vector<std::uint8_t> block(kBlockHeaderBytes + payload.size());
+    std::copy(payload.begin(), payload.end(), block.begin() + kBlockHeaderBytes);
+    const std::size_t total = seal_block(block.data(), kStackMagic, static_cast<std::uint32_t>(payload.size()), count);
+    write_all_io_locked(block.data(), total); // not an event block: not counted in the end record
 }
 
 void Writer::close() {

@@ -64,8 +64,12 @@ public:
     /// Write the pending block now (a no-op if it is empty).
     void flush();
     /// Write the pending events, then the symbolised stacks their stack ids name (stack blocks
-    /// of at most the block payload limit each). Called once, before close().
+    /// of at most the block payload limit each). Called before close(), once or several times
+    /// with a part of the stacks each (so that they need not all be in memory at once).
     void write_stacks(const std::vector<Stack>& stacks);
+    /// One stack block of `count` stacks already encoded (append_stack_head/append_stack_frame),
+    /// after the pending events; ignored when empty or over the block payload limit.
+    void write_stack_block(const std::vector<std::uint8_t>& payload, std::uint32_t count);
     /// Flush, append the end record, close the file. Idempotent.
     void close();
 

@@ -18,6 +18,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PROG = os.path.join(HERE, "prog_lines.py")
 sys.path.insert(0, os.path.join(HERE, "..", "golden"))
 from run_golden import section, site_lines  # noqa: E402  (the .txt's sections, @site: markers)
+sys.path.insert(0, os.path.join(HERE, "..", "harness"))
+from exit_json import load_report  # noqa: E402
 
 
 class Node:
@@ -108,7 +110,7 @@ def main():
             check("report written", False, os.listdir(tmp))
             return 1
         txt = open(txt_path).read()
-        report = json.load(open(os.path.join(tmp, "out.json")))
+        report = load_report(os.path.join(tmp, "out.json"))
         folded = open(os.path.join(tmp, "out.alloc.folded")).read()
         tree = parse_tree(section(txt, "Line profile, cumulative (used_bytes, acquired_bytes)"))
         check("tree parsed", tree is not None)
@@ -212,7 +214,7 @@ def main():
         # The child's report (it keeps the parent's call-site totals; the parent's has no such site).
         child_sites = []
         for path in glob.glob(os.path.join(tmp, "fork-*.json")):
-            for site in json.load(open(path)).get("sites", []):
+            for site in load_report(path).get("sites", []):
                 if any(f.get("kind") == "python" and f["line"] == L["fork_child"] and f["function"] == "forked"
                        for f in site["frames"]):
                     child_sites.append(site)

@@ -163,7 +163,7 @@ TEST_CASE("the JSON's figures are the snapshot's: one moment for every field", "
     Fixture f;
     const std::string js = json_report(f.in, f.stacks);
     REQUIRE(well_formed(js));
-    CHECK(js.rfind("{\"version\":1,\"pid\":42,\"host\":\"node7\",\"exe\":\"/bin/app\","
+    CHECK(js.rfind("{\"version\":2,\"pid\":42,\"host\":\"node7\",\"exe\":\"/bin/app\","
                    "\"alloc_conf\":\"max_split_size_mb:64\",\"pool\":\"caching\",",
                    0) == 0);
     CHECK(js.find("\"doors\":{\"dlsym_substitutions\":3,\"proc_address_substitutions\":5,\"runtime_calls\":7}") !=
