@@ -144,7 +144,7 @@ void Profiler::open_trace() noexcept {
         const std::string path = util::expand_output_prefix(options_.trace, static_cast<int>(::getpid()));
         if (!w->open(path, h, wo) && w->busy_pid() > 0) {
             // Another live process (our parent, typically, with a path without %p) records there.
-            const std::string own = path + "." + std::to_string(::getpid());
+            const std::string own = util::with_suffix(path, "." + std::to_string(::getpid())); // fits NAME_MAX
             log::warn("GPUMEMPROF_TRACE: process {} is recording into {}; this process records into {}", w->busy_pid(),
                       path, own);
             w->open(own, h, wo);
@@ -782,7 +782,8 @@ void Profiler::on_exit() noexcept {
                   "(the profiler's state is in the middle of an update)");
         return;
     }
-    CoreScope scope; // no cancellation point fires while the report is written
+    CoreScope scope;      // no cancellation point fires while the report is written
+    exit_report_begins(); // a fatal signal from here on waits for this report
     if (options_.report_at_exit)
         dump(std::string());
     else {
@@ -792,6 +793,7 @@ void Profiler::on_exit() noexcept {
         write_trace_stacks();
         t->close();
     }
+    exit_report_ends();
 }
 
 void Profiler::write_trace_stacks() noexcept {

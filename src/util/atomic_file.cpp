@@ -4,6 +4,7 @@
 #include "util/quiet_io.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -21,12 +22,20 @@ std::string os_error(const char* what, const std::string& path, int e) {
     return std::string(what) + " " + path + ": " + std::strerror(e);
 }
 
-unsigned g_counter = 0; // only makes names differ (O_EXCL decides); callers hold the dump lock
+unsigned g_counter = 0;        // only makes names differ (O_EXCL decides); callers hold the dump lock
+std::atomic<int> g_writing{0}; // AtomicFiles created and not yet committed or discarded
 
 } // namespace
 
+int files_being_written() noexcept {
+    return g_writing.load(std::memory_order_relaxed);
+}
+
 std::string temp_name(const std::string& path, int pid, unsigned n) {
-    const std::string suffix = ".tmp." + std::to_string(pid) + "." + std::to_string(n);
+    return with_suffix(path, ".tmp." + std::to_string(pid) + "." + std::to_string(n));
+}
+
+std::string with_suffix(const std::string& path, const std::string& suffix) {
     const std::size_t slash = path.rfind('/');
     const std::size_t base = slash == std::string::npos ? 0 : slash + 1;
     std::size_t keep = path.size() - base;
@@ -71,6 +80,7 @@ bool AtomicFile::create(const std::string& path) noexcept {
         if (fd < 0)
             return fail(os_error("cannot create", tmp_, errno));
         created_ = true;
+        g_writing.fetch_add(1, std::memory_order_relaxed);
         const int e = ::fstat(fd, &st) != 0 ? errno : 0;
         ::close(fd);
         if (e != 0)
@@ -138,12 +148,16 @@ bool AtomicFile::commit() noexcept {
     if (::rename(tmp_.c_str(), path_.c_str()) != 0)
         return fail(os_error("cannot rename into", path_, errno));
     committed_ = true;
+    created_ = false;
+    g_writing.fetch_sub(1, std::memory_order_relaxed);
     return true;
 }
 
 void AtomicFile::discard() noexcept {
-    if (created_ && !committed_)
+    if (created_ && !committed_) {
         ::unlink(tmp_.c_str());
+        g_writing.fetch_sub(1, std::memory_order_relaxed);
+    }
     created_ = false;
     std::string().swap(buf_);
 }

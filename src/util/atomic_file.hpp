@@ -55,9 +55,17 @@ private:
     bool created_ = false, failed_ = false, committed_ = false;
 };
 
-/// The temporary name beside `path` for attempt `n` of process `pid`: `<path>.tmp.<pid>.<n>`,
-/// the last component of `path` shortened so that the name's last component is at most
-/// NAME_MAX bytes (exposed for tests).
+/// How many AtomicFiles are being written in this process now (created, neither committed nor
+/// discarded): a report is being written. Async-signal-safe.
+int files_being_written() noexcept;
+
+/// `path` + `suffix`, the last component of `path` shortened (by whole UTF-8 characters) as much
+/// as needed for the result's last component to fit NAME_MAX: a name beside `path` that a valid
+/// `path` can always have.
+std::string with_suffix(const std::string& path, const std::string& suffix);
+
+/// The temporary name beside `path` for attempt `n` of process `pid`: `<path>.tmp.<pid>.<n>`
+/// through with_suffix (exposed for tests).
 std::string temp_name(const std::string& path, int pid, unsigned n);
 
 /// Renames every file into place, in order, after all have been finished: all or nothing as far

@@ -104,6 +104,19 @@ int fds(const char* data_path) {
     return 0;
 }
 
+// ---- stderr: the program closes fd 2 and opens a data file there ------------------------------
+int stderr_file(const char* data_path) {
+    churn(10);
+    close(2);
+    const int data = open(data_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    EXPECT(data == 2);
+    const char text[] = "the program's own data\n";
+    EXPECT(write(data, text, sizeof text - 1) == static_cast<ssize_t>(sizeof text - 1));
+    churn(10);
+    put("done", 1);
+    return 0; // the exit report cannot be written (its directory is missing): a warning
+}
+
 // ---- signals -------------------------------------------------------------------------------
 // A storm of the dump signal from another process while the program allocates (item 4).
 int usr2_storm(double seconds) {
@@ -314,6 +327,29 @@ int system_child() {
     return 0;
 }
 
+// ---- many call sites, so that the exit report takes a while to write ---------------------------
+// 2^depth allocations from as many distinct stacks (two call sites a level), then exit.
+__attribute__((noinline)) void unique_down(int depth, unsigned bits) {
+    if (depth == 0) {
+        churn(1, 4096);
+        return;
+    }
+    if (bits & 1) {
+        unique_down(depth - 1, bits >> 1);
+        asm volatile("nop" ::: "memory");
+    } else {
+        unique_down(depth - 1, bits >> 1);
+        asm volatile("nop; nop" ::: "memory");
+    }
+}
+
+int unique_stacks(int depth) {
+    for (unsigned n = 0; n < (1u << depth); ++n)
+        unique_down(depth, n);
+    put("done", 1);
+    return 0;
+}
+
 // ---- one GPUMEMPROF_TRACE, two processes that use CUDA ------------------------------------------
 // The parent allocates, starts a second CUDA process by `how`, waits for it to finish, allocates
 // again. The second process records into <trace>.<its pid>: the parent's trace stays whole.
@@ -411,6 +447,8 @@ int main(int argc, char** argv) {
         return fork_storm(std::atoi(a2));
     if (c == "fds")
         return fds(a2);
+    if (c == "stderr_file")
+        return stderr_file(a2);
     if (c == "usr2_storm")
         return usr2_storm(std::atof(a2));
     if (c == "exit_in_handler")
@@ -433,6 +471,8 @@ int main(int argc, char** argv) {
         return plant(a2, a3);
     if (c == "system_child")
         return system_child();
+    if (c == "unique_stacks")
+        return unique_stacks(std::atoi(a2));
     if (c == "share_trace")
         return share_trace(argv[0], a2);
     if (c == "trace_peer")

@@ -66,10 +66,15 @@ def env_for(args, tmp, preload=True, extra=None):
     return env
 
 
-def run(args, tmp, argv, preload=True, extra=None, timeout=60, stderr=subprocess.PIPE, cmd=None, cwd=None):
+def run(args, tmp, argv, preload=True, extra=None, timeout=60, stderr=subprocess.PIPE, cmd=None, cwd=None, shim=None):
     start = time.monotonic()
+    env = env_for(args, tmp, preload, extra)
+    if shim:  # an LD_PRELOAD shim of the test, before the library (after the ASan runtime)
+        parts = env.get("LD_PRELOAD", "").split()
+        at = 1 if args.asan_runtime and parts else 0
+        env["LD_PRELOAD"] = " ".join(parts[:at] + [os.path.abspath(shim)] + parts[at:])
     try:
-        p = subprocess.run(cmd or [args.prog, *argv], env=env_for(args, tmp, preload, extra), stdout=subprocess.PIPE,
+        p = subprocess.run(cmd or [args.prog, *argv], env=env, stdout=subprocess.PIPE,
                            stderr=stderr, timeout=timeout, cwd=cwd or tmp)
         rc, out, err = p.returncode, p.stdout, p.stderr or b""
     except subprocess.TimeoutExpired as e:
@@ -119,6 +124,21 @@ def case_fds(args, tmp):
         c.eq("the trace holds all 6010 allocations", st.get("allocation.all.allocated"), 6010)
     except (ValueError, KeyError, IndexError) as e:
         c.true("replay JSON", False, "%s %s" % (e, p.stderr[-500:]))
+    return c.finish(r.out + r.err[-2000:])
+
+
+def case_stderr_file(args, tmp):
+    """The program closes stderr and opens a data file, which gets fd 2; a warning comes later
+    (the exit report's directory is missing). It must not land in the data file."""
+    c = Checks("stderr_file")
+    data = os.path.join(tmp, "data.txt")
+    before = run(args, tmp, ["churn", "5"], extra={"GPUMEMPROF_OUTPUT": os.path.join(tmp, "missing", "out")})
+    c.true("with stderr in place the warning is there", "reports not written" in before.err, before.err[-400:])
+    r = run(args, tmp, ["stderr_file", data], extra={"GPUMEMPROF_OUTPUT": os.path.join(tmp, "missing", "out")})
+    c.eq("exit code", r.rc, 0)
+    with open(data, "rb") as f:
+        content = f.read()
+    c.eq("data.txt holds only the program's bytes", content, b"the program's own data\n")
     return c.finish(r.out + r.err[-2000:])
 
 
@@ -235,6 +255,26 @@ def case_sigterm(args, tmp):
     return c.finish()
 
 
+def case_sigterm_at_exit(args, tmp):
+    """SIGTERM while the exit report is being written, on a slow disk (tests/hostile/slow_write.c:
+    30 writes of 300 ms, the first one sends the signal): the report goes on while its writes
+    do, every file is whole, then the process dies of the signal."""
+    c = Checks("sigterm_at_exit")
+    extra = {"SLOW_WRITE_SIGTERM": "1", "GPUMEMPROF_PICKLE": "0"}
+    r = run(args, tmp, ["unique_stacks", "13"], extra=extra, timeout=180, shim=args.slow_write)
+    c.eq("killed by the SIGTERM (after the report)", r.rc, -signal.SIGTERM)
+    c.eq("the program had finished", r.val("done"), 1)
+    written = sorted(n.split(".", 1)[1] for n in os.listdir(tmp) if n.startswith("out-"))
+    c.eq("every report file written", written, ["alloc.folded", "folded", "html", "json", "txt"])
+    reps = reports(tmp)
+    c.true("the JSON is whole: 8192 call sites", len(reps) == 1 and len(reps[0].get("sites", [])) >= 8192,
+           [len(x.get("sites", [])) for x in reps])
+    c.eq("no temporary file left", leftovers(tmp), [])
+    c.true("no warning of a call that did not return", "has not left it" not in r.err and "has not returned" not in r.err,
+           r.err[-600:])
+    return c.finish(r.out + r.err[-2000:])
+
+
 def case_own_handler(args, tmp):
     c = Checks("own_handler")
     plain = run(args, tmp, ["own_usr2"], preload=False)
@@ -310,6 +350,24 @@ def case_output_names(args, tmp):
     c.true("GPUMEMPROF_OUTPUT= : a warning", 'GPUMEMPROF_OUTPUT="" is not valid' in r.err, r.err[-300:])
     c.true("GPUMEMPROF_OUTPUT= : the default gpumemprof-<pid>.json", glob.glob(os.path.join(e, "gpumemprof-*.json")),
            os.listdir(e))
+    # The longest valid names: <prefix>.alloc.folded is 255 bytes (NAME_MAX), its temporary name
+    # would be longer; a trace name of 255 bytes, whose <trace>.<pid> would be too.
+    lg = os.path.join(tmp, "long")
+    os.mkdir(lg)
+    prefix = os.path.join(lg, "p" * (255 - len(".alloc.folded")))
+    r = run(args, lg, ["churn", "3"], extra={"GPUMEMPROF_OUTPUT": prefix})
+    written = sorted(n[len(os.path.basename(prefix)) + 1:] for n in os.listdir(lg))
+    c.eq("a 242-byte prefix: every report written", written, ["alloc.folded", "folded", "html", "json", "pickle", "txt"])
+    c.true("a 242-byte prefix: no warning", "warning" not in r.err, r.err[-400:])
+    lt = os.path.join(tmp, "longtrace")
+    os.mkdir(lt)
+    trace = os.path.join(lt, "t" * 255)
+    r = run(args, lt, ["share_trace", "posix_spawn"], extra={"GPUMEMPROF_TRACE": trace}, timeout=120)
+    traces = sorted(n for n in os.listdir(lt) if n.startswith("t"))
+    c.eq("a 255-byte trace name and a second process: two traces, each name <= 255 bytes",
+         (len(traces), max(len(n) for n in traces) if traces else 0), (2, 255))
+    c.true("the second trace's name ends with its pid", len(traces) == 2 and traces[0].rsplit(".", 1)[-1].isdigit(),
+           traces)
     # /dev/stdout and a FIFO are not prefixes to write under.
     before = set(os.listdir("/dev"))
     r = run(args, tmp, ["churn", "3"], extra={"GPUMEMPROF_OUTPUT": "/dev/stdout"})
@@ -521,6 +579,7 @@ def main():
     ap.add_argument("--sim-dir", required=True)
     ap.add_argument("--cli", required=True)
     ap.add_argument("--asan-runtime", default="")
+    ap.add_argument("--slow-write", default="", help="tests/hostile/slow_write.c, built")
     args = ap.parse_args()
     args.prog = os.path.abspath(args.prog)
     args.limits_prog = os.path.abspath(args.limits_prog) if args.limits_prog else ""

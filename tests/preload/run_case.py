@@ -654,6 +654,10 @@ def case_fork_child_alloc(args, tmp):
          [("parent_alloc", 200, 200 * 64 * 1024)])
     c.eq("parent: leaks at exit", (prep.get("leaks") or {}).get("bytes"), 0)
     c.eq("parent: peak of live bytes", (prep.get("peak") or {}).get("bytes"), 200 * 64 * 1024)
+    # The child inherits the parent's SIGUSR2 handler, which is ours: it keeps it, and says so.
+    for who, rep in (("parent", prep), ("child", crep)):
+        c.eq("%s: dump signal SIGUSR2 installed" % who, rep.get("dump_signal"), {"signal": 12, "installed": True})
+    c.true("no warning that the program handles SIGUSR2", "is not taken" not in pre.stderr, pre.stderr[-800:])
     return c.finish([plain, pre])
 
 

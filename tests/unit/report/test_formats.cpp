@@ -511,3 +511,26 @@ TEST_CASE("a line-profile tree over its line budget shows its largest lines and 
           "(the tree is cut to its 4 largest lines; each [N more frames not shown] line stands for the frames "
           "left out under its parent; the JSON, the .folded files and the HTML report have every call site)\n");
 }
+
+TEST_CASE("when the call stacks cannot be resolved, the warning names what was written and what not", "[report]") {
+    char dir[] = "/tmp/gpumemprof_nostacks_XXXXXX";
+    REQUIRE(mkdtemp(dir) != nullptr);
+    ReportInput in;
+    in.prefix = std::string(dir) + "/run";
+    StackReport none; // as prepare_stack_report leaves it when resolving ran out of memory
+    none.failure = "out of memory";
+    std::string error;
+    CHECK_FALSE(write_all_reports(in, none, &error));
+    CHECK(error == "the call stacks could not be resolved (out of memory): " + in.prefix +
+                       ".json is written without call sites; its .txt, .folded and .alloc.folded are not");
+    auto exists = [&](const char* ext) { return ::access((in.prefix + ext).c_str(), F_OK) == 0; };
+    CHECK(exists(".json"));
+    CHECK_FALSE(exists(".txt"));
+    // The whole dump: the HTML is written too (without call sites), the pickle is not.
+    CHECK_FALSE(write_dump(in, none, DumpFiles{true, true}));
+    CHECK(exists(".html"));
+    CHECK_FALSE(exists(".pickle"));
+    for (const char* ext : {".json", ".html"})
+        std::remove((in.prefix + ext).c_str());
+    rmdir(dir);
+}
