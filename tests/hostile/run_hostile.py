@@ -16,6 +16,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
+from preload_env import preload_env  # noqa: E402
+
 MIB = 1 << 20
 
 
@@ -53,17 +56,9 @@ class Checks:
 
 
 def env_for(args, tmp, preload=True, extra=None):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUMEMPROF_", "SIMCUDA_"))}
-    env.pop("LD_PRELOAD", None)
-    lib_path = [os.path.abspath(args.sim_dir)] + ([env["LD_LIBRARY_PATH"]] if env.get("LD_LIBRARY_PATH") else [])
-    env["LD_LIBRARY_PATH"] = ":".join(lib_path)
-    env["GPUMEMPROF_OUTPUT"] = os.path.join(tmp, "out-%p")
     # Fork children of a multi-threaded parent: LeakSanitizer's own exit check is not fork-safe.
-    env["ASAN_OPTIONS"] = ":".join(x for x in (env.get("ASAN_OPTIONS", ""), "detect_leaks=0") if x)
-    if preload:
-        env["LD_PRELOAD"] = " ".join(([args.asan_runtime] if args.asan_runtime else []) + [os.path.abspath(args.lib)])
-    env.update(extra or {})
-    return env
+    return preload_env(args.sim_dir, args.lib if preload else None, asan_runtime=args.asan_runtime,
+                       output=os.path.join(tmp, "out-%p"), leak_check=False, extra=extra)
 
 
 def run(args, tmp, argv, preload=True, extra=None, timeout=60, stderr=subprocess.PIPE, cmd=None, cwd=None, shim=None):
