@@ -153,7 +153,7 @@ void Profiler::open_trace() noexcept {
         const std::string path = util::expand_output_prefix(options_.trace, static_cast<int>(::getpid()));
         if (!w->open(path, h, wo) && w->busy_pid() > 0) {
             // Another live process (our parent, typically, with a path without %p) records there.
-            const std::string own = path + "." + std::to_string(::getpid());
+            const std::string own = util::with_suffix(path, "." + std::to_string(::getpid())); // fits NAME_MAX
             log::warn("GPUMEMPROF_TRACE: process {} is recording into {}; this process records into {}", w->busy_pid(),
                       path, own);
             w->open(own, h, wo);
@@ -866,34 +866,10 @@ bool Profiler::dump(const std::string& prefix_pattern, bool on_demand) noexcept 
             log::warn("reports not written: {}", error);
             return false;
         }
-        bool ok = true;
         const report::ReportInput in = snapshot(prefix);
-        // Collected and symbolised once, outside the pool-table lock, for the JSON and the text.
+        // Collected and symbolised once, outside the pool-table lock, for every file.
         const report::StackReport stacks = report::prepare_stack_report(in);
-        // All four files or none: a full disk must not leave a JSON beside an older .txt.
-        if (!report::write_all_reports(in, stacks, &error)) {
-            log::warn("reports not written: {}", error);
-            ok = false;
-        }
-        // Built and written one after the other, each timed (GPUMEMPROF_LOG=info shows it).
-        auto write_timed = [&](const std::string& path, auto build) {
-            const auto t0 = std::chrono::steady_clock::now();
-            const std::string content = build();
-            error.clear();
-            const bool written = !content.empty() && util::write_file_atomic(path, content, &error);
-            const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-            if (written)
-                log::info("wrote {} ({} bytes) in {:.1f} ms", path, content.size(), ms);
-            else
-                log::warn("could not write {}: {}", path, error.empty() ? "building it failed" : error);
-            ok = ok && written;
-        };
-        if (options_.pickle && stacks.ok)
-            write_timed(prefix + ".pickle",
-                        [&] { return report::torch_snapshot_pickle(in, stacks.data, stacks.resolved); });
-        if (options_.html)
-            write_timed(prefix + ".html", [&] { return report::html_report(in, stacks); });
-        return ok;
+        return report::write_dump(in, stacks, {options_.pickle, options_.html});
     } catch (...) {
         return false;
     }
@@ -919,7 +895,8 @@ void Profiler::on_exit() noexcept {
                   "(the profiler's state is in the middle of an update)");
         return;
     }
-    CoreScope scope; // no cancellation point fires while the report is written
+    CoreScope scope;      // no cancellation point fires while the report is written
+    exit_report_begins(); // a fatal signal from here on waits for this report
     if (options_.report_at_exit)
         dump(std::string());
     else {
@@ -929,6 +906,7 @@ void Profiler::on_exit() noexcept {
         write_trace_stacks();
         t->close();
     }
+    exit_report_ends();
 }
 
 void Profiler::write_trace_stacks() noexcept {
@@ -937,27 +915,7 @@ void Profiler::write_trace_stacks() noexcept {
         report::ReportInput in;
         in.alloc_conf = options_.alloc_conf;
         const report::StackReport r = report::prepare_stack_report(in); // symbols cached by the dump
-        if (!r.ok)
-            return;
-        std::vector<trace::Stack> stacks;
-        std::set<stacks::StackId> seen;
-        auto add = [&](stacks::StackId id, const std::vector<report::SymbolFrame>& frames) {
-            if (!seen.insert(id).second)
-                return;
-            trace::Stack s;
-            s.id = id;
-            for (auto f = frames.rbegin(); f != frames.rend(); ++f) // the trace is innermost first
-                s.frames.push_back({f->function, f->file, static_cast<std::uint32_t>(std::max(f->line, 0)), f->module,
-                                    static_cast<std::uint64_t>(f->offset), f->python ? "python" : ""});
-            stacks.push_back(std::move(s));
-        };
-        for (std::size_t i = 0; i < r.data.sites.size() && i < r.resolved.site_of.size(); ++i)
-            if (r.data.sites[i].id != 0)
-                add(r.data.sites[i].id, r.resolved.sites[r.resolved.site_of[i]].frames);
-        for (const report::ResolvedOom& o : r.resolved.ooms)
-            if (o.record && o.record->id != 0)
-                add(o.record->id, o.frames);
-        trace_.load(std::memory_order_acquire)->write_stacks(stacks);
+        report::write_trace_stacks(r, *trace_.load(std::memory_order_acquire));
     } catch (...) {
     }
 }
