@@ -23,7 +23,7 @@ WL = os.path.join(HERE, "attach")
 # name, script, arguments, extra environment, compare the step time with the pool mode
 WORKLOADS = [
     ("hf_train", "hf_train.py", ["8"], {}, True),
-    ("hf_generate", "hf_generate.py", [], {}, True),
+    ("hf_generate", "hf_generate.py", [], {}, False),
     ("detection", "detection.py", [], {}, False),
     ("compile_default", "compiled.py", ["default"], {}, False),
     ("compile_reduce_overhead", "compiled.py", ["reduce-overhead"], {}, False),

@@ -541,7 +541,8 @@ def main():
     if "gloo" in only:
         script("gloo_check", "--lib", a.lib, "--cli", os.path.join(os.path.dirname(a.lib), "gpumemprof"))
     if "stacks" in only:
-        p = subprocess.run([sys.executable, os.path.join(here, "stacks_check.py"), "--lib", a.lib, "--rounds", "3"],
+        p = subprocess.run([sys.executable, os.path.join(here, "stacks_check.py"), "--lib", a.lib, "--rounds",
+                            os.environ.get("STACKS_ROUNDS", "3")] + os.environ.get("STACKS_ARGS", "").split(),
                            capture_output=True, text=True)
         try:
             res = json.loads(p.stdout)
