@@ -120,7 +120,10 @@ def user_line_sites(report, script, top=5):
     ranked = sorted(sites, key=lambda s: -s.get("peak_live_bytes", 0))[:top]
     hits = []
     for s in ranked:
-        for f in site_frames(s):
+        # The frame the report leads with ("<- your code"), else the nearest frame of the script.
+        uf = s.get("user_frame")
+        lead = [frames[uf]] if isinstance(uf, int) and frames and uf < len(frames) else []
+        for f in lead + site_frames(s):
             if f.get("file", "").endswith(script):
                 hits.append("%s:%s:%s" % (script, f.get("line"), f.get("function")))
                 break

@@ -2,8 +2,8 @@
 // Two training steps through the stand-ins for PyTorch's allocator and autograd
 // (tests/preload/torch/lib): a forward op allocates its output (LINE_FWD) and a temporary
 // (LINE_TMP); autograd then evaluates that op's MmBackward0, which allocates (LINE_BWD) and frees
-// the forward output; AccumulateGrad makes the gradient once (LINE_GRAD). cases_torch.py knows
-// the LINE_* markers and the sizes.
+// the forward output; AccumulateGrad makes the gradient once (LINE_GRAD). A library workspace
+// (LINE_WS) stays live throughout. cases_torch.py knows the LINE_* markers and the sizes.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +12,7 @@ extern "C" {
 void* fake_torch_malloc(std::size_t size, std::uintptr_t stream, unsigned long long pool_first,
                         unsigned long long pool_second);
 void fake_torch_free(void* p);
+void* fake_getBlasLtWorkspace(std::size_t size);
 std::uint64_t fake_autograd_op(std::uint64_t* thread);
 void fake_autograd_enter(int kind, std::uint64_t seq, std::uint64_t thread);
 void fake_autograd_leave();
@@ -33,7 +34,8 @@ void* tensor(std::size_t bytes) {
 } // namespace
 
 int main() {
-    void* weight = tensor(4 * MiB); // LINE_WEIGHT
+    void* weight = tensor(4 * MiB);                     // LINE_WEIGHT
+    void* workspace = fake_getBlasLtWorkspace(2 * MiB); // LINE_WS
     void* grad = nullptr;
     for (int step = 0; step < 2; ++step) {
         std::uint64_t thread = 0;
@@ -55,5 +57,6 @@ int main() {
     }
     std::printf("done=1\n");
     (void)weight;
+    (void)workspace;
     return 0;
 }

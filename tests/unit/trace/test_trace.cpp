@@ -390,7 +390,8 @@ TEST_CASE("open_file reads a block at a time and says what open_memory says, at 
         {
             std::FILE* f = std::fopen(cut.c_str(), "wb");
             REQUIRE(f != nullptr);
-            REQUIRE(std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size());
+            if (!bytes.empty())
+                REQUIRE(std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size());
             std::fclose(f);
         }
         Reader m;
