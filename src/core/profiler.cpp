@@ -104,6 +104,9 @@ Profiler::Profiler() : start_(std::chrono::steady_clock::now()) {
     stacks::python::set_warning_sink([](const char* message) { log::warn("{}", message); });
     stacks::python::set_enabled(options_.python != 0);
     stacks::Recorder::instance().configure(options_.stack_depth);
+    if (options_.stack_sample > 1)
+        stacks::Recorder::instance().set_sampling(static_cast<std::size_t>(options_.stack_sample_from),
+                                                  static_cast<std::uint32_t>(options_.stack_sample));
     // The exit report lists what is still live: it must come after the program's and its
     // libraries' global destructors, which may free device memory. std::atexit from here would
     // tie the handler to this library, whose finalisation the loader runs (in _dl_fini) before
@@ -281,7 +284,7 @@ CUresult Profiler::mem_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_
         return api.cuMemAlloc_v2(dptr, bytes);
     // Unwind before any lock: the pool's listener charges the block (and any segment the pool
     // has to obtain for it) to this stack.
-    set_current_request_stack(stacks::Recorder::instance().capture()); // 0 at once when capture is off
+    set_current_request_stack(capture_stack(bytes)); // 0 at once when capture is off
     std::uintptr_t p = 0;
     int r = slot->pool->malloc(bytes, 0, &p);
     set_current_request_stack(0);
@@ -450,6 +453,10 @@ bool Profiler::note_stream_created() noexcept {
 
 std::uint32_t Profiler::capture_stack() noexcept {
     return stacks::Recorder::instance().capture();
+}
+
+std::uint32_t Profiler::capture_stack(std::size_t requested) noexcept {
+    return stacks::Recorder::instance().capture(requested); // sampled (GPUMEMPROF_STACK_SAMPLE)
 }
 
 void Profiler::record_alloc(Kind kind, const DriverApi& api, std::uintptr_t key, std::size_t bytes,

@@ -83,6 +83,8 @@ public:
     std::uint32_t origin_stack(const std::uintptr_t* ips = nullptr, int n = 0) noexcept;
     static constexpr int kOriginFrames = 32;
     std::uint32_t capture_stack() noexcept;
+    /// The stack of a block of `requested` bytes: 0 for one that sampling skips.
+    std::uint32_t capture_stack(std::size_t requested) noexcept;
     /// Same as record_alloc, charging the allocation to `stack`.
     void record_alloc_with_stack(Kind kind, const DriverApi& api, std::uintptr_t key, std::size_t bytes, int device,
                                  std::uint32_t stack) noexcept;

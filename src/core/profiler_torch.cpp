@@ -195,7 +195,7 @@ void Profiler::torch_event(const TorchEvent& ev) noexcept {
             set_current_request_stack(0);
             break;
         case TorchAction::alloc: {
-            stacks::StackId id = t_segment_stack != 0 ? t_segment_stack : capture_stack();
+            stacks::StackId id = t_segment_stack != 0 ? t_segment_stack : capture_stack(ev.size);
             t_segment_stack = 0;
             // Backward: charged to the forward line that made the node (core/torch_autograd.hpp).
             const TorchAutograd::Node node = autograd_.current();

@@ -347,6 +347,14 @@ void capture_lines(util::BufferedOut& out, const stacks::CaptureStats& c) {
                       c.intern_seconds * 1e6 / n, 100.0 * static_cast<double>(c.cache_hits) / n,
                       c.unwind_seconds + c.intern_seconds);
         out += line;
+        if (c.sample_one_in > 1) {
+            std::snprintf(line, sizeof line,
+                          "stacks sampled: 1 in %u allocations under %llu bytes unwound, each counted %u times in "
+                          "its site; %llu left without a stack (totals, peaks and live blocks are exact)\n",
+                          c.sample_one_in, static_cast<unsigned long long>(c.sample_always_from), c.sample_one_in,
+                          static_cast<unsigned long long>(c.sampled_out));
+            out += line;
+        }
         if (c.python_captures > 0) {
             std::snprintf(line, sizeof line,
                           "Python frames: found in %llu stacks (%.1f frames each on average), included in that cost\n",

@@ -74,7 +74,7 @@ public:
         return weight != 0 ? capture_now(weight) : 0;
     }
 
-    /// Sampling (GPUMEMPROF_SAMPLE): one_in <= 1 turns it off (the default). Allocations of
+    /// Sampling (GPUMEMPROF_STACK_SAMPLE): one_in <= 1 turns it off (the default). Allocations of
     /// `always_from` bytes or more always get a stack.
     void set_sampling(std::size_t always_from, std::uint32_t one_in) noexcept;
     std::uint32_t sample_one_in() const noexcept { return one_in_.load(std::memory_order_relaxed); }

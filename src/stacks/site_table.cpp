@@ -142,13 +142,16 @@ void SiteTable::collect(ReportData* out) const {
 void SiteTable::live_by_site(int device, std::vector<std::pair<StackId, std::int64_t>>* out) const {
     out->clear();
     std::vector<std::int64_t> by_site(sites_.size(), 0);
+    std::int64_t no_site = 0; // blocks sampling left without a stack: under stack 0
     live_.for_each([&](std::uint64_t, const Block& b) {
         if (b.device == device)
-            by_site[b.site] += static_cast<std::int64_t>(b.size);
+            (b.site == kNoSite ? no_site : by_site[b.site]) += static_cast<std::int64_t>(b.size);
     });
     for (std::size_t i = 0; i < by_site.size(); ++i)
         if (by_site[i] > 0)
             out->emplace_back(sites_[i].id, by_site[i]);
+    if (no_site > 0)
+        out->emplace_back(0, no_site);
 }
 
 } // namespace gpumemprof::stacks

@@ -131,6 +131,19 @@ template <int Options::*M> std::string show_int(const Options& o) {
     return std::to_string(o.*M);
 }
 
+template <long Options::*M, long Lo, long Hi> bool set_long(const char* v, Options& o) {
+    errno = 0;
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (errno || end == v || *end != '\0' || n < Lo || n > Hi)
+        return false;
+    o.*M = n;
+    return true;
+}
+template <long Options::*M> std::string show_long(const Options& o) {
+    return std::to_string(o.*M);
+}
+
 template <std::string Options::*M> bool set_string(const char* v, Options& o) {
     o.*M = v;
     return true;
@@ -200,6 +213,14 @@ constexpr OptionSpec kOptions[] = {
      "frames captured per allocation; `0` turns capture and call-site accounting off; changeable at runtime "
      "with `gpumemprof_set_stack_depth`",
      "expected an integer 0..256", set_int<&Options::stack_depth, 0, 256>, show_int<&Options::stack_depth>},
+    {"GPUMEMPROF_STACK_SAMPLE", "1", "`1`",
+     "unwind one in N of the allocations smaller than `GPUMEMPROF_STACK_SAMPLE_FROM` (each then counts N times "
+     "in its call site); totals, peaks and live blocks stay exact. `1`: every allocation",
+     "expected an integer 1..65536", set_int<&Options::stack_sample, 1, 65536>, show_int<&Options::stack_sample>},
+    {"GPUMEMPROF_STACK_SAMPLE_FROM", "1048576", "`1048576`",
+     "bytes (no suffix) from which every allocation is unwound while `GPUMEMPROF_STACK_SAMPLE` is above 1",
+     "expected a byte count 0..2^40", set_long<&Options::stack_sample_from, 0, (1L << 40)>,
+     show_long<&Options::stack_sample_from>},
     {"GPUMEMPROF_STACK_SKIP", nullptr, "`libgpumemprof,libcudart,libcuda.so,ld-linux,libdl`",
      "module-name substrings whose frames are dropped from the top of each stack",
      "a comma-separated list", set_optional<&Options::stack_skip>, show_optional<&Options::stack_skip>, true},

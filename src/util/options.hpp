@@ -15,10 +15,12 @@ namespace gpumemprof::util {
 /// The effective settings. The defaults live in the table (options.cpp), not here: a
 /// default-constructed Options is only a blank to apply them to (see default_options()).
 struct Options {
-    bool pool = true;       ///< GPUMEMPROF_POOL: false = observe only, no caching
-    std::string alloc_conf; ///< GPUMEMPROF_ALLOC_CONF (PYTORCH_CUDA_ALLOC_CONF syntax)
-    std::string output;     ///< GPUMEMPROF_OUTPUT: report path prefix; "" = no files
-    int stack_depth = 0;    ///< GPUMEMPROF_STACK_DEPTH: frames per stack, 0 = off
+    bool pool = true;           ///< GPUMEMPROF_POOL: false = observe only, no caching
+    std::string alloc_conf;     ///< GPUMEMPROF_ALLOC_CONF (PYTORCH_CUDA_ALLOC_CONF syntax)
+    std::string output;         ///< GPUMEMPROF_OUTPUT: report path prefix; "" = no files
+    int stack_depth = 0;        ///< GPUMEMPROF_STACK_DEPTH: frames per stack, 0 = off
+    int stack_sample = 1;       ///< GPUMEMPROF_STACK_SAMPLE: unwind 1 in N of the small allocations
+    long stack_sample_from = 0; ///< GPUMEMPROF_STACK_SAMPLE_FROM: bytes from which every one is unwound
     /// GPUMEMPROF_STACK_SKIP: module-name substrings dropped from the top of stacks; unset = the
     /// report's default (report::kDefaultStackSkip).
     std::optional<std::string> stack_skip;

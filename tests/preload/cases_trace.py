@@ -3,7 +3,7 @@
 loop, a device that trails the host."""
 import os
 
-from case_common import (MIB, Checker, stat, model_stat, run_prog, cli_replay, check_stats)
+from case_common import (MIB, Checker, stat, model_stat, run_prog, cli_replay, check_stats, report_text)
 from cases_pool import SEQUENCE_STATS
 
 
@@ -84,3 +84,32 @@ def case_trace_replay(args, tmp):
         c.eq("replay %s == the run's JSON" % key, stat(replay, key), stat(pre.report(), key))
         c.eq("replay %s (by hand)" % key, stat(replay, key), SEQUENCE_STATS[key])
     return c.finish([pre])
+
+
+def case_stack_sampling(args, tmp):
+    """GPUMEMPROF_STACK_SAMPLE=4: prog_trailing_loop makes 484 allocations, by hand: 4 parameters
+    and per step 8 x 24 MiB, 8 x 6.5 MiB, 8 x 96 KiB activations and 12 x 48 MiB, 12 x 3000 B
+    temporaries (10 steps): 284 of 1 MiB or more, each unwound, and 200 smaller, one in four
+    unwound and counted four times in its site. The device's own counts stay exact."""
+    c = Checker(args.case)
+    r = run_prog(args, tmp, "sampled", True, {"GPUMEMPROF_STACK_SAMPLE": "4",
+                                              "GPUMEMPROF_STACK_SAMPLE_FROM": str(1 * MIB)})
+    c.eq("exit code", r.rc, 0)
+    rep = r.report()
+    st = rep["stacks"]
+    c.eq("sampling 1 in 4", st.get("sample_one_in"), 4)
+    c.eq("every allocation of 1 MiB or more unwound", st.get("sample_always_from"), MIB)
+    c.eq("allocations counted by the device: exact", stat(rep, "allocation.all.allocated"), 484)
+    out = st.get("sampled_out", -1)
+    c.eq("unwound + left without a stack = every allocation", st.get("captures", 0) + out, 484)
+    # 200 draws of probability 3/4: 150 expected, standard deviation 6.1.
+    c.true("left without a stack: %s of the 200 small ones (about 150)" % out, 110 <= out <= 190)
+    # Sites mix sizes (one line allocates all three activations): their counts add up to the
+    # large blocks once each and the unwound small ones four times each.
+    c.eq("blocks counted in sites: 284 + 4 x the unwound small ones",
+         sum(s["total_count"] for s in rep["sites"]), 284 + 4 * (200 - out))
+    c.true("the .txt says stacks are sampled", "stacks sampled: 1 in 4" in report_text(r))
+    full = run_prog(args, tmp, "full", True, {})
+    fst = full.report()["stacks"]
+    c.eq("by default: no sampling", (fst.get("sample_one_in"), fst.get("sampled_out")), (1, 0))
+    return c.finish([r, full])

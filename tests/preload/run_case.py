@@ -20,7 +20,7 @@ from cases_pool import (case_bad_config, case_bad_free, case_capture, case_cross
                         case_device_reset, case_driver_direct, case_expandable, case_ipc, case_library_stream,
                         case_mem_get_info, case_oom, case_passthrough_kinds, case_pool_off, case_sequence)
 from cases_torch import case_torch_attach, case_torch_autograd, case_torch_trace  # noqa: E402
-from cases_trace import case_fenced_replay, case_trace_replay, case_trailing_device  # noqa: E402
+from cases_trace import case_fenced_replay, case_stack_sampling, case_trace_replay, case_trailing_device  # noqa: E402
 
 
 CASES = {
@@ -53,6 +53,7 @@ CASES = {
     "trace_replay": case_trace_replay,
     "fenced_replay": case_fenced_replay,
     "trailing_device": case_trailing_device,
+    "stack_sampling": case_stack_sampling,
     "expandable": case_expandable,
     "torch_attach": case_torch_attach,
     "torch_trace": case_torch_trace,

@@ -3,6 +3,8 @@
 // event sequences (expected values worked out in the comments).
 #include "stacks/site_table.hpp"
 
+#include <algorithm>
+
 #include <catch2/catch.hpp>
 
 using gpumemprof::stacks::SiteTable;
@@ -157,6 +159,13 @@ TEST_CASE("site table: sampled allocations count with their weight, unsampled on
     CHECK(s.total_bytes == 20096);
     CHECK(s.requested_bytes == 8 * 900 * 2 + 4096);
     CHECK(t.site(0).total_count == 0);
+    // Device accounting's split by site: real bytes, the unsampled block under stack 0.
+    std::vector<std::pair<gpumemprof::stacks::StackId, std::int64_t>> by_site;
+    t.live_by_site(0, &by_site);
+    std::sort(by_site.begin(), by_site.end());
+    REQUIRE(by_site.size() == 2);
+    CHECK(by_site[0] == std::pair<gpumemprof::stacks::StackId, std::int64_t>{0, 500});
+    CHECK(by_site[1] == std::pair<gpumemprof::stacks::StackId, std::int64_t>{7, 6096});
     // Frees take off what the block added.
     CHECK(t.on_free(0, 0x1000) == 7);
     CHECK(t.on_free(0, 0x4000) == 0);

@@ -146,10 +146,14 @@ TEST_CASE("a malformed value gets one warning naming it and keeps the default", 
              {"GPUMEMPROF_LOG", "loud"},
              {"GPUMEMPROF_REUSE", "sometimes"},
              {"GPUMEMPROF_MODEL", "2"},
-             {"GPUMEMPROF_MAX_WARNINGS", "-1"}});
+             {"GPUMEMPROF_MAX_WARNINGS", "-1"},
+             {"GPUMEMPROF_STACK_SAMPLE", "0"},
+             {"GPUMEMPROF_STACK_SAMPLE_FROM", "1M"}});
     std::string warnings;
     const Options o = read_options(&warnings);
     CHECK(o.pool);
+    CHECK(o.stack_sample == 1);
+    CHECK(o.stack_sample_from == 1048576);
     CHECK(o.stack_depth == 64);
     CHECK(o.dump_signal == SIGUSR2);
     CHECK(o.log_level == 2);
@@ -160,7 +164,9 @@ TEST_CASE("a malformed value gets one warning naming it and keeps the default", 
     int n = 0;
     for (std::string line; std::getline(in, line); ++n)
         CHECK(line.find("is not valid") != std::string::npos);
-    CHECK(n == 7);
+    CHECK(n == 9);
+    CHECK(warnings.find("GPUMEMPROF_STACK_SAMPLE_FROM=\"1M\" is not valid (expected a byte count 0..2^40); using the "
+                        "default 1048576\n") != std::string::npos);
     CHECK(warnings.find("GPUMEMPROF_POOL=\"maybe\" is not valid (expected 0 or 1); using the default 1\n") !=
           std::string::npos);
     CHECK(warnings.find("GPUMEMPROF_STACK_DEPTH=\"300\" is not valid (expected an integer 0..256); using the "
