@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
-"""A small DDP training run for the two-GPU check (multi_gpu_check.py): started by
-`torchrun --nproc_per_node=2`, NCCL backend, one GPU per rank. Deterministic (fixed seeds, fixed
+"""A small DDP (or, with DDP_MODE=fsdp2, FSDP2 `fully_shard`) training run for the two-GPU
+check (multi_gpu_check.py): started by `torchrun --nproc_per_node=2`, NCCL backend, one GPU per
+rank. Deterministic (fixed seeds, fixed
 data), so the losses with and without the preload can be compared number for number. Each rank
 prints one JSON line: its rank, device, losses, and PyTorch's own memory figures for its device."""
 import json
@@ -24,7 +25,14 @@ def main():
     torch.use_deterministic_algorithms(True, warn_only=True)
     model = nn.Sequential(nn.Linear(1024, 4096), nn.ReLU(), nn.Linear(4096, 4096), nn.ReLU(),
                           nn.Linear(4096, 10)).cuda(local)
-    ddp = DDP(model, device_ids=[local])
+    if os.environ.get("DDP_MODE") == "fsdp2":
+        from torch.distributed.fsdp import fully_shard
+        for layer in model:
+            if isinstance(layer, nn.Linear):
+                fully_shard(layer)
+        ddp = fully_shard(model)
+    else:
+        ddp = DDP(model, device_ids=[local])
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01, momentum=0.9)
     gen = torch.Generator(device="cpu").manual_seed(100 + rank)
     losses = []

@@ -1,15 +1,14 @@
 # SPDX-License-Identifier: MIT
 """Two-GPU checks (device kind nvidia-h200-x2), called from gpu_check.py (--only ddp,twodev):
 
-ddp:    `torchrun --nproc_per_node=2` DDP training (ddp_train.py, NCCL) with and without the
-        preload, per-rank reports via GPUMEMPROF_OUTPUT=...-%r-%p. Passes when both runs end within
-        the timeout with exit status 0, the losses are the same step for step, each rank wrote
-        one report whose pool figures are on its own device only and cover PyTorch's own segments
-        (report's peak allocated >= torch.cuda.max_memory_reserved of that rank). NCCL's own
-        allocations (cudaMalloc, cuMem*, IPC) are listed from the report (pass-through counters,
-        refused IPC handles) with every gpumemprof warning, so a fall-back is visible.
-        Run twice: NCCL's defaults (cuMem buffers) and NCCL_CUMEM_ENABLE=0 (cudaMalloc + legacy
-        IPC handles).
+ddp:    `torchrun --nproc_per_node=2` DDP and FSDP2 training (ddp_train.py, NCCL) with and without
+        the preload (PyTorch's allocator attached, the default), per-rank reports via
+        GPUMEMPROF_OUTPUT=...rank-%r-%p. Passes when both runs end within the timeout with exit
+        status 0, the losses are the same step for step, each rank wrote one report for its own
+        device, attached to PyTorch's allocator, whose reserved peak is that rank's
+        torch.cuda.max_memory_reserved(), with NCCL's own memory under NCCL in the device
+        accounting, and `gpumemprof merge` of the two names both ranks. Run with NCCL's defaults
+        (cuMem buffers) and, for DDP, NCCL_CUMEM_ENABLE=0 (cudaMalloc + legacy IPC handles).
 twodev: one process allocating on cuda:0 and cuda:1 (two_devices.py): one `devices` entry per
         device with exactly the bytes the program allocated there.
 """
@@ -72,11 +71,33 @@ def _run_ddp(lib, steps, env_extra, preload, timeout):
     return {"rc": rc, "ranks": ranks, "reports": _reports(out_dir), "stderr": se, "wall": wall, "dir": out_dir}
 
 
+def _nccl_bytes(dev):
+    """NCCL's share of a device's accounting (at its peak and at exit), by library."""
+    acc = dev.get("device_accounting") or {}
+    got = {}
+    for when, m in (("peak", acc), ("exit", acc.get("at_exit") or {})):
+        got[when] = sum(v for k, v in (m.get("by_library") or {}).items() if "nccl" in k.lower())
+    return got
+
+
+def _merge_ranks(cli, out_dir):
+    files = [os.path.join(out_dir, n) for n in sorted(os.listdir(out_dir)) if n.endswith(".json")]
+    if not cli or not files:
+        return []
+    m = subprocess.run([cli, "merge", "--json"] + files, capture_output=True, text=True, timeout=300)
+    try:
+        return sorted(r.get("rank") for r in json.loads(m.stdout).get("ranks", []))
+    except ValueError:
+        return []
+
+
 def check_ddp(record, lib, steps=30, timeout=900, artifacts=None):
     if _gpus() < 2:
         record("ddp_two_gpus", False, skipped="fewer than 2 GPUs here")
         return
-    for label, extra in (("nccl_defaults", {}), ("nccl_cumem_off", {"NCCL_CUMEM_ENABLE": "0"})):
+    cli = os.path.join(os.path.dirname(lib), "gpumemprof")
+    for label, extra in (("nccl_defaults", {}), ("nccl_cumem_off", {"NCCL_CUMEM_ENABLE": "0"}),
+                         ("fsdp2", {"DDP_MODE": "fsdp2"})):
         plain = _run_ddp(lib, steps, extra, False, timeout)
         prof = _run_ddp(lib, steps, extra, True, timeout)
         if artifacts:
@@ -101,22 +122,33 @@ def check_ddp(record, lib, steps=30, timeout=900, artifacts=None):
             for d in rep.get("devices", []):
                 for kind, c in (d.get("passthrough") or {}).items():
                     pt[kind] = pt.get(kind, 0) + c.get("calls", 0)
+            # Attached, a device has PyTorch's entry and, for other libraries' cudaMalloc, ours.
+            mine = [d for d in rep.get("devices", []) if d["device"] in used and d.get("allocator") == "pytorch"]
+            attached = len(mine) == 1
+            reserved = mine[0]["memory_stats"].get("reserved_bytes.all.peak", 0) if mine else 0
+            nccl = {}
+            for d in rep.get("devices", []):
+                if d["device"] in used and d.get("device_accounting"):
+                    for k, v in _nccl_bytes(d).items():
+                        nccl[k] = max(nccl.get(k, 0), v)
             entry = {"pid": rep.get("pid"), "devices_used": used, "rank": rank, "report_peak_allocated": peak,
-                     "torch_max_memory_reserved": torch_peak,
+                     "torch_max_memory_reserved": torch_peak, "attached": attached,
+                     "report_reserved_peak": reserved, "nccl_bytes": nccl,
                      "ipc_refused": sum(d.get("ipc_refused", 0) for d in rep.get("devices", [])),
                      "driver_errors": [d.get("driver_errors") for d in rep.get("devices", []) if d.get("driver_errors")],
                      "passthrough_calls": pt}
             per_rank.append(entry)
             reports_ok = reports_ok and len(used) == 1 and rank is not None and torch_peak is not None \
-                and peak >= torch_peak
+                and attached and reserved == torch_peak and nccl.get("peak", 0) > 0
         devices_distinct = len({tuple(e["devices_used"]) for e in per_rank}) == len(per_rank)
         warnings = [l for l in prof["stderr"].splitlines() if "gpumemprof:" in l][:20]
+        merged = _merge_ranks(cli, prof["dir"])
         ok = (plain["rc"] == 0 and prof["rc"] == 0 and diff is not None and diff <= 1e-6 and reports_ok
-              and devices_distinct)
+              and devices_distinct and merged == [0, 1])
         record("ddp_two_gpus_" + label, ok, rc_plain=plain["rc"], rc_preload=prof["rc"],
                steps=steps, max_loss_difference=diff, final_loss=(losses_prof[0] or [None])[-1],
                wall_plain_s=round(plain["wall"], 2), wall_preload_s=round(prof["wall"], 2),
-               reports=len(prof["reports"]), per_rank=per_rank,
+               reports=len(prof["reports"]), per_rank=per_rank, merged_ranks=merged,
                nccl=(prof["ranks"].get(0) or {}).get("nccl_version"), gpumemprof_warnings=warnings,
                stderr=(prof["stderr"][-1500:] if not ok else ""),
                stderr_plain=(plain["stderr"][-800:] if plain["rc"] != 0 else ""))
@@ -127,8 +159,7 @@ def check_two_devices(record, lib):
         record("one_process_two_devices", False, skipped="fewer than 2 GPUs here")
         return
     out_dir = tempfile.mkdtemp(prefix="gpumemprof-2dev-")
-    env = dict(os.environ, PYTORCH_NO_CUDA_MEMORY_CACHING="1", LD_PRELOAD=lib,
-               GPUMEMPROF_OUTPUT=os.path.join(out_dir, "prof-%p"))
+    env = dict(os.environ, LD_PRELOAD=lib, GPUMEMPROF_OUTPUT=os.path.join(out_dir, "prof-%p"))
     p = subprocess.run([sys.executable, os.path.join(HERE, "two_devices.py")], env=env, capture_output=True,
                        text=True, timeout=600)
     reps = _reports(out_dir)

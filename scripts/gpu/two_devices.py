@@ -1,8 +1,7 @@
 # SPDX-License-Identifier: MIT
-"""One process, two GPUs (multi_gpu_check.py): tensors on cuda:0 and cuda:1 with PyTorch's cache
-off (PYTORCH_NO_CUDA_MEMORY_CACHING=1), so each tensor is one cudaMalloc of its own size. Prints
-what was allocated on each device; the report must have one `devices` entry per device with
-exactly those figures."""
+"""One process, two GPUs (multi_gpu_check.py): tensors on cuda:0 and cuda:1 (sizes that PyTorch's
+allocator does not round), PyTorch's allocator attached. Prints what was allocated on each device;
+the report must have one `devices` entry per device with exactly those figures."""
 import json
 
 import torch
