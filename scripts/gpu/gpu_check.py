@@ -296,7 +296,8 @@ def check_torch_oom(lib, artifacts=None):
 def check_torch_html(lib, steps, artifacts=None):
     """The PyTorch loop's <prefix>.html and <prefix>.pickle (html_check.py): the page's data (time
     series peak = the pool's allocated peak), the page in headless Chromium when installed (no
-    script error, chart drawn, flame graph of the live bytes at the peak; screenshots kept), its
+    script error, chart drawn, the stacked views by kind and by the driver's buckets drawn, flame
+    graph of the live bytes at the peak; screenshots kept), its
     size and the time it took to build and write (GPUMEMPROF_LOG=info); the pickle read by
     torch.cuda._memory_viz."""
     import html_check
@@ -318,6 +319,11 @@ def check_torch_html(lib, steps, artifacts=None):
     if shown is not None:
         ok = ok and shown["ready"] and not shown["errors"] and not shown["console"] and \
             min(shown["chart_points"] or [0]) > 0 and shown["flame_boxes"] > 1
+        # A stacked view drawn for each device with kinds over time and each accounting series.
+        drawn = {k: sum(1 for c in shown["stacked"] if c["kind"] == k and c["points"] > 0)
+                 for k in ("kinds", "accounting")}
+        ok = ok and drawn["kinds"] == sum(1 for d in summary["devices"] if d["kind_points"]) and \
+            drawn["accounting"] == sum(1 for n in summary["accounting_readings"] if n)
     if artifacts:
         os.makedirs(artifacts, exist_ok=True)
         for f in pages + pickles:
