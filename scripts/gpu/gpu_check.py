@@ -288,7 +288,15 @@ def check_torch_oom(lib, artifacts=None):
           and first.get("message", "").startswith("CUDA out of memory. Tried to allocate 512.00 MiB")
           and any("empty" in f for f in frames) and bool(first.get("suggestion"))
           and out.get("allocated_before_oom") == expect)
+    # What the device held at the OOM: the driver's used figure split; the pool's allocated bucket
+    # holds the tensors made before it (whole 512 MiB segments).
+    split = first.get("device_accounting") or {}
+    pool_allocated = (split.get("buckets") or {}).get("gpumemprof's pool: allocated")
+    ok = ok and split.get("driver_used_bytes", 0) > 0 and expect is not None and pool_allocated == expect * (512 << 20)
     record("torch_oom_reported_and_survived", ok, rc=r["rc"], program=out, ooms=len(ooms),
+           oom_device_accounting=split, oom_unexplained_share=(split.get("unexplained_bytes", 0) /
+                                                               split["driver_used_bytes"]) if split.get(
+               "driver_used_bytes") else None,
            expected_tensors_before_oom=expect, message=first.get("message"), suggestion=first.get("suggestion"),
            allowed=first.get("allowed"), innermost_frames=frames[-4:], stderr=r["stderr"][-600:] if not ok else "")
 
