@@ -288,7 +288,15 @@ def check_torch_oom(lib, artifacts=None):
           and first.get("message", "").startswith("CUDA out of memory. Tried to allocate 512.00 MiB")
           and any("empty" in f for f in frames) and bool(first.get("suggestion"))
           and out.get("allocated_before_oom") == expect)
+    # What the device held at the OOM: the driver's used figure split; the pool's allocated bucket
+    # holds the tensors made before it (whole 512 MiB segments).
+    split = first.get("device_accounting") or {}
+    pool_allocated = (split.get("buckets") or {}).get("gpumemprof's pool: allocated")
+    ok = ok and split.get("driver_used_bytes", 0) > 0 and expect is not None and pool_allocated == expect * (512 << 20)
     record("torch_oom_reported_and_survived", ok, rc=r["rc"], program=out, ooms=len(ooms),
+           oom_device_accounting=split, oom_unexplained_share=(split.get("unexplained_bytes", 0) /
+                                                               split["driver_used_bytes"]) if split.get(
+               "driver_used_bytes") else None,
            expected_tensors_before_oom=expect, message=first.get("message"), suggestion=first.get("suggestion"),
            allowed=first.get("allowed"), innermost_frames=frames[-4:], stderr=r["stderr"][-600:] if not ok else "")
 
@@ -296,7 +304,8 @@ def check_torch_oom(lib, artifacts=None):
 def check_torch_html(lib, steps, artifacts=None):
     """The PyTorch loop's <prefix>.html and <prefix>.pickle (html_check.py): the page's data (time
     series peak = the pool's allocated peak), the page in headless Chromium when installed (no
-    script error, chart drawn, flame graph of the live bytes at the peak; screenshots kept), its
+    script error, chart drawn, the stacked views by kind and by the driver's buckets drawn, flame
+    graph of the live bytes at the peak; screenshots kept), its
     size and the time it took to build and write (GPUMEMPROF_LOG=info); the pickle read by
     torch.cuda._memory_viz."""
     import html_check
@@ -318,6 +327,11 @@ def check_torch_html(lib, steps, artifacts=None):
     if shown is not None:
         ok = ok and shown["ready"] and not shown["errors"] and not shown["console"] and \
             min(shown["chart_points"] or [0]) > 0 and shown["flame_boxes"] > 1
+        # A stacked view drawn for each device with kinds over time and each accounting series.
+        drawn = {k: sum(1 for c in shown["stacked"] if c["kind"] == k and c["points"] > 0)
+                 for k in ("kinds", "accounting")}
+        ok = ok and drawn["kinds"] == sum(1 for d in summary["devices"] if d["kind_points"]) and \
+            drawn["accounting"] == sum(1 for n in summary["accounting_readings"] if n)
     if artifacts:
         os.makedirs(artifacts, exist_ok=True)
         for f in pages + pickles:

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """GPU check helpers for the HTML report and the PyTorch snapshot (<prefix>.html, <prefix>.pickle)
 of a real run: read the page's data, open it in headless Chromium when the machine has one
-(screenshots of the timeline and the flame graph), and load the pickle with PyTorch's own
+(screenshots of the timeline, the flame graph and the stacked views by kind and by the driver's
+buckets), and load the pickle with PyTorch's own
 torch.cuda._memory_viz. Used by gpu_check.py (check "html"); runnable alone:
     python3 html_check.py REPORT.html [REPORT.pickle] [OUT_DIR]"""
 import html.parser
@@ -31,7 +32,10 @@ def page_data(path):
                      "peak_allocated": d["peak"]["allocated"], "peak_allocated_s": d["peak"]["allocated_t"] / 1e9,
                      "stats_allocated_peak": d["memory_stats"]["allocated_bytes.all.peak"],
                      "events_kept": len(d["events"]["t"]), "events_overwritten": d["events"]["overwritten"],
-                     "markers": len(d["markers"])} for d in devs],
+                     "markers": len(d["markers"]),
+                     "kind_points": len(d["kinds"]["t"]) if d.get("kinds") else 0} for d in devs],
+        "accounting_readings": [len(a["t"]) for a in data.get("accounting", [])],
+        "oom_splits": sum(1 for o in data.get("ooms", []) if o.get("accounting") or o.get("kinds")),
     }
 
 
@@ -67,7 +71,8 @@ def browser(path, out_dir):
     try:
         p = subprocess.run(common + ["--enable-logging=stderr", "--v=0", "--dump-dom", url],
                            capture_output=True, text=True, timeout=300)
-        for name, frag in (("timeline", ""), ("flamegraph", "#view=sec-flame")):
+        for name, frag in (("timeline", ""), ("flamegraph", "#view=sec-flame"), ("kinds", "#view=sec-kinds"),
+                           ("accounting", "#view=sec-accounting")):
             shot = os.path.join(out_dir, "torch-report-%s.png" % name)
             subprocess.run(common + ["--screenshot=" + shot, url + frag], capture_output=True, timeout=300)
             res[name + "_png"] = shot if os.path.exists(shot) else None
@@ -77,6 +82,7 @@ def browser(path, out_dir):
     a.feed(p.stdout)
     body = [at for tag, at in a.found if tag == "body"]
     charts = [at for tag, at in a.found if "chart" in at.get("class", "").split()]
+    stacked = [at for tag, at in a.found if "stacked-chart" in at.get("class", "").split()]
     boxes = [at for tag, at in a.found if "fg" in at.get("class", "").split()]
     errors = re.search(r'<ul id="errors"[^>]*>(.*?)</ul>', p.stdout, re.S)
     res.update({
@@ -85,6 +91,10 @@ def browser(path, out_dir):
         "errors": re.sub("<[^>]+>", " ", errors.group(1)).strip() if errors else "no errors element",
         "console": [l for l in p.stderr.splitlines() if ":CONSOLE(" in l][:5],
         "chart_points": [int(c.get("data-points", 0)) for c in charts],
+        # The stacked views (by kind, by the driver's buckets): points drawn, highest stack.
+        "stacked": [{"kind": c.get("data-kind"), "device": c.get("data-device"), "points": int(c.get("data-points", 0)),
+                     "peak_total": int(c.get("data-peak-total", 0)), "layers": int(c.get("data-layers", 0))}
+                    for c in stacked],
         "flame_boxes": len(boxes),
         "flame_root_bytes": next((int(b["data-bytes"]) for b in boxes if b.get("data-label") == "all"), None),
     })

@@ -33,7 +33,7 @@ bool DeviceAccounting::due(int device, std::int64_t accounted) const {
         return true;
     const std::int64_t last = it->second.last_accounted;
     const std::int64_t step = std::max<std::int64_t>(4 << 20, last / 100);
-    return accounted >= last + step;
+    return accounted >= last + step || accounted <= last - step;
 }
 
 void DeviceAccounting::add(int device, AccountingReading r) {
@@ -58,12 +58,19 @@ void DeviceAccounting::add(int device, AccountingReading r) {
 void DeviceAccounting::set_exit(int device, AccountingReading r) {
     std::lock_guard lock(mutex_);
     Device& d = devices_[device];
-    d.exit = r;
-    d.has_exit = true;
     if (!d.has_peak || r.driver_used > d.peak.driver_used) {
         d.peak = r;
         d.has_peak = true;
     }
+    d.exit = r;
+    d.has_exit = true;
+    // The history ends at exit (one exit reading: a second replaces the first).
+    r.pool_sites.clear();
+    if (d.exit_in_history && !d.history.empty())
+        d.history.back() = std::move(r);
+    else
+        d.history.push_back(std::move(r)); // add() keeps at most kMaxHistory before it
+    d.exit_in_history = true;
 }
 
 std::map<int, DeviceAccounting::Device> DeviceAccounting::snapshot() const {
@@ -71,9 +78,21 @@ std::map<int, DeviceAccounting::Device> DeviceAccounting::snapshot() const {
     return devices_;
 }
 
+void DeviceAccounting::add_oom(report::OomSplit s) {
+    std::lock_guard lock(mutex_);
+    if (ooms_.size() < kMaxOomSplits)
+        ooms_.push_back(std::move(s));
+}
+
+std::vector<report::OomSplit> DeviceAccounting::oom_splits() const {
+    std::lock_guard lock(mutex_);
+    return ooms_;
+}
+
 void DeviceAccounting::clear() {
     std::lock_guard lock(mutex_);
     devices_.clear();
+    ooms_.clear();
 }
 
 } // namespace gpumemprof::core

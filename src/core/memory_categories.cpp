@@ -56,8 +56,8 @@ void MemoryCategories::phase_begins(Phase p) {
     phase_ = p;
 }
 
-void MemoryCategories::on_alloc(std::uintptr_t ptr, std::int64_t bytes, stacks::StackId site, bool backward,
-                                bool accumulate_grad, bool private_pool, const SiteTraits& traits) {
+void MemoryCategories::on_alloc(std::int64_t t_ns, std::uintptr_t ptr, std::int64_t bytes, stacks::StackId site,
+                                bool backward, bool accumulate_grad, bool private_pool, const SiteTraits& traits) {
     try {
         std::lock_guard lock(mutex_);
         const Phase phase = backward ? Phase::backward : traits.optimizer ? Phase::optimizer : Phase::forward;
@@ -90,11 +90,12 @@ void MemoryCategories::on_alloc(std::uintptr_t ptr, std::int64_t bytes, stacks::
             peak_total_ = total_;
             at_peak_ = now_;
         }
+        timeline_.change(t_ns, now_);
     } catch (...) {
     }
 }
 
-void MemoryCategories::on_free(std::uintptr_t ptr, bool in_backward) {
+void MemoryCategories::on_free(std::int64_t t_ns, std::uintptr_t ptr, bool in_backward) {
     try {
         std::lock_guard lock(mutex_);
         auto it = live_.find(ptr);
@@ -108,8 +109,14 @@ void MemoryCategories::on_free(std::uintptr_t ptr, bool in_backward) {
         s.bytes[static_cast<int>(b.kind)] -= b.bytes;
         total_ -= b.bytes;
         live_.erase(it);
+        timeline_.change(t_ns, now_);
     } catch (...) {
     }
+}
+
+KindBytes MemoryCategories::live_now() const {
+    std::lock_guard lock(mutex_);
+    return now_;
 }
 
 MemoryCategories::Summary MemoryCategories::summary() const {
@@ -118,6 +125,7 @@ MemoryCategories::Summary MemoryCategories::summary() const {
     out.now = now_;
     out.at_peak = at_peak_;
     out.peak_total = peak_total_;
+    out.timeline = timeline_.data();
     for (const auto& [site, s] : sites_) {
         // The kind most of the site's blocks have had (bytes ever placed there, as a tally of
         // the current placement would miss freed sites).

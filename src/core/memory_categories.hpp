@@ -18,6 +18,7 @@
 // phase.
 #pragma once
 
+#include "core/kind_timeline.hpp"
 #include "stacks/trace_tree.hpp"
 
 #include <array>
@@ -41,6 +42,7 @@ enum class MemoryKind : std::uint8_t {
     count
 };
 inline constexpr int kMemoryKinds = static_cast<int>(MemoryKind::count);
+static_assert(kMemoryKinds == kTimelineKinds);
 const char* memory_kind_name(MemoryKind k);
 
 /// Which rule placed a block (the numbers above).
@@ -69,18 +71,23 @@ public:
         bool library = false;   ///< a workspace function of a library
     };
 
-    /// A block PyTorch handed out. `backward`: autograd was evaluating a node (`accumulate_grad`:
-    /// that node); `private_pool`: into a private pool; `traits`: its site's.
-    void on_alloc(std::uintptr_t ptr, std::int64_t bytes, stacks::StackId site, bool backward, bool accumulate_grad,
-                  bool private_pool, const SiteTraits& traits);
+    /// A block PyTorch handed out at `t_ns` (since the profiler started). `backward`: autograd was
+    /// evaluating a node (`accumulate_grad`: that node); `private_pool`: into a private pool;
+    /// `traits`: its site's.
+    void on_alloc(std::int64_t t_ns, std::uintptr_t ptr, std::int64_t bytes, stacks::StackId site, bool backward,
+                  bool accumulate_grad, bool private_pool, const SiteTraits& traits);
     /// The program freed it; `in_backward`: while autograd was evaluating a node.
-    void on_free(std::uintptr_t ptr, bool in_backward);
+    void on_free(std::int64_t t_ns, std::uintptr_t ptr, bool in_backward);
+
+    /// Live bytes by kind now (an OOM's report).
+    KindBytes live_now() const;
 
     struct Summary {
         KindBytes now{}, at_peak{};
         std::int64_t peak_total = 0;
         /// Each site's kind (the kind of most of its bytes) and the rule that placed it.
         std::vector<std::pair<stacks::StackId, std::pair<MemoryKind, KindRule>>> sites;
+        KindTimelineData timeline; ///< live bytes by kind over time
     };
     Summary summary() const;
 
@@ -110,6 +117,7 @@ private:
     Phase phase_ = Phase::forward;
     KindBytes now_{}, at_peak_{};
     std::int64_t total_ = 0, peak_total_ = 0;
+    KindTimeline timeline_;
 };
 
 } // namespace gpumemprof::core

@@ -125,6 +125,7 @@ void PoolEvents::device_memory_acquired(trace::EventType type, stats::PoolAction
 
 void PoolEvents::device_memory_released(trace::EventType type, stats::PoolAction action, std::uintptr_t ptr,
                                         std::size_t size) {
+    note_device_memory_released(device_);
     emit(trace_, type, device_, ptr, size, size, 0, 0, 0, origin());
     remember(action, ptr, size, size, 0, 0, stats::Series::reserved, -static_cast<std::int64_t>(size));
 }
@@ -193,7 +194,8 @@ void PoolEvents::on_segment_unmap(std::uintptr_t ptr, std::size_t size) {
 void PoolEvents::on_oom(const pool::OomInfo& info) {
     std::string suggestion = report::oom_suggestion(info, conf_);
     log::warn("{} (request: {} bytes) Suggestion: {}", report::oom_message(device_, info), info.requested, suggestion);
-    stacks::Recorder::instance().on_oom(device_, info, t_request_stack, suggestion);
+    note_oom(device_, stacks::Recorder::instance().on_oom(device_, info, t_request_stack, suggestion), info.device_free,
+             info.device_total);
     OomNotices::instance().add(OomNotice{device_, static_cast<std::int64_t>(info.requested), info.allocated,
                                          static_cast<std::int64_t>(info.device_free)});
     emit(trace_, trace::EventType::oom, device_, 0, info.requested, info.allocation_size, t_request_stack,

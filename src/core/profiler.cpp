@@ -746,6 +746,7 @@ report::ReportInput Profiler::snapshot(const std::string& prefix) const {
         a.history = std::move(d.history);
         in.accounting.push_back(std::move(a));
     }
+    in.oom_splits = accounting_.oom_splits();
     in.rank = util::rank_info();
     in.steps = steps_.marks(&in.steps_dropped);
     auto lock = pools_.lock();

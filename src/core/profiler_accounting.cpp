@@ -20,6 +20,17 @@ namespace {
 // Set by a pool or mirror (under its lock) when it obtained device memory; the caller takes a
 // reading once that lock is released.
 thread_local int t_acquired_device __attribute__((tls_model("initial-exec"))) = -1;
+// The same when it gave memory back; held while the caller says the driver has not freed it yet.
+thread_local int t_released_device __attribute__((tls_model("initial-exec"))) = -1;
+thread_local bool t_hold_release __attribute__((tls_model("initial-exec"))) = false;
+
+// Set by a pool or mirror (under its lock) at an OOM: split once that lock is released.
+struct PendingOom {
+    std::uint64_t seq = 0; // 0: none
+    int device = 0;
+    std::size_t device_free = 0, device_total = 0;
+};
+thread_local PendingOom t_oom __attribute__((tls_model("initial-exec")));
 
 // At exit the exiting thread may have been interrupted (exit() from a signal handler) inside
 // the driver, holding its locks: the readings are taken on a thread of their own, waited for
@@ -50,6 +61,19 @@ void note_device_memory_acquired(int device) noexcept {
     t_acquired_device = device;
 }
 
+void note_device_memory_released(int device) noexcept {
+    t_released_device = device;
+}
+
+void hold_release_readings() noexcept {
+    t_hold_release = true;
+}
+
+void note_oom(int device, std::uint64_t seq, std::size_t device_free, std::size_t device_total) noexcept {
+    if (seq != 0)
+        t_oom = PendingOom{seq, device, device_free, device_total};
+}
+
 void Profiler::accounting_baseline(const DriverApi& api, int device) noexcept {
     if (accounting_.has_baseline(device) || process_exiting())
         return;
@@ -66,10 +90,51 @@ void Profiler::accounting_baseline(const DriverApi& api, int device) noexcept {
 }
 
 void Profiler::account_if_acquired(const DriverApi& api) noexcept {
-    const int device = t_acquired_device;
+    if (t_oom.seq != 0) {
+        // What the device held at the OOM: the buckets as a reading splits them (the driver's
+        // figure read now, just after the failure, or the pool's when the driver may not be
+        // asked) and PyTorch's live blocks by kind.
+        const PendingOom o = t_oom;
+        t_oom = {};
+        try {
+            report::OomSplit split;
+            split.oom = o.seq;
+            split.device = o.device;
+            AccountingReading& r = split.accounting;
+            accounting_buckets(o.device, &r);
+            const bool capturing = streams_.captures.load(std::memory_order_acquire) > 0;
+            if (!process_exiting() && !capturing && read_driver_used(api, o.device, &r)) {
+                split.has_accounting = true;
+            } else if (o.device_total > 0) {
+                r.driver_used = static_cast<std::int64_t>(o.device_total - o.device_free);
+                r.driver_total = static_cast<std::int64_t>(o.device_total);
+                r.t_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_)
+                             .count();
+                split.has_accounting = true;
+            }
+            if (split.has_accounting)
+                r.pool_sites = stacks::Recorder::instance().live_by_site(o.device);
+            if (o.device >= 0 && o.device < kMaxTorchDevices)
+                if (PoolSlot* s = torch_slots_[o.device].load(std::memory_order_acquire);
+                    s && s->torch_ready.load(std::memory_order_acquire) && s->categories) {
+                    const KindBytes k = s->categories->live_now();
+                    for (int i = 0; i < kMemoryKinds; ++i)
+                        split.kinds.emplace_back(memory_kind_name(static_cast<MemoryKind>(i)), k[i]);
+                }
+            accounting_.add_oom(std::move(split));
+        } catch (...) {
+        }
+    }
+    int device = t_acquired_device;
+    t_acquired_device = -1;
+    if (!t_hold_release) {
+        if (device < 0)
+            device = t_released_device;
+        t_released_device = -1;
+    }
+    t_hold_release = false;
     if (device < 0)
         return;
-    t_acquired_device = -1;
     if (process_exiting() || streams_.captures.load(std::memory_order_acquire) > 0)
         return; // no driver call of ours may join a stream capture
     try {

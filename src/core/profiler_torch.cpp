@@ -18,6 +18,7 @@
 #include <dlfcn.h>
 #include <link.h>
 
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
@@ -182,6 +183,10 @@ void Profiler::torch_event(const TorchEvent& ev) noexcept {
         if (!s)
             return;
         pool::TorchMirror& m = *s->torch;
+        const auto since_start = [this] {
+            return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_)
+                .count();
+        };
         set_event_origin(ev.stream, {ev.pool.first, ev.pool.second});
         switch (ev.action) {
         case TorchAction::segment_alloc:
@@ -207,17 +212,24 @@ void Profiler::torch_event(const TorchEvent& ev) noexcept {
             m.alloc(ev.addr, ev.size, ev.stream, ev.pool);
             set_current_request_stack(0);
             const pool::Lookup l = m.lookup(ev.addr);
-            s->categories->on_alloc(ev.addr, static_cast<std::int64_t>(l.block_size), id, node.present,
+            s->categories->on_alloc(since_start(), ev.addr, static_cast<std::int64_t>(l.block_size), id, node.present,
                                     node.accumulate_grad, !ev.pool.is_default(), site_traits(id));
             break;
         }
         case TorchAction::free_requested:
-            s->categories->on_free(ev.addr, autograd_.current().present);
+            s->categories->on_free(since_start(), ev.addr, autograd_.current().present);
             m.free_requested(ev.addr);
             break;
         case TorchAction::free_completed: m.free_completed(ev.addr); break;
-        case TorchAction::segment_free: m.segment_free(ev.addr, ev.size); break;
-        case TorchAction::segment_unmap: m.segment_unmap(ev.addr, ev.size); break;
+        // PyTorch reports these before it gives the memory back: the reading waits for its next event.
+        case TorchAction::segment_free:
+            m.segment_free(ev.addr, ev.size);
+            hold_release_readings();
+            break;
+        case TorchAction::segment_unmap:
+            m.segment_unmap(ev.addr, ev.size);
+            hold_release_readings();
+            break;
         case TorchAction::oom:
             set_current_request_stack(capture_stack());
             m.oom(ev.addr, ev.size, ev.stream);
@@ -324,6 +336,12 @@ report::DeviceSummary Profiler::torch_summary(const PoolSlot& s) const {
             d.kinds_at_peak.emplace_back(name, k.at_peak[i]);
             d.kinds_now.emplace_back(name, k.now[i]);
         }
+        for (const KindPoint& p : k.timeline.points) {
+            d.kind_t_ns.push_back(p.t_ns);
+            d.kind_points.emplace_back(p.bytes.begin(), p.bytes.end());
+        }
+        d.kind_changes = k.timeline.changes;
+        d.kind_slot_ns = k.timeline.slot_ns;
         for (const auto& [site, kr] : k.sites)
             d.site_kinds.push_back({site, memory_kind_name(kr.first), kind_rule_text(kr.second)});
         d.backward_matched = static_cast<std::int64_t>(autograd_.matched());

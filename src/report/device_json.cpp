@@ -11,6 +11,25 @@ void write_reserved_peak(util::JsonWriter& w, const pool::ReservedPeak& p) {
     w.end_object();
 }
 
+void write_kind_timeline(util::JsonWriter& w, const DeviceSummary& d) {
+    w.key("timeline").begin_object();
+    w.field("changes", d.kind_changes);
+    w.field("slot_ns", d.kind_slot_ns);
+    w.key("t_ns").begin_array();
+    for (std::int64_t t : d.kind_t_ns)
+        w.value(t);
+    w.end_array();
+    w.key("bytes").begin_object();
+    for (std::size_t k = 0; k < d.kinds_at_peak.size(); ++k) {
+        w.key(d.kinds_at_peak[k].first).begin_array();
+        for (const std::vector<std::int64_t>& p : d.kind_points)
+            w.value(k < p.size() ? p[k] : 0);
+        w.end_array();
+    }
+    w.end_object();
+    w.end_object();
+}
+
 void write_allocator(util::JsonWriter& w, const DeviceSummary& d) {
     w.field("allocator", d.allocator);
     if (d.allocator != "pytorch")
@@ -43,6 +62,7 @@ void write_allocator(util::JsonWriter& w, const DeviceSummary& d) {
             w.field(kind, bytes);
         w.end_object();
     }
+    write_kind_timeline(w, d);
     w.end_object();
     w.key("backward_attribution").begin_object();
     w.field("to_forward_line", d.backward_matched);

@@ -19,4 +19,8 @@ void write_allocator(util::JsonWriter& w, const DeviceSummary& d);
 
 void write_model(util::JsonWriter& w, const char* key, const DeviceSummary& d);
 
+/// "timeline": {"changes", "slot_ns", "t_ns": [...], "bytes": {kind: [...]}}, PyTorch's live
+/// bytes by kind over time (DeviceSummary::kind_points), for "memory_kinds" and the HTML.
+void write_kind_timeline(util::JsonWriter& w, const DeviceSummary& d);
+
 } // namespace gpumemprof::report

@@ -4,11 +4,18 @@
 //   sites:   [[frame indices root first], live, total, total_count, acquired, peak_live,
 //             peak_acquired, live_count, peak_live_count]                       merged call sites
 //   devices: [{device, context, capacity, memory_stats, at_reserved_peak, model?, series,
-//              markers, peak, events, live_end}]
-//   ooms, capture, meta
+//              markers, peak, events, live_end, kinds?}]
+//            kinds: {names, t, bytes: [[bytes of kind k at each t], ...], changes, slot_ns}
+//            (PyTorch's live blocks by kind of memory over time)
+//   accounting: [{device, total, t, used, names, bytes: [[bucket b at each t], ...]}]
+//            (the driver's used figure split into buckets at each reading)
+//   ooms: [{device, requested, message, suggestion, frames, accounting?: {used, total,
+//           buckets: [[name, bytes], ...], unexplained}, kinds?: [[name, bytes], ...]}]
+//   capture, meta
 // Times are nanoseconds since the process started.
 #include "report/html_report.hpp"
 
+#include "report/accounting_report.hpp"
 #include "report/device_json.hpp"
 #include "report/frame_filter.hpp"
 #include "report/html_template.hpp"
@@ -150,6 +157,8 @@ void write_series(util::JsonWriter& w, const stats::SeriesData& s) {
     w.field("markers_dropped", s.markers_dropped);
 }
 
+void write_kinds(util::JsonWriter& w, const DeviceSummary& d);
+
 void write_device(util::JsonWriter& w, const DeviceSummary& d, std::size_t context, const StackReport& r) {
     // StackId -> index of the merged site + 1 (0: no site).
     auto site_of = [&](stacks::StackId id) -> std::uint64_t {
@@ -196,7 +205,87 @@ void write_device(util::JsonWriter& w, const DeviceSummary& d, std::size_t conte
         w.end_array();
     }
     w.end_array();
+    if (!d.kind_t_ns.empty())
+        write_kinds(w, d);
     w.end_object();
+}
+
+void write_kinds(util::JsonWriter& w, const DeviceSummary& d) {
+    w.key("kinds").begin_object();
+    w.key("names").begin_array();
+    for (const auto& k : d.kinds_at_peak)
+        w.value(k.first);
+    w.end_array();
+    w.key("t").begin_array();
+    for (std::int64_t t : d.kind_t_ns)
+        w.value(t);
+    w.end_array();
+    w.key("bytes").begin_array();
+    for (std::size_t k = 0; k < d.kinds_at_peak.size(); ++k) {
+        w.begin_array();
+        for (const std::vector<std::int64_t>& p : d.kind_points)
+            w.value(k < p.size() ? p[k] : 0);
+        w.end_array();
+    }
+    w.end_array();
+    w.field("changes", d.kind_changes);
+    w.field("slot_ns", d.kind_slot_ns);
+    w.end_object();
+}
+
+void write_accounting(util::JsonWriter& w, const DeviceAccountingSummary& a) {
+    w.begin_object();
+    w.field("device", a.device);
+    w.field("total", a.has_peak ? a.peak.driver_total : 0);
+    auto column = [&](const char* name, auto get) {
+        w.key(name).begin_array();
+        for (const AccountingMoment& m : a.history)
+            w.value(get(m));
+        w.end_array();
+    };
+    column("t", [](const AccountingMoment& m) { return m.t_ns; });
+    column("used", [](const AccountingMoment& m) { return m.driver_used; });
+    const AccountingColumns c = accounting_columns(a.history);
+    w.key("names").begin_array();
+    for (const std::string& n : c.names)
+        w.value(n);
+    w.end_array();
+    w.key("bytes").begin_array();
+    for (const std::vector<std::int64_t>& col : c.columns) {
+        w.begin_array();
+        for (std::int64_t v : col)
+            w.value(v);
+        w.end_array();
+    }
+    w.end_array();
+    w.end_object();
+}
+
+void write_oom_split(util::JsonWriter& w, const OomSplit& s) {
+    if (s.has_accounting) {
+        const AccountingMoment& m = s.accounting;
+        w.key("accounting").begin_object();
+        w.field("used", m.driver_used);
+        w.field("total", m.driver_total);
+        w.key("buckets").begin_array();
+        for (const auto& [name, bytes] : m.buckets) {
+            w.begin_array();
+            w.value(name).value(bytes);
+            w.end_array();
+        }
+        w.end_array();
+        w.field("unexplained", m.unexplained());
+        w.end_object();
+    }
+    if (!s.kinds.empty()) {
+        w.key("kinds").begin_array();
+        for (const auto& [name, bytes] : s.kinds) {
+            w.begin_array();
+            w.value(name).value(bytes);
+            w.end_array();
+        }
+        w.end_array();
+    }
 }
 
 } // namespace
@@ -237,6 +326,10 @@ bool write_html_data(util::OutputSink& out, const ReportInput& in, const StackRe
     for (const DeviceSummary& d : in.devices)
         write_device(w, d, contexts[d.device]++, r);
     w.end_array();
+    w.key("accounting").begin_array();
+    for (const DeviceAccountingSummary& a : in.accounting)
+        write_accounting(w, a);
+    w.end_array();
 
     w.key("ooms").begin_array();
     for (const ResolvedOom& o : res.ooms) {
@@ -247,6 +340,8 @@ bool write_html_data(util::OutputSink& out, const ReportInput& in, const StackRe
         w.field("requested", static_cast<std::uint64_t>(o.record->info.requested));
         w.field("message", oom_message(o.record->device, o.record->info));
         w.field("suggestion", o.suggestion);
+        if (const OomSplit* split = find_oom_split(in, o.record->seq))
+            write_oom_split(w, *split);
         w.key("frames");
         write_frames(w, table, res, o.stack, buf);
         w.end_object();

@@ -6,6 +6,7 @@
 
 #include <unordered_map>
 
+#include "report/accounting_report.hpp"
 #include "report/oom_advice.hpp"
 
 #include <algorithm>
@@ -142,6 +143,8 @@ void json_sections(util::JsonWriter& w, const ReportInput& in, const stacks::Rep
         w.field("status", rec.info.status);
         w.field("message", oom_message(rec.device, rec.info));
         w.field("suggestion", o.suggestion);
+        if (const OomSplit* split = find_oom_split(in, rec.seq))
+            write_oom_split_json(w, *split, r);
         w.key("frames");
         stack_json(w, r, o.stack, buf);
         w.end_object();

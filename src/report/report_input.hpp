@@ -62,6 +62,12 @@ struct DeviceSummary {
         std::string kind, rule;
     };
     std::vector<SiteKind> site_kinds;
+    /// The same over time (core/kind_timeline.hpp): at kind_t_ns[i] (since the profiler started)
+    /// kind_points[i][k] bytes were live of the kind named kinds_at_peak[k].first.
+    std::vector<std::int64_t> kind_t_ns;
+    std::vector<std::vector<std::int64_t>> kind_points;
+    std::uint64_t kind_changes = 0; ///< changes seen in all
+    std::int64_t kind_slot_ns = 0;  ///< 0: every change far enough from the last point is a point
     /// Backward allocations charged to their forward line, and those whose forward op was unseen.
     std::int64_t backward_matched = 0, backward_unmatched = 0;
     /// PyTorch's own statistics read at exit, and ours at that moment (pytorch, when read).
@@ -112,6 +118,16 @@ struct DeviceAccountingSummary {
     AccountingMoment peak, exit;
     int readings = 0;
     std::vector<AccountingMoment> history; ///< buckets only, bounded
+};
+
+/// What a device held at an OOM: the driver's used figure split as the accounting splits it, and
+/// PyTorch's live blocks by kind. Matched to the OOM's record by its number (stacks::OomRecord::seq).
+struct OomSplit {
+    std::uint64_t oom = 0;
+    int device = 0;
+    bool has_accounting = false; ///< false: the driver's figure could not be read then
+    AccountingMoment accounting;
+    std::vector<std::pair<std::string, std::int64_t>> kinds; ///< empty: PyTorch's allocator not attached
 };
 
 /// GPUMEMPROF_REUSE and what became of reuse at once (JSON "reuse", a line of the .txt).
@@ -188,6 +204,8 @@ struct ReportInput {
     std::vector<std::string> framework_env;
     /// Where each device's memory went (the driver's used figure, split).
     std::vector<DeviceAccountingSummary> accounting;
+    /// What each device held at each OOM (the first kMaxOomSplits), in the order of the OOMs.
+    std::vector<OomSplit> oom_splits;
 };
 
 } // namespace gpumemprof::report

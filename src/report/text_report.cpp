@@ -4,6 +4,7 @@
 
 #include "pool/alloc_conf.hpp"
 
+#include "report/accounting_report.hpp"
 #include "report/frame_filter.hpp"
 #include "report/line_profile.hpp"
 #include "report/oom_advice.hpp"
@@ -453,7 +454,7 @@ void leak_section(util::BufferedOut& out, const ResolvedReport& r, const FrameFi
            "and ELF destructors of the program and its libraries (frees made there are seen).\n";
 }
 
-void oom_section(util::BufferedOut& out, const ResolvedReport& r, const FrameFilter& filter) {
+void oom_section(util::BufferedOut& out, const ReportInput& in, const ResolvedReport& r, const FrameFilter& filter) {
     heading(out, "Out-of-memory events");
     if (r.ooms.empty())
         out += "(none)\n";
@@ -463,6 +464,8 @@ void oom_section(util::BufferedOut& out, const ResolvedReport& r, const FrameFil
         out += "OOM #" + std::to_string(++k) + " on device " + std::to_string(rec.device) + ": request of " +
                util::torch_size_exact(static_cast<std::int64_t>(rec.info.requested)) + "\n";
         out += "  " + oom_message(rec.device, rec.info) + "\n";
+        if (const OomSplit* split = find_oom_split(in, rec.seq))
+            out += oom_split_text(*split, r);
         out += "  stack:\n";
         stack_lines(out, r, o.stack, 32, "    ", filter);
         out += "  suggestion: " + o.suggestion + "\n";
@@ -481,7 +484,7 @@ bool write_text(util::OutputSink& sink, const ReportInput& in, const stacks::Rep
     out += accounting;
     site_sections(out, in, r, filter);
     leak_section(out, r, filter);
-    oom_section(out, r, filter);
+    oom_section(out, in, r, filter);
     return out.flush();
 }
 

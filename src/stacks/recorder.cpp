@@ -393,18 +393,21 @@ void Recorder::on_acquire(int device, std::size_t bytes, StackId id) noexcept {
     }
 }
 
-void Recorder::on_oom(int device, const pool::OomInfo& info, StackId id, std::string suggestion) noexcept {
+std::uint64_t Recorder::on_oom(int device, const pool::OomInfo& info, StackId id, std::string suggestion) noexcept {
     try {
         std::lock_guard<std::mutex> lock(mutex_);
-        if (ooms_.size() >= 1000)
-            return; // a program retrying OOMs in a loop must not grow us without bound
+        if (ooms_.size() >= kMaxOoms)
+            return 0; // a program retrying OOMs in a loop must not grow us without bound
         OomRecord r;
         r.device = device;
         r.info = info;
         r.id = id;
         r.suggestion = std::move(suggestion);
+        r.seq = ++oom_seq_;
         ooms_.push_back(std::move(r));
+        return oom_seq_;
     } catch (...) {
+        return 0;
     }
 }
 

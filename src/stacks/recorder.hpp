@@ -29,6 +29,8 @@ struct CountersFreeList;
 /// never calling out: the trace tree's (capture) and the accounting's (on_* and collect).
 class Recorder {
 public:
+    static constexpr std::size_t kMaxOoms = 1000; ///< OOM records kept
+
     static Recorder& instance() {
         // Deliberately leaked: hooks may run during static destruction (frees in other objects'
         // destructors) and the exit report must still see a live recorder. Inline: the hot path
@@ -96,8 +98,9 @@ public:
     }
     /// The pool obtained a segment of `bytes` from the driver while serving a request under `id`.
     void on_acquire(int device, std::size_t bytes, StackId id) noexcept;
-    /// An allocation failed; `suggestion` is the concrete advice printed with it.
-    void on_oom(int device, const pool::OomInfo& info, StackId id, std::string suggestion) noexcept;
+    /// An allocation failed; `suggestion` is the concrete advice printed with it. Returns the
+    /// record's number (OomRecord::seq), 0 when it was not kept.
+    std::uint64_t on_oom(int device, const pool::OomInfo& info, StackId id, std::string suggestion) noexcept;
 
     /// pthread_atfork support: prepare takes both locks so that no update is half-done at fork;
     /// the parent and the child release them; the child calls reset_after_fork before it records.
@@ -148,6 +151,7 @@ private:
     mutable std::mutex mutex_;                                  ///< guards table_ and ooms_
     SiteTable table_;
     std::vector<OomRecord> ooms_;
+    std::uint64_t oom_seq_ = 0; ///< OOMs recorded so far (under mutex_)
 };
 
 } // namespace gpumemprof::stacks

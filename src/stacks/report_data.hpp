@@ -39,6 +39,7 @@ struct OomRecord {
     StackId id = 0;
     std::vector<std::uintptr_t> frames; ///< innermost first
     std::string suggestion;
+    std::uint64_t seq = 0; ///< the process's OOMs numbered from 1 (a forked child goes on counting)
 };
 
 /// What capturing stacks cost the program (the recorder times its own hot path).

@@ -248,6 +248,98 @@ def check_html(a, base, trace, L, src):
     leaks = [int(r["attrs"]["data-bytes"]) for r in dom.find(within="leaks") if r["tag"] == "tr" and "data-bytes" in r["attrs"]]
     check("leaks table: 8 MiB", leaks == [8 * MIB], leaks)
 
+    # The driver's used figure by bucket: read when the weights' 20 MiB segment came (8 MiB
+    # allocated, 12 cached) and at exit (the 2 MiB small segment of the temp too: 22 MiB, the
+    # weights' 8 allocated, 14 cached); the stack's top is the driver's figure (nothing
+    # unexplained on the simulated device).
+    acc = [c for c in dom.find(cls="stacked-chart") if c["attrs"].get("data-kind") == "accounting"]
+    check("accounting view: one stacked chart, two readings drawn, at most 22 MiB",
+          len(acc) == 1 and acc[0]["attrs"].get("data-points") == "2" and
+          int(acc[0]["attrs"].get("data-peak-total", 0)) == 22 * MIB, [c["attrs"] for c in acc])
+    layers = {e["attrs"]["data-name"]: int(e["attrs"]["data-bytes"]) for e in dom.find(cls="layer", within="accounting")
+              if "data-name" in e["attrs"]}
+    check("accounting legend at its peak: 8 MiB allocated, 14 cached, 0 unexplained",
+          layers == {"gpumemprof's pool: allocated": 8 * MIB, "gpumemprof's pool: cached, free": 14 * MIB,
+                     "unexplained": 0}, layers)
+    check("kinds view: says that only PyTorch's blocks are split (none here)",
+          not dom.find(cls="stacked-chart", within="kinds") and
+          any("Only PyTorch's blocks" in e["text"] for e in dom.find(cls="note", within="kinds")))
+    # At the OOM: the weights' 8 and the thread's 2 MiB allocated, 10 cached (the scratch's 4 among them).
+    split = {e["attrs"]["data-name"]: int(e["attrs"]["data-bytes"]) for e in dom.find(within="ooms")
+             if e["tag"] == "tr" and "data-name" in e["attrs"]}
+    check("OOM entry: the driver's used figure split",
+          split == {"gpumemprof's pool: allocated": 10 * MIB, "gpumemprof's pool: cached, free": 10 * MIB,
+                    "unexplained": 0}, split)
+
+
+def check_torch_views(a, tmp):
+    """The stacked view by kind in the browser, on the PyTorch stand-in's two training steps
+    (tests/preload/prog_torch_autograd.cpp; cases_torch.py has the same figures by hand): its
+    peak, 22 MiB, is 8 MiB of temporaries, 8 of activations, 4 of gradients and the 2 MiB
+    workspace; at its OOM 4 + 4 + 2 MiB are live and the driver counts 20 MiB."""
+    out = os.path.join(tmp, "torch")
+    os.makedirs(out)
+    env = golden_env(a, out)
+    p = subprocess.run([a.torch_prog], env=env, capture_output=True, text=True, timeout=60)
+    check("torch stand-in program exits 0", p.returncode == 0, p.stderr[-2000:])
+    dom = open_page(a, os.path.join(out, "golden.html"), "torch-report.png")
+    if dom is None:
+        return
+    kinds = dom.find(cls="stacked-chart", within="kinds")
+    check("kinds view: one stacked chart, 15 points drawn, at most 22 MiB",
+          len(kinds) == 1 and kinds[0]["attrs"].get("data-points") == "15" and
+          int(kinds[0]["attrs"].get("data-peak-total", 0)) == 22 * MIB, [c["attrs"] for c in kinds])
+    layers = {e["attrs"]["data-name"]: int(e["attrs"]["data-bytes"]) for e in dom.find(cls="layer", within="kinds")
+              if "data-name" in e["attrs"]}
+    check("kinds legend at the peak",
+          {k: v for k, v in layers.items() if v} ==
+          {"temporaries": 8 * MIB, "activations": 8 * MIB, "gradients": 4 * MIB, "library workspaces": 2 * MIB} and
+          len(layers) == 8, layers)
+    acc = dom.find(cls="stacked-chart", within="accounting")
+    check("accounting view: 4 readings, at most 42 MiB",
+          len(acc) == 1 and acc[0]["attrs"].get("data-points") == "4" and
+          int(acc[0]["attrs"].get("data-peak-total", 0)) == 42 * MIB, [c["attrs"] for c in acc])
+    def rows(cls):
+        """{name: bytes} of the rows of the tables of class `cls`."""
+        out = {}
+        for t in dom.find(cls=cls):
+            out.update({e["attrs"]["data-name"]: int(e["attrs"]["data-bytes"]) for e in dom.elements
+                        if e["tag"] == "tr" and "data-name" in e["attrs"] and any(q is t for q in e["parents"])})
+        return out
+    check("OOM entry: PyTorch's blocks by kind", rows("oom-kinds") ==
+          {"temporaries": 4 * MIB, "gradients": 4 * MIB, "library workspaces": 2 * MIB, "other": 0}, rows("oom-kinds"))
+    check("OOM entry: the driver's 20 MiB split", rows("oom-accounting") ==
+          {"PyTorch's caching allocator: allocated": 10 * MIB, "PyTorch's caching allocator: cached, free": 10 * MIB,
+           "unexplained": 0}, rows("oom-accounting"))
+
+
+def open_page(a, page, shot_name):
+    """`page` opened by headless Chromium: the DOM after its script ran (None without a browser);
+    checks that no script error happened and keeps a screenshot."""
+    if not a.chromium or not os.path.exists(page):
+        check("page written", os.path.exists(page), page)
+        return None
+    profile = tempfile.mkdtemp(prefix="chromium-profile-")
+    common = [a.chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
+              "--user-data-dir=" + profile, "--virtual-time-budget=5000", "--window-size=1400,2600"]
+    url = "file://" + os.path.abspath(page)
+    try:
+        p = subprocess.run(common + ["--enable-logging=stderr", "--v=0", "--dump-dom", url],
+                           capture_output=True, text=True, timeout=90)
+        subprocess.run(common + ["--screenshot=" + os.path.join(a.artifacts, shot_name), url + "#view=sec-kinds"],
+                       capture_output=True, timeout=90)
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+    check("chromium ran (%s)" % shot_name, p.returncode == 0, p.stderr[-2000:])
+    console = [l for l in p.stderr.splitlines() if ":CONSOLE(" in l]
+    check("no console messages (errors) from the page (%s)" % shot_name, not console, console)
+    dom = Dom()
+    dom.feed(p.stdout)
+    check("page script ran to the end, no error shown (%s)" % shot_name,
+          any(e["tag"] == "body" and e["attrs"].get("data-ready") == "1" for e in dom.elements) and
+          not dom.find(within="errors"), [e["text"] for e in dom.find(within="errors")])
+    return dom
+
 
 def page_json(path):
     text = open(path, encoding="utf-8").read()
@@ -304,6 +396,7 @@ def main():
     ap.add_argument("--chromium", default="")
     ap.add_argument("--artifacts", required=True)
     ap.add_argument("--cli", required=True)
+    ap.add_argument("--torch-prog", default="", help="tests/preload's prog_torch_autograd (the stacked view by kind)")
     a = ap.parse_args()
     L = site_lines(a.source)
     src = os.path.basename(a.source)
@@ -316,6 +409,8 @@ def main():
             check("pickle written", False, os.listdir(tmp))
         check_html(a, base, trace, L, src)
         check_offline(a, base, tmp)
+        if a.torch_prog:
+            check_torch_views(a, tmp)
     print("%d failed" % len(failures))
     if failures:
         return 1

@@ -2,11 +2,12 @@
 """Preload cases with PyTorch's own caching allocator attached (GPUMEMPROF_TORCH): the program
 allocates through a stand-in with torch 2.11's interface (tests/preload/torch/lib) and once
 itself; run with and without the preload."""
+import glob
 import json
 import os
 import re
 
-from case_common import MIB, Checker, both_ran, cli_replay
+from case_common import MIB, Checker, both_ran, cli_replay, report_text
 
 
 def marker_lines(source):
@@ -175,4 +176,104 @@ def case_torch_autograd(args, tmp):
          {"temporaries": 8, "gradients": 4, "activations": 8, "library workspaces": 2})
     c.eq("backward attribution: to a forward line / unseen",
          dev[0].get("backward_attribution") if dev else None, {"to_forward_line": 2, "forward_op_unseen": 1})
+    c.eq("stdout: the 1 TiB request failed", pre.val("oom"), 1)
+    check_kinds_over_time(c, rep, dev[0] if dev else {}, pre)
     return c.finish([plain, pre])
+
+
+# The program's blocks one by one, in MiB: (temporaries, gradients, activations, library
+# workspaces) after each allocation or free. Step 1 knows nothing yet: its output is a temporary;
+# step 2's output is an activation (step 1's backward freed that site's block). Every change moves
+# at least 1 MiB (the timeline's step at these totals), so each is a point.
+KINDS_OVER_TIME = [
+    (4, 0, 0, 0),   # the weight (no parameter frames: a temporary)
+    (4, 0, 0, 2),   # the workspace
+    (12, 0, 0, 2),  # step 1: the output
+    (13, 0, 0, 2),  # the temporary
+    (12, 0, 0, 2),  # ... freed
+    (16, 0, 0, 2),  # backward's block
+    (8, 0, 0, 2),   # the output freed by backward
+    (4, 0, 0, 2),   # backward's block freed
+    (4, 4, 0, 2),   # AccumulateGrad: the gradient
+    (4, 4, 8, 2),   # step 2: the output, an activation
+    (5, 4, 8, 2),   # the temporary
+    (4, 4, 8, 2),   # ... freed
+    (8, 4, 8, 2),   # backward's block: the peak, 22 MiB
+    (8, 4, 0, 2),   # the output freed
+    (4, 4, 0, 2),   # backward's block freed; the 1 TiB request changes nothing
+]
+
+
+def html_data(run):
+    """The data the HTML report of `run` carries (its <script id="data">), or {}."""
+    pages = glob.glob(os.path.join(run.out_dir or "", "out-*.html"))
+    if len(pages) != 1:
+        return {}
+    text = open(pages[0], encoding="utf-8").read()
+    m = re.search(r'<script type="application/json" id="data">(.*?)</script>', text, re.S)
+    return dict(json.loads(m.group(1)), _page=text) if m else {}
+
+
+def check_kinds_over_time(c, rep, dev, pre):
+    """The kinds' timeline, the device accounting's readings over time and what the device held
+    at the OOM, in the JSON, the .txt and the HTML's data, by hand."""
+    tl = (dev.get("memory_kinds") or {}).get("timeline", {})
+    cols = [tl.get("bytes", {}).get(k, []) for k in ("temporaries", "gradients", "activations", "library workspaces")]
+    got = [tuple(col[i] // MIB for col in cols) for i in range(len(tl.get("t_ns", [])))] if all(cols) else []
+    c.eq("memory_kinds.timeline: every change a point, (temporaries, gradients, activations, workspaces) MiB",
+         got, KINDS_OVER_TIME)
+    c.eq("... no other kind", [k for k, v in tl.get("bytes", {}).items() if any(v) and k not in
+                               ("temporaries", "gradients", "activations", "library workspaces")], [])
+    c.eq("... changes seen", tl.get("changes"), 15)
+    t = tl.get("t_ns", [])
+    c.true("... times in order", t == sorted(t) and len(set(t)) == len(t), t)
+    # The driver's used figure over time (sim: nothing used before the first allocation). Step 1's
+    # 4 + 2 + 8 MiB and step 2's output share PyTorch's first 20 MiB segment; step 2's backward
+    # block needs a second 20 MiB one (42 MiB with the 2 MiB small segment of the temporaries:
+    # 18 MiB allocated, 24 cached). The 1 TiB request makes the allocator give back its free
+    # segments (the second 20 MiB and the 2 MiB): 20 MiB, 10 allocated (weight, workspace,
+    # gradient) and 10 cached, at the OOM and at exit. The small segment's 2 MiB moved the total by
+    # less than a reading's step (4 MiB): no reading of its own.
+    acc = dev.get("device_accounting", {})
+    atl = acc.get("timeline", {})
+    alloc_k, cached_k = "PyTorch's caching allocator: allocated", "PyTorch's caching allocator: cached, free"
+    c.eq("device_accounting.timeline: driver used (MiB)", [v // MIB for v in atl.get("driver_used_bytes", [])],
+         [20, 42, 20, 20])
+    c.eq("... PyTorch allocated / cached (MiB)",
+         [[v // MIB for v in atl.get("buckets", {}).get(k, [])] for k in (alloc_k, cached_k)],
+         [[0, 18, 10, 10], [20, 24, 10, 10]])
+    c.eq("... unexplained", atl.get("unexplained_bytes"), [0, 0, 0, 0])
+    c.eq("... the buckets", sorted(atl.get("buckets", {})), sorted([alloc_k, cached_k]))
+    ooms = rep.get("ooms", [])
+    c.eq("one OOM", len(ooms), 1)
+    o = ooms[0] if ooms else {}
+    c.eq("the OOM: PyTorch's live blocks by kind (MiB)", {k: v // MIB for k, v in o.get("memory_kinds", {}).items() if v},
+         {"temporaries": 4, "gradients": 4, "library workspaces": 2})
+    oa = o.get("device_accounting", {})
+    c.eq("the OOM: the driver's used figure split (MiB)",
+         (oa.get("driver_used_bytes", 0) // MIB, {k: v // MIB for k, v in oa.get("buckets", {}).items()},
+          oa.get("unexplained_bytes")), (20, {alloc_k: 10, cached_k: 10}, 0))
+    txt = report_text(pre)
+    c.true(".txt: the OOM's split", "  device memory at the OOM (" in txt and
+           "the driver counts 20.00 MiB (20971520 bytes) used of" in txt and
+           "  PyTorch's live blocks by kind at the OOM (10.00 MiB (10485760 bytes)): gradients 4.00 MiB (4194304 "
+           "bytes); temporaries 4.00 MiB (4194304 bytes); library workspaces 2.00 MiB (2097152 bytes); other 0 bytes "
+           "(0 bytes);\n" in txt, txt[txt.find("== Out-of-memory"):][:1500])
+    # The HTML report carries the same series for its stacked views.
+    h = html_data(pre)
+    page = h.pop("_page", "")
+    c.true("html: the stacked views' sections", 'id="sec-kinds"' in page and 'id="sec-accounting"' in page)
+    hk = [d.get("kinds") for d in h.get("devices", []) if d.get("kinds")]
+    c.eq("html: the kinds' series (points, kinds)",
+         (len(hk[0]["t"]), hk[0]["names"]) if hk else None,
+         (15, ["parameters", "gradients", "optimizer state", "activations", "temporaries", "graph pools",
+               "library workspaces", "other"]))
+    if hk:
+        c.eq("html: ... the gradients' column (MiB)", [v // MIB for v in hk[0]["bytes"][1]],
+             [k[1] for k in KINDS_OVER_TIME])
+    ha = h.get("accounting", [])
+    c.eq("html: the accounting's series (used MiB)", [[v // MIB for v in a["used"]] for a in ha], [[20, 42, 20, 20]])
+    ho = h.get("ooms", [])
+    c.eq("html: the OOM's split",
+         [({n: b // MIB for n, b in x.get("kinds", []) if b}, x.get("accounting", {}).get("used", 0) // MIB) for x in ho],
+         [({"temporaries": 4, "gradients": 4, "library workspaces": 2}, 20)])

@@ -3,7 +3,8 @@
 // (tests/preload/torch/lib): a forward op allocates its output (LINE_FWD) and a temporary
 // (LINE_TMP); autograd then evaluates that op's MmBackward0, which allocates (LINE_BWD) and frees
 // the forward output; AccumulateGrad makes the gradient once (LINE_GRAD). A library workspace
-// (LINE_WS) stays live throughout. cases_torch.py knows the LINE_* markers and the sizes.
+// (LINE_WS) stays live throughout; at the end a request larger than the device fails (LINE_OOM).
+// cases_torch.py knows the LINE_* markers and the sizes.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -55,6 +56,10 @@ int main() {
             fake_autograd_leave();
         }
     }
+    // More than the device holds: the stand-in's allocator gives back its free segments, retries
+    // and reports the OOM; the program goes on.
+    void* huge = fake_torch_malloc(std::size_t{1} << 40, 0, 0, 0); // LINE_OOM
+    std::printf("oom=%d\n", huge == nullptr ? 1 : 0);
     std::printf("done=1\n");
     (void)weight;
     (void)workspace;

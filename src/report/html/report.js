@@ -253,6 +253,173 @@ function renderTimelines() {
   window.addEventListener("resize", () => { for (const c of charts) c.draw(); });
 }
 
+// ---- stacked views: PyTorch's memory by kind, the driver's used figure by bucket ---------------
+// Each point is one moment's split, holding until the next point (a step chart); the layers are
+// stacked in the given order, bottom first.
+const KIND_COLORS = {
+  "parameters": "#2f6fd6", "gradients": "#d6852f", "optimizer state": "#8a5cc2", "activations": "#2a9d6a",
+  "temporaries": "#c9b037", "graph pools": "#d62f7a", "library workspaces": "#5a8a99", "other": "#999"};
+const BUCKET_PALETTE = ["#2f6fd6", "#9cbcf0", "#d62f7a", "#d6852f", "#8a5cc2", "#2a9d6a", "#c9b037", "#5a8a99", "#7a5230"];
+
+class StackedChart {
+  // t: times (ns), layers: [{name, values, color}], line: {name, values} drawn over the stack.
+  constructor(kind, device, title, t, layers, line) {
+    this.t = t; this.layers = layers; this.line = line || null;
+    this.n = t.length;
+    const first = this.n ? t[0] : 0, last = this.n ? t[this.n - 1] : 1;
+    this.full = [Math.max(0, first - 0.02 * (last - first)), Math.max(last + 0.02 * (last - first), first + 1)];
+    this.view = this.full.slice();
+    this.totals = t.map((_, i) => layers.reduce((a, l) => a + Math.max(0, l.values[i]), 0));
+    let peak = 0;
+    for (let i = 1; i < this.n; ++i) if (this.totals[i] > this.totals[peak]) peak = i;
+    this.peak = peak;
+    this.box = el("div", { class: "device" });
+    const legend = el("div", { class: "legend" });
+    for (const l of layers) {
+      const v = this.n ? l.values[peak] : 0;
+      legend.append(el("label", { class: "layer", "data-name": l.name, "data-bytes": String(v) },
+        el("span", { class: "swatch", style: "background:" + l.color }), l.name + " " + human(Math.max(0, v))));
+    }
+    if (this.line) legend.append(el("label", { class: "layer line" }, el("span", { class: "swatch line" }), this.line.name));
+    this.chart = el("div", { class: "stacked-chart", "data-kind": kind, "data-device": String(device),
+                             "data-layers": String(layers.filter((l) => l.values.some((v) => v > 0)).length),
+                             "data-peak-total": String(this.n ? this.totals[peak] : 0),
+                             "data-peak-t": String(this.n ? t[peak] : -1) });
+    this.canvas = el("canvas");
+    this.chart.append(this.canvas);
+    this.box.append(el("h3", { text: title + (this.n ? ": at most " + human(this.totals[peak]) + " at " + seconds(t[peak]) + ", split as the legend shows" : "") }),
+      legend, this.chart);
+    this.bindMouse();
+  }
+
+  x(t) { return (t - this.view[0]) / (this.view[1] - this.view[0]) * this.w; }
+  tAt(x) { return this.view[0] + x / this.w * (this.view[1] - this.view[0]); }
+
+  draw() {
+    const w = this.chart.clientWidth || 800, h = this.chart.clientHeight || 240;
+    this.w = w - 70; this.h = h - 18;
+    const dpr = window.devicePixelRatio || 1;
+    this.canvas.width = w * dpr; this.canvas.height = h * dpr;
+    this.canvas.style.width = w + "px"; this.canvas.style.height = h + "px";
+    const g = this.canvas.getContext("2d");
+    g.setTransform(dpr, 0, 0, dpr, 0, 0);
+    g.clearRect(0, 0, w, h);
+    let ymax = 1;
+    for (let i = 0; i < this.n; ++i) {
+      ymax = Math.max(ymax, this.totals[i]);
+      if (this.line) ymax = Math.max(ymax, this.line.values[i]);
+    }
+    ymax *= 1.08;
+    const Y = (v) => this.h - v / ymax * this.h;
+    g.strokeStyle = "#dde"; g.fillStyle = "#667"; g.font = "11px sans-serif"; g.lineWidth = 1;
+    for (let k = 0; k <= 4; ++k) {
+      const v = ymax * k / 4, y = Y(v);
+      g.beginPath(); g.moveTo(0, y); g.lineTo(this.w, y); g.stroke();
+      g.fillText(human(Math.round(v)), this.w + 4, Math.max(y + 4, 10));
+    }
+    for (let k = 0; k <= 5; ++k) {
+      const tt = this.view[0] + (this.view[1] - this.view[0]) * k / 5;
+      g.fillText(seconds(tt), Math.min(this.x(tt), this.w - 40), h - 4);
+    }
+    // The points in view (and the one before it, which holds at its left edge).
+    let lo = 0;
+    while (lo + 1 < this.n && this.t[lo + 1] <= this.view[0]) ++lo;
+    let hi = lo;
+    while (hi + 1 < this.n && this.t[hi + 1] <= this.view[1]) ++hi;
+    const xs = [];
+    for (let i = lo; i <= hi; ++i) xs.push(Math.max(0, Math.min(this.w, this.x(this.t[i]))));
+    const xEnd = (k) => k + 1 < xs.length ? xs[k + 1] : this.w;
+    const base = new Array(xs.length).fill(0);
+    let drawn = 0;
+    for (const l of this.layers) {
+      if (!this.n) break;
+      const top = base.map((b, k) => b + Math.max(0, l.values[lo + k]));
+      g.fillStyle = l.color; g.beginPath();
+      g.moveTo(xs[0], Y(base[0]));
+      for (let k = 0; k < xs.length; ++k) { g.lineTo(xs[k], Y(top[k])); g.lineTo(xEnd(k), Y(top[k])); }
+      for (let k = xs.length - 1; k >= 0; --k) { g.lineTo(xEnd(k), Y(base[k])); g.lineTo(xs[k], Y(base[k])); }
+      g.closePath(); g.fill();
+      for (let k = 0; k < xs.length; ++k) base[k] = top[k];
+      ++drawn;
+    }
+    if (this.line && this.n) {
+      g.strokeStyle = "#1d2330"; g.lineWidth = 1.5; g.beginPath();
+      for (let k = 0; k < xs.length; ++k) {
+        const y = Y(this.line.values[lo + k]);
+        if (k === 0) g.moveTo(xs[k], y); else g.lineTo(xs[k], y);
+        g.lineTo(xEnd(k), y);
+      }
+      g.stroke();
+    }
+    this.chart.dataset.points = String(this.n ? xs.length : 0);
+    this.chart.dataset.drawn = String(drawn);
+    this.chart.dataset.ymax = String(ymax);
+  }
+
+  valuesAt(t) {
+    let i = -1;
+    for (let k = 0; k < this.n && this.t[k] <= t; ++k) i = k;
+    if (i < 0) return "nothing yet";
+    const rows = this.layers.filter((l) => l.values[i] !== 0).map((l) => l.name + ": " + human(l.values[i]));
+    if (this.line) rows.unshift(this.line.name + ": " + human(this.line.values[i]));
+    return rows.join("\n");
+  }
+
+  bindMouse() {
+    let start = null;
+    const pos = (ev) => Math.max(0, Math.min(this.w, ev.clientX - this.chart.getBoundingClientRect().left));
+    this.chart.addEventListener("mousedown", (ev) => { start = pos(ev); });
+    this.chart.addEventListener("mousemove", (ev) => { const t = this.tAt(pos(ev)); showTip(ev, seconds(t) + "\n" + this.valuesAt(t)); });
+    this.chart.addEventListener("mouseleave", hideTip);
+    window.addEventListener("mouseup", (ev) => {
+      if (start === null) return;
+      const x = pos(ev);
+      if (Math.abs(x - start) > 4) { this.view = [this.tAt(Math.min(start, x)), this.tAt(Math.max(start, x))]; this.draw(); }
+      start = null;
+    });
+    this.chart.addEventListener("dblclick", () => { this.view = this.full.slice(); this.draw(); });
+  }
+}
+
+const stackedCharts = [];
+
+function renderKinds() {
+  const box = document.getElementById("kinds");
+  const devs = D.devices.filter((d) => d.kinds && d.kinds.t.length);
+  if (!devs.length) {
+    box.append(el("p", { class: "note", text: "Only PyTorch's blocks are split by kind (GPUMEMPROF_TORCH attached): none were seen." }));
+    return;
+  }
+  for (const dev of devs) {
+    const k = dev.kinds;
+    const layers = k.names.map((name, j) => ({ name, values: k.bytes[j], color: KIND_COLORS[name] || "#777" }));
+    const c = new StackedChart("kinds", dev.device, "Device " + dev.device + ", PyTorch's live blocks by kind", k.t, layers, null);
+    stackedCharts.push(c); box.append(c.box);
+  }
+}
+
+function renderAccounting() {
+  const box = document.getElementById("accounting");
+  const acc = (D.accounting || []).filter((a) => a.t.length);
+  if (!acc.length) { box.append(el("p", { class: "note", text: "No reading of the driver's used figure was taken." })); return; }
+  for (const a of acc) {
+    const layers = a.names.map((name, j) => ({ name, values: a.bytes[j], color: BUCKET_PALETTE[j % BUCKET_PALETTE.length] }));
+    // What the buckets do not explain, on top: the stack then reaches the driver's figure.
+    const rest = a.t.map((_, i) => a.used[i] - layers.reduce((s, l) => s + l.values[i], 0));
+    layers.push({ name: "unexplained", values: rest, color: "#e4e4ea" });
+    const c = new StackedChart("accounting", a.device, "Device " + a.device + ", the driver's used figure (of " + human(a.total) + ") by bucket",
+      a.t, layers, { name: "the driver's used figure", values: a.used });
+    stackedCharts.push(c); box.append(c.box);
+  }
+}
+
+function renderStacked() {
+  renderKinds();
+  renderAccounting();
+  for (const c of stackedCharts) c.draw();
+  window.addEventListener("resize", () => { for (const c of stackedCharts) c.draw(); });
+}
+
 // ---- live at a time: the latest events replayed backwards from what is live at exit ------------
 function liveAt(t) {
   const live = new Map();
@@ -319,9 +486,24 @@ function renderOoms() {
   D.ooms.forEach((o, k) => {
     const stack = [];
     for (let i = o.frames.length - 1; i >= 0 && stack.length < 12; --i) if (!FR[o.frames[i]][4]) stack.push(frameLabel(o.frames[i]));
+    const held = [];
+    if (o.accounting) {
+      const a = o.accounting;
+      held.push(el("p", { text: "The driver counted " + human(a.used) + " used of " + human(a.total) + ":" }),
+        el("table", { class: "kv oom-accounting" }, el("tbody", null,
+          ...a.buckets.concat([["unexplained", a.unexplained]]).map(([name, bytes]) =>
+            el("tr", { "data-name": name, "data-bytes": String(bytes) }, el("td", { text: name }), el("td", { class: "num", text: human(bytes) }))))));
+    }
+    if (o.kinds) {
+      held.push(el("p", { text: "PyTorch's live blocks by kind:" }),
+        el("table", { class: "kv oom-kinds" }, el("tbody", null,
+          ...o.kinds.filter(([name, bytes]) => bytes !== 0 || name === "other").map(([name, bytes]) =>
+            el("tr", { "data-name": name, "data-bytes": String(bytes) }, el("td", { text: name }), el("td", { class: "num", text: human(bytes) }))))));
+    }
     box.append(el("div", { class: "oom", "data-requested": String(o.requested) },
       el("h3", { text: "OOM #" + (k + 1) + " on device " + o.device }),
       el("p", { text: o.message }),
+      ...held,
       el("p", null, el("b", { text: "suggestion: " }), o.suggestion),
       el("div", { class: "frames", text: stack.join("\n") || "[no stack captured]" })));
   });
@@ -524,6 +706,7 @@ function applyHash() {
 function main() {
   renderMeta();
   renderTimelines();
+  renderStacked();
   const first = D.devices.find((d) => d.peak.allocated_t >= 0);
   if (first) selectTime(first.peak.allocated_t);
   for (const id of ["flame-metric", "flame-hide"]) document.getElementById(id).addEventListener("change", renderFlame);

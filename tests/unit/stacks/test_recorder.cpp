@@ -81,7 +81,7 @@ TEST_CASE("recorder: accounting through the public API and collect", "[recorder]
     r.on_free(0, 0x7000);
     gpumemprof::pool::OomInfo info;
     info.requested = 1 << 30;
-    r.on_oom(0, info, b, "try less");
+    CHECK(r.on_oom(0, info, b, "try less") == 1); // the OOM's number, which its split refers to
     const auto d = r.collect();
     CHECK(d.peak_bytes == 1536);
     CHECK(d.live_bytes == 512);
@@ -101,11 +101,14 @@ TEST_CASE("recorder: accounting through the public API and collect", "[recorder]
     CHECK(d.ooms[0].info.requested == (1u << 30));
     CHECK(d.ooms[0].frames == r.frames(b));
     CHECK(d.ooms[0].suggestion == "try less");
+    CHECK(d.ooms[0].seq == 1);
 
     r.reset_after_fork();
     const auto c = r.collect();
     CHECK(c.live_bytes == 0);
     CHECK(c.ooms.empty());
+    // A forked child goes on numbering: its OOMs never take the number of one of the parent's.
+    CHECK(r.on_oom(0, info, b, "") == 2);
     CHECK(r.frames(a).size() == d.sites[0].frames.size() + 0); // tree kept
 }
 
