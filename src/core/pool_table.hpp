@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The pools, one per CUDA context: every slot ever made (a destroyed context's slot stays, dead,
-// for the report) and the live ones, which the hot path reads without a lock.
+// The pools, one per CUDA context: the live ones, which the hot path reads without a lock, as
+// many as the program keeps live at once, and the dead ones (destroyed contexts) the report lists.
 #pragma once
 
 #include "core/driver_backend.hpp"
@@ -51,15 +51,30 @@ struct PoolSlot {
 
 class PoolTable {
 public:
-    static constexpr int kMaxLive = 64;
+    /// The live pools are listed in chunks of this many entries: the first is part of the table
+    /// (the hot path's lookup reads it without a pointer hop), later ones are allocated as more
+    /// contexts are live at once, and never freed.
+    static constexpr int kChunk = 64;
 
     /// Call fn(slot) for each live pool until it returns true. No allocation, no lock.
     template <typename Fn> void for_each_live(Fn&& fn) const {
         const int n = live_count_.load(std::memory_order_acquire);
-        for (int i = 0; i < n; ++i) {
-            PoolSlot* s = live_[i].load(std::memory_order_acquire);
+        const int first = n < kChunk ? n : kChunk;
+        for (int i = 0; i < first; ++i) {
+            PoolSlot* s = first_.slots[i].load(std::memory_order_acquire);
             if (s && s->ctx.load(std::memory_order_acquire) && fn(s))
                 return;
+        }
+        if (n > kChunk) [[unlikely]] {
+            const LiveChunk* c = first_.next.load(std::memory_order_acquire);
+            for (int base = kChunk; base < n && c; base += kChunk, c = c->next.load(std::memory_order_acquire)) {
+                const int m = n - base < kChunk ? n - base : kChunk;
+                for (int i = 0; i < m; ++i) {
+                    PoolSlot* s = c->slots[i].load(std::memory_order_acquire);
+                    if (s && s->ctx.load(std::memory_order_acquire) && fn(s))
+                        return;
+                }
+            }
         }
     }
     /// The live pool of `ctx`, or null. No lock (the hot path's lookup).
@@ -73,19 +88,21 @@ public:
     }
 
     /// The live pool of `ctx`; if there is none, make(index) builds one (with `ctx` not yet
-    /// set), which is then published. Null when kMaxLive contexts are live or make returns null.
+    /// set), which is then published. `index` numbers the table's pools in the order they were
+    /// made (the JSON's "context"). Null when make returns null or host memory runs out.
     /// Takes the table lock (make runs under it).
     template <typename Make> PoolSlot* find_or_add(CUcontext ctx, Make&& make) {
         std::lock_guard lock(mutex_);
         if (PoolSlot* p = find_live(ctx)) // another thread may have won the race
             return p;
-        const int free_index = free_live_index();
-        if (free_index < 0)
+        std::atomic<PoolSlot*>* entry = free_live_entry();
+        if (!entry)
             return nullptr;
-        std::unique_ptr<PoolSlot> slot = make(static_cast<int>(all_.size()));
+        std::unique_ptr<PoolSlot> slot = make(next_index_);
         if (!slot)
             return nullptr;
-        return publish(std::move(slot), ctx, free_index);
+        ++next_index_;
+        return publish(std::move(slot), ctx, entry);
     }
 
     /// Mark ctx's pool dead: its blocks and fences are forgotten without driver calls.
@@ -116,13 +133,28 @@ public:
     void abandon_after_fork();
 
 private:
+    struct LiveChunk {
+        std::atomic<PoolSlot*> slots[kChunk] = {};
+        std::atomic<LiveChunk*> next{nullptr};
+    };
+    /// Entry `i` of the live list (i < live_count_ or the next one to use); requires mutex_.
+    std::atomic<PoolSlot*>* live_entry(int i) const;
+    /// Calls fn(entry) for each used entry of the live list; requires mutex_.
+    template <typename Fn> void for_each_entry(Fn&& fn) const {
+        const int n = live_count_.load(std::memory_order_relaxed);
+        for (int i = 0; i < n; ++i)
+            fn(*live_entry(i));
+    }
     std::vector<PoolSlot*> slots_of(int device) const;
-    int free_live_index() const;                                                      // requires mutex_
-    PoolSlot* publish(std::unique_ptr<PoolSlot> slot, CUcontext ctx, int live_index); // requires mutex_
+    /// An entry of the live list whose pool is dead or that was never used (a new chunk when all
+    /// are taken); null when host memory runs out. Requires mutex_.
+    std::atomic<PoolSlot*>* free_live_entry();
+    PoolSlot* publish(std::unique_ptr<PoolSlot> slot, CUcontext ctx, std::atomic<PoolSlot*>* entry); // requires mutex_
 
     mutable std::mutex mutex_;
-    std::atomic<PoolSlot*> live_[kMaxLive] = {};
-    std::atomic<int> live_count_{0}; ///< entries [0, live_count_) of live_ have ever been used
+    mutable LiveChunk first_;        ///< atomics: written under mutex_, read without it
+    std::atomic<int> live_count_{0}; ///< entries [0, live_count_) of the live list have ever been used
+    int next_index_ = 0;             ///< the next pool's number (requires mutex_)
     std::vector<std::unique_ptr<PoolSlot>> all_;
 };
 

@@ -248,8 +248,9 @@ PoolSlot* Profiler::create_slot(const DriverApi& api, CUcontext ctx) noexcept {
             return slot;
         });
         if (!raw) {
-            log::warn("more than {} live CUDA contexts: allocations of the newest pass through unpooled",
-                      PoolTable::kMaxLive);
+            log::warn("no pool could be made for CUDA context {} (out of host memory): its allocations pass "
+                      "through unpooled",
+                      static_cast<void*>(ctx));
             return nullptr;
         }
         log::debug("new pool for context {} on device {} ({})", static_cast<void*>(ctx), raw->device,
