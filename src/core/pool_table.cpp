@@ -48,7 +48,7 @@ PoolSlot* PoolTable::publish(std::unique_ptr<PoolSlot> slot, CUcontext ctx, std:
     return raw;
 }
 
-void PoolTable::drop(CUcontext ctx) {
+void PoolTable::drop(CUcontext ctx, const Retire& retire) {
     std::lock_guard lock(mutex_);
     for_each_entry([&](std::atomic<PoolSlot*>& e) {
         PoolSlot* p = e.load(std::memory_order_acquire);
@@ -59,8 +59,32 @@ void PoolTable::drop(CUcontext ctx) {
             p->backend->forget();
             p->ctx.store(nullptr, std::memory_order_release);
             e.store(nullptr, std::memory_order_release);
+            try {
+                dead_.push_back(p);
+            } catch (...) {
+                // Out of host memory: this pool stays in the table for good.
+            }
         }
     });
+    retire_old(retire);
+}
+
+void PoolTable::retire_old(const Retire& retire) {
+    std::size_t kept = 0;
+    for (std::size_t i = dead_.size(); i-- > 0;) {
+        PoolSlot* p = dead_[i];
+        const bool pinned = p->torch_ready.load(std::memory_order_acquire) || carries_ledger(p);
+        if (++kept <= kKeptDead || pinned)
+            continue;
+        if (retire)
+            retire(*p);
+        dead_.erase(dead_.begin() + static_cast<std::ptrdiff_t>(i));
+        for (auto it = all_.begin(); it != all_.end(); ++it)
+            if (it->get() == p) {
+                all_.erase(it); // deletes the pool, its model, history and backend (no CUDA call)
+                break;
+            }
+    }
 }
 
 std::vector<CUcontext> PoolTable::primary_contexts(int device) const {
@@ -71,15 +95,6 @@ std::vector<CUcontext> PoolTable::primary_contexts(int device) const {
         if (p && p->primary && p->device == device)
             out.push_back(p->ctx.load(std::memory_order_acquire));
     });
-    return out;
-}
-
-std::vector<PoolSlot*> PoolTable::slots_of(int device) const {
-    std::vector<PoolSlot*> out;
-    std::lock_guard lock(mutex_);
-    for (const auto& s : all_)
-        if (s->device == device)
-            out.push_back(s.get());
     return out;
 }
 
@@ -122,6 +137,7 @@ void PoolTable::abandon_after_fork() {
     for (auto& s : all_)
         (void)s.release();
     all_.clear(); // null pointers only; the capacity stays
+    dead_.clear();
     mutex_.unlock();
 }
 

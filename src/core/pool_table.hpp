@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The pools, one per CUDA context: the live ones, which the hot path reads without a lock, as
-// many as the program keeps live at once, and the dead ones (destroyed contexts) the report lists.
+// many as the program keeps live at once, and the latest dead ones (destroyed contexts), kept for
+// the report; older dead ones are folded into one entry per device and deleted.
 #pragma once
 
 #include "core/driver_backend.hpp"
@@ -12,6 +13,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -20,8 +22,8 @@ namespace gpumemprof::core {
 
 class PoolEvents;
 
-/// One CUDA context's pool. Never deleted while the process runs: a destroyed context's slot is
-/// marked dead (its statistics stay for the report).
+/// One CUDA context's pool. A destroyed context's slot is marked dead (its statistics stay for the
+/// report); it is deleted only once kKeptDead contexts have died after it (PoolTable::drop).
 struct PoolSlot {
     std::atomic<CUcontext> ctx{nullptr}; ///< null once the context is gone
     int device = 0;
@@ -55,6 +57,13 @@ public:
     /// (the hot path's lookup reads it without a pointer hop), later ones are allocated as more
     /// contexts are live at once, and never freed.
     static constexpr int kChunk = 64;
+    /// Destroyed contexts whose pools are kept whole for the report (the latest ones); each older
+    /// one is handed to drop()'s `retire` and deleted. Never deleted: the newest pool of a device
+    /// (it carries the device's pass-through figures) and a pool with PyTorch's mirror attached
+    /// (read without the table lock).
+    static constexpr std::size_t kKeptDead = 16;
+    /// Receives a dead slot just before it is deleted, under the table lock.
+    using Retire = std::function<void(const PoolSlot&)>;
 
     /// Call fn(slot) for each live pool until it returns true. No allocation, no lock.
     template <typename Fn> void for_each_live(Fn&& fn) const {
@@ -105,20 +114,26 @@ public:
         return publish(std::move(slot), ctx, entry);
     }
 
-    /// Mark ctx's pool dead: its blocks and fences are forgotten without driver calls.
-    void drop(CUcontext ctx);
+    /// Mark ctx's pool dead: its blocks and fences are forgotten without driver calls. Dead pools
+    /// beyond the latest kKeptDead are handed to `retire`, then deleted: a thread may still hold
+    /// a slot it found live only while kKeptDead more contexts die (CUDA forbids using a context
+    /// while it is destroyed, so a program that keeps to that rule never does).
+    void drop(CUcontext ctx, const Retire& retire);
     /// The live primary contexts of `device`.
     std::vector<CUcontext> primary_contexts(int device) const;
 
-    /// Call fn(slot) for every pool `device` ever had, live or dead, outside the table lock.
+    /// Call fn(slot) for every pool of `device` in the table, live or dead, under the table lock
+    /// (fn may take the pools' own locks: they come after it).
     template <typename Fn> void for_each_pool_of(int device, Fn&& fn) const {
-        for (PoolSlot* s : slots_of(device))
-            fn(*s);
+        std::lock_guard lock(mutex_);
+        for (const auto& s : all_)
+            if (s->device == device)
+                fn(*s);
     }
 
     // ---- under the lock (lock()): reports and the C API's stats -----------------------------
     std::unique_lock<std::mutex> lock() const { return std::unique_lock(mutex_); }
-    /// Every slot, oldest first (slots are only ever appended). Requires lock().
+    /// Every slot in the table, oldest first. Requires lock().
     const std::vector<std::unique_ptr<PoolSlot>>& all() const { return all_; }
     /// The pass-through ledger is kept per device; of the pools a device had (a reset makes a new
     /// one), the newest carries its figures, so each is counted once. Requires lock().
@@ -145,7 +160,8 @@ private:
         for (int i = 0; i < n; ++i)
             fn(*live_entry(i));
     }
-    std::vector<PoolSlot*> slots_of(int device) const;
+    /// Hands the dead slots beyond the latest kKeptDead that may go to `retire` and deletes them.
+    void retire_old(const Retire& retire); // requires mutex_
     /// An entry of the live list whose pool is dead or that was never used (a new chunk when all
     /// are taken); null when host memory runs out. Requires mutex_.
     std::atomic<PoolSlot*>* free_live_entry();
@@ -156,6 +172,7 @@ private:
     std::atomic<int> live_count_{0}; ///< entries [0, live_count_) of the live list have ever been used
     int next_index_ = 0;             ///< the next pool's number (requires mutex_)
     std::vector<std::unique_ptr<PoolSlot>> all_;
+    std::vector<PoolSlot*> dead_; ///< the dead slots in all_, in the order their contexts died
 };
 
 } // namespace gpumemprof::core

@@ -173,6 +173,10 @@ void Profiler::on_first_cuda_use() noexcept {
         child_reset_pending_ = false;
         ledger_.clear();
         streams_.clear();
+        {
+            auto table = pools_.lock();
+            retired_.clear();
+        }
         stacks::Recorder::instance().reset_after_fork();
     }
     cuda_seen_.store(true, std::memory_order_relaxed);
@@ -487,7 +491,12 @@ void Profiler::flush_trace() noexcept {
 // ---- contexts ---------------------------------------------------------------------------------
 
 void Profiler::drop_context(CUcontext ctx) noexcept {
-    pools_.drop(ctx);
+    try {
+        // Under the table's lock: a destroyed context's pool that the table no longer keeps
+        // whole leaves its figures in its device's folded entry.
+        pools_.drop(ctx, [this](const PoolSlot& s) { retired_.fold(device_summary(s, {}, false)); });
+    } catch (...) {
+    }
     streams_.forget_context(ctx);
 }
 
@@ -699,6 +708,11 @@ report::ReportInput Profiler::snapshot(const std::string& prefix) const {
     if (auto host = ledgers.find(kHostMemory); host != ledgers.end())
         in.host_pinned = figures(host->second.kinds[static_cast<int>(Kind::host_pinned)]);
     std::set<int> with_pool;
+    // Destroyed contexts folded into one entry per device come first: they are the oldest.
+    for (const auto& [device, folded] : retired_.entries()) {
+        with_pool.insert(device);
+        in.devices.push_back(folded);
+    }
     for (const auto& s : pools_.all()) {
         with_pool.insert(s->device);
         if (!s->torch_ready.load(std::memory_order_acquire)) {
@@ -728,7 +742,8 @@ report::ReportInput Profiler::snapshot(const std::string& prefix) const {
     return in;
 }
 
-report::DeviceSummary Profiler::device_summary(const PoolSlot& s, const std::map<int, DeviceLedger>& ledgers) const {
+report::DeviceSummary Profiler::device_summary(const PoolSlot& s, const std::map<int, DeviceLedger>& ledgers,
+                                               bool with_history) const {
     report::DeviceSummary d;
     d.device = s.device;
     d.context = s.index;
@@ -750,6 +765,8 @@ report::DeviceSummary Profiler::device_summary(const PoolSlot& s, const std::map
         auto it = ledgers.find(s.device);
         d.passthrough = passthrough_figures(it != ledgers.end() ? &it->second : nullptr);
     }
+    if (!with_history)
+        return d;
     d.history.segments = s.pool->snapshot();
     d.history.segments_known = true;
     // Right after the segments (the viewer replays the trace backwards from them; an allocation

@@ -9,6 +9,7 @@
 #include "core/passthrough_ledger.hpp"
 #include "core/pool_table.hpp"
 #include "core/process_state.hpp"
+#include "core/retired_contexts.hpp"
 #include "core/stream_registry.hpp"
 #include "core/torch_attach.hpp"
 #include "util/options.hpp"
@@ -159,8 +160,10 @@ private:
     stats::DeviceStats ledger_only_stats(const DeviceLedger* ledger) const;
     /// Everything the reports say, at one moment (takes the pool table's lock).
     report::ReportInput snapshot(const std::string& prefix) const;
-    /// One pool's figures for the reports (requires pools_.lock()).
-    report::DeviceSummary device_summary(const PoolSlot& s, const std::map<int, DeviceLedger>& ledgers) const;
+    /// One pool's figures for the reports (requires pools_.lock()); `with_history`: its segments,
+    /// memory over time and latest events too.
+    report::DeviceSummary device_summary(const PoolSlot& s, const std::map<int, DeviceLedger>& ledgers,
+                                         bool with_history = true) const;
 
     std::vector<std::string> framework_env_; ///< "NAME=value" set by set_framework_env
     util::Options options_;
@@ -169,8 +172,9 @@ private:
     PassthroughLedger ledger_;
     DoorCounters doors_;
 
-    std::mutex dump_mutex_; ///< one report writer at a time; first in the lock order
-    PoolTable pools_;       ///< second in the lock order (then each pool's own lock)
+    std::mutex dump_mutex_;   ///< one report writer at a time; first in the lock order
+    PoolTable pools_;         ///< second in the lock order (then each pool's own lock)
+    RetiredContexts retired_; ///< destroyed contexts the table no longer keeps (requires pools_.lock())
     std::atomic<std::int64_t> invalid_foreign_frees_{0};
     std::chrono::steady_clock::time_point start_;
     std::atomic<trace::Writer*> trace_{nullptr}; ///< GPUMEMPROF_TRACE, null when off or not yet opened

@@ -46,9 +46,26 @@ int many(int n) {
     return 0; // every block leaks, every context stays
 }
 
+/// VmRSS of this process in KiB (0 when /proc cannot tell).
+long long rss_kib() {
+    std::FILE* f = std::fopen("/proc/self/status", "r");
+    if (!f)
+        return 0;
+    char line[256];
+    long long kib = 0;
+    while (std::fgets(line, sizeof line, f))
+        if (std::sscanf(line, "VmRSS: %lld kB", &kib) == 1)
+            break;
+    std::fclose(f);
+    return kib;
+}
+
 int cycles(int n) {
     const CUdevice dev = device0();
+    long long rss_half = 0;
     for (int i = 0; i < n; ++i) {
+        if (i == n / 2)
+            rss_half = rss_kib();
         CUcontext ctx = nullptr;
         MUST(cuCtxCreate_v2(&ctx, 0, dev));
         CUdeviceptr p = 0;
@@ -58,6 +75,8 @@ int cycles(int n) {
         MUST(cuCtxDestroy_v2(ctx));
     }
     put("cycles", n);
+    // What the second half of the cycles added to the process (the profiler's share of it).
+    put("rss_growth_kib_second_half", rss_kib() - rss_half);
     return 0;
 }
 
