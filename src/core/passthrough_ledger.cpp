@@ -2,6 +2,7 @@
 #include "core/passthrough_ledger.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 namespace gpumemprof::core {
 
@@ -13,9 +14,22 @@ std::uint64_t PassthroughLedger::slot(Kind kind, std::uintptr_t key) {
                : key;
 }
 
-void PassthroughLedger::add(Kind kind, int device, std::uintptr_t key, std::size_t bytes) {
+void PassthroughLedger::count_free(const Entry& e) {
+    DeviceLedger& d = devices_[e.device];
+    KindCounters& k = d.kinds[static_cast<int>(e.kind)];
+    k.frees += 1;
+    k.current_bytes -= static_cast<std::int64_t>(e.bytes);
+    if (e.kind == Kind::vmm_mapped)
+        d.device_frees += 1;
+}
+
+void PassthroughLedger::add(Kind kind, int device, std::uintptr_t key, std::size_t bytes, std::uintptr_t ctx) {
     std::lock_guard lock(mutex_);
-    live_[slot(kind, key)] = Entry{kind, device, bytes};
+    auto [it, added] = live_.try_emplace(slot(kind, key), Entry{kind, device, bytes, ctx});
+    if (!added) {
+        count_free(it->second);
+        it->second = Entry{kind, device, bytes, ctx};
+    }
     DeviceLedger& d = devices_[device];
     KindCounters& k = d.kinds[static_cast<int>(kind)];
     k.calls += 1;
@@ -35,12 +49,7 @@ bool PassthroughLedger::remove(std::uintptr_t key, std::initializer_list<Kind> k
             continue;
         Entry e = it->second;
         live_.erase(it);
-        DeviceLedger& d = devices_[e.device];
-        KindCounters& k = d.kinds[static_cast<int>(kind)];
-        k.frees += 1;
-        k.current_bytes -= static_cast<std::int64_t>(e.bytes);
-        if (kind == Kind::vmm_mapped)
-            d.device_frees += 1;
+        count_free(e);
         if (kind_out)
             *kind_out = kind;
         if (device_out)
@@ -56,6 +65,26 @@ int PassthroughLedger::handle_device(std::uintptr_t handle) const {
     std::lock_guard lock(mutex_);
     auto it = live_.find(slot(Kind::vmm_physical, handle));
     return (it == live_.end() || it->second.kind != Kind::vmm_physical) ? -1 : it->second.device;
+}
+
+void PassthroughLedger::drop_context(std::uintptr_t ctx, std::vector<Dropped>* out) {
+    std::lock_guard lock(mutex_);
+    for (auto it = live_.begin(); it != live_.end();) {
+        const Entry& e = it->second;
+        const bool bound =
+            std::find(std::begin(kContextBound), std::end(kContextBound), e.kind) != std::end(kContextBound);
+        if (ctx == 0 || e.ctx != ctx || !bound) {
+            ++it;
+            continue;
+        }
+        count_free(e);
+        try {
+            // Address kinds: the key is the address itself.
+            out->push_back(Dropped{static_cast<std::uintptr_t>(it->first), e.kind, e.device});
+        } catch (...) {
+        }
+        it = live_.erase(it);
+    }
 }
 
 std::map<int, DeviceLedger> PassthroughLedger::snapshot() const {

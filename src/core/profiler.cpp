@@ -459,8 +459,13 @@ void Profiler::record_alloc_with_stack(Kind kind, const DriverApi& api, std::uin
             CUdevice dev = 0;
             device = (api.cuCtxGetDevice(&dev) == CUDA_SUCCESS) ? static_cast<int>(dev) : 0;
         }
+        // Memory the driver frees with its context is forgotten with it (forget_context).
+        CUcontext ctx = nullptr;
+        if (std::find(std::begin(kContextBound), std::end(kContextBound), kind) != std::end(kContextBound) &&
+            api.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS)
+            ctx = nullptr;
         on_first_cuda_use();
-        ledger_.add(kind, device, key, bytes);
+        ledger_.add(kind, device, key, bytes, reinterpret_cast<std::uintptr_t>(ctx));
         if (in_recorder(kind))
             stacks::Recorder::instance().on_alloc(device, key, bytes, bytes, stack);
         if (kind == Kind::vmm_mapped)
@@ -490,7 +495,19 @@ void Profiler::flush_trace() noexcept {
 
 // ---- contexts ---------------------------------------------------------------------------------
 
+void Profiler::forget_context_memory(CUcontext ctx) noexcept {
+    try {
+        std::vector<PassthroughLedger::Dropped> dropped;
+        ledger_.drop_context(reinterpret_cast<std::uintptr_t>(ctx), &dropped);
+        for (const PassthroughLedger::Dropped& d : dropped)
+            if (in_recorder(d.kind))
+                stacks::Recorder::instance().on_free(d.device, d.key);
+    } catch (...) {
+    }
+}
+
 void Profiler::drop_context(CUcontext ctx) noexcept {
+    forget_context_memory(ctx);
     try {
         // Under the table's lock: a destroyed context's pool that the table no longer keeps
         // whole leaves its figures in its device's folded entry.
@@ -513,9 +530,46 @@ void Profiler::context_lost(PoolSlot* slot, CUresult code) noexcept {
     drop_context(ctx);
 }
 
-void Profiler::drop_primary(int device) noexcept {
-    for (CUcontext c : pools_.primary_contexts(device))
+std::vector<CUcontext> Profiler::primary_contexts(const DriverApi& api, int device) noexcept {
+    std::vector<CUcontext> out;
+    try {
+        out = pools_.primary_contexts(device);
+        // The device's primary context even without a pool (a program that made only
+        // stream-ordered or managed allocations there). Retain and release: the count is unchanged.
+        unsigned flags = 0;
+        int active = 0;
+        CUcontext ctx = nullptr;
+        if (!process_exiting() && api.cuDevicePrimaryCtxGetState &&
+            api.cuDevicePrimaryCtxGetState(device, &flags, &active) == CUDA_SUCCESS && active &&
+            api.cuDevicePrimaryCtxRetain(&ctx, device) == CUDA_SUCCESS) {
+            api.cuDevicePrimaryCtxRelease_v2(device);
+            if (ctx && std::find(out.begin(), out.end(), ctx) == out.end())
+                out.push_back(ctx);
+        }
+    } catch (...) {
+    }
+    return out;
+}
+
+CUresult Profiler::primary_reset(const DriverApi& api, CUdevice device) noexcept {
+    for (CUcontext c : primary_contexts(api, static_cast<int>(device)))
         drop_context(c);
+    return api.cuDevicePrimaryCtxReset_v2(device);
+}
+
+CUresult Profiler::primary_release(const DriverApi& api, CUdevice device) noexcept {
+    // Found before the release: after the last one the context is gone, and retaining it to
+    // learn its handle would make it again.
+    const std::vector<CUcontext> ctxs = primary_contexts(api, static_cast<int>(device));
+    const CUresult r = api.cuDevicePrimaryCtxRelease_v2(device);
+    unsigned flags = 0;
+    int active = 1;
+    // Only the last release destroys the primary context.
+    if (r == CUDA_SUCCESS && api.cuDevicePrimaryCtxGetState &&
+        api.cuDevicePrimaryCtxGetState(device, &flags, &active) == CUDA_SUCCESS && !active)
+        for (CUcontext c : ctxs)
+            drop_context(c);
+    return r;
 }
 
 // ---- C API -------------------------------------------------------------------------------------

@@ -97,11 +97,15 @@ public:
 
     // ---- streams, captures, contexts ----------------------------------------------------
     StreamRegistry& streams() { return streams_; }
+    /// The context is about to go (cuCtxDestroy): its pool and the memory the driver frees with it.
     void drop_context(CUcontext ctx) noexcept;
     /// The driver answered `code` (the context is invalid or destroyed) to a request of `slot`'s
     /// pool: the context died outside our view; warn and drop its pool.
     void context_lost(PoolSlot* slot, CUresult code) noexcept;
-    void drop_primary(int device) noexcept;
+    /// cuDevicePrimaryCtxReset_v2 (cudaDeviceReset): the primary context's pool and memory go first.
+    CUresult primary_reset(const DriverApi& api, CUdevice device) noexcept;
+    /// cuDevicePrimaryCtxRelease_v2: the last release destroys the primary context.
+    CUresult primary_release(const DriverApi& api, CUdevice device) noexcept;
 
     // ---- C API -------------------------------------------------------------------------
     bool device_stats(int device, stats::DeviceStats* out) noexcept;
@@ -152,6 +156,10 @@ private:
     int free_in_pools(std::uintptr_t ptr) noexcept;
     /// A pass-through allocation freed by the driver leaves the ledger and the recorder.
     void forget_passthrough(std::uintptr_t ptr) noexcept;
+    /// The same for every allocation the driver frees with context `ctx`.
+    void forget_context_memory(CUcontext ctx) noexcept;
+    /// The device's primary contexts known to us or to the driver now.
+    std::vector<CUcontext> primary_contexts(const DriverApi& api, int device) noexcept;
     /// Whether memory of `kind` is charged to call stacks as it is allocated.
     bool in_recorder(Kind kind) const noexcept;
     int resolve_device(int device) noexcept;

@@ -307,20 +307,12 @@ CUresult cuCtxDestroy_v2(CUcontext ctx) {
 
 CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuDevicePrimaryCtxReset_v2);
-    prof().drop_primary(static_cast<int>(dev));
-    return api->cuDevicePrimaryCtxReset_v2(dev);
+    return prof().primary_reset(*api, dev);
 }
 
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuDevicePrimaryCtxRelease_v2);
-    CUresult r = api->cuDevicePrimaryCtxRelease_v2(dev);
-    unsigned flags = 0;
-    int active = 1;
-    // Only the last release destroys the primary context.
-    if (r == CUDA_SUCCESS && api->cuDevicePrimaryCtxGetState &&
-        api->cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && !active)
-        prof().drop_primary(static_cast<int>(dev));
-    return r;
+    return prof().primary_release(*api, dev);
 }
 
 } // extern "C"
