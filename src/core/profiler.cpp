@@ -3,6 +3,7 @@
 
 #include "core/oom_notices.hpp"
 #include "core/pool_events.hpp"
+#include "core/process_images.hpp"
 #include "core/process_state.hpp"
 #include "core/signals.hpp"
 #include "core/stream_origin.hpp"
@@ -23,6 +24,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -62,6 +64,42 @@ std::string read_exe() {
 }
 
 constexpr std::size_t kPitchAlignment = 512;
+
+/// Where a dump's files go: <prefix>.json etc., before an earlier program image's suffix.
+std::string report_stem(const std::string& pattern, bool pid_in_pattern, bool forked_child) {
+    std::string prefix = util::expand_output_prefix(pattern, static_cast<int>(::getpid()));
+    // "dir/" names a directory: files inside it, not hidden ".json" files.
+    if (!prefix.empty() && prefix.back() == '/')
+        prefix += "gpumemprof-" + std::to_string(::getpid());
+    // A fork child's files carry its pid even if the pattern does not: they must not replace
+    // the parent's.
+    else if (forked_child && !pid_in_pattern)
+        prefix += "." + std::to_string(::getpid());
+    return prefix;
+}
+
+/// A GPUMEMPROF_OUTPUT pattern made absolute against the current directory, whose '%'s are
+/// doubled so that expanding the pattern leaves them as they are. Unchanged when it is absolute
+/// or empty, or when the current directory cannot be had (then it is resolved when written).
+std::string anchored_pattern(const std::string& pattern) {
+    if (pattern.empty() || pattern[0] == '/')
+        return pattern;
+    std::vector<char> cwd(4096);
+    while (::getcwd(cwd.data(), cwd.size()) == nullptr) {
+        if (errno != ERANGE || cwd.size() > (1u << 20))
+            return pattern;
+        cwd.resize(cwd.size() * 2);
+    }
+    std::string out;
+    for (const char* c = cwd.data(); *c; ++c) {
+        out.push_back(*c);
+        if (*c == '%')
+            out.push_back('%');
+    }
+    if (out.back() != '/')
+        out.push_back('/');
+    return out + pattern;
+}
 
 report::PassthroughCounters figures(const KindCounters& k) {
     return {k.calls, k.frees, k.current_bytes, k.peak_bytes, k.total_bytes};
@@ -143,7 +181,13 @@ void Profiler::open_trace() noexcept {
         trace::WriterOptions wo;
         wo.on_failure = trace_failed;
         auto w = std::make_unique<trace::Writer>();
-        const std::string path = util::expand_output_prefix(options_.trace, static_cast<int>(::getpid()));
+        const std::string expanded = util::expand_output_prefix(options_.trace, static_cast<int>(::getpid()));
+        // An earlier program of this process (before an exec without fork) closed its trace there.
+        const std::string path = name_after_earlier_images(expanded, "", ImageFile::trace);
+        if (path != expanded)
+            log::warn("GPUMEMPROF_TRACE: this process ran another program before this one (exec): its trace stays "
+                      "at {}; this program's goes to {}",
+                      expanded, path);
         if (!w->open(path, h, wo) && w->busy_pid() > 0) {
             // Another live process (our parent, typically, with a path without %p) records there.
             const std::string own = path + "." + std::to_string(::getpid());
@@ -155,6 +199,26 @@ void Profiler::open_trace() noexcept {
             trace_.store(w.release(), std::memory_order_release);
         else
             log::warn("GPUMEMPROF_TRACE: {}; recording no trace", w->error());
+    } catch (...) {
+    }
+}
+
+// An earlier program of this process (before an exec without fork) wrote its report under our
+// name: ours goes beside it.
+void Profiler::choose_image_suffix() noexcept {
+    try {
+        image_suffix_.clear();
+        if (output_pattern_.empty())
+            return;
+        const std::string stem =
+            report_stem(output_pattern_, options_.output.find("%p") != std::string::npos, forked_child_);
+        const std::string named = name_after_earlier_images(stem, ".json", ImageFile::json_report);
+        if (named == stem)
+            return;
+        image_suffix_ = named.substr(stem.size());
+        log::warn("this process ran another program before this one (exec): its report stays at {}.json; this "
+                  "program's goes to {}.json",
+                  stem, named);
     } catch (...) {
     }
 }
@@ -179,7 +243,13 @@ void Profiler::on_first_cuda_use() noexcept {
         }
         stacks::Recorder::instance().reset_after_fork();
     }
-    cuda_seen_.store(true, std::memory_order_relaxed);
+    // A relative GPUMEMPROF_OUTPUT is taken from where the process is now, as the trace's path
+    // is: a program that changes directory later (or removes the one it started in) still has
+    // its reports there.
+    output_pattern_ = anchored_pattern(options_.output);
+    owner_pid_ = static_cast<int>(::getpid());
+    choose_image_suffix();
+    cuda_seen_.store(true, std::memory_order_release);
     open_trace();
     if (!options_.output.empty())
         install_signal_handlers(options_.dump_signal, [this](bool fatal) {
@@ -830,31 +900,6 @@ report::DeviceSummary Profiler::device_summary(const PoolSlot& s, const std::map
     return d;
 }
 
-namespace {
-
-/// Where a dump's files go: <prefix>.json etc. Empty (with *why set) when the prefix cannot be
-/// used as it stands.
-std::string report_prefix(const std::string& pattern, bool forked_child, std::string* why) {
-    std::string prefix = util::expand_output_prefix(pattern, static_cast<int>(::getpid()));
-    // "dir/" names a directory: files inside it, not hidden ".json" files.
-    if (!prefix.empty() && prefix.back() == '/')
-        prefix += "gpumemprof-" + std::to_string(::getpid());
-    // A fork child's files carry its pid even if the pattern does not: they must not replace
-    // the parent's.
-    else if (forked_child && pattern.find("%p") == std::string::npos)
-        prefix += "." + std::to_string(::getpid());
-    // /dev/stdout, a FIFO, a device: the prefix is a name stem, never a file written to.
-    struct stat st {};
-    if (::stat(prefix.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-        *why = prefix + " is a device, FIFO or directory; GPUMEMPROF_OUTPUT is a file name prefix (reports are "
-                        "<prefix>.json, <prefix>.txt, ...)";
-        return {};
-    }
-    return prefix;
-}
-
-} // namespace
-
 bool Profiler::dump(const std::string& prefix_pattern, bool on_demand) noexcept {
     try {
         CoreScope scope; // no cancellation point fires while our locks are held
@@ -865,14 +910,22 @@ bool Profiler::dump(const std::string& prefix_pattern, bool on_demand) noexcept 
         // dump asked for by signal either finished before the exit report or does not start.
         if (on_demand && process_exiting())
             return false;
-        const std::string& pattern = prefix_pattern.empty() ? options_.output : prefix_pattern;
+        const std::string& pattern = prefix_pattern.empty() ? output_pattern_ : prefix_pattern;
+        const bool pid_in_pattern =
+            (prefix_pattern.empty() ? options_.output : prefix_pattern).find("%p") != std::string::npos;
         // Nothing to say for a process that never allocated device memory (unless asked).
         if (pattern.empty() || (prefix_pattern.empty() && !cuda_seen_.load()))
             return true;
         std::string error;
-        const std::string prefix = report_prefix(pattern, forked_child_, &error);
-        if (prefix.empty()) {
-            log::warn("reports not written: {}", error);
+        std::string prefix = report_stem(pattern, pid_in_pattern, forked_child_);
+        if (prefix_pattern.empty())
+            prefix += image_suffix_; // beside an earlier program image's files
+        // /dev/stdout, a FIFO, a device: the prefix is a name stem, never a file written to.
+        struct stat st {};
+        if (::stat(prefix.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+            log::warn("reports not written: {} is a device, FIFO or directory; GPUMEMPROF_OUTPUT is a file name prefix "
+                      "(reports are <prefix>.json, <prefix>.txt, ...)",
+                      prefix);
             return false;
         }
         bool ok = true;
@@ -938,6 +991,29 @@ void Profiler::on_exit() noexcept {
         write_trace_stacks();
         t->close();
     }
+}
+
+void Profiler::before_exec() noexcept {
+    // A vfork child shares our memory and must touch nothing; a process that never used CUDA
+    // has nothing to write.
+    if (!cuda_seen_.load(std::memory_order_acquire) || static_cast<int>(::getpid()) != owner_pid_)
+        return;
+    CoreScope scope;
+    // exec runs no exit handler: this program's report and trace are finished now. The next
+    // program, if it uses CUDA, writes its own beside them (choose_image_suffix, open_trace).
+    if (options_.report_at_exit)
+        dump(std::string());
+    if (trace::Writer* t = trace_.load(std::memory_order_acquire)) {
+        write_trace_stacks();
+        t->close();
+        trace_closed_at_exec_.store(true, std::memory_order_relaxed);
+    }
+}
+
+void Profiler::after_failed_exec() noexcept {
+    if (trace_closed_at_exec_.exchange(false, std::memory_order_relaxed))
+        log::warn("GPUMEMPROF_TRACE: the trace was closed for an exec that failed; the rest of the run is not "
+                  "recorded (the report at exit covers it)");
 }
 
 void Profiler::write_trace_stacks() noexcept {

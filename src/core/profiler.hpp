@@ -25,6 +25,7 @@ struct ReportInput;
 #include "core/cuda_api.hpp"
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -127,6 +128,19 @@ public:
     void write_trace_stacks() noexcept;
     /// Write what a crash would lose (the trace's pending block), after a fatal signal's dump.
     void flush_trace() noexcept;
+    /// exec() without fork is about to replace the program (not in a vfork child): this
+    /// program's report is written and its trace closed. after_failed_exec: exec returned.
+    void before_exec() noexcept;
+    void after_failed_exec() noexcept;
+    /// An exec hook: `exec` calls libc's function, which returns only when it failed.
+    template <typename Exec> int exec_image(Exec&& exec) noexcept {
+        before_exec();
+        const int r = exec();
+        const int saved = errno;
+        after_failed_exec();
+        errno = saved;
+        return r;
+    }
     void fork_prepare() noexcept;
     void fork_parent() noexcept;
     void fork_child() noexcept;
@@ -149,7 +163,8 @@ private:
     /// At the first device allocation (never in processes that do not use CUDA): open the trace,
     /// start the report thread and take the signals.
     void on_first_cuda_use() noexcept;
-    void open_trace() noexcept; // requires first_use_mutex_
+    void open_trace() noexcept;          // requires first_use_mutex_
+    void choose_image_suffix() noexcept; // requires first_use_mutex_
     PoolSlot* current_slot(const DriverApi& api) noexcept;
     PoolSlot* create_slot(const DriverApi& api, CUcontext ctx) noexcept;
     /// Free `ptr` in whichever pool owns it: kSuccess, kInvalidValue, or kNotOwned.
@@ -190,6 +205,12 @@ private:
     bool forked_child_ = false;                  ///< this process is a fork() child (no exec) of a profiled one
     bool child_reset_pending_ = false;           ///< fork child: the parent's state is dropped at first CUDA use
     std::atomic<bool> cuda_seen_{false};         ///< the process allocated through us at least once
+    /// GPUMEMPROF_OUTPUT anchored to the directory the process was in at its first CUDA use (set
+    /// before cuda_seen_).
+    std::string output_pattern_;
+    int owner_pid_ = 0;        ///< the process that set cuda_seen_ (a vfork child is not it)
+    std::string image_suffix_; ///< ".exec<k>" after an earlier program image's report, else ""
+    std::atomic<bool> trace_closed_at_exec_{false};
     std::atomic<bool> signal_thread_started_{false};
 
     TorchAttach torch_;
