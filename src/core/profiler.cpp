@@ -253,8 +253,10 @@ void Profiler::on_first_cuda_use() noexcept {
     open_trace();
     if (!options_.output.empty())
         install_signal_handlers(options_.dump_signal, [this](bool fatal) {
-            if (fatal)
+            if (fatal) {
                 set_process_exiting(); // the process dies right after: no CUDA calls from here on
+                freeze_final_state();  // and the report is its last moment
+            }
             if (dump(std::string(), !fatal))
                 flush_trace();
         });
@@ -381,12 +383,17 @@ CUresult Profiler::mem_alloc_pitch(const DriverApi& api, CUdeviceptr* dptr, std:
     return r;
 }
 
-int Profiler::free_in_pools(std::uintptr_t ptr) noexcept {
+int Profiler::free_in_pools(std::uintptr_t ptr, bool apply) noexcept {
     if (ptr == 0)
         return pool::kNotOwned;
     int result = pool::kNotOwned;
     pools_.for_each_live([&](PoolSlot* s) {
-        int r = s->pool->free(ptr);
+        // Frozen for the final report: the free is answered as it would be, and changes nothing.
+        auto answer = [&] {
+            const pool::Lookup l = s->pool->lookup(ptr);
+            return !l.in_pool ? pool::kNotOwned : l.is_block_start ? pool::kSuccess : pool::kInvalidValue;
+        };
+        int r = apply ? s->pool->free(ptr) : answer();
         if (r == pool::kNotOwned)
             return false;
         result = r;
@@ -414,10 +421,13 @@ bool Profiler::in_recorder(Kind kind) const noexcept {
 }
 
 CUresult Profiler::mem_free(const DriverApi& api, CUdeviceptr ptr) noexcept {
-    int r = free_in_pools(static_cast<std::uintptr_t>(ptr));
+    const LateUpdate update;
+    int r = free_in_pools(static_cast<std::uintptr_t>(ptr), update.allowed());
     if (r != pool::kNotOwned)
         return static_cast<CUresult>(r);
     CUresult d = api.cuMemFree_v2(ptr);
+    if (!update.allowed())
+        return d;
     if (d == CUDA_SUCCESS)
         forget_passthrough(static_cast<std::uintptr_t>(ptr));
     else
@@ -430,10 +440,13 @@ CUresult Profiler::mem_free_async(const DriverApi& api, CUdeviceptr ptr, CUstrea
     // per-thread default stream is one order per thread: no more reuse at once.
     if ((ptsz || stream == CU_STREAM_PER_THREAD) && !streams_.unordered())
         streams_.mark_unordered(OrderLoss::per_thread_stream, origin_stack());
-    int r = free_in_pools(static_cast<std::uintptr_t>(ptr));
+    const LateUpdate update;
+    int r = free_in_pools(static_cast<std::uintptr_t>(ptr), update.allowed());
     if (r != pool::kNotOwned)
         return static_cast<CUresult>(r);
     CUresult d = (ptsz ? api.cuMemFreeAsync_ptsz : api.cuMemFreeAsync)(ptr, stream);
+    if (!update.allowed())
+        return d;
     if (d == CUDA_SUCCESS)
         forget_passthrough(static_cast<std::uintptr_t>(ptr));
     else
@@ -524,6 +537,9 @@ void Profiler::record_alloc(Kind kind, const DriverApi& api, std::uintptr_t key,
 
 void Profiler::record_alloc_with_stack(Kind kind, const DriverApi& api, std::uintptr_t key, std::size_t bytes,
                                        int device, std::uint32_t stack) noexcept {
+    const LateUpdate update;
+    if (!update.allowed())
+        return;
     try {
         if (device == kDeviceOfCurrentContext) {
             CUdevice dev = 0;
@@ -545,6 +561,9 @@ void Profiler::record_alloc_with_stack(Kind kind, const DriverApi& api, std::uin
 }
 
 void Profiler::record_free(Kind kind, std::uintptr_t key) noexcept {
+    const LateUpdate update;
+    if (!update.allowed())
+        return;
     try {
         int device = 0;
         std::size_t bytes = 0;
@@ -577,6 +596,9 @@ void Profiler::forget_context_memory(CUcontext ctx) noexcept {
 }
 
 void Profiler::drop_context(CUcontext ctx) noexcept {
+    const LateUpdate update;
+    if (!update.allowed())
+        return;
     forget_context_memory(ctx);
     try {
         // Under the table's lock: a destroyed context's pool that the table no longer keeps
@@ -710,6 +732,9 @@ bool Profiler::device_stats(int device, stats::DeviceStats* out) noexcept {
 }
 
 void Profiler::reset_peak(int device) noexcept {
+    const LateUpdate update;
+    if (!update.allowed())
+        return;
     try {
         device = resolve_device(device);
         pools_.for_each_pool_of(device, [](PoolSlot& s) {
@@ -724,6 +749,9 @@ void Profiler::reset_peak(int device) noexcept {
 }
 
 void Profiler::reset_accumulated(int device) noexcept {
+    const LateUpdate update;
+    if (!update.allowed())
+        return;
     try {
         device = resolve_device(device);
         pools_.for_each_pool_of(device, [](PoolSlot& s) {
@@ -900,6 +928,34 @@ report::DeviceSummary Profiler::device_summary(const PoolSlot& s, const std::map
     return d;
 }
 
+std::int64_t Profiler::changes() const {
+    std::int64_t n = 0;
+    {
+        auto lock = pools_.lock();
+        for (const auto& s : pools_.all()) {
+            const stats::DeviceStats st = s->pool->stats();
+            n += st.allocation[stats::kAll].allocated + st.allocation[stats::kAll].freed;
+        }
+    }
+    for (const auto& [device, ledger] : ledger_.snapshot())
+        for (const KindCounters& k : ledger.kinds)
+            n += k.calls + k.frees;
+    return n;
+}
+
+void Profiler::consistent_snapshot(const std::string& prefix, report::ReportInput* in, stacks::ReportData* data) const {
+    // The pools' figures and the call sites' are read one after the other. Once the state is
+    // frozen for the final report, only an update that began before the process was exiting
+    // can still land in between (one per thread at most): read again until nothing moved.
+    for (int attempt = 0;; ++attempt) {
+        const std::int64_t before = state_frozen() ? changes() : 0;
+        *in = snapshot(prefix);
+        *data = stacks::Recorder::instance().collect();
+        if (!state_frozen() || attempt == 16 || changes() == before)
+            return;
+    }
+}
+
 bool Profiler::dump(const std::string& prefix_pattern, bool on_demand) noexcept {
     try {
         CoreScope scope; // no cancellation point fires while our locks are held
@@ -929,9 +985,11 @@ bool Profiler::dump(const std::string& prefix_pattern, bool on_demand) noexcept 
             return false;
         }
         bool ok = true;
-        const report::ReportInput in = snapshot(prefix);
-        // Collected and symbolised once, outside the pool-table lock, for the JSON and the text.
-        const report::StackReport stacks = report::prepare_stack_report(in);
+        report::ReportInput in;
+        stacks::ReportData data;
+        consistent_snapshot(prefix, &in, &data);
+        // Symbolised once, outside the pool-table lock, for the JSON and the text.
+        const report::StackReport stacks = report::prepare_stack_report(in, data);
         // All four files or none: a full disk must not leave a JSON beside an older .txt.
         if (!report::write_all_reports(in, stacks, &error)) {
             log::warn("reports not written: {}", error);
@@ -982,6 +1040,9 @@ void Profiler::on_exit() noexcept {
         return;
     }
     CoreScope scope; // no cancellation point fires while the report is written
+    // Threads of the program may still be allocating and freeing: the report is one moment, and
+    // what they do from now on reaches the driver without changing what it says.
+    freeze_final_state();
     if (options_.report_at_exit)
         dump(std::string());
     else {
@@ -991,6 +1052,10 @@ void Profiler::on_exit() noexcept {
         write_trace_stacks();
         t->close();
     }
+}
+
+void Profiler::freeze_final_state() noexcept {
+    freeze_state();
 }
 
 void Profiler::before_exec() noexcept {

@@ -17,6 +17,9 @@
 namespace gpumemprof::trace {
 class Writer;
 }
+namespace gpumemprof::stacks {
+struct ReportData;
+}
 namespace gpumemprof::report {
 struct DeviceSummary;
 struct ReportInput;
@@ -165,10 +168,13 @@ private:
     void on_first_cuda_use() noexcept;
     void open_trace() noexcept;          // requires first_use_mutex_
     void choose_image_suffix() noexcept; // requires first_use_mutex_
+    /// The final report's moment (exit, a fatal signal): no change from now on (freeze_state).
+    void freeze_final_state() noexcept;
     PoolSlot* current_slot(const DriverApi& api) noexcept;
     PoolSlot* create_slot(const DriverApi& api, CUcontext ctx) noexcept;
-    /// Free `ptr` in whichever pool owns it: kSuccess, kInvalidValue, or kNotOwned.
-    int free_in_pools(std::uintptr_t ptr) noexcept;
+    /// Free `ptr` in whichever pool owns it: kSuccess, kInvalidValue, or kNotOwned. `apply`
+    /// false (the state is frozen): the same answer, nothing freed.
+    int free_in_pools(std::uintptr_t ptr, bool apply) noexcept;
     /// A pass-through allocation freed by the driver leaves the ledger and the recorder.
     void forget_passthrough(std::uintptr_t ptr) noexcept;
     /// The same for every allocation the driver frees with context `ctx`.
@@ -183,6 +189,10 @@ private:
     stats::DeviceStats ledger_only_stats(const DeviceLedger* ledger) const;
     /// Everything the reports say, at one moment (takes the pool table's lock).
     report::ReportInput snapshot(const std::string& prefix) const;
+    /// snapshot() and the call sites' data, read again while they disagree (frozen state only).
+    void consistent_snapshot(const std::string& prefix, report::ReportInput* in, stacks::ReportData* data) const;
+    /// Allocations and frees counted so far, pools and pass-through (grows with every one).
+    std::int64_t changes() const;
     /// One pool's figures for the reports (requires pools_.lock()); `with_history`: its segments,
     /// memory over time and latest events too.
     report::DeviceSummary device_summary(const PoolSlot& s, const std::map<int, DeviceLedger>& ledgers,

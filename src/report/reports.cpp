@@ -137,7 +137,14 @@ ResolvedReport resolve_stacks(const stacks::ReportData& data, const char* stack_
 
 StackReport prepare_stack_report(const ReportInput& in) {
     try {
-        const stacks::ReportData data = stacks::Recorder::instance().collect();
+        return prepare_stack_report(in, stacks::Recorder::instance().collect());
+    } catch (...) {
+        return StackReport{};
+    }
+}
+
+StackReport prepare_stack_report(const ReportInput& in, const stacks::ReportData& data) {
+    try {
         std::lock_guard<std::mutex> lock(symbolizer_mutex());
         return resolve(in, data, process_symbolizer());
     } catch (...) {

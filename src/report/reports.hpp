@@ -34,6 +34,8 @@ struct StackReport {
 /// Collect Recorder::instance() and symbolise in this process (each address once per process).
 /// Never throws.
 StackReport prepare_stack_report(const ReportInput& in);
+/// The same from data collected already (the core collects it beside its own snapshot).
+StackReport prepare_stack_report(const ReportInput& in, const stacks::ReportData& data);
 
 /// The three stack reports' (path, content), from a prepared report (report.ok). May throw.
 std::vector<std::pair<std::string, std::string>> report_files(const ReportInput& in, const StackReport& report);
