@@ -1,22 +1,46 @@
 // SPDX-License-Identifier: MIT
 // Benchmark: trace::Writer cost per event, and `gpumemprof replay` rate on one core for a synthetic
-// 2M-event trace (goal: >= 2 million events/s).
+// 2M-event trace (goal: >= 2 million events/s). `bench_replay --write PATH N` only writes such a
+// trace of N events, and `bench_replay --peak-rss CMD...` runs CMD and prints its peak RSS
+// (bench/replay_memory.py uses both).
 #include "tools/replay.hpp"
 #include "trace/writer.hpp"
 
 #include <chrono>
 #include <cstdio>
 #include <random>
+#include <spawn.h>
 #include <string>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
 
 using namespace gpumemprof;
 using Clock = std::chrono::steady_clock;
 
+/// `--peak-rss CMD ARGS...`: run CMD and print its peak RSS (wait4). Spawned from this small
+/// process, not from Python, whose own RSS would count as the child's until its exec.
+int peak_rss(char** argv) {
+    pid_t pid = 0;
+    if (posix_spawnp(&pid, argv[0], nullptr, nullptr, argv, environ) != 0) {
+        std::perror(argv[0]);
+        return 127;
+    }
+    int status = 0;
+    rusage usage{};
+    if (wait4(pid, &status, 0, &usage) != pid)
+        return 127;
+    std::printf("peak_rss_kib %ld\n", usage.ru_maxrss);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 int main(int argc, char** argv) {
-    const std::uint64_t kEvents = argc > 1 ? std::stoull(argv[1]) : 2000000;
-    const std::string path = "/tmp/gpumemprof_bench_" + std::to_string(::getpid()) + ".gmt";
+    if (argc > 2 && std::string(argv[1]) == "--peak-rss")
+        return peak_rss(argv + 2);
+    const bool write_only = argc == 4 && std::string(argv[1]) == "--write";
+    const std::uint64_t kEvents = write_only ? std::stoull(argv[3]) : argc > 1 ? std::stoull(argv[1]) : 2000000;
+    const std::string path = write_only ? argv[2] : "/tmp/gpumemprof_bench_" + std::to_string(::getpid()) + ".gmt";
     trace::Header h;
     h.devices = {{0, 80ull << 30}};
     trace::Writer w;
@@ -53,8 +77,23 @@ int main(int argc, char** argv) {
             live.pop_back();
         }
         w.record(e);
+        if (write_only && n % 4096 == 4095) {
+            // Now and then a segment comes and goes, as in a recording (its address is planned).
+            trace::Event s;
+            s.time_ns = t++;
+            s.type = trace::EventType::segment_alloc;
+            s.ptr = next_ptr;
+            s.size = s.block_size = 20ull << 20;
+            w.record(s);
+            s.type = trace::EventType::segment_free;
+            w.record(s);
+            next_ptr += 20ull << 20;
+            n += 2;
+        }
     }
     w.close();
+    if (write_only)
+        return w.error().empty() ? 0 : 1;
     const double write_s = std::chrono::duration<double>(Clock::now() - w0).count();
 
     const auto l0 = Clock::now();

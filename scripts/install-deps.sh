@@ -3,7 +3,7 @@
 # Install the Debian packages the build and tests need, only those missing (apt-get update runs
 # once, and only when something is missing). The CUDA Toolkit itself must already be installed.
 set -euo pipefail
-pkgs=(meson ninja-build g++ pkg-config libunwind-dev libspdlog-dev libfmt-dev catch2 libdw-dev python3 ${EXTRA_PACKAGES:-})
+pkgs=(meson ninja-build g++ pkg-config libunwind-dev libspdlog-dev libfmt-dev catch2 libdw-dev python3 nlohmann-json3-dev ${EXTRA_PACKAGES:-})
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -51,7 +51,7 @@ die() {
 # opens the HTML report in the golden_html test (headless, from a file:// URL). clang-format checks
 # the sources' formatting (lint suite).
 PACKAGES=(meson ninja-build g++ pkg-config libunwind-dev libspdlog-dev libfmt-dev catch2 libdw-dev python3
-          clang libclang-rt-dev chromium clang-format)
+          nlohmann-json3-dev clang libclang-rt-dev chromium clang-format)
 
 installed() { [ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null)" = "installed" ]; }
 

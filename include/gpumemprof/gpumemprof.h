@@ -64,6 +64,13 @@ GPUMEMPROF_API int gpumemprof_set_stack_depth(int depth);
  *  exceeds `size`, call again with a larger buffer. 0 on error. */
 GPUMEMPROF_API size_t gpumemprof_snapshot_json(char* buf, size_t size);
 
+/** A step of the program begins (a training iteration, a request): recorded with what each
+ *  device's pool holds now, in the JSON report's "steps" (the latest 16384) and in the trace, so
+ *  that `gpumemprof diff FILE --steps A B` can compare two steps. `step` is the step's number; a
+ *  negative one means the previous step's number + 1 (0 for the first). Returns the number
+ *  recorded, or -1 on failure. */
+GPUMEMPROF_API int64_t gpumemprof_mark_step(int64_t step);
+
 /** Out-of-memory events so far in this process (a forked child starts at 0). */
 GPUMEMPROF_API int64_t gpumemprof_oom_count(void);
 /** The index-th OOM (0-based): its device, the bytes requested, the pool's allocated bytes and

@@ -16,7 +16,7 @@ import threading
 __all__ = [
     "NotLoadedError", "is_available", "memory_stats", "memory_allocated", "max_memory_allocated",
     "memory_reserved", "max_memory_reserved", "reset_peak_memory_stats", "reset_accumulated_memory_stats",
-    "empty_cache", "dump", "snapshot", "set_stack_depth", "stack_depth", "LineProfile",
+    "empty_cache", "dump", "snapshot", "mark_step", "set_stack_depth", "stack_depth", "LineProfile",
     "attach_out_of_memory_observer",
 ]
 
@@ -39,6 +39,7 @@ _SIGNATURES = {
     "gpumemprof_reset_accumulated_memory_stats": ([ctypes.c_int], None),
     "gpumemprof_empty_cache": ([], None),
     "gpumemprof_dump": ([ctypes.c_char_p], ctypes.c_int),
+    "gpumemprof_mark_step": ([ctypes.c_int64], ctypes.c_int64),
     "gpumemprof_set_stack_depth": ([ctypes.c_int], ctypes.c_int),
     "gpumemprof_snapshot_json": ([ctypes.c_char_p, ctypes.c_size_t], ctypes.c_size_t),
     "gpumemprof_oom_count": ([], ctypes.c_int64),
@@ -160,6 +161,13 @@ def dump(prefix=None):
     Returns True on success."""
     arg = None if prefix is None else os.fsencode(prefix)
     return _api().gpumemprof_dump(arg) == 0
+
+
+def mark_step(step=None):
+    """A step of the program begins (a training iteration): recorded with what each device's pool
+    holds now, in the report's "steps" and in the trace, for ``gpumemprof diff FILE --steps A B``.
+    ``step=None`` numbers it the previous step + 1 (0 first). Returns the step's number."""
+    return int(_api().gpumemprof_mark_step(-1 if step is None else int(step)))
 
 
 def snapshot():

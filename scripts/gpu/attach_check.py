@@ -32,6 +32,7 @@ WORKLOADS = [
     ("expandable", "hf_train.py", ["6"], {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}, False),
     ("memlog", "memlog.py", [], {}, False),
     ("mp_share", "mp_share.py", [], {}, False),
+    ("autograd_lines", "autograd_lines.py", [], {}, False),
 ]
 
 RESULTS = []
@@ -126,6 +127,74 @@ def user_line_sites(report, script, top=5):
     return hits, len(ranked)
 
 
+def marker_lines(script):
+    lines = {}
+    for n, text in enumerate(open(os.path.join(WL, script)), 1):
+        if "# LINE_" in text:
+            lines[text.split("# LINE_")[1].split()[0]] = n
+    return lines
+
+
+def site_frames_of(report):
+    frames = report.get("frames")
+    for s in report.get("sites", []):
+        fs = s.get("frames") or []
+        if fs and not isinstance(fs[0], dict):
+            fs = [frames[i] for i in fs]
+        elif not fs and frames and "frame_ids" in s:
+            fs = [frames[i] for i in s["frame_ids"]]
+        yield s, fs
+
+
+def check_autograd(name, script, rep, out):
+    """Backward sites name the forward line of their node; the kinds at the peak match the
+    hand-computed parameter, gradient and optimizer-state bytes."""
+    lines = marker_lines(script)
+    want = {"AddmmBackward0": {lines["FC1"], lines["FC2"]}, "GeluBackward0": {lines["GELU"]},
+            "MeanBackward0": {lines["LOSS"]}, "PowBackward0": {lines["LOSS"]}}
+    seen, wrong = {}, []
+    for s, fs in site_frames_of(rep):
+        for i, f in enumerate(fs):
+            fn = f.get("function", "")
+            if not fn.startswith("backward of "):
+                continue
+            node = fn[len("backward of "):].split(" ")[0]
+            # The frames run one way or the other: the forward stack is on the side away from the
+            # backward pass's own (autograd engine) frames; take the nearest frame of the script.
+            script_lines = [g.get("line") for g in fs if g.get("file", "").endswith(script)]
+            if node in want:
+                seen.setdefault(node, set()).update(script_lines)
+                if not set(script_lines) & want[node]:
+                    wrong.append((node, script_lines))
+    record(name + ": backward sites name their forward lines", bool(seen) and not wrong and
+           all(seen.get(n) for n in ("AddmmBackward0", "GeluBackward0")), seen={k: sorted(v) for k, v in seen.items()},
+           wrong=wrong[:5], want={k: sorted(v) for k, v in want.items()})
+    dev = [d for d in rep.get("devices", []) if d.get("allocator") == "pytorch"]
+    kinds = (dev[0].get("memory_kinds") or {}).get("at_peak", {}) if dev else {}
+    expect = (out.get("outputs") or {}).get("expect", {})
+    rel = {k: round(kinds.get(k, 0) / v, 4) if v else None for k, v in expect.items()}
+    record(name + ": kinds at the peak within 1% of the hand-computed bytes",
+           bool(rel) and all(r is not None and abs(r - 1) <= 0.01 for r in rel.values()), ratio=rel, kinds=kinds,
+           expect=expect, attribution=(dev[0].get("backward_attribution") if dev else None))
+
+
+def check_accounting(name, rep):
+    """The driver's used figure at its peak and at exit, split with under 1% unexplained."""
+    for d in rep.get("devices", []):
+        acc = d.get("device_accounting")
+        if not acc:
+            continue
+        for when, m in (("peak", acc), ("exit", acc.get("at_exit") or {})):
+            used = m.get("driver_used_bytes", 0)
+            un = m.get("unexplained_bytes")
+            record("%s: device accounting at the %s, unexplained < 1%% of used" % (name, when),
+                   used > 0 and un is not None and abs(un) < 0.01 * used, used=used, unexplained=un,
+                   share=round(un / used, 4) if used and un is not None else None, buckets=m.get("buckets"),
+                   by_library=m.get("by_library"))
+        return
+    record(name + ": device accounting present", False)
+
+
 def check(name, script, args, env_extra, timed, lib, artifacts):
     plain = run(script, args, env_extra, None)
     keep = os.path.join(artifacts, name) if artifacts else None
@@ -161,6 +230,9 @@ def check(name, script, args, env_extra, timed, lib, artifacts):
            bool(dev) and check_keys == {} and d0.get("mirror_mismatches") == 0,
            status=d0.get("allocator_status"), differing_at_exit=check_keys, mismatches=d0.get("mirror_mismatches"),
            private_pools=d0.get("private_pools"), program_resets=d0.get("program_resets"))
+    check_accounting(name, rep)
+    if name == "autograd_lines":
+        check_autograd(name, script, rep, ao)
     hits, n = user_line_sites(rep, script)
     record(name + ": the report names the script's own lines", bool(hits), top_sites=n, script_lines=hits)
     res = {"plain_wall": plain["wall"], "attached_wall": att["wall"], "step_ms_plain": median(po.get("step_ms", [])),

@@ -15,9 +15,10 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 def main():
     steps = int(sys.argv[1]) if len(sys.argv) > 1 else 30
-    dist.init_process_group("nccl")
+    # DDP_BACKEND=gloo and DDP_ONE_DEVICE=1: every rank on device 0 (one GPU, gloo_check.py).
+    dist.init_process_group(os.environ.get("DDP_BACKEND", "nccl"))
     rank = dist.get_rank()
-    local = int(os.environ.get("LOCAL_RANK", rank))
+    local = 0 if os.environ.get("DDP_ONE_DEVICE") == "1" else int(os.environ.get("LOCAL_RANK", rank))
     torch.cuda.set_device(local)
     torch.manual_seed(1234)
     torch.use_deterministic_algorithms(True, warn_only=True)

@@ -17,6 +17,10 @@ dominate the ~10 s per run).
                     drops to its newest 1024 tokens once it passes 4096 (about every 125 steps):
                     ever-larger allocations (up to ~130 MiB, so max_split_size_mb:64 matters) whose
                     predecessors are freed right after.
+  resnet            ResNet-50 (torchvision, or the same bottleneck stack built here without it),
+                    batch 16 at 224 x 224, fp32, SGD with momentum: a convolutional net's mix of
+                    many small weights and BN buffers and large activations, whose sizes fall in
+                    every rounding class of roundup_power2_divisions.
 
 torch is imported inside the functions: the parent process of the check imports this module's
 names without torch.
@@ -29,6 +33,7 @@ DEFAULT_STEPS = {
     "training": 30,
     "inference_varlen": 80,
     "growing_cache": 400,
+    "resnet": 12,
 }
 
 
@@ -149,8 +154,65 @@ def growing_cache(device, steps):
             "largest_tensor_bytes": longest * batch * heads * dim * 2, "checksum": round(checksum, 4)}
 
 
+def _resnet50():
+    try:
+        import torchvision
+        return torchvision.models.resnet50(weights=None)
+    except ImportError:
+        pass
+    import torch.nn as nn
+
+    class Bottleneck(nn.Module):
+        def __init__(self, cin, mid, stride):
+            super().__init__()
+            cout = mid * 4
+            self.body = nn.Sequential(
+                nn.Conv2d(cin, mid, 1, bias=False), nn.BatchNorm2d(mid), nn.ReLU(inplace=True),
+                nn.Conv2d(mid, mid, 3, stride, 1, bias=False), nn.BatchNorm2d(mid), nn.ReLU(inplace=True),
+                nn.Conv2d(mid, cout, 1, bias=False), nn.BatchNorm2d(cout))
+            self.down = None
+            if stride != 1 or cin != cout:
+                self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+            self.relu = nn.ReLU(inplace=True)
+
+        def forward(self, x):
+            return self.relu(self.body(x) + (x if self.down is None else self.down(x)))
+
+    layers, cin = [], 64
+    for mid, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+        for b in range(blocks):
+            layers.append(Bottleneck(cin, mid, stride if b == 0 else 1))
+            cin = mid * 4
+    return nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(inplace=True),
+                         nn.MaxPool2d(3, 2, 1), *layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2048, 1000))
+
+
+def resnet(device, steps):
+    import torch
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    torch.backends.cudnn.benchmark = False  # the same algorithms (and workspaces) in every run
+    model = _resnet50().to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    gen = torch.Generator(device="cpu").manual_seed(5)
+    batch = 16
+    losses = []
+    for _ in range(steps):
+        x = torch.randn(batch, 3, 224, 224, generator=gen).to(device)
+        y = torch.randint(0, 1000, (batch,), generator=gen).to(device)
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        losses.append(round(float(loss.item()), 4))
+    return {"steps": steps, "first_loss": losses[0] if losses else None, "last_loss": losses[-1] if losses else None,
+            "batch": batch}
+
+
 WORKLOADS = {
     "training": training,
     "inference_varlen": inference_varlen,
     "growing_cache": growing_cache,
+    "resnet": resnet,
 }

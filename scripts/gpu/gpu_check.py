@@ -500,7 +500,8 @@ def main():
     ap.add_argument("--tries", type=int, default=1000)
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--repeat", type=int, default=3, help="runs of each timed PyTorch configuration")
-    ap.add_argument("--only", default="cuda,cross,bench,torch,ab,oom,frameworks,html,expandable,python,pool")
+    ap.add_argument("--only", default="layouts,attach,accounting,gloo,stacks,cuda,cross,bench,torch,ab,oom,frameworks,"
+                    "html,expandable,python,pool")
     ap.add_argument("--pool-repeat", type=int, default=5, help="alternating runs of each pool-vs-PyTorch loop")
     ap.add_argument("--pool-loops", default="readme,big", help="which pool-vs-PyTorch loops to run")
     ap.add_argument("--pool-sides", default="0,1", help="without (0) and/or with (1) a live side stream")
@@ -514,6 +515,42 @@ def main():
     global OUT_PATH
     OUT_PATH = a.out
     only = a.only.split(",")
+    here = os.path.dirname(os.path.abspath(__file__))
+
+    def script(name, *args):
+        """One of the checks that are scripts of their own; its results join ours."""
+        out = a.out + "." + name + ".json"
+        p = subprocess.run([sys.executable, os.path.join(here, name + ".py"), *args, "--out", out])
+        try:
+            RESULTS.extend(json.load(open(out)))
+        except (OSError, ValueError):
+            record(name + ": ran", False, rc=p.returncode)
+
+    # PyTorch's own allocator attached (the default), the device accounting, two ranks over gloo
+    # on one GPU, and the cost of stacks on framework programs.
+    if "layouts" in only:
+        p = subprocess.run([sys.executable, os.path.join(here, "check_torch_layouts.py")], capture_output=True, text=True)
+        record("torch allocator layouts match the installed torch's headers", p.returncode == 0, output=p.stdout[-1500:])
+    if "attach" in only:
+        script("attach_check", "--lib", a.lib) if not a.artifacts else script("attach_check", "--lib", a.lib,
+                                                                             "--artifacts", a.artifacts)
+    if "accounting" in only:
+        script("accounting_check", "--lib", a.lib)
+    if "gloo" in only:
+        script("gloo_check", "--lib", a.lib, "--cli", os.path.join(os.path.dirname(a.lib), "gpumemprof"))
+    if "stacks" in only:
+        p = subprocess.run([sys.executable, os.path.join(here, "stacks_check.py"), "--lib", a.lib, "--rounds", "3"],
+                           capture_output=True, text=True)
+        try:
+            res = json.loads(p.stdout)
+        except ValueError:
+            res = {"error": p.stderr[-1500:]}
+        record("stacks cost on framework programs (ours/off <= 1.02x, below PyTorch's recorder)",
+               p.returncode == 0, result=res)
+    # The checks below measure gpumemprof's own pool serving every tensor (PyTorch's caching off)
+    # and JAX's per-buffer allocations, as they did before PyTorch's allocator was attached.
+    os.environ.setdefault("GPUMEMPROF_TORCH", "pool")
+    os.environ.setdefault("GPUMEMPROF_JAX", "platform")
     if "cuda" in only:
         check_cuda_programs(a.lib, a.bindir, a.artifacts)
     if "cross" in only:

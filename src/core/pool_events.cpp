@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "core/pool_events.hpp"
 
+#include "core/device_accounting.hpp"
 #include "core/oom_notices.hpp"
 #include "report/oom_advice.hpp"
 #include "stacks/recorder.hpp"
@@ -117,6 +118,7 @@ void PoolEvents::on_free_completed(std::uintptr_t ptr, std::size_t size, std::si
 void PoolEvents::device_memory_acquired(trace::EventType type, stats::PoolAction action, std::uintptr_t ptr,
                                         std::size_t size) {
     stacks::Recorder::instance().on_acquire(device_, size, t_request_stack);
+    note_device_memory_acquired(device_);
     emit(trace_, type, device_, ptr, size, size, 0, 0, 0, origin());
     remember(action, ptr, size, size, 0, t_request_stack, stats::Series::reserved, static_cast<std::int64_t>(size));
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "core/driver_backend.hpp"
+#include "core/memory_categories.hpp"
 #include "pool/device_pool.hpp"
 #include "pool/pool_model.hpp"
 #include "pool/torch_mirror.hpp"
@@ -41,6 +42,7 @@ struct PoolSlot {
     std::unique_ptr<pool::TorchMirror> torch;
     std::unique_ptr<PoolEvents> torch_events;
     pool::AllocConf torch_conf;
+    std::unique_ptr<MemoryCategories> categories; ///< what kind of memory each block is
     std::atomic<bool> torch_ready{false};
     bool torch_locked_for_fork = false; ///< the mirror's lock is held across fork
     /// PyTorch's own statistics, read once at exit before its allocator is destroyed, and the

@@ -178,6 +178,13 @@ void Profiler::open_trace() noexcept {
         h.metadata.push_back({"source", "libgpumemprof"});
         h.metadata.push_back({"pool", options_.pool ? "caching" : "passthrough"});
         h.metadata.push_back({"allocator", torch_.attached() ? "pytorch" : "gpumemprof"});
+        // Where this process stands in its job (`gpumemprof merge` reads traces too).
+        const util::RankInfo& rank = util::rank_info();
+        h.metadata.push_back({"rank", std::to_string(rank.rank)});
+        h.metadata.push_back({"local_rank", std::to_string(rank.local_rank)});
+        h.metadata.push_back({"world_size", std::to_string(rank.world_size)});
+        h.metadata.push_back({"rank_from", rank.from});
+        h.metadata.push_back({"cuda_visible_devices", rank.cuda_visible_devices});
         trace::WriterOptions wo;
         wo.on_failure = trace_failed;
         auto w = std::make_unique<trace::Writer>();
@@ -242,6 +249,7 @@ void Profiler::on_first_cuda_use() noexcept {
             retired_.clear();
         }
         stacks::Recorder::instance().reset_after_fork();
+        steps_.clear();
     }
     // A relative GPUMEMPROF_OUTPUT is taken from where the process is now, as the trace's path
     // is: a program that changes directory later (or removes the one it started in) still has
@@ -291,7 +299,8 @@ PoolSlot* Profiler::create_slot(const DriverApi& api, CUcontext ctx) noexcept {
                 api.cuDevicePrimaryCtxRelease_v2(dev);
             }
         }
-        on_first_cuda_use(); // before the pool's listener is given the trace
+        on_first_cuda_use();                             // before the pool's listener is given the trace
+        accounting_baseline(api, static_cast<int>(dev)); // before the context's first allocation
         // Two contexts have two legacy streams, unordered with each other.
         bool another = false;
         pools_.for_each_live([&](PoolSlot* s) { return another = s->ctx.load(std::memory_order_acquire) != ctx; });
@@ -353,6 +362,7 @@ CUresult Profiler::mem_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_
     std::uintptr_t p = 0;
     int r = slot->pool->malloc(bytes, 0, &p);
     set_current_request_stack(0);
+    account_if_acquired(api);
     if (r == pool::kSuccess) {
         *dptr = static_cast<CUdeviceptr>(p);
     } else if (r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_CONTEXT_IS_DESTROYED) {
@@ -554,6 +564,11 @@ void Profiler::record_alloc_with_stack(Kind kind, const DriverApi& api, std::uin
         ledger_.add(kind, device, key, bytes, reinterpret_cast<std::uintptr_t>(ctx));
         if (in_recorder(kind))
             stacks::Recorder::instance().on_alloc(device, key, bytes, bytes, stack);
+        // PyTorch's segments are read once its event has reached the mirror (profiler_torch.cpp).
+        if (kind == Kind::async || kind == Kind::vmm_physical) {
+            note_device_memory_acquired(device);
+            account_if_acquired(api);
+        }
         if (kind == Kind::vmm_mapped)
             emit(trace_.load(std::memory_order_acquire), trace::EventType::vmm_map, device, key, bytes, bytes, stack);
     } catch (...) {
@@ -765,6 +780,33 @@ void Profiler::reset_accumulated(int device) noexcept {
     }
 }
 
+std::int64_t Profiler::mark_step(std::int64_t step) noexcept {
+    if (process_exiting())
+        return -1;
+    try {
+        report::StepMark mark;
+        mark.step = step;
+        {
+            auto lock = pools_.lock();
+            mark.t_ns =
+                std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count();
+            for (const auto& s : pools_.all()) {
+                if (!s->ctx.load(std::memory_order_acquire))
+                    continue;
+                const stats::DeviceStats st = s->pool->stats();
+                mark.devices.push_back(
+                    {s->device, st.allocated_bytes[stats::kAll].current, st.reserved_bytes[stats::kAll].current});
+            }
+        }
+        step = steps_.add(std::move(mark));
+        emit(trace_.load(std::memory_order_acquire), trace::EventType::step, 0, 0, static_cast<std::size_t>(step),
+             static_cast<std::size_t>(step));
+        return step;
+    } catch (...) {
+        return -1;
+    }
+}
+
 void Profiler::empty_cache() noexcept {
     if (process_exiting())
         return;
@@ -845,10 +887,31 @@ report::ReportInput Profiler::snapshot(const std::string& prefix) const {
     in.reuse.library_streams = streams_.library_streams();
     in.stack_skip = options_.stack_skip;
     in.hide_frames = options_.hide_frames;
+    in.user_code = options_.user_code;
     in.python_frames = options_.python;
     in.framework_env = framework_env_;
+    for (auto& [device, d] : accounting_.snapshot()) {
+        report::DeviceAccountingSummary a;
+        a.device = device;
+        a.has_peak = d.has_peak;
+        a.has_exit = d.has_exit;
+        a.peak = std::move(d.peak);
+        a.exit = std::move(d.exit);
+        a.readings = d.readings;
+        a.history = std::move(d.history);
+        in.accounting.push_back(std::move(a));
+    }
+    in.rank = util::rank_info();
+    in.steps = steps_.marks(&in.steps_dropped);
     auto lock = pools_.lock();
-    in.seconds_profiled = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const auto since_start = std::chrono::steady_clock::now() - start_;
+    in.seconds_profiled = std::chrono::duration<double>(since_start).count();
+    in.start_time_ns =
+        static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                       (std::chrono::system_clock::now() -
+                                        std::chrono::duration_cast<std::chrono::system_clock::duration>(since_start))
+                                           .time_since_epoch())
+                                       .count());
     in.doors = {doors_.dlsym_substitutions.load(), doors_.proc_address_substitutions.load(),
                 doors_.runtime_calls.load()};
     in.foreign_invalid_frees = invalid_foreign_frees_.load();
@@ -1125,9 +1188,11 @@ void Profiler::fork_prepare() noexcept {
     ledger_.lock_for_fork();
     stacks::Recorder::instance().lock_for_fork();
     streams_.lock_for_fork();
+    steps_.lock_for_fork();
 }
 
 void Profiler::fork_parent() noexcept {
+    steps_.unlock_after_fork();
     streams_.unlock_after_fork();
     stacks::Recorder::instance().unlock_after_fork();
     ledger_.unlock_after_fork();
@@ -1143,6 +1208,7 @@ void Profiler::fork_parent() noexcept {
 // memory writes no report and no trace: the parent's allocations are the parent's. Its state is
 // reset (freeing the parent's) at its first CUDA allocation, in on_first_cuda_use.
 void Profiler::fork_child() noexcept {
+    steps_.unlock_after_fork();
     streams_.unlock_after_fork();
     stacks::Recorder::instance().unlock_after_fork();
     OomNotices::instance().reset_after_fork(); // closes the shared eventfd; frees nothing

@@ -5,13 +5,16 @@
 // Hooks in src/intercept/ only forward here.
 #pragma once
 
+#include "core/device_accounting.hpp"
 #include "core/driver_api.hpp"
 #include "core/passthrough_ledger.hpp"
 #include "core/pool_table.hpp"
 #include "core/process_state.hpp"
 #include "core/retired_contexts.hpp"
+#include "core/step_marks.hpp"
 #include "core/stream_registry.hpp"
 #include "core/torch_attach.hpp"
+#include "core/torch_autograd.hpp"
 #include "util/options.hpp"
 
 namespace gpumemprof::trace {
@@ -99,6 +102,14 @@ public:
     void torch_page_created(const DriverApi& api, std::uintptr_t handle, std::size_t bytes, int device) noexcept;
     const TorchAttach& torch() const { return torch_; }
 
+    // ---- where the device's memory went (profiler_accounting.cpp) -------------------------------
+    /// The driver's used figure before `device`'s first allocation through us (its context).
+    void accounting_baseline(const DriverApi& api, int device) noexcept;
+    /// A reading, if a pool obtained device memory on this thread and one is due (no lock held).
+    void account_if_acquired(const DriverApi& api) noexcept;
+    /// Each device's reading at exit, before teardown (an atexit handler).
+    void accounting_exit() noexcept;
+
     // ---- streams, captures, contexts ----------------------------------------------------
     StreamRegistry& streams() { return streams_; }
     /// The context is about to go (cuCtxDestroy): its pool and the memory the driver frees with it.
@@ -122,6 +133,10 @@ public:
     bool dump(const std::string& prefix, bool on_demand) noexcept;
     /// torch.cuda.memory._snapshot() as JSON (report::write_torch_snapshot); "" on failure.
     std::string snapshot_json() noexcept;
+    /// A step begins (gpumemprof_mark_step): recorded with each pool's allocated and reserved
+    /// bytes (the JSON's "steps") and as a trace event. A negative `step` is the previous one's
+    /// number + 1. Returns the step's number, -1 on failure or once the process exits.
+    std::int64_t mark_step(std::int64_t step) noexcept;
 
     DoorCounters& doors() { return doors_; }
     const util::Options& options() const { return options_; }
@@ -154,11 +169,15 @@ public:
 private:
     Profiler();
     static void torch_sink(const TorchEvent& ev) noexcept;
+    bool read_driver_used(const DriverApi& api, int device, AccountingReading* r) noexcept;
+    void accounting_buckets(int device, AccountingReading* r) const;
     static TorchControlSink torch_control() noexcept;
     void torch_event(const TorchEvent& ev) noexcept;
     /// The pool slot holding `device`'s mirror of PyTorch's allocator (made at its first event).
     PoolSlot* torch_slot(int device) noexcept;
     CUresult torch_segment_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_t bytes) noexcept;
+    /// What a call site's frames say of the kind of its memory (once per site).
+    MemoryCategories::SiteTraits site_traits(stacks::StackId id) noexcept;
     /// Reads PyTorch's own statistics once more before its allocator is destroyed at exit.
     void torch_final_check() noexcept;
     /// The attached allocator's figures for the reports (requires pools_.lock()).
@@ -204,6 +223,7 @@ private:
     StreamRegistry streams_;
     PassthroughLedger ledger_;
     DoorCounters doors_;
+    StepMarks steps_;
 
     std::mutex dump_mutex_;   ///< one report writer at a time; first in the lock order
     PoolTable pools_;         ///< second in the lock order (then each pool's own lock)
@@ -224,6 +244,8 @@ private:
     std::atomic<bool> signal_thread_started_{false};
 
     TorchAttach torch_;
+    TorchAutograd autograd_; ///< initialised with the first device's mirror
+    DeviceAccounting accounting_;
     static constexpr int kMaxTorchDevices = 128; ///< PyTorch's DeviceIndex is an int8
     std::atomic<PoolSlot*> torch_slots_[kMaxTorchDevices] = {};
     std::mutex torch_mutex_; ///< making a device's mirror; taken under PyTorch's allocator mutex

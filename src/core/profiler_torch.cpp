@@ -9,10 +9,17 @@
 #include "core/profiler.hpp"
 #include "core/signals.hpp"
 #include "report/report_input.hpp"
+#include "stacks/autograd_frames.hpp"
+#include "stacks/python_frames.hpp"
 #include "stacks/recorder.hpp"
 #include "util/log.hpp"
 
 #include <cxxabi.h>
+#include <dlfcn.h>
+
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
 
 extern "C" void* __dso_handle; // this library's handle, for __cxa_atexit
 
@@ -115,6 +122,9 @@ PoolSlot* Profiler::torch_slot(int device) noexcept {
                 device, s->torch_conf, trace_.load(std::memory_order_acquire), nullptr, start_,
                 options_.html || options_.pickle, static_cast<std::uint64_t>(s->index));
             s->torch = std::make_unique<pool::TorchMirror>(std::move(rules), s->torch_events.get());
+            s->categories = std::make_unique<MemoryCategories>();
+            if (!autograd_.ready() && torch_.layout())
+                autograd_.init(torch_.lib_dir(), *torch_.layout());
             s->torch_ready.store(true, std::memory_order_release);
             static bool registered = false;
             if (!registered) {
@@ -151,14 +161,26 @@ void Profiler::torch_event(const TorchEvent& ev) noexcept {
             set_current_request_stack(0);
             break;
         case TorchAction::alloc: {
-            const stacks::StackId id = t_segment_stack != 0 ? t_segment_stack : capture_stack();
+            stacks::StackId id = t_segment_stack != 0 ? t_segment_stack : capture_stack();
             t_segment_stack = 0;
+            // Backward: charged to the forward line that made the node (core/torch_autograd.hpp).
+            const TorchAutograd::Node node = autograd_.current();
+            if (node.present && id != 0)
+                id = autograd_.backward_stack(id, node);
+            else if (!node.present)
+                autograd_.remember(autograd_.forward_thread(), autograd_.forward_seq(), id);
             set_current_request_stack(id);
             m.alloc(ev.addr, ev.size, ev.stream, ev.pool);
             set_current_request_stack(0);
+            const pool::Lookup l = m.lookup(ev.addr);
+            s->categories->on_alloc(ev.addr, static_cast<std::int64_t>(l.block_size), id, node.present,
+                                    node.accumulate_grad, !ev.pool.is_default(), site_traits(id));
             break;
         }
-        case TorchAction::free_requested: m.free_requested(ev.addr); break;
+        case TorchAction::free_requested:
+            s->categories->on_free(ev.addr, autograd_.current().present);
+            m.free_requested(ev.addr);
+            break;
         case TorchAction::free_completed: m.free_completed(ev.addr); break;
         case TorchAction::segment_free: m.segment_free(ev.addr, ev.size); break;
         case TorchAction::segment_unmap: m.segment_unmap(ev.addr, ev.size); break;
@@ -170,12 +192,62 @@ void Profiler::torch_event(const TorchEvent& ev) noexcept {
         case TorchAction::other: break;
         }
         set_event_origin(0, trace::kDefaultPool);
+        if (const DriverApi* api = driver(false))
+            account_if_acquired(*api);
     } catch (...) {
         set_event_origin(0, trace::kDefaultPool);
     }
 }
 
+MemoryCategories::SiteTraits Profiler::site_traits(stacks::StackId id) noexcept {
+    static std::mutex mutex;
+    static auto* cache = new std::unordered_map<stacks::StackId, MemoryCategories::SiteTraits>();
+    MemoryCategories::SiteTraits t;
+    if (id == 0)
+        return t;
+    try {
+        {
+            std::lock_guard lock(mutex);
+            if (auto it = cache->find(id); it != cache->end())
+                return it->second;
+        }
+        // Once per call site: its Python frames' files and functions, its native frames' symbols.
+        for (std::uintptr_t w : stacks::Recorder::instance().frames(id)) {
+            if (stacks::autograd::is_backward_frame(w))
+                break; // the forward stack beyond says nothing of this block
+            if (stacks::python::is_python_frame(w)) {
+                stacks::python::FrameInfo f;
+                if (!stacks::python::describe(w, &f))
+                    continue;
+                const auto has = [&](const char* s) { return f.file.find(s) != std::string::npos; };
+                const auto fn = [&](const char* s) {
+                    return f.function == s || f.function.ends_with(std::string(".") + s);
+                };
+                if (has("/torch/optim/"))
+                    t.optimizer = true;
+                if ((has("/torch/nn/modules/module.py") &&
+                     (fn("_apply") || fn("to") || fn("cuda") || fn("_load_from_state_dict"))) ||
+                    has("/torch/nn/init.py") || (has("/torch/nn/") && (fn("__init__") || fn("reset_parameters"))) ||
+                    fn("_init_weights") || fn("post_init"))
+                    t.parameter = true;
+                continue;
+            }
+            Dl_info info{};
+            if (dladdr(reinterpret_cast<const void*>(w), &info) && info.dli_sname &&
+                (std::strstr(info.dli_sname, "Workspace") || std::strstr(info.dli_sname, "workspace")))
+                t.library = true;
+        }
+        std::lock_guard lock(mutex);
+        cache->emplace(id, t);
+    } catch (...) {
+    }
+    return t;
+}
+
 void Profiler::torch_final_check() noexcept {
+    if (CoreScope::inside()) // exit() from a signal handler that interrupted one of our calls
+        return;
+    CoreScope scope;
     try {
         for (int d = 0; d < kMaxTorchDevices; ++d) {
             PoolSlot* s = torch_slots_[d].load(std::memory_order_acquire);
@@ -212,6 +284,18 @@ report::DeviceSummary Profiler::torch_summary(const PoolSlot& s) const {
         d.has_torch_check = true;
         d.torch_reported = s.torch_reported;
         d.torch_mirrored = s.torch_mirrored;
+    }
+    if (s.categories) {
+        const MemoryCategories::Summary k = s.categories->summary();
+        for (int i = 0; i < kMemoryKinds; ++i) {
+            const char* name = memory_kind_name(static_cast<MemoryKind>(i));
+            d.kinds_at_peak.emplace_back(name, k.at_peak[i]);
+            d.kinds_now.emplace_back(name, k.now[i]);
+        }
+        for (const auto& [site, kr] : k.sites)
+            d.site_kinds.push_back({site, memory_kind_name(kr.first), kind_rule_text(kr.second)});
+        d.backward_matched = static_cast<std::int64_t>(autograd_.matched());
+        d.backward_unmatched = static_cast<std::int64_t>(autograd_.unmatched());
     }
     d.history.segments = s.torch->snapshot();
     d.history.segments_known = true;

@@ -228,7 +228,8 @@ void TorchAttach::attach(const std::string& module_path, TorchSink sink, TorchCo
         return give_up(State::unsupported, "PyTorch's CUDA allocator is '" + name +
                                                "', not its native caching allocator (its stream-ordered "
                                                "allocations are observed as such)");
-    const std::string c10 = directory_of(module_path) + "/libc10.so";
+    lib_dir_ = directory_of(module_path);
+    const std::string c10 = lib_dir_ + "/libc10.so";
     divisions_ = reinterpret_cast<DivisionsFn>(symbol(c10, torch_abi::kDivisionsSymbol));
     if (auto instance = reinterpret_cast<InstanceFn>(symbol(c10, torch_abi::kConfigInstanceSymbol)))
         config_ = instance();

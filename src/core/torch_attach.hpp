@@ -79,6 +79,10 @@ public:
     /// allocator could be waiting for (its mutex is taken inside).
     bool read_stats(int device, stats::DeviceStats* out) const noexcept;
 
+    /// Once attached: the layout in use, and the folder of libc10_cuda.so (torch/lib).
+    const torch_abi::Layout* layout() const noexcept { return attached() ? layout_ : nullptr; }
+    const std::string& lib_dir() const noexcept { return lib_dir_; }
+
 private:
     void attach(const std::string& module_path, TorchSink sink, TorchControlSink control); // may throw
     /// Our function in place of PyTorch's in `slot` of its allocator's vtable (the original is
@@ -94,6 +98,7 @@ private:
     const torch_abi::Layout* layout_ = nullptr;
     std::size_t (*divisions_)(std::size_t) = nullptr;
     const char* config_ = nullptr; ///< AcceleratorAllocatorConfig::instance()
+    std::string lib_dir_;
 };
 
 /// "2.11.0+cu130" -> (2, 11); false when it does not start with two numbers.

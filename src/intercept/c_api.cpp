@@ -120,6 +120,11 @@ __attribute__((visibility("default"))) size_t gpumemprof_snapshot_json(char* buf
     }
 }
 
+__attribute__((visibility("default"))) int64_t gpumemprof_mark_step(int64_t step) {
+    gpumemprof::core::CoreScope scope;
+    return Profiler::instance().mark_step(step);
+}
+
 __attribute__((visibility("default"))) int gpumemprof_dump(const char* prefix) {
     gpumemprof::core::CoreScope scope;
     try {

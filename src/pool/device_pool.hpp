@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gpumemprof::pool {
@@ -144,6 +145,11 @@ struct ReservedPeak {
 /// Returned by DevicePool::free for an address that lies in no segment of this pool.
 inline constexpr int kNotOwned = -1;
 
+/// A memory pool inside one DevicePool, PyTorch's MempoolId_t: (0, 0) is the default pool; any
+/// other pair names a private pool (a CUDA graph's, a torch.cuda.MemPool's).
+using PoolId = std::pair<std::uint64_t, std::uint64_t>;
+inline constexpr PoolId kDefaultPoolId{0, 0};
+
 class DevicePool {
 public:
     DevicePool(Backend& backend, PoolOptions options, PoolListener* listener = nullptr);
@@ -156,6 +162,16 @@ public:
     /// backend's error code after PyTorch's release-and-retry sequence (num_ooms counted,
     /// listener->on_oom called). Never throws.
     int malloc(std::size_t size, std::uintptr_t stream, std::uintptr_t* ptr);
+
+    /// malloc into memory pool `pool_id` (kDefaultPoolId: the same as above). A private pool has
+    /// its own small and large free sets and segments, as PyTorch's PrivatePool: its blocks serve
+    /// only requests to the same id, and a request to it never takes a default-pool block. Its
+    /// segments are never given back (neither by empty_cache() nor by the retries before an
+    /// out-of-memory): the pool cannot know when the graph or MemPool that owns them is gone, so
+    /// it takes them to be in use, as PyTorch does until releasePool. A request to a private pool
+    /// does not run release_cached_blocks before failing, as PyTorch's during a capture does not.
+    /// Without caching (Mode::passthrough) the id changes nothing.
+    int malloc(std::size_t size, std::uintptr_t stream, std::uintptr_t* ptr, PoolId pool_id);
 
     /// Free a pointer returned by malloc. kSuccess; kInvalidValue if the address is inside one of
     /// this pool's segments but is not the start of an allocated block (double or interior

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <memory>
 
 namespace gpumemprof::pool {
 
@@ -30,8 +31,8 @@ int SimBackend::allocate(std::size_t size, std::uintptr_t* ptr) {
     const std::size_t span = (size + kAlignment - 1) / kAlignment * kAlignment;
     std::uintptr_t at = next_address_;
     bool planned = false;
-    if (plan_next_ < plan_.size() && plan_[plan_next_].second == size) {
-        const std::uintptr_t want = plan_[plan_next_].first;
+    if (have_planned_ && planned_.second == size) {
+        const std::uintptr_t want = planned_.first;
         planned = true;
         for (const auto& [p, n] : live_)
             if (want < p + n && p < want + size)
@@ -47,7 +48,7 @@ int SimBackend::allocate(std::size_t size, std::uintptr_t* ptr) {
     }
     *ptr = at;
     if (planned)
-        ++plan_next_;
+        have_planned_ = plan_ && plan_(&planned_);
     else
         next_address_ += span;
     used_ += size;
@@ -119,13 +120,29 @@ bool SimBackend::fence_wait_for(FenceId fence, std::uint64_t) {
 }
 
 void SimBackend::set_address_plan(std::vector<std::pair<std::uintptr_t, std::size_t>> plan) {
+    std::uintptr_t top = 0;
+    for (const auto& [a, n] : plan)
+        top = std::max(top, a + n);
+    auto held = std::make_shared<std::vector<std::pair<std::uintptr_t, std::size_t>>>(std::move(plan));
+    set_address_plan(
+        [held, i = std::size_t{0}](std::pair<std::uintptr_t, std::size_t>* out) mutable {
+            if (i == held->size())
+                return false;
+            *out = (*held)[i++];
+            return true;
+        },
+        top);
+}
+
+void SimBackend::set_address_plan(PlanSource next, std::uintptr_t top) {
     std::lock_guard<std::mutex> lock(mu_);
-    plan_ = std::move(plan);
-    plan_next_ = 0;
-    for (const auto& [a, n] : plan_) { // unplanned segments and reservations go above them
-        next_address_ = std::max(next_address_, (a + n + kAlignment - 1) / kAlignment * kAlignment);
-        next_vmm_address_ = std::max(next_vmm_address_, next_address_ + (std::uintptr_t{1} << 40));
-    }
+    plan_ = std::move(next);
+    have_planned_ = plan_ && plan_(&planned_);
+    if (top == 0)
+        return; // nothing planned
+    // Unplanned segments and reservations go above every planned one.
+    next_address_ = std::max(next_address_, (top + kAlignment - 1) / kAlignment * kAlignment);
+    next_vmm_address_ = std::max(next_vmm_address_, next_address_ + (std::uintptr_t{1} << 40));
 }
 
 bool SimBackend::frees_ordered() {

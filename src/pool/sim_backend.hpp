@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -72,6 +73,11 @@ public:
     /// between equal free blocks break as they did on the device; otherwise it places the
     /// segment above every planned address. Set before the first allocate().
     void set_address_plan(std::vector<std::pair<std::uintptr_t, std::size_t>> plan);
+    /// The same plan read as it is needed (a long trace: not held in memory): `next` gives the
+    /// next planned (address, size) and false when there is none; `top` is the end of the highest
+    /// planned segment (unplanned ones go above it).
+    using PlanSource = std::function<bool(std::pair<std::uintptr_t, std::size_t>*)>;
+    void set_address_plan(PlanSource next, std::uintptr_t top);
     /// The next allocate() fails with `code` (once).
     void fail_next_allocate(int code);
     void set_capacity(std::size_t bytes);
@@ -128,8 +134,9 @@ private:
     bool record_allowed_ = true;
     bool wait_allowed_ = true;
     bool frees_ordered_ = false;
-    std::vector<std::pair<std::uintptr_t, std::size_t>> plan_;
-    std::size_t plan_next_ = 0;
+    PlanSource plan_;
+    std::pair<std::uintptr_t, std::size_t> planned_{}; ///< the plan's next entry, when have_planned_
+    bool have_planned_ = false;
     bool waits_time_out_ = false;
     FenceId last_fence_ = 0;
     FenceId done_upto_ = 0; ///< every fence <= this is finished

@@ -35,6 +35,19 @@ void write_allocator(util::JsonWriter& w, const DeviceSummary& d) {
         w.end_object();
     }
     w.end_array();
+    // What kind of memory PyTorch's blocks are (core/memory_categories.hpp).
+    w.key("memory_kinds").begin_object();
+    for (const auto* set : {&d.kinds_at_peak, &d.kinds_now}) {
+        w.key(set == &d.kinds_at_peak ? "at_peak" : "now").begin_object();
+        for (const auto& [kind, bytes] : *set)
+            w.field(kind, bytes);
+        w.end_object();
+    }
+    w.end_object();
+    w.key("backward_attribution").begin_object();
+    w.field("to_forward_line", d.backward_matched);
+    w.field("forward_op_unseen", d.backward_unmatched);
+    w.end_object();
     if (!d.has_torch_check)
         return;
     // torch.cuda.memory_stats() as PyTorch itself reported it at exit, and every key where our

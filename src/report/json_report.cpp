@@ -2,9 +2,13 @@
 // The exit JSON (see json_report.hpp and docs/outputs.md).
 #include "report/json_report.hpp"
 
+#include "report/accounting_report.hpp"
 #include "report/device_json.hpp"
 #include "report/json_sections.hpp"
+#include "report/json_timeline.hpp"
 #include "util/json_writer.hpp"
+
+#include <set>
 
 namespace gpumemprof::report {
 namespace {
@@ -33,7 +37,8 @@ void write_passthrough(util::JsonWriter& w, const PassthroughSummary& p) {
     w.end_object();
 }
 
-void write_pool_device(util::JsonWriter& w, const DeviceSummary& d) {
+void write_pool_device(util::JsonWriter& w, const DeviceSummary& d, const ReportInput& in, const StackReport& stacks,
+                       bool first_of_device) {
     w.begin_object();
     w.field("device", d.device);
     w.field("context", d.context);
@@ -74,6 +79,11 @@ void write_pool_device(util::JsonWriter& w, const DeviceSummary& d) {
     if (d.has_model) // the same 122 keys as PyTorch's caching allocator would report them
         write_model(w, "pytorch_model", d);
     write_passthrough(w, d.passthrough);
+    write_timeline(w, d.history.series);
+    if (first_of_device)
+        for (const DeviceAccountingSummary& a : in.accounting)
+            if (a.device == d.device)
+                write_accounting_json(w, a, stacks);
     w.end_object();
 }
 
@@ -119,6 +129,7 @@ std::string json_report(const ReportInput& in, const StackReport& stacks) {
     w.field("pid", static_cast<std::int64_t>(in.pid));
     w.field("host", in.host);
     w.field("exe", in.exe);
+    write_run_place(w, in);
     w.field("alloc_conf", in.effective_alloc_conf);
     w.field("pool", in.caching ? "caching" : "passthrough");
     write_reuse(w, in, stacks);
@@ -142,8 +153,9 @@ std::string json_report(const ReportInput& in, const StackReport& stacks) {
         w.field("not_installed_because", in.dump_signal_refused);
     w.end_object();
     w.key("devices").begin_array();
+    std::set<int> seen;
     for (const DeviceSummary& d : in.devices)
-        write_pool_device(w, d);
+        write_pool_device(w, d, in, stacks, seen.insert(d.device).second);
     for (const DeviceSummary& d : in.devices_without_pool)
         write_poolless_device(w, d);
     w.end_array();

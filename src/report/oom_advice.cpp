@@ -12,23 +12,26 @@ namespace gpumemprof::report {
 
 std::string oom_message(int device, const pool::OomInfo& info) {
     const std::int64_t unallocated = info.reserved - info.allocated;
-    std::string s = "CUDA out of memory. Tried to allocate " +
-                    util::torch_size(static_cast<std::int64_t>(info.allocation_size)) + ". GPU " +
-                    std::to_string(device) + " has a total capacity of " +
-                    util::torch_size(static_cast<std::int64_t>(info.device_total)) + " of which " +
-                    util::torch_size(static_cast<std::int64_t>(info.device_free)) + " is free. ";
+    std::string s = "CUDA out of memory. Tried to allocate " + util::torch_size_u(info.allocation_size) + ". GPU " +
+                    std::to_string(device) + " has a total capacity of " + util::torch_size_u(info.device_total) +
+                    " of which " + util::torch_size_u(info.device_free) + " is free. ";
     if (info.allowed > 0)
-        s += util::torch_size(static_cast<std::int64_t>(info.allowed)) + " allowed; ";
+        s += util::torch_size_u(info.allowed) + " allowed; ";
     s += "Of the allocated memory " + util::torch_size(info.allocated) + " is allocated by the pool, and " +
          util::torch_size(unallocated < 0 ? 0 : unallocated) +
          " is reserved by the pool but unallocated. The largest free cached block is " +
-         util::torch_size(static_cast<std::int64_t>(info.largest_free_block)) + ". The program asked for " +
-         std::to_string(info.requested) + " bytes (rounded to " + std::to_string(info.rounded) + ").";
+         util::torch_size_u(info.largest_free_block) + ". The program asked for " + std::to_string(info.requested) +
+         " bytes (rounded to " + std::to_string(info.rounded) + ").";
     return s;
 }
 
 std::string oom_suggestion(const pool::OomInfo& info, const pool::AllocConf& conf) {
     const std::int64_t unallocated = info.reserved - info.allocated;
+    if (info.allocation_size > info.device_total && info.device_total > 0)
+        return "the request (" + util::torch_size_u(info.allocation_size) + ") is larger than the device (" +
+               util::torch_size_u(info.device_total) +
+               "): no setting can serve it; check how the program computes this size (a negative value turned "
+               "unsigned, an overflow).";
     const auto need = static_cast<std::int64_t>(info.allocation_size);
     constexpr std::int64_t kMiB = static_cast<std::int64_t>(pool::kMiB);
     constexpr std::int64_t kMinSplitMb = 20; // PyTorch's (and the parser's) minimum max_split_size_mb

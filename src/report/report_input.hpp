@@ -8,11 +8,13 @@
 #include "stats/device_stats.hpp"
 #include "stats/event_ring.hpp"
 #include "stats/time_series.hpp"
+#include "util/options.hpp"
 
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gpumemprof::report {
@@ -52,6 +54,16 @@ struct DeviceSummary {
     /// torch.cuda.memory_stats() does) and, when it did, the same keys over the whole run.
     int program_resets = 0;
     stats::DeviceStats whole_run;
+    /// What kind of memory PyTorch's blocks are (core/memory_categories.hpp): live bytes by kind
+    /// when the total peaked and now, each site's kind and the rule that placed it.
+    std::vector<std::pair<std::string, std::int64_t>> kinds_at_peak, kinds_now;
+    struct SiteKind {
+        std::uint32_t site = 0;
+        std::string kind, rule;
+    };
+    std::vector<SiteKind> site_kinds;
+    /// Backward allocations charged to their forward line, and those whose forward op was unseen.
+    std::int64_t backward_matched = 0, backward_unmatched = 0;
     /// PyTorch's own statistics read at exit, and ours at that moment (pytorch, when read).
     bool has_torch_check = false;
     stats::DeviceStats torch_reported, torch_mirrored;
@@ -78,6 +90,34 @@ struct DeviceSummary {
     DeviceHistory history;
 };
 
+/// One moment's split of a device's memory as the driver counts it (core/device_accounting.hpp).
+struct AccountingMoment {
+    std::int64_t t_ns = 0;        ///< since the profiler started
+    std::int64_t driver_used = 0; ///< cuMemGetInfo's total - free, for the whole device
+    std::int64_t driver_total = 0;
+    /// Bytes by bucket, in the report's order.
+    std::vector<std::pair<std::string, std::int64_t>> buckets;
+    /// Live bytes by call site at that moment (all of the device's blocks the call-site accounting
+    /// knows); the reports split those not PyTorch's by the library that allocated them.
+    std::vector<std::pair<std::uint32_t, std::int64_t>> pool_sites;
+    std::int64_t accounted() const {
+        std::int64_t sum = 0;
+        for (const auto& b : buckets)
+            sum += b.second;
+        return sum;
+    }
+    std::int64_t unexplained() const { return driver_used - accounted(); }
+};
+
+/// A device's accounting: at the peak of the driver's used figure, at exit, and over time.
+struct DeviceAccountingSummary {
+    int device = 0;
+    bool has_peak = false, has_exit = false;
+    AccountingMoment peak, exit;
+    int readings = 0;
+    std::vector<AccountingMoment> history; ///< buckets only, bounded
+};
+
 /// GPUMEMPROF_REUSE and what became of reuse at once (JSON "reuse", a line of the .txt).
 struct ReuseSummary {
     std::string mode = "auto";    ///< auto, fenced or immediate
@@ -94,11 +134,33 @@ struct DoorCounts {
     std::int64_t runtime_calls = 0;
 };
 
+/// What one device's pool held when a step began.
+struct StepDevice {
+    int device = 0;
+    std::int64_t allocated = 0;
+    std::int64_t reserved = 0;
+};
+
+/// A step the program marked (gpumemprof_mark_step): its number, when it began (ns since the
+/// process started) and what each device's pool held then.
+struct StepMark {
+    std::int64_t step = -1;
+    std::int64_t t_ns = 0;
+    std::vector<StepDevice> devices;
+};
+
 struct ReportInput {
     std::string prefix; ///< files are <prefix>.json, .txt, .folded, .alloc.folded
     int pid = 0;
     std::string host;
     std::string exe;
+    /// The process's place in a distributed job (RANK, LOCAL_RANK, WORLD_SIZE or the launcher's).
+    util::RankInfo rank;
+    /// Time zero of every t_ns (the process start) as Unix epoch nanoseconds: lines up the
+    /// reports of many processes on one clock. 0 = unknown.
+    std::uint64_t start_time_ns = 0;
+    std::vector<StepMark> steps; ///< oldest first
+    std::uint64_t steps_dropped = 0;
     double seconds_profiled = 0;
     std::string alloc_conf;           ///< GPUMEMPROF_ALLOC_CONF as given (for OOM advice)
     std::string effective_alloc_conf; ///< the settings in effect, every key spelled out
@@ -122,10 +184,14 @@ struct ReportInput {
     /// Frames the .txt stack listings leave out (GPUMEMPROF_HIDE_FRAMES, FrameFilter syntax);
     /// unset = kDefaultHiddenFrames.
     std::optional<std::string> hide_frames;
+    /// GPUMEMPROF_USER_CODE: globs naming the user's own code ("" = report/user_code.hpp's rule).
+    std::string user_code;
     /// GPUMEMPROF_PYTHON: 0 native only, 1 Python frames merged, 2 merged and interpreter kept.
     int python_frames = 1;
     /// Variables the library set at load time (GPUMEMPROF_FRAMEWORK_ENV), "NAME=value" each.
     std::vector<std::string> framework_env;
+    /// Where each device's memory went (the driver's used figure, split).
+    std::vector<DeviceAccountingSummary> accounting;
 };
 
 } // namespace gpumemprof::report

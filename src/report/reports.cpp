@@ -2,6 +2,8 @@
 // Report entry points (see reports.hpp).
 #include "report/reports.hpp"
 
+#include "report/accounting_report.hpp"
+
 #include "report/folded_writer.hpp"
 #include "report/json_report.hpp"
 #include "report/json_sections.hpp"
@@ -44,7 +46,7 @@ void note(std::string* error, const std::string& msg) {
 std::vector<std::pair<std::string, std::string>> report_files(const ReportInput& in, const StackReport& report) {
     const ResolvedReport& r = report.resolved;
     return {
-        {in.prefix + ".txt", text_report(in, report.data, r)},
+        {in.prefix + ".txt", text_report(in, report.data, r, accounting_text(in, report))},
         {in.prefix + ".folded", folded_stacks(r, FoldedMetric::peak_live_bytes)},
         {in.prefix + ".alloc.folded", folded_stacks(r, FoldedMetric::total_bytes)},
     };

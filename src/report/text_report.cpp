@@ -7,10 +7,12 @@
 #include "report/frame_filter.hpp"
 #include "report/line_profile.hpp"
 #include "report/oom_advice.hpp"
+#include "report/owner.hpp"
 #include "util/byte_format.hpp"
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 
 namespace gpumemprof::report {
 
@@ -158,7 +160,7 @@ void device_figures(std::string& out, const DeviceSummary& d, const stacks::Repo
     const auto all = stats::kAll;
     out += "\ndevice " + std::to_string(d.device);
     if (d.total_capacity > 0)
-        out += " (total capacity " + util::torch_size(static_cast<std::int64_t>(d.total_capacity)) + ")";
+        out += " (total capacity " + util::torch_size_u(d.total_capacity) + ")";
     if (d.allocator == "pytorch")
         out += ", PyTorch's caching allocator (" + d.allocator_status + ")";
     else if (torch_attached)
@@ -314,10 +316,27 @@ void site_sections(std::string& out, const ReportInput& in, const ResolvedReport
 
 void leak_section(std::string& out, const ResolvedReport& r, const FrameFilter& filter) {
     heading(out, "Leaks at exit (live blocks grouped by call site)");
+    // Blocks a library keeps for the whole process (cuBLAS's workspaces, NCCL's buffers,
+    // PyTorch's cached segments' blocks) are no leaks of the program's code: listed apart.
+    const auto program = [](const ResolvedSite& s) { return owning_library(s.frames).empty(); };
     top_sites(
         out, r, 1 << 30,
-        [](const ResolvedSite& s) { return std::make_pair(s.counters.live_bytes, s.counters.live_count); }, "leaked",
-        filter);
+        [&](const ResolvedSite& s) {
+            return program(s) ? std::make_pair(s.counters.live_bytes, s.counters.live_count)
+                              : std::make_pair(std::int64_t{0}, std::int64_t{0});
+        },
+        "leaked", filter);
+    std::map<std::string, std::pair<std::int64_t, std::int64_t>> kept;
+    for (const ResolvedSite& s : r.sites)
+        if (!program(s) && s.counters.live_bytes > 0) {
+            auto& k = kept[owning_library(s.frames)];
+            k.first += s.counters.live_bytes;
+            k.second += s.counters.live_count;
+        }
+    for (const auto& [lib, k] : kept)
+        out += "kept by " + lib +
+               " (its own memory, not a leak of the program's code): " + util::torch_size_exact(k.first) + " in " +
+               std::to_string(k.second) + " block" + (k.second == 1 ? "" : "s") + "\n";
     out += "Blocks live when this report was written; at exit, after the program's exit handlers and the global\n"
            "and ELF destructors of the program and its libraries (frees made there are seen).\n";
 }
@@ -330,7 +349,7 @@ void oom_section(std::string& out, const ResolvedReport& r, const FrameFilter& f
     for (const ResolvedOom& o : r.ooms) {
         const stacks::OomRecord& rec = *o.record;
         out += "OOM #" + std::to_string(++k) + " on device " + std::to_string(rec.device) + ": request of " +
-               util::torch_size_exact(static_cast<std::int64_t>(rec.info.requested)) + "\n";
+               util::torch_size_exact_u(rec.info.requested) + "\n";
         out += "  " + oom_message(rec.device, rec.info) + "\n";
         out += "  stack:\n";
         stack_lines(out, o.frames, 32, "    ", filter);
@@ -340,12 +359,14 @@ void oom_section(std::string& out, const ResolvedReport& r, const FrameFilter& f
 
 } // namespace
 
-std::string text_report(const ReportInput& in, const stacks::ReportData& data, const ResolvedReport& r) {
+std::string text_report(const ReportInput& in, const stacks::ReportData& data, const ResolvedReport& r,
+                        const std::string& accounting) {
     const FrameFilter filter(in.hide_frames ? in.hide_frames->c_str() : nullptr);
     std::string out;
     header_lines(out, in);
     reuse_line(out, in, r);
     summary_section(out, in, data, r);
+    out += accounting;
     site_sections(out, in, r, filter);
     leak_section(out, r, filter);
     oom_section(out, r, filter);

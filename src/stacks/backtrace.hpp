@@ -13,8 +13,16 @@ inline constexpr int kMaxFrames = 256;
 /// starting `skip` frames above the caller of capture_backtrace (skip = 0: the first entry is
 /// inside the function that called capture_backtrace). Each address is the return address minus
 /// one, so it points into the call instruction and symbolises to the calling line (libunwind
-/// issue #287). No locks, no symbolisation; the raw frames go to a per-thread heap buffer made at
-/// the thread's first call (its own stack holds only libunwind's cursor). Returns the number written.
+/// issue #287). No symbolisation; a walk with the process-wide frame rules (frame_rules.hpp),
+/// reading nothing but the thread's own stack above its current frame. Returns the number written
+/// (0 on a thread whose stack bounds are unknown).
 int capture_backtrace(std::uintptr_t* ips, int max_frames, int skip) noexcept;
+
+/// The calling thread's stack as pthread reports it, [lo, hi), found once per thread.
+struct StackBounds {
+    std::uintptr_t lo = 0, hi = 0;
+    bool known = false;
+};
+const StackBounds& thread_stack_bounds() noexcept;
 
 } // namespace gpumemprof::stacks

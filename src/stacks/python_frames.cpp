@@ -46,6 +46,9 @@ struct Layout {
     std::size_t fr_is_entry = kNone; ///< 3.11 only; later versions mark entries with a shim frame
     // PyCodeObject
     std::size_t co_filename = 0, co_qualname = 0, co_linetable = 0, co_firstlineno = 0, co_code = 0;
+    /// co_version (3.12+): a number each new code object takes from a counter of the interpreter
+    /// that only goes up (0 once it ran out). kNone in 3.11.
+    std::size_t co_version = kNone;
     // PyObject, PyBytesObject, PyASCIIObject / PyCompactUnicodeObject
     std::size_t ob_type = 8;
     std::size_t bytes_size = 16, bytes_sval = 32;
@@ -84,6 +87,7 @@ Layout layout_312() {
     l.fr_instr = 56;
     l.fr_owner = 70;
     l.co_firstlineno = 68;
+    l.co_version = 92;
     l.co_filename = 112;
     l.co_qualname = 128;
     l.co_linetable = 136;
@@ -92,6 +96,17 @@ Layout layout_312() {
     l.str_compact_size = 56;
     return l;
 }
+
+/// Where the frame walk reads, as constants (3.12, and 3.13 when its _Py_DebugOffsets say the
+/// same): the compiler then keeps the whole walk in registers.
+struct Fixed312 {
+    static constexpr std::size_t previous = 8, owner = 70, code = 0, instr = 56, co_code = 192, version = 92;
+    static constexpr bool check_type = false; // a 3.12 frame's f_code is always a code object
+};
+struct Fixed313 {
+    static constexpr std::size_t previous = 8, owner = 70, code = 0, instr = 56, co_code = 200, version = 92;
+    static constexpr bool check_type = true; // f_executable may be another object
+};
 
 /// The part of CPython 3.13's _Py_DebugOffsets (Include/internal/pycore_runtime.h) that we read:
 /// the table at the start of _PyRuntime, meant for readers outside the interpreter. Its own
@@ -143,6 +158,7 @@ std::uintptr_t load_ptr(std::uintptr_t addr) noexcept {
 
 struct Interpreter {
     Layout layout;
+    int fixed = 0; ///< 11, 12 or 13: the walk may use its constant offsets (they match layout)
     int (*is_initialized)() = nullptr;
     void* (*this_thread_state)() = nullptr;
     std::uintptr_t code_type = 0, bytes_type = 0, unicode_type = 0;
@@ -230,6 +246,7 @@ State discover() noexcept {
             l.co_linetable = off->code_object.linetable;
             l.co_firstlineno = off->code_object.firstlineno;
             l.co_code = off->code_object.co_code_adaptive;
+            l.co_version = 92; // not in _Py_DebugOffsets; fixed in 3.13 (checked by check_layouts.py)
             l.ob_type = off->pyobject.ob_type;
             l.bytes_size = off->bytes_object.ob_size;
             l.bytes_sval = off->bytes_object.ob_sval;
@@ -245,6 +262,15 @@ State discover() noexcept {
         in.unicode_type = reinterpret_cast<std::uintptr_t>(sym("PyUnicode_Type"));
         if (!in.this_thread_state || !in.code_type || !in.bytes_type || !in.unicode_type)
             return fail("Python " + in.version + " without PyGILState_GetThisThreadState or the type objects");
+        const Layout& l = in.layout;
+        if (minor == 11)
+            in.fixed = 11;
+        if (minor == 12)
+            in.fixed = 12;
+        if (minor == 13 && l.fr_previous == Fixed313::previous && l.fr_owner == Fixed313::owner &&
+            l.fr_code == Fixed313::code && l.fr_instr == Fixed313::instr && l.co_code == Fixed313::co_code &&
+            l.co_version == Fixed313::version)
+            in.fixed = 13;
         g_interp = std::move(in);
         g_state.store(State::ready, std::memory_order_release);
         return State::ready;
@@ -260,12 +286,14 @@ State discover() noexcept {
 /// objects, its first line, and the size and first bytes of its line table.
 struct CodeKey {
     std::uintptr_t code, filename, qualname, linetable;
-    std::uint64_t table_head;
+    std::uint64_t table_head, table_tail; ///< the line table's first and last 8 bytes
+    std::uint64_t name_head;              ///< the qualified name's length and first 7 characters
     std::int64_t table_size;
     int first_line;
     bool operator==(const CodeKey& o) const {
         return code == o.code && filename == o.filename && qualname == o.qualname && linetable == o.linetable &&
-               table_head == o.table_head && table_size == o.table_size && first_line == o.first_line;
+               table_head == o.table_head && table_tail == o.table_tail && name_head == o.name_head &&
+               table_size == o.table_size && first_line == o.first_line;
     }
 };
 struct CodeKeyHash {
@@ -294,24 +322,93 @@ CodeTable& table() {
     return *t;
 }
 
-constexpr std::size_t kThreadCacheSize = 256; // direct-mapped per thread, by code address
+// ---- the fast index: (code address, identity) -> code table index ---------------------------
+// Shared by all threads, read without a lock (a slot's fields are written before its code address,
+// with release; readers load the address with acquire). Identity: in 3.12+ the code object's
+// version (co_version: each new code object takes the next value of a counter that only goes up,
+// so a code object made at a freed one's address has another version); in 3.11, and once the
+// counter ran out (version 0), a 64-bit hash of the whole CodeKey. Slots are never removed: an
+// old code object's slot simply no longer matches.
 
-struct ThreadCodeCache {
-    struct Entry {
-        CodeKey key;
-        std::uint32_t index;
-    } entries[kThreadCacheSize];
+struct FastSlot {
+    std::atomic<std::uint64_t> code{0};
+    std::atomic<std::uint64_t> aux{0};
+    std::atomic<std::uint64_t> rest{0}; ///< version << 32 | index
 };
-thread_local ThreadCodeCache* tl_codes = nullptr;
-thread_local bool tl_codes_gone = false;
-struct ThreadCodeCacheHolder {
-    ~ThreadCodeCacheHolder() {
-        delete tl_codes;
-        tl_codes = nullptr;
-        tl_codes_gone = true;
+struct FastTable {
+    std::size_t mask = 0;
+    std::size_t used = 0; ///< under the code table's mutex
+    FastSlot* slots = nullptr;
+};
+std::atomic<FastTable*> g_fast{nullptr};
+constexpr int kFastProbe = 32;
+constexpr std::size_t kFastInitial = std::size_t{1} << 12;
+constexpr std::size_t kFastMax = std::size_t{1} << 24;
+
+inline std::size_t fast_slot(std::uint64_t code, std::uint64_t aux, std::size_t mask) noexcept {
+    return static_cast<std::size_t>(((code ^ (aux * 0xc2b2ae3d27d4eb4full)) * 0x9e3779b97f4a7c15ull) >> 35) & mask;
+}
+
+std::uint64_t key_hash(const CodeKey& k) noexcept {
+    std::uint64_t h = 0x6a09e667f3bcc909ull;
+    for (std::uint64_t w : {k.filename, k.qualname, k.linetable, k.table_head, k.table_tail, k.name_head,
+                            static_cast<std::uint64_t>(k.table_size),
+                            static_cast<std::uint64_t>(static_cast<std::uint32_t>(k.first_line))}) {
+        h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+        h ^= h >> 31;
     }
-};
-thread_local ThreadCodeCacheHolder tl_codes_holder;
+    return h | 1; // never 0
+}
+
+/// Under the code table's mutex.
+void fast_insert(std::uint64_t code, std::uint64_t aux, std::uint32_t version, std::uint32_t index) noexcept {
+    FastTable* t = g_fast.load(std::memory_order_relaxed);
+    if (t == nullptr || (t->used + 1) * 2 > t->mask + 1) {
+        const std::size_t size = t == nullptr ? kFastInitial : (t->mask + 1) * 2;
+        if (size > kFastMax)
+            return; // not indexed: later captures of it take the slow path
+        auto* n = new (std::nothrow) FastTable;
+        if (n == nullptr)
+            return;
+        n->slots = new (std::nothrow) FastSlot[size];
+        if (n->slots == nullptr) {
+            delete n;
+            return;
+        }
+        n->mask = size - 1;
+        if (t != nullptr) {
+            for (std::size_t i = 0; i <= t->mask; ++i) {
+                const std::uint64_t c = t->slots[i].code.load(std::memory_order_relaxed);
+                if (c == 0)
+                    continue;
+                const std::uint64_t x = t->slots[i].aux.load(std::memory_order_relaxed);
+                std::size_t j = fast_slot(c, x, n->mask);
+                while (n->slots[j].code.load(std::memory_order_relaxed) != 0)
+                    j = (j + 1) & n->mask;
+                n->slots[j].aux.store(x, std::memory_order_relaxed);
+                n->slots[j].rest.store(t->slots[i].rest.load(std::memory_order_relaxed), std::memory_order_relaxed);
+                n->slots[j].code.store(c, std::memory_order_relaxed);
+                ++n->used;
+            }
+        }
+        g_fast.store(n, std::memory_order_release); // the old table stays: readers may be in it
+        t = n;
+    }
+    std::size_t i = fast_slot(code, aux, t->mask);
+    for (int probe = 0; probe < kFastProbe; ++probe, i = (i + 1) & t->mask) {
+        const std::uint64_t c = t->slots[i].code.load(std::memory_order_relaxed);
+        if (c == code && t->slots[i].aux.load(std::memory_order_relaxed) == aux &&
+            (t->slots[i].rest.load(std::memory_order_relaxed) >> 32) == version)
+            return;
+        if (c != 0)
+            continue;
+        t->slots[i].aux.store(aux, std::memory_order_relaxed);
+        t->slots[i].rest.store((static_cast<std::uint64_t>(version) << 32) | index, std::memory_order_relaxed);
+        t->slots[i].code.store(code, std::memory_order_release);
+        ++t->used;
+        return;
+    }
+}
 
 /// A compact str object as UTF-8 (code names and file names always are compact).
 std::string read_str(const Interpreter& in, std::uintptr_t obj) {
@@ -362,34 +459,86 @@ bool code_key(const Interpreter& in, std::uintptr_t code, CodeKey* k) noexcept {
     if (k->linetable == 0 || load_ptr(k->linetable + l.ob_type) != in.bytes_type)
         return false;
     k->table_size = load<std::int64_t>(k->linetable + l.bytes_size);
-    std::uint64_t head = 0;
-    if (k->table_size > 0)
-        std::memcpy(&head, reinterpret_cast<const void*>(k->linetable + l.bytes_sval),
-                    static_cast<std::size_t>(k->table_size < 8 ? k->table_size : 8));
+    std::uint64_t head = 0, tail = 0;
+    if (k->table_size > 0) {
+        const std::size_t n = static_cast<std::size_t>(k->table_size < 8 ? k->table_size : 8);
+        std::memcpy(&head, reinterpret_cast<const void*>(k->linetable + l.bytes_sval), n);
+        std::memcpy(&tail, reinterpret_cast<const void*>(k->linetable + l.bytes_sval + k->table_size - n), n);
+    }
     k->table_head = head;
+    k->table_tail = tail;
+    // The name itself, not only its object's address: a code object made where a freed one was
+    // may get its name object where the old name was, too.
+    std::uint64_t name = 0;
+    if (k->qualname != 0 && load_ptr(k->qualname + l.ob_type) == in.unicode_type) {
+        const auto state = load<std::uint32_t>(k->qualname + l.str_state);
+        const auto length = load<std::int64_t>(k->qualname + l.str_length);
+        if ((state & (1u << 5)) != 0 && (state & (1u << 6)) != 0 && length >= 0) { // compact ASCII
+            const std::size_t n = static_cast<std::size_t>(length < 7 ? length : 7);
+            std::memcpy(&name, reinterpret_cast<const void*>(k->qualname + l.str_ascii_size), n);
+            name = (name << 8) | static_cast<std::uint64_t>(length & 0xff);
+        }
+    }
+    k->name_head = name;
     return true;
 }
 
-/// The code table index of a code object; copies its names and line table the first time.
-std::size_t code_index(const Interpreter& in, std::uintptr_t code) noexcept {
+/// Per thread: the code objects met at each depth by the previous capture (3.12+), so that a
+/// repeated stack finds each frame's index by comparing with what it met there last time.
+struct Shadow {
+    struct Entry {
+        std::uintptr_t code = 0;
+        std::uint64_t version_index = 0; ///< version | index << 32 (version 0: no entry)
+    } at[kMaxPythonFrames];
+};
+Shadow g_no_shadow; // read (never written) by a thread whose shadow could not be allocated
+thread_local Shadow* tl_shadow = nullptr;
+thread_local bool tl_shadow_gone = false;
+struct ShadowHolder {
+    ~ShadowHolder() {
+        delete tl_shadow;
+        tl_shadow = nullptr;
+        tl_shadow_gone = true;
+    }
+};
+thread_local ShadowHolder tl_shadow_holder;
+
+Shadow* thread_shadow() noexcept {
+    if (tl_shadow == nullptr && !tl_shadow_gone) {
+        tl_shadow = new (std::nothrow) Shadow();
+        (void)&tl_shadow_holder; // registers the thread-exit destructor
+    }
+    return tl_shadow;
+}
+
+/// What tells this code object from another one at the same address: (aux, version) as the fast
+/// index keys it. False when it is not readable as a code object.
+inline bool code_identity(const Interpreter& in, std::uintptr_t code, std::uint64_t* aux,
+                          std::uint32_t* version) noexcept {
+    const Layout& l = in.layout;
+    if (l.co_version != kNone) {
+        const auto v = load<std::uint32_t>(code + l.co_version);
+        if (v != 0) {
+            *aux = 0; // the address and the version say it all
+            *version = v;
+            return true;
+        }
+    }
+    CodeKey k;
+    if (!code_key(in, code, &k))
+        return false;
+    *aux = key_hash(k);
+    *version = 0;
+    return true;
+}
+
+/// The code table index of a code object met for the first time (or not in the fast index):
+/// copies its names and line table once, under the table's lock.
+std::size_t code_index_slow(const Interpreter& in, std::uintptr_t code, std::uint64_t aux,
+                            std::uint32_t version) noexcept {
     CodeKey key;
     if (!code_key(in, code, &key))
         return kNone;
-    ThreadCodeCache* cache = tl_codes;
-    if (cache == nullptr && !tl_codes_gone) {
-        cache = new (std::nothrow) ThreadCodeCache();
-        if (cache != nullptr) {
-            std::memset(static_cast<void*>(cache), 0, sizeof *cache);
-            (void)&tl_codes_holder;
-            tl_codes = cache;
-        }
-    }
-    ThreadCodeCache::Entry* e = nullptr;
-    if (cache != nullptr) {
-        e = &cache->entries[(code >> 4) % kThreadCacheSize];
-        if (e->key == key)
-            return e->index;
-    }
     std::uint32_t index = 0;
     try {
         CodeTable& t = table();
@@ -412,14 +561,53 @@ std::size_t code_index(const Interpreter& in, std::uintptr_t code) noexcept {
             t.codes.push_back(std::move(info));
             t.index.emplace(key, index);
         }
+        fast_insert(code, aux, version, index);
     } catch (...) {
         return kNone;
     }
-    if (e != nullptr) {
-        e->key = key;
-        e->index = index;
-    }
     return index;
+}
+
+/// The code table index of a code object whose key was read already (3.11).
+std::size_t code_index_of_key(const Interpreter& in, const FastTable* fast, const CodeKey& key) noexcept {
+    const std::uint64_t aux = key_hash(key);
+    if (fast != nullptr) {
+        std::size_t i = fast_slot(key.code, aux, fast->mask);
+        for (int probe = 0; probe < kFastProbe; ++probe, i = (i + 1) & fast->mask) {
+            const std::uint64_t c = fast->slots[i].code.load(std::memory_order_acquire);
+            if (c == 0)
+                break;
+            if (c != key.code || fast->slots[i].aux.load(std::memory_order_relaxed) != aux)
+                continue;
+            const std::uint64_t rest = fast->slots[i].rest.load(std::memory_order_relaxed);
+            if ((rest >> 32) == 0)
+                return static_cast<std::size_t>(rest & 0xffffffffu);
+        }
+    }
+    return code_index_slow(in, key.code, aux, 0);
+}
+
+/// The code table index of a code object: one lookup in the shared fast index when it was met
+/// before (by any thread).
+inline std::size_t code_index(const Interpreter& in, const FastTable* fast, std::uintptr_t code) noexcept {
+    std::uint64_t aux = 0;
+    std::uint32_t version = 0;
+    if (!code_identity(in, code, &aux, &version))
+        return kNone;
+    if (fast != nullptr) {
+        std::size_t i = fast_slot(code, aux, fast->mask);
+        for (int probe = 0; probe < kFastProbe; ++probe, i = (i + 1) & fast->mask) {
+            const std::uint64_t c = fast->slots[i].code.load(std::memory_order_acquire);
+            if (c == 0)
+                break;
+            if (c != code || fast->slots[i].aux.load(std::memory_order_relaxed) != aux)
+                continue;
+            const std::uint64_t rest = fast->slots[i].rest.load(std::memory_order_relaxed);
+            if ((rest >> 32) == version)
+                return static_cast<std::size_t>(rest & 0xffffffffu);
+        }
+    }
+    return code_index_slow(in, code, aux, version);
 }
 
 /// The current frame of this thread's Python thread state (null when it runs no Python).
@@ -456,26 +644,145 @@ std::string version() {
     return g_state.load(std::memory_order_acquire) == State::ready ? g_interp.version : std::string();
 }
 
-int capture(std::uintptr_t* out, int max) noexcept {
-    State s = g_state.load(std::memory_order_acquire);
-    if (s != State::ready) {
-        if (s != State::unknown)
-            return 0; // not Python, or a Python we cannot read: nothing more to pay
-        if (discover() != State::ready)
-            return 0;
+namespace {
+
+/// The walk for interpreters with code versions (3.12+): a frame whose code object is the one
+/// this thread's previous capture met at the same depth, with the same version, takes its index
+/// from there without a lookup.
+template <typename F>
+int walk_versioned(const Interpreter& in, const FastTable* fast, Shadow* shadow, std::uintptr_t frame,
+                   std::uintptr_t* out, int max) noexcept {
+    if (max > kMaxPythonFrames)
+        max = kMaxPythonFrames; // the shadow's size: no bound check per frame below
+    Shadow::Entry* at = shadow != nullptr ? shadow->at : g_no_shadow.at;
+    const std::uintptr_t code_type = in.code_type;
+    const std::size_t ob_type = in.layout.ob_type;
+    int n = 0, shims = 0;
+    while (frame != 0) {
+        const std::uintptr_t previous = load_ptr(frame + F::previous);
+        if (__builtin_expect(load<char>(frame + F::owner) == kOwnedByCStack, 0)) {
+            // The shim an eval-loop call pushes below its first frame: that frame is an entry.
+            if (n > 0)
+                out[n - 1] |= kEntryTag;
+            frame = previous;
+            if (++shims > 100000)
+                break; // only a cycle could get here
+            continue;
+        }
+        const std::uintptr_t code = load_ptr(frame + F::code);
+        if (__builtin_expect(code == 0, 0) || (F::check_type && load_ptr(code + ob_type) != code_type)) {
+            frame = previous;
+            continue;
+        }
+        const std::uint64_t version = load<std::uint32_t>(code + F::version);
+        // The code object this thread's previous capture met at this depth, same version: its
+        // index without a lookup. Version 0 (the counter ran out) is never stored.
+        std::uint64_t vi = at[n].version_index;
+        if (__builtin_expect(at[n].code != code || static_cast<std::uint32_t>(vi) != version, 0)) {
+            const std::size_t i = code_index(in, fast, code);
+            if (i == kNone) {
+                frame = previous;
+                continue;
+            }
+            vi = version | (static_cast<std::uint64_t>(i) << 32);
+            if (shadow != nullptr && version != 0) {
+                at[n].code = code;
+                at[n].version_index = vi;
+            }
+        }
+        const std::uintptr_t instr = load_ptr(frame + F::instr);
+        const std::uintptr_t first = code + F::co_code;
+        // Before its first instruction a frame points one unit before the code: offset 0.
+        const std::uintptr_t offset = instr >= first ? ((instr - first) >> 1) & 0xffffffffu : 0;
+        out[n] = kPythonTag | (vi & 0xffffffff00000000ull) | offset;
+        frame = previous;
+        if (++n >= max)
+            break;
     }
-    const Interpreter& in = g_interp;
-    if (out == nullptr || max <= 0 || in.is_initialized() == 0)
-        return 0; // finalised
+    return n;
+}
+
+/// 3.11 (no code versions): a code object is known by its whole CodeKey. Each thread remembers the
+/// key met at each depth by its previous capture, so a repeated stack compares the fields instead
+/// of hashing them and looking the hash up.
+struct Shadow311 {
+    struct Entry {
+        CodeKey key{};
+        std::uint32_t index = 0;
+        bool valid = false;
+    } at[kMaxPythonFrames];
+};
+thread_local Shadow311* tl_shadow311 = nullptr;
+thread_local bool tl_shadow311_gone = false;
+struct Shadow311Holder {
+    ~Shadow311Holder() {
+        delete tl_shadow311;
+        tl_shadow311 = nullptr;
+        tl_shadow311_gone = true;
+    }
+};
+thread_local Shadow311Holder tl_shadow311_holder;
+
+Shadow311* thread_shadow311() noexcept {
+    if (tl_shadow311 == nullptr && !tl_shadow311_gone) {
+        tl_shadow311 = new (std::nothrow) Shadow311();
+        (void)&tl_shadow311_holder; // registers the thread-exit destructor
+    }
+    return tl_shadow311;
+}
+
+int walk_311(const Interpreter& in, const FastTable* fast, std::uintptr_t frame, std::uintptr_t* out,
+             int max) noexcept {
+    constexpr std::size_t previous_at = 48, code_at = 32, instr_at = 56, is_entry_at = 68, co_code = 184;
+    if (max > kMaxPythonFrames)
+        max = kMaxPythonFrames;
+    Shadow311* shadow = thread_shadow311();
+    int n = 0, steps = 0;
+    while (frame != 0 && ++steps < 100000) {
+        const std::uintptr_t previous = load_ptr(frame + previous_at);
+        const std::uintptr_t code = load_ptr(frame + code_at);
+        CodeKey key;
+        if (code == 0 || !code_key(in, code, &key)) {
+            frame = previous;
+            continue;
+        }
+        std::size_t index;
+        if (shadow != nullptr && shadow->at[n].valid && shadow->at[n].key == key) {
+            index = shadow->at[n].index;
+        } else {
+            index = code_index_of_key(in, fast, key);
+            if (index == kNone) {
+                frame = previous;
+                continue;
+            }
+            if (shadow != nullptr) {
+                shadow->at[n].key = key;
+                shadow->at[n].index = static_cast<std::uint32_t>(index);
+                shadow->at[n].valid = true;
+            }
+        }
+        const std::uintptr_t instr = load_ptr(frame + instr_at);
+        const std::uintptr_t first = code + co_code;
+        const std::uintptr_t offset = instr >= first ? ((instr - first) >> 1) & 0xffffffffu : 0;
+        std::uintptr_t w = kPythonTag | (static_cast<std::uintptr_t>(index) << 32) | offset;
+        if (load<bool>(frame + is_entry_at))
+            w |= kEntryTag;
+        out[n] = w;
+        frame = previous;
+        if (++n >= max)
+            break;
+    }
+    return n;
+}
+
+/// The walk with the offsets of the layout table (3.11, and 3.13 laid out unlike Fixed313).
+int walk_general(const Interpreter& in, const FastTable* fast, std::uintptr_t frame, std::uintptr_t* out,
+                 int max) noexcept {
     const Layout& l = in.layout;
-    std::uintptr_t frame = current_frame(in);
     int n = 0;
-    // The chain ends at the thread's first frame; the step bound only guards against a cycle.
     for (int steps = 0; frame != 0 && n < max && steps < 100000; ++steps) {
         const std::uintptr_t previous = load_ptr(frame + l.fr_previous);
-        const char owner = load<char>(frame + l.fr_owner);
-        if (l.minor >= 12 && owner == kOwnedByCStack) {
-            // The shim an eval-loop call pushes below its first frame: that frame is an entry.
+        if (l.minor >= 12 && load<char>(frame + l.fr_owner) == kOwnedByCStack) {
             if (n > 0)
                 out[n - 1] |= kEntryTag;
             frame = previous;
@@ -486,7 +793,7 @@ int capture(std::uintptr_t* out, int max) noexcept {
             frame = previous; // 3.13: an executable that is not a code object
             continue;
         }
-        const std::size_t index = code_index(in, code);
+        const std::size_t index = code_index(in, fast, code);
         if (index != kNone) {
             const std::uintptr_t instr = load_ptr(frame + l.fr_instr);
             const std::uintptr_t first = code + l.co_code;
@@ -501,6 +808,30 @@ int capture(std::uintptr_t* out, int max) noexcept {
         frame = previous;
     }
     return n;
+}
+
+} // namespace
+
+int capture(std::uintptr_t* out, int max) noexcept {
+    State s = g_state.load(std::memory_order_acquire);
+    if (s != State::ready) {
+        if (s != State::unknown)
+            return 0; // not Python, or a Python we cannot read: nothing more to pay
+        if (discover() != State::ready)
+            return 0;
+    }
+    const Interpreter& in = g_interp;
+    if (out == nullptr || max <= 0 || in.is_initialized() == 0)
+        return 0; // finalised
+    const FastTable* fast = g_fast.load(std::memory_order_acquire);
+    const std::uintptr_t frame = current_frame(in);
+    if (in.fixed == 12)
+        return walk_versioned<Fixed312>(in, fast, thread_shadow(), frame, out, max);
+    if (in.fixed == 13)
+        return walk_versioned<Fixed313>(in, fast, thread_shadow(), frame, out, max);
+    if (in.fixed == 11)
+        return walk_311(in, fast, frame, out, max);
+    return walk_general(in, fast, frame, out, max);
 }
 
 int line_for_offset(const unsigned char* p, std::size_t size, int first_line, int offset) noexcept {
@@ -601,6 +932,8 @@ std::vector<std::pair<std::string, std::size_t>> assumed_layout(int minor) {
         v.emplace_back("code.linetable", l.co_linetable);
         v.emplace_back("code.firstlineno", l.co_firstlineno);
         v.emplace_back("code.code", l.co_code);
+        if (minor == 12)
+            v.emplace_back("code.version", l.co_version);
         v.emplace_back("object.type", l.ob_type);
         v.emplace_back("bytes.size", l.bytes_size);
         v.emplace_back("bytes.sval", l.bytes_sval);
@@ -630,6 +963,7 @@ std::vector<std::pair<std::string, std::size_t>> assumed_layout(int minor) {
         GPUMEMPROF_DEBUG_FIELD("debug.unicode_object.asciiobject_size", unicode_object.asciiobject_size);
 #undef GPUMEMPROF_DEBUG_FIELD
         v.emplace_back("str.compact_extra", 2 * sizeof(void*));
+        v.emplace_back("code.version", 92);
         v.emplace_back("owner.cstack", static_cast<std::size_t>(kOwnedByCStack));
     }
     return v;

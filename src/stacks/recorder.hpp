@@ -20,6 +20,11 @@ namespace gpumemprof::stacks {
 
 inline constexpr int kDefaultStackDepth = 64;
 
+namespace detail {
+struct CaptureCounters;
+struct CountersFreeList;
+} // namespace detail
+
 /// One per process, thread-safe, never throws. Two locks, never nested with each other and
 /// never calling out: the trace tree's (capture) and the accounting's (on_* and collect).
 class Recorder {
@@ -32,7 +37,7 @@ public:
         return *r;
     }
 
-    Recorder() = default;
+    Recorder();
     Recorder(const Recorder&) = delete;
     Recorder& operator=(const Recorder&) = delete;
 
@@ -48,8 +53,32 @@ public:
     /// Inline (always, so that the frames kept start at the caller): with capture off it costs a
     /// load and a test.
     __attribute__((always_inline)) StackId capture() noexcept {
-        return max_depth_.load(std::memory_order_relaxed) > 0 ? capture_now() : 0;
+        return max_depth_.load(std::memory_order_relaxed) > 0 ? capture_now(1) : 0;
     }
+
+    /// capture() for an allocation of `requested` bytes. The same as capture() unless sampling
+    /// is on; then it unwinds for every allocation of sample_always_from() bytes or more, and for
+    /// each smaller one with probability 1/N (N = sample_one_in(), drawn independently per
+    /// allocation, so that a loop's fixed order of allocations cannot hide a site). A sampled
+    /// smaller allocation counts N times in its site's bytes and counts; one not sampled gets 0
+    /// and counts in no site. The process-wide totals, peak and live blocks stay exact.
+    /// on_alloc must then be called on the same thread with the id returned here (the core does:
+    /// capture, then the pool's listener accounts the block).
+    __attribute__((always_inline)) StackId capture(std::size_t requested) noexcept {
+        if (max_depth_.load(std::memory_order_relaxed) <= 0)
+            return 0;
+        const std::uint32_t one_in = one_in_.load(std::memory_order_relaxed);
+        if (one_in <= 1)
+            return capture_now(1);
+        const std::uint32_t weight = sample(requested, one_in);
+        return weight != 0 ? capture_now(weight) : 0;
+    }
+
+    /// Sampling (GPUMEMPROF_SAMPLE): one_in <= 1 turns it off (the default). Allocations of
+    /// `always_from` bytes or more always get a stack.
+    void set_sampling(std::size_t always_from, std::uint32_t one_in) noexcept;
+    std::uint32_t sample_one_in() const noexcept { return one_in_.load(std::memory_order_relaxed); }
+    std::size_t sample_always_from() const noexcept { return always_from_.load(std::memory_order_relaxed); }
     /// Interns an already-captured stack (innermost first). For tests and for replay tools.
     StackId intern(const std::uintptr_t* ips, int n) noexcept;
 
@@ -81,6 +110,8 @@ public:
 
     /// A consistent copy for the report writers (frames filled in, unsymbolised).
     ReportData collect() const;
+    /// What is live on `device` now, by call site (empty while accounting is off).
+    std::vector<std::pair<StackId, std::int64_t>> live_by_site(int device) const noexcept;
 
     /// Frames of one id, innermost first.
     std::vector<std::uintptr_t> frames(StackId id) const { return tree_.frames(id); }
@@ -89,24 +120,30 @@ public:
     CaptureStats capture_stats() const noexcept;
 
 private:
-    StackId capture_now() noexcept;
+    StackId capture_now(std::uint32_t weight) noexcept;
+    StackId unwind_and_intern() noexcept;
+    /// The sampling draw for one allocation: its weight (1 or one_in) or 0 (not sampled).
+    std::uint32_t sample(std::size_t requested, std::uint32_t one_in) noexcept;
+    /// The weight on_alloc gives the block capture(requested) was called for (1 without sampling).
+    std::uint32_t weight_of(StackId id) noexcept;
     void account_alloc(int device, std::uintptr_t ptr, std::size_t size, std::size_t requested, StackId id) noexcept;
     StackId account_free(int device, std::uintptr_t ptr) noexcept;
 
     std::atomic<int> max_depth_{kDefaultStackDepth};
     std::atomic<bool> accounting_{true}; ///< false only while capture has never been on
+    std::atomic<std::uint32_t> one_in_{0};
+    std::atomic<std::size_t> always_from_{std::size_t{1} << 20};
     TraceTree tree_;
-    // capture() counters: relaxed, each written once per capture.
     util::CycleClock clock_;
-    std::atomic<std::uint64_t> captures_{0};
-    std::atomic<std::uint64_t> frames_{0};
-    std::atomic<std::uint64_t> cache_hits_{0};
-    std::atomic<std::uint64_t> python_captures_{0};
-    std::atomic<std::uint64_t> python_frames_{0};
-    std::atomic<std::uint64_t> small_stack_skips_{0};
-    std::atomic<std::uint64_t> unwind_ticks_{0};
-    std::atomic<std::uint64_t> intern_ticks_{0};
-    mutable std::mutex mutex_; ///< guards table_ and ooms_
+    /// capture()'s counters live in one block per thread (recorder.cpp), summed by capture_stats:
+    /// no shared cache line written on the hot path. Blocks are never freed: a thread's exit puts
+    /// its block on a free list (no lock, no recorder needed) for the next new thread.
+    detail::CaptureCounters* stats_block() noexcept;
+    const std::uint64_t id_;         ///< tells this recorder's per-thread state from another one's
+    mutable std::mutex stats_mutex_; ///< taken to reuse a block from the free list
+    std::atomic<detail::CaptureCounters*> stats_head_{nullptr}; ///< every block (push only)
+    detail::CountersFreeList* free_blocks_ = nullptr;           ///< allocated once, never freed (outlives the recorder)
+    mutable std::mutex mutex_;                                  ///< guards table_ and ooms_
     SiteTable table_;
     std::vector<OomRecord> ooms_;
 };

@@ -43,14 +43,21 @@ struct OomRecord {
 
 /// What capturing stacks cost the program (the recorder times its own hot path).
 struct CaptureStats {
-    std::uint64_t captures = 0;          ///< stacks captured (one per allocation while capture is on)
-    std::uint64_t frames = 0;            ///< frames kept, summed over captures
-    std::uint64_t cache_hits = 0;        ///< captures interned from the per-thread stack cache
-    std::uint64_t python_captures = 0;   ///< captures that found Python frames on the thread
-    std::uint64_t python_frames = 0;     ///< Python frames kept, summed over captures
-    std::uint64_t small_stack_skips = 0; ///< allocations kept without a stack: too little stack left to unwind
-    double unwind_seconds = 0;           ///< time in libunwind
-    double intern_seconds = 0;           ///< time hashing / interning the frames
+    std::uint64_t captures = 0;   ///< stacks captured (one per allocation while capture is on)
+    std::uint64_t frames = 0;     ///< frames kept, summed over captures
+    std::uint64_t cache_hits = 0; ///< captures interned without the tree (the thread's previous stack, the stack cache)
+    std::uint64_t python_captures = 0;    ///< captures that found Python frames on the thread
+    std::uint64_t python_frames = 0;      ///< Python frames kept, summed over captures
+    std::uint64_t small_stack_skips = 0;  ///< allocations kept without a stack: too little stack left to unwind
+    std::uint64_t sampled_out = 0;        ///< allocations sampling left without a stack (no unwind at all)
+    std::uint32_t sample_one_in = 0;      ///< sampling: 1 in this many smaller allocations (0/1: off)
+    std::uint64_t sample_always_from = 0; ///< sampling: allocations of this many bytes or more always
+    std::uint64_t unwind_rules = 0;       ///< code addresses with a learnt unwind rule (one table per process)
+    std::uint64_t unwind_learnt = 0;      ///< rules worked out by libunwind (misses of that table)
+    std::uint64_t libunwind_steps = 0;    ///< frames libunwind stepped one at a time (no simple rule)
+    std::uint64_t full_unwinds = 0;       ///< stacks libunwind unwound entirely (frames needing more registers)
+    double unwind_seconds = 0;            ///< time walking the native and Python frames
+    double intern_seconds = 0;            ///< time hashing / interning the frames
 };
 
 /// A block handed out and not yet freed, with its call site.

@@ -42,9 +42,11 @@ void SiteTable::add_device_live(int device, std::int64_t delta) {
     device_live_[static_cast<std::size_t>(device)] += delta;
 }
 
-void SiteTable::on_alloc(int device, std::uintptr_t ptr, std::size_t size, std::size_t requested, StackId id) {
+void SiteTable::on_alloc(int device, std::uintptr_t ptr, std::size_t size, std::size_t requested, StackId id,
+                         std::uint32_t weight) {
     ++events_;
     const auto bytes = static_cast<std::int64_t>(size);
+    const auto w = static_cast<std::int64_t>(weight);
     if (Block* old = live_.find(ptr)) {
         // The same address handed out twice without a free in between: the core missed a free.
         // Retire the old block first so live totals stay true.
@@ -52,20 +54,20 @@ void SiteTable::on_alloc(int device, std::uintptr_t ptr, std::size_t size, std::
         on_free(device, ptr);
         --events_;
     }
-    std::uint32_t idx;
-    {
+    std::uint32_t idx = kNoSite;
+    if (weight != 0) {
         Site& s = site_for(id);
         idx = static_cast<std::uint32_t>(&s - sites_.data());
         // Order matters: save the site's peak value (if stale), update it, and only then check
         // for a new global maximum, so that a peak set by this very allocation counts it.
         save_if_stale(s);
-        s.c.live_bytes += bytes;
-        s.c.live_count += 1;
-        s.c.total_bytes += bytes;
-        s.c.total_count += 1;
-        s.c.requested_bytes += static_cast<std::int64_t>(requested);
+        s.c.live_bytes += bytes * w;
+        s.c.live_count += w;
+        s.c.total_bytes += bytes * w;
+        s.c.total_count += w;
+        s.c.requested_bytes += static_cast<std::int64_t>(requested) * w;
     }
-    live_.put(ptr, Block{size, idx, device});
+    live_.put(ptr, Block{size, idx, device, weight});
     live_bytes_ += bytes;
     live_count_ += 1;
     add_device_live(device, bytes);
@@ -84,14 +86,16 @@ StackId SiteTable::on_free(int device, std::uintptr_t ptr) {
         ++unknown_frees_;
         return 0;
     }
-    Site& s = sites_[b.site];
-    save_if_stale(s);
     const auto bytes = static_cast<std::int64_t>(b.size);
-    s.c.live_bytes -= bytes;
-    s.c.live_count -= 1;
     live_bytes_ -= bytes;
     live_count_ -= 1;
     add_device_live(b.device, -bytes);
+    if (b.site == kNoSite)
+        return 0;
+    Site& s = sites_[b.site];
+    save_if_stale(s);
+    s.c.live_bytes -= bytes * static_cast<std::int64_t>(b.weight);
+    s.c.live_count -= static_cast<std::int64_t>(b.weight);
     return s.id;
 }
 
@@ -131,8 +135,20 @@ void SiteTable::collect(ReportData* out) const {
     out->live_blocks.clear();
     out->live_blocks.reserve(live_.size());
     live_.for_each([&](std::uint64_t ptr, const Block& b) {
-        out->live_blocks.push_back({ptr, b.size, sites_[b.site].id, b.device});
+        out->live_blocks.push_back({ptr, b.size, b.site == kNoSite ? 0 : sites_[b.site].id, b.device});
     });
+}
+
+void SiteTable::live_by_site(int device, std::vector<std::pair<StackId, std::int64_t>>* out) const {
+    out->clear();
+    std::vector<std::int64_t> by_site(sites_.size(), 0);
+    live_.for_each([&](std::uint64_t, const Block& b) {
+        if (b.device == device)
+            by_site[b.site] += static_cast<std::int64_t>(b.size);
+    });
+    for (std::size_t i = 0; i < by_site.size(); ++i)
+        if (by_site[i] > 0)
+            out->emplace_back(sites_[i].id, by_site[i]);
 }
 
 } // namespace gpumemprof::stacks

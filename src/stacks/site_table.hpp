@@ -22,7 +22,10 @@ namespace gpumemprof::stacks {
 /// the latest peak already holds its peak value in peak_live_*.
 class SiteTable {
 public:
-    void on_alloc(int device, std::uintptr_t ptr, std::size_t size, std::size_t requested, StackId id);
+    /// `weight`: how many allocations this one stands for in its site (sampling; 1 without it).
+    /// Weight 0: counted in the process-wide totals only, in no site.
+    void on_alloc(int device, std::uintptr_t ptr, std::size_t size, std::size_t requested, StackId id,
+                  std::uint32_t weight = 1);
     /// Returns the freed block's StackId (0 for an unknown pointer).
     StackId on_free(int device, std::uintptr_t ptr);
     void on_acquire(int device, std::size_t bytes, StackId id);
@@ -34,6 +37,8 @@ public:
     SiteCounters site(StackId id) const;
     /// All sites, with resolved peak values; frames left empty (the Recorder fills them).
     void collect(ReportData* out) const;
+    /// What is live on `device` now, summed by call site (for the device accounting's readings).
+    void live_by_site(int device, std::vector<std::pair<StackId, std::int64_t>>* out) const;
 
     std::int64_t live_bytes() const { return live_bytes_; }
     /// Nothing accounted yet (no site, no event).
@@ -46,10 +51,12 @@ private:
         StackId id = 0;
         std::uint64_t epoch = 0; ///< peak epoch at the site's last change
     };
+    static constexpr std::uint32_t kNoSite = ~std::uint32_t{0};
     struct Block {
         std::uint64_t size;
-        std::uint32_t site; ///< index into sites_
+        std::uint32_t site; ///< index into sites_, kNoSite for weight 0
         std::int32_t device;
+        std::uint32_t weight;
     };
 
     Site& site_for(StackId id);

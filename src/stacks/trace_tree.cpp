@@ -2,6 +2,7 @@
 // Trace tree: interning of stacks into ids (see trace_tree.hpp).
 #include "stacks/trace_tree.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -25,10 +26,12 @@ inline std::size_t hash_edge(StackId parent, std::uintptr_t ip) noexcept {
 
 constexpr std::size_t kInitialSlots = 1u << 12;
 
-// ---- per-thread cache of whole stacks -------------------------------------------------------
-// A PyTorch step allocates from a few hundred distinct stacks of 30-40 frames, over and over;
-// walking the tree costs one hash probe per frame under the lock. Two independent 64-bit hashes
-// of the whole stack (plus its length) identify it: a false match needs a 128-bit collision.
+// ---- the stack cache: whole stacks to ids, shared by all threads ----------------------------
+// A training step allocates from a few hundred distinct stacks, over and over; walking the tree
+// costs one probe per frame under the lock. Two 64-bit hashes of the whole stack (with its length
+// and the tree's generation) identify it: a false match needs a 128-bit collision. One table for
+// the process (1 MiB, pages resident as they are used), not one per thread. Entries are written
+// under a sequence number (odd while being written): a reader that sees it change, or odd, misses.
 
 struct StackHash {
     std::uint64_t a, b;
@@ -43,71 +46,81 @@ inline std::uint64_t mix64(std::uint64_t x) noexcept {
     return x;
 }
 
-inline StackHash hash_stack(const std::uintptr_t* ips, int n) noexcept {
-    std::uint64_t a = 0x243f6a8885a308d3ull ^ static_cast<std::uint64_t>(n);
-    std::uint64_t b = 0x13198a2e03707344ull + static_cast<std::uint64_t>(n);
-    for (int i = 0; i < n; ++i) {
-        const auto ip = static_cast<std::uint64_t>(ips[i]);
-        a = (a ^ ip) * 0x9e3779b97f4a7c15ull;
-        a ^= a >> 29;
-        b = (b + ip) * 0xc2b2ae3d27d4eb4full;
-        b = (b << 31) | (b >> 33);
+/// Four independent lanes (one word in four each), so that the multiplications of consecutive
+/// words overlap; 256 bits of state folded into two 64-bit halves.
+inline StackHash hash_stack(const std::uintptr_t* ips, int n, std::uint64_t seed) noexcept {
+    std::uint64_t h0 = 0x243f6a8885a308d3ull ^ seed, h1 = 0x13198a2e03707344ull + static_cast<std::uint64_t>(n);
+    std::uint64_t h2 = 0xa4093822299f31d0ull ^ (seed << 17), h3 = 0x082efa98ec4e6c89ull;
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        h0 = (h0 ^ ips[i]) * 0x9e3779b97f4a7c15ull;
+        h1 = (h1 ^ ips[i + 1]) * 0xc2b2ae3d27d4eb4full;
+        h2 = (h2 ^ ips[i + 2]) * 0x165667b19e3779f9ull;
+        h3 = (h3 ^ ips[i + 3]) * 0xd6e8feb86659fd93ull;
+        h0 ^= h0 >> 32;
+        h1 ^= h1 >> 29;
+        h2 ^= h2 >> 31;
+        h3 ^= h3 >> 27;
     }
-    return StackHash{mix64(a), mix64(b ^ 0xa0761d6478bd642full)};
+    for (; i < n; ++i) {
+        h0 = (h0 ^ ips[i]) * 0x9e3779b97f4a7c15ull;
+        h0 ^= h0 >> 32;
+        h1 += h0;
+    }
+    const std::uint64_t a = mix64(h0 ^ ((h1 << 21) | (h1 >> 43)) ^ mix64(h2 + static_cast<std::uint64_t>(n)));
+    const std::uint64_t b = mix64(h3 ^ ((h2 << 39) | (h2 >> 25)) ^ mix64(h1 ^ 0xa0761d6478bd642full) ^ (h0 >> 7));
+    return StackHash{a, b};
 }
 
 struct CacheEntry {
-    std::uint64_t a, b;
-    StackId id; ///< 0: empty
-    std::int32_t n;
+    std::atomic<std::uint64_t> seq{0}; ///< even: stable; odd: being written
+    std::atomic<std::uint64_t> a{0}, b{0};
+    std::atomic<std::uint64_t> id_n{0}; ///< id | n << 32; id 0: empty
 };
 
-constexpr std::size_t kCacheEntries = 1024; // direct-mapped; 24 KiB per allocating thread
-
-struct ThreadCache {
-    std::uint64_t generation = 0; ///< the tree whose ids the entries hold
-    CacheEntry entries[kCacheEntries];
-};
+constexpr std::size_t kCacheEntries = std::size_t{1} << 15; // 32 B each: 1 MiB
 
 std::atomic<std::uint64_t> g_next_generation{1};
 
-// A plain pointer (no TLS guard on the hot path) and a holder whose destructor frees the cache
-// at thread exit; a thread that allocates during its own exit after that goes uncached.
-thread_local ThreadCache* tl_cache = nullptr;
-thread_local bool tl_cache_gone = false;
-
-struct ThreadCacheHolder {
-    ~ThreadCacheHolder() {
-        delete tl_cache;
-        tl_cache = nullptr;
-        tl_cache_gone = true;
-    }
-};
-thread_local ThreadCacheHolder tl_cache_holder;
-
-ThreadCache* thread_cache(std::uint64_t generation) noexcept {
-    ThreadCache* c = tl_cache;
-    if (c == nullptr) {
-        if (tl_cache_gone)
-            return nullptr;
-        c = new (std::nothrow) ThreadCache();
-        if (c == nullptr)
-            return nullptr;
-        (void)&tl_cache_holder; // registers the destructor for this thread
-        tl_cache = c;
-    }
-    if (c->generation != generation) {
-        std::memset(c->entries, 0, sizeof c->entries);
-        c->generation = generation;
-    }
+CacheEntry* stack_cache() noexcept {
+    // Leaked on purpose (hooks run during static destruction). calloc-like zero pages: only the
+    // entries a program uses become resident.
+    static CacheEntry* c = new (std::nothrow) CacheEntry[kCacheEntries];
     return c;
+}
+
+bool cache_find(CacheEntry& e, const StackHash& h, int n, StackId* id) noexcept {
+    const std::uint64_t s1 = e.seq.load(std::memory_order_acquire);
+    if ((s1 & 1) != 0)
+        return false;
+    const std::uint64_t a = e.a.load(std::memory_order_relaxed);
+    const std::uint64_t b = e.b.load(std::memory_order_relaxed);
+    const std::uint64_t idn = e.id_n.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (e.seq.load(std::memory_order_relaxed) != s1)
+        return false;
+    if (a != h.a || b != h.b || (idn >> 32) != static_cast<std::uint64_t>(n) || (idn & 0xffffffffu) == 0)
+        return false;
+    *id = static_cast<StackId>(idn & 0xffffffffu);
+    return true;
+}
+
+void cache_store(CacheEntry& e, const StackHash& h, int n, StackId id) noexcept {
+    std::uint64_t s = e.seq.load(std::memory_order_relaxed);
+    if ((s & 1) != 0 || !e.seq.compare_exchange_strong(s, s + 1, std::memory_order_acquire))
+        return; // another thread is writing it: leave it
+    std::atomic_thread_fence(std::memory_order_release);
+    e.a.store(h.a, std::memory_order_relaxed);
+    e.b.store(h.b, std::memory_order_relaxed);
+    e.id_n.store(static_cast<std::uint64_t>(id) | (static_cast<std::uint64_t>(n) << 32), std::memory_order_relaxed);
+    e.seq.store(s + 2, std::memory_order_release);
 }
 
 } // namespace
 
 TraceTree::TraceTree() : generation_(g_next_generation.fetch_add(1, std::memory_order_relaxed)) {
     nodes_.reserve(kInitialSlots / 2);
-    nodes_.push_back(Node{0, 0});
+    nodes_.push_back(Node{0, 0, 0});
     slots_.assign(kInitialSlots, Slot{0, 0, 0});
     mask_ = kInitialSlots - 1;
 }
@@ -128,52 +141,87 @@ void TraceTree::grow() {
 }
 
 StackId TraceTree::find_or_add(StackId parent, std::uintptr_t ip) {
-    std::size_t i = hash_edge(parent, ip) & mask_;
-    for (;;) {
-        Slot& s = slots_[i];
-        if (s.child == 0)
-            break;
-        if (s.ip == ip && s.parent == parent)
-            return s.child;
-        i = (i + 1) & mask_;
+    const StackId first = nodes_[parent].first_child;
+    if (first != 0 && nodes_[first].ip == ip)
+        return first;
+    std::size_t i = 0;
+    if (first != 0) {
+        i = hash_edge(parent, ip) & mask_;
+        for (;;) {
+            Slot& s = slots_[i];
+            if (s.child == 0)
+                break;
+            if (s.ip == ip && s.parent == parent)
+                return s.child;
+            i = (i + 1) & mask_;
+        }
     }
     if (nodes_.size() >= 0xffffffffu)
         return 0; // id space exhausted: the caller records "no stack"
     const auto id = static_cast<StackId>(nodes_.size());
-    nodes_.push_back(Node{ip, parent});
+    nodes_.push_back(Node{ip, parent, 0});
+    if (first == 0) {
+        nodes_[parent].first_child = id;
+        return id;
+    }
     slots_[i] = Slot{ip, parent, id};
-    if (nodes_.size() * 2 > slots_.size())
+    if (++hashed_ * 2 > slots_.size())
         grow();
     return id;
 }
 
 StackId TraceTree::intern(const std::uintptr_t* ips, int n, bool* cached) noexcept {
+    return intern(ips, n, cached, Previous{});
+}
+
+StackId TraceTree::intern(const std::uintptr_t* ips, int n, bool* cached, const Previous& previous) noexcept {
     if (cached != nullptr)
         *cached = false;
     if (ips == nullptr || n <= 0)
         return 0;
-    ThreadCache* c = thread_cache(generation_);
-    if (c == nullptr)
-        return intern_locked(ips, n);
-    const StackHash h = hash_stack(ips, n);
-    CacheEntry& e = c->entries[h.a & (kCacheEntries - 1)];
-    if (e.id != 0 && e.a == h.a && e.b == h.b && e.n == n) {
+    const Previous* hint = previous.id != 0 && previous.ips != nullptr && previous.n > 0 ? &previous : nullptr;
+    CacheEntry* cache = stack_cache();
+    if (cache == nullptr)
+        return intern_locked(ips, n, hint);
+    const StackHash h = hash_stack(ips, n, generation_);
+    CacheEntry& e = cache[h.a & (kCacheEntries - 1)];
+    StackId id = 0;
+    if (cache_find(e, h, n, &id)) {
         if (cached != nullptr)
             *cached = true;
-        return e.id;
+        return id;
     }
-    const StackId id = intern_locked(ips, n);
+    id = intern_locked(ips, n, hint);
     if (id != 0)
-        e = CacheEntry{h.a, h.b, id, n};
+        cache_store(e, h, n, id);
     return id;
 }
 
-StackId TraceTree::intern_locked(const std::uintptr_t* ips, int n) noexcept {
+StackId TraceTree::intern_locked(const std::uintptr_t* ips, int n, const Previous* previous) noexcept {
+    // The outer frames this stack shares with the previous one (compared before the lock).
+    int common = 0;
+    if (previous != nullptr) {
+        const int m = std::min(n, previous->n);
+        while (common < m && ips[n - 1 - common] == previous->ips[previous->n - 1 - common])
+            ++common;
+        if (common == n && n == previous->n)
+            return previous->id;
+    }
     std::lock_guard<std::mutex> lock(mutex_);
     try {
         StackId node = 0;
+        if (common > 0) {
+            // The node of the shared part: previous->id's ancestor (previous->n - common) levels up.
+            node = previous->id;
+            if (node >= nodes_.size())
+                return 0;
+            for (int up = previous->n - common; up > 0 && node != 0; --up)
+                node = nodes_[node].parent;
+            if (node == 0)
+                return 0;
+        }
         // Walk from the outermost frame so that stacks with a common outer part share nodes.
-        for (int i = n - 1; i >= 0; --i) {
+        for (int i = n - 1 - common; i >= 0; --i) {
             node = find_or_add(node, ips[i]);
             if (node == 0)
                 return 0;

@@ -2,6 +2,8 @@
 // Ranges of unloaded modules (see unloaded_modules.hpp). Append-only, lock-free for readers.
 #include "stacks/unloaded_modules.hpp"
 
+#include "stacks/frame_rules.hpp"
+
 #include "util/path.hpp"
 
 #include <dlfcn.h>
@@ -103,6 +105,7 @@ bool address_loaded(std::uintptr_t ip) noexcept {
 }
 
 void note_unloaded(const ModuleRange& m) noexcept {
+    forget_frame_rules(m.lo, m.hi); // another module may be loaded there: its unwind rules differ
     const int i = g_count.fetch_add(1, std::memory_order_relaxed);
     if (i >= kMaxUnloaded)
         return;

@@ -1,120 +1,44 @@
 // SPDX-License-Identifier: MIT
+// libunwind without a descriptor of its own (see unwinder_fds.hpp).
 #include "stacks/unwinder_fds.hpp"
 
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>
+#include <libunwind.h> // the generic API, the only libunwind the library calls
 
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <elf.h>
-#include <fcntl.h>
 #include <link.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 namespace gpumemprof::stacks {
 namespace {
 
-/// The pipe libunwind was handed: its two numbers and the pipe's identity (pipefs inode).
-struct PipeId {
-    std::atomic<int> fd[2] = {-1, -1};
-    std::atomic<unsigned long long> dev{0}, ino{0};
-};
-PipeId g_pipe;
-
-bool same_file(int fd, unsigned long long dev, unsigned long long ino) {
-    struct stat st {};
-    return fd >= 0 && ::fstat(fd, &st) == 0 && static_cast<unsigned long long>(st.st_dev) == dev &&
-           static_cast<unsigned long long>(st.st_ino) == ino;
-}
-
-/// Which end of the known pipe `fd` is (0 or 1), or -1 when it is not one of its numbers.
-int pipe_end(int fd) {
-    for (int i = 0; i < 2; ++i)
-        if (g_pipe.fd[i].load(std::memory_order_acquire) == fd)
-            return i;
-    return -1;
-}
-
-/// `fd` is a number of the known pipe and still that pipe (the program has not reused it).
-bool still_ours(int fd) {
-    return same_file(fd, g_pipe.dev.load(std::memory_order_acquire), g_pipe.ino.load(std::memory_order_acquire));
-}
-
-/// Moves `fd` to a number at or above `floor` (close-on-exec); returns the number it ends at.
-int move_high(int fd, int floor) {
-    const int high = ::fcntl(fd, F_DUPFD_CLOEXEC, floor);
-    if (high < 0)
-        return fd;
-    ::close(fd);
-    return high;
-}
-
-int high_floor() {
-    struct rlimit rl {};
-    int floor = 512;
-    if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-        rl.rlim_cur < static_cast<rlim_t>(floor) + 16)
-        floor = rl.rlim_cur > 48 ? static_cast<int>(rl.rlim_cur) - 16 : 3;
-    return floor;
-}
+std::atomic<int> g_refused{0};
 
 // ---- what libunwind calls instead of libc's -------------------------------------------------------
 
-int guarded_pipe2(int fds[2], int flags) {
-    if (::pipe2(fds, flags) != 0)
-        return -1;
-    const int floor = high_floor();
-    fds[0] = move_high(fds[0], floor);
-    fds[1] = move_high(fds[1], floor);
-    struct stat st {};
-    if (::fstat(fds[0], &st) == 0) {
-        g_pipe.dev.store(static_cast<unsigned long long>(st.st_dev), std::memory_order_release);
-        g_pipe.ino.store(static_cast<unsigned long long>(st.st_ino), std::memory_order_release);
-    }
-    g_pipe.fd[0].store(fds[0], std::memory_order_release);
-    g_pipe.fd[1].store(fds[1], std::memory_order_release);
-    return 0;
+/// libunwind makes its validation pipe at its first call; the library never asks it to validate
+/// (frame_rules checks every read itself), so the pipe is refused and no descriptor is ever held.
+int refused_pipe2(int*, int) {
+    g_refused.fetch_add(1, std::memory_order_relaxed);
+    errno = EMFILE;
+    return -1;
 }
-
-ssize_t guarded_read(int fd, void* buf, size_t n) {
-    if (pipe_end(fd) >= 0 && !still_ours(fd)) {
-        errno = EBADF; // libunwind then makes a new pipe (through guarded_close/guarded_pipe2)
-        return -1;
-    }
-    return ::read(fd, buf, n);
-}
-
-ssize_t guarded_write(int fd, const void* buf, size_t n) {
-    if (pipe_end(fd) >= 0 && !still_ours(fd)) {
-        errno = EBADF; // the address counts as unreadable for this once; never the program's file
-        return -1;
-    }
-    return ::write(fd, buf, n);
-}
-
-int guarded_close(int fd) {
-    const int end = pipe_end(fd);
-    if (end < 0)
-        return ::close(fd); // a descriptor libunwind opened itself (an ELF file)
-    g_pipe.fd[end].store(-1, std::memory_order_release);
-    if (!still_ours(fd))
-        return 0; // the program closed it and may have reused the number: not ours to close
-    return ::close(fd);
+int refused_pipe(int*) {
+    g_refused.fetch_add(1, std::memory_order_relaxed);
+    errno = EMFILE;
+    return -1;
 }
 
 struct Redirect {
     const char* name;
     void* to;
 };
-const Redirect kRedirects[] = {{"pipe2", reinterpret_cast<void*>(&guarded_pipe2)},
-                               {"read", reinterpret_cast<void*>(&guarded_read)},
-                               {"write", reinterpret_cast<void*>(&guarded_write)},
-                               {"close", reinterpret_cast<void*>(&guarded_close)}};
+const Redirect kRedirects[] = {{"pipe2", reinterpret_cast<void*>(&refused_pipe2)},
+                               {"pipe", reinterpret_cast<void*>(&refused_pipe)}};
 
 struct Patch {
     const void* inside = nullptr; ///< an address in libunwind's text
@@ -202,17 +126,17 @@ int patch_module(dl_phdr_info* info, size_t, void* data) {
 bool guard_unwinder_fds() noexcept {
     static const bool done = [] {
         Patch p;
-        p.inside = reinterpret_cast<const void*>(&unw_backtrace);
+        p.inside = reinterpret_cast<const void*>(&unw_init_remote);
         dl_iterate_phdr(patch_module, &p); // finds the module whose segments hold p.inside
         // libunwind linked into this library (static) makes its calls without a GOT of its own:
-        // nothing to patch, and then nothing is guarded.
+        // nothing to patch, and then its pipe is made as usual.
         return p.patched > 0;
     }();
     return done;
 }
 
-bool is_unwinder_pipe(int fd) noexcept {
-    return pipe_end(fd) >= 0 && still_ours(fd);
+int unwinder_pipes_refused() noexcept {
+    return g_refused.load(std::memory_order_relaxed);
 }
 
 } // namespace gpumemprof::stacks

@@ -68,6 +68,7 @@ SeriesData TimeSeries::data() const {
     d.changes = changes_;
     d.peak_allocated = peak_allocated_;
     d.peak_allocated_t_ns = peak_allocated_t_ns_;
+    d.reserved_at_peak_allocated = reserved_at_peak_allocated_;
     d.peak_reserved = peak_reserved_;
     d.peak_reserved_t_ns = peak_reserved_t_ns_;
     d.markers = markers_;

@@ -40,11 +40,12 @@ struct SeriesMarker {
 
 /// A copy for the report writers.
 struct SeriesData {
-    std::vector<SeriesBucket> buckets;     ///< in time order
-    std::int64_t bucket_ns = 0;            ///< current bucket width; 0 while every change is exact
-    std::uint64_t changes = 0;             ///< changes recorded in all
-    std::int64_t peak_allocated = 0;       ///< maximum of allocated bytes ...
-    std::int64_t peak_allocated_t_ns = -1; ///< ... first reached then (-1: never above 0)
+    std::vector<SeriesBucket> buckets;           ///< in time order
+    std::int64_t bucket_ns = 0;                  ///< current bucket width; 0 while every change is exact
+    std::uint64_t changes = 0;                   ///< changes recorded in all
+    std::int64_t peak_allocated = 0;             ///< maximum of allocated bytes ...
+    std::int64_t peak_allocated_t_ns = -1;       ///< ... first reached then (-1: never above 0)
+    std::int64_t reserved_at_peak_allocated = 0; ///< reserved bytes at that moment
     std::int64_t peak_reserved = 0;
     std::int64_t peak_reserved_t_ns = -1;
     std::vector<SeriesMarker> markers; ///< in time order, at most kMaxMarkers
@@ -86,6 +87,7 @@ private:
         if (s == static_cast<int>(Series::allocated) && v > peak_allocated_) {
             peak_allocated_ = v;
             peak_allocated_t_ns_ = t_ns;
+            reserved_at_peak_allocated_ = current_[static_cast<int>(Series::reserved)];
         } else if (s == static_cast<int>(Series::reserved) && v > peak_reserved_) {
             peak_reserved_ = v;
             peak_reserved_t_ns_ = t_ns;
@@ -117,6 +119,7 @@ private:
     std::uint64_t changes_ = 0;
     std::int64_t peak_allocated_ = 0;
     std::int64_t peak_allocated_t_ns_ = -1;
+    std::int64_t reserved_at_peak_allocated_ = 0;
     std::int64_t peak_reserved_ = 0;
     std::int64_t peak_reserved_t_ns_ = -1;
     std::vector<SeriesMarker> markers_;

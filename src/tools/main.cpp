@@ -3,6 +3,8 @@
 #include "config.h"
 #include "pool/alloc_conf.hpp"
 #include "stats/device_stats.hpp"
+#include "tools/diff.hpp"
+#include "tools/merge.hpp"
 #include "tools/offline_report.hpp"
 #include "tools/replay.hpp"
 #include "tools/sweep.hpp"
@@ -40,9 +42,14 @@ const char* const kMainHelp =
     "                   through gpumemprof's PyTorch-policy pool on a simulated device, with any\n"
     "                   allocator settings; --sweep tries a grid of settings and ranks them\n"
     "  report TRACE     write the HTML and text reports of a GPUMEMPROF_TRACE recording\n"
+    "  merge FILE...    the reports (or traces) of many ranks as one job: per-rank peaks, imbalance,\n"
+    "                   the sites that differ most, the first OOM\n"
+    "  diff BASE NEW    two runs (or two steps of one) compared by call site; a CI memory gate\n"
     "\n"
     "  gpumemprof replay --help     options of replay\n"
     "  gpumemprof report --help     options of report\n"
+    "  gpumemprof merge --help      options of merge\n"
+    "  gpumemprof diff --help       options of diff\n"
     "  gpumemprof --version\n";
 
 const char* const kReplayHelp =
@@ -147,7 +154,9 @@ void print_device_text(const PlanDevice& pd, const DeviceResult& r) {
     const auto& s = r.stats;
     const std::int64_t reserved = s.reserved_bytes[stats::kAll].peak;
     const std::int64_t allocated = s.allocated_bytes[stats::kAll].peak;
-    std::printf("device %u (simulated capacity %s)\n", r.ordinal,
+    // A context other than 0 is named (trace version 3: each context of a device has its pool).
+    const std::string context = r.context != 0 ? ", context " + std::to_string(r.context) : std::string();
+    std::printf("device %u%s (simulated capacity %s)\n", r.ordinal, context.c_str(),
                 util::iec_size(static_cast<std::int64_t>(r.capacity)).c_str());
     auto row = [](const char* name, std::int64_t v) {
         std::printf("  %-28s %12s  (%" PRId64 " B)\n", name, util::iec_size(v).c_str(), v);
@@ -327,6 +336,7 @@ void write_replay_device(util::JsonWriter& w, const DeviceResult& r, const PlanD
     const Recorded& rec = pd.recorded;
     w.begin_object();
     w.field("device", r.ordinal);
+    w.field("context", r.context);
     w.field("capacity", r.capacity);
     w.key("memory_stats").raw(stats::to_json(r.stats));
     w.key("replay").begin_object();
@@ -503,15 +513,21 @@ int main(int argc, char** argv) {
         }
         return kExitInternal;
     }
-    if (cmd == "report") {
+    const struct {
+        const char* name;
+        int (*run)(int, char**);
+    } commands[] = {{"report", cmd_report}, {"merge", cmd_merge}, {"diff", cmd_diff}};
+    for (const auto& c : commands) {
+        if (cmd != c.name)
+            continue;
         try {
-            return cmd_report(argc - 2, argv + 2);
+            return c.run(argc - 2, argv + 2);
         } catch (const std::bad_alloc&) {
-            std::fprintf(stderr, "gpumemprof report: out of memory\n");
+            std::fprintf(stderr, "gpumemprof %s: out of memory\n", c.name);
         } catch (const std::exception& e) {
-            std::fprintf(stderr, "gpumemprof report: internal error: %s\n", e.what());
+            std::fprintf(stderr, "gpumemprof %s: internal error: %s\n", c.name, e.what());
         }
-        return 3;
+        return kExitInternal;
     }
     std::fprintf(stderr, "gpumemprof: unknown command '%s'\n%s", cmd.c_str(), kMainHelp);
     return kExitUsage;

@@ -15,6 +15,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <deque>
 #include <map>
 #include <memory>
 #include <unordered_map>
@@ -52,51 +54,55 @@ struct Device {
     std::uint64_t pending_acquire = 0; ///< segment bytes not yet charged to a request
 };
 
-/// The trace's events, in order; false with *error for a bad trace (a truncated one is read up to
-/// its last complete block when allowed, with *warning).
-bool read_events(trace::Reader& reader, const std::string& trace_path, bool allow_truncated,
-                 std::vector<trace::Event>* events, std::string* error, std::string* warning) {
-    if (!reader.open_file(trace_path)) {
-        *error = reader.error();
-        return false;
-    }
-    trace::Event ev;
-    while (reader.next(ev))
-        events->push_back(ev);
-    if (reader.failed()) {
-        if (!allow_truncated || reader.error_kind() != trace::ReadError::truncated) {
-            *error = reader.error();
-            return false;
-        }
-        *warning = reader.error() + " (the complete blocks are reported)";
-    }
-    return true;
-}
-
 /// The trace's events fed, in their order, to the call-site table and to each device's time
 /// series, event ring and PyTorch model, as the live library does.
+/// The trace is read as it is fed (a window of kLookahead events, not the whole trace).
 class EventFeed {
 public:
-    EventFeed(const trace::Header& h, const pool::AllocConf& conf, const std::vector<trace::Event>& events)
-        : conf_(conf), events_(events) {
-        // Time zero: the recording's start (else its first event).
-        t0_ = events.empty() ? 0 : events.front().time_ns;
-        if (h.start_time_ns && h.start_time_ns <= t0_)
-            t0_ = h.start_time_ns;
+    EventFeed(const trace::Header& h, const pool::AllocConf& conf) : conf_(conf), header_start_(h.start_time_ns) {
         for (const trace::DeviceInfo& d : h.devices)
             capacity_[d.ordinal] = d.total_bytes;
     }
 
-    void run() {
-        for (std::size_t i = 0; i < events_.size(); ++i)
-            feed(i);
+    /// Feed the reader's events; false with *error for a bad trace (a truncated one is fed up to
+    /// its last complete block when allowed, with *warning).
+    bool run(trace::Reader& reader, bool allow_truncated, std::string* error, std::string* warning) {
+        trace::Event e;
+        while (reader.next(e)) {
+            if (events_ == 0) {
+                // Time zero: the recording's start (else its first event).
+                t0_ = e.time_ns;
+                if (header_start_ && header_start_ <= t0_)
+                    t0_ = header_start_;
+            }
+            ++events_;
+            last_time_ns_ = e.time_ns;
+            window_.push_back(e);
+            if (window_.size() == kLookahead) {
+                feed();
+                window_.pop_front();
+            }
+        }
+        for (; !window_.empty(); window_.pop_front())
+            feed();
+        if (reader.failed()) {
+            if (!allow_truncated || reader.error_kind() != trace::ReadError::truncated) {
+                *error = reader.error();
+                return false;
+            }
+            *warning = reader.error() + " (the complete blocks are reported)";
+        }
+        return true;
     }
 
+    std::uint64_t events() const { return events_; }
+    std::uint64_t last_time_ns() const { return last_time_ns_; }
     std::uint64_t t0() const { return t0_; }
     std::map<std::uint32_t, std::uint64_t>& capacity() { return capacity_; }
     stacks::SiteTable& table() { return table_; }
     std::map<std::uint32_t, Device>& devices() { return devices_; }
     std::vector<stacks::OomRecord>& ooms() { return ooms_; }
+    std::vector<report::StepMark>& steps() { return steps_; }
 
 private:
     Device& device(std::uint32_t ordinal) {
@@ -106,8 +112,9 @@ private:
         return it->second;
     }
 
-    void feed(std::size_t i) {
-        const trace::Event& e = events_[i];
+    /// The event at the window's front (the window holds the next ones).
+    void feed() {
+        const trace::Event& e = window_.front();
         const auto t = static_cast<std::int64_t>(e.time_ns - std::min(e.time_ns, t0_));
         stats::PoolEvent pe;
         pe.t_ns = t;
@@ -127,7 +134,7 @@ private:
             d.ring.push(pe);
             return;
         }
-        case trace::EventType::segment_alloc: return on_segment_alloc(i, pe);
+        case trace::EventType::segment_alloc: return on_segment_alloc(pe);
         case trace::EventType::segment_free: {
             Device& d = device(e.device);
             d.series.add(t, stats::Series::reserved, -static_cast<std::int64_t>(e.size));
@@ -137,10 +144,10 @@ private:
         }
         case trace::EventType::oom: return on_oom(e, pe);
         case trace::EventType::device_info: capacity_[e.device] = e.size; return;
+        case trace::EventType::step: return on_step(e, t);
         case trace::EventType::vmm_map:
-        case trace::EventType::vmm_unmap: return; // pass-through memory: not the pool's
-        case trace::EventType::step:
-        case trace::EventType::empty_cache: return; // marks, not memory
+        case trace::EventType::vmm_unmap: return;   // pass-through memory: not the pool's
+        case trace::EventType::empty_cache: return; // a mark, not memory
         }
     }
 
@@ -172,19 +179,29 @@ private:
         d.ring.push(pe);
     }
 
-    void on_segment_alloc(std::size_t i, stats::PoolEvent& pe) {
-        const trace::Event& e = events_[i];
+    void on_segment_alloc(stats::PoolEvent& pe) {
+        const trace::Event& e = window_.front();
         Device& d = device(e.device);
         d.pending_acquire += e.size;
         d.series.add(pe.t_ns, stats::Series::reserved, static_cast<std::int64_t>(e.size));
-        // The request it serves is the next allocation on this device.
-        for (std::size_t j = i + 1; j < events_.size() && j < i + 64; ++j)
-            if (events_[j].device == e.device && events_[j].type == trace::EventType::alloc) {
-                pe.site = static_cast<std::uint32_t>(events_[j].stack_id);
+        // The request it serves is the next allocation on this device (within the window).
+        for (std::size_t j = 1; j < window_.size(); ++j)
+            if (window_[j].device == e.device && window_[j].type == trace::EventType::alloc) {
+                pe.site = static_cast<std::uint32_t>(window_[j].stack_id);
                 break;
             }
         pe.action = stats::PoolAction::segment_alloc;
         d.ring.push(pe);
+    }
+
+    void on_step(const trace::Event& e, std::int64_t t) {
+        report::StepMark m;
+        m.step = static_cast<std::int64_t>(e.size);
+        m.t_ns = t;
+        for (auto& [ordinal, d] : devices_)
+            m.devices.push_back({static_cast<int>(ordinal), d.series.current(stats::Series::allocated),
+                                 d.series.current(stats::Series::reserved)});
+        steps_.push_back(std::move(m));
     }
 
     void on_oom(const trace::Event& e, stats::PoolEvent& pe) {
@@ -207,14 +224,42 @@ private:
         ooms_.push_back(std::move(o));
     }
 
+    /// An event and the 63 after it: where a segment_alloc looks for the request it serves.
+    static constexpr std::size_t kLookahead = 64;
+
     const pool::AllocConf& conf_;
-    const std::vector<trace::Event>& events_;
+    std::uint64_t header_start_ = 0;
+    std::deque<trace::Event> window_;
+    std::uint64_t events_ = 0;
+    std::uint64_t last_time_ns_ = 0;
     std::uint64_t t0_ = 0;
     std::map<std::uint32_t, std::uint64_t> capacity_;
     stacks::SiteTable table_;
     std::map<std::uint32_t, Device> devices_;
     std::vector<stacks::OomRecord> ooms_;
+    std::vector<report::StepMark> steps_;
 };
+
+/// The recording process's rank fields, from the header metadata its library wrote.
+util::RankInfo recorded_rank(const trace::Header& h) {
+    util::RankInfo r;
+    for (const auto& [key, value] : h.metadata) {
+        int* number = key == "rank"         ? &r.rank
+                      : key == "local_rank" ? &r.local_rank
+                      : key == "world_size" ? &r.world_size
+                                            : nullptr;
+        if (number) {
+            char* end = nullptr;
+            const long v = std::strtol(value.c_str(), &end, 10);
+            *number = !value.empty() && *end == '\0' && v >= -1 && v <= 0x7fffffffL ? static_cast<int>(v) : -1;
+        } else if (key == "rank_from") {
+            r.from = value;
+        } else if (key == "cuda_visible_devices") {
+            r.cuda_visible_devices = value;
+        }
+    }
+    return r;
+}
 
 /// The pool's statistics per device: the trace replayed under its recorded settings (none when
 /// it cannot be planned).
@@ -227,8 +272,9 @@ std::map<std::uint32_t, DeviceResult> replayed_stats(const std::string& trace_pa
     if (load_plan(trace_path, allow_truncated, &plan, &plan_error, &plan_warning)) {
         ReplayOptions ro;
         ro.conf = conf;
+        // One summary per device: a device with several contexts shows its first one's pool.
         for (DeviceResult& r : replay(plan, ro))
-            replayed[r.ordinal] = r;
+            replayed.try_emplace(r.ordinal, r);
     }
     return replayed;
 }
@@ -260,14 +306,20 @@ report::DeviceSummary device_summary(std::uint32_t ordinal, Device& d, std::uint
 bool build_offline_report(const std::string& trace_path, bool allow_truncated, OfflineReport* out, std::string* error,
                           std::string* warning) {
     trace::Reader reader;
-    std::vector<trace::Event> events;
-    if (!read_events(reader, trace_path, allow_truncated, &events, error, warning))
+    if (!reader.open_file(trace_path)) {
+        *error = reader.error();
         return false;
+    }
     const trace::Header& h = reader.header();
     std::vector<std::string> conf_warnings;
     const pool::AllocConf conf = pool::parse_alloc_conf(h.alloc_conf, &conf_warnings);
 
-    // Frames by stack id, as pseudo-addresses of the table symbolizer.
+    EventFeed feed(h, conf);
+    if (!feed.run(reader, allow_truncated, error, warning))
+        return false;
+
+    // Frames by stack id (the stack blocks follow the events), as pseudo-addresses of the table
+    // symbolizer.
     TableSymbolizer symbols;
     std::unordered_map<std::uint64_t, std::vector<std::uintptr_t>> frames_of;
     for (const trace::Stack& s : reader.stacks()) {
@@ -277,16 +329,18 @@ bool build_offline_report(const std::string& trace_path, bool allow_truncated, O
     }
     out->named_stacks = frames_of.size();
 
-    EventFeed feed(h, conf, events);
-    feed.run();
     const std::map<std::uint32_t, DeviceResult> replayed = replayed_stats(trace_path, allow_truncated, conf);
 
     OfflineReport& o = *out;
-    o.events = events.size();
+    o.events = feed.events();
     o.in.pid = static_cast<int>(h.pid);
     o.in.exe = h.exe;
+    o.in.host = h.host;
+    o.in.rank = recorded_rank(h);
+    o.in.start_time_ns = h.start_time_ns ? feed.t0() : 0; // the header names the wall clock
+    o.in.steps = std::move(feed.steps());
     o.in.alloc_conf = h.alloc_conf;
-    o.in.seconds_profiled = events.empty() ? 0 : static_cast<double>(events.back().time_ns - feed.t0()) / 1e9;
+    o.in.seconds_profiled = feed.events() == 0 ? 0 : static_cast<double>(feed.last_time_ns() - feed.t0()) / 1e9;
     for (auto& [ordinal, d] : feed.devices())
         o.in.devices.push_back(device_summary(ordinal, d, feed.capacity()[ordinal], replayed));
     stacks::ReportData& data = o.stacks.data;

@@ -1,72 +1,184 @@
 // SPDX-License-Identifier: MIT
-// Trace -> Plan (alloc/free requests with slots) and Plan -> DevicePool replay.
+// Trace -> Plan (two passes) and Plan -> DevicePool replay (one or two more), each pass reading
+// the trace a block at a time: memory follows the allocations live at a time, not the trace.
 #include "tools/replay.hpp"
 
 #include "pool/sim_backend.hpp"
 #include "trace/reader.hpp"
+#include "util/flat_map.hpp"
 
 #include <algorithm>
 #include <cstdlib>
+#include <deque>
+#include <map>
 #include <memory>
 #include <new>
-#include <unordered_map>
+#include <stdexcept>
 
 namespace gpumemprof::tools {
 namespace {
 
-struct Live {
-    std::uint32_t slot;
-    std::uint64_t size;
+using Key = std::pair<std::uint32_t, std::uint64_t>; // (device ordinal, context)
+
+Key key_of(const trace::Event& e) {
+    return {e.device, e.context};
+}
+
+/// Recorded pointer -> V for the allocations live in the trace (FlatMap, plus the one key it
+/// reserves: a trace may name any address).
+template <typename V> class LiveMap {
+public:
+    V* find(std::uint64_t ptr) {
+        if (ptr == util::FlatMap<V>::kEmpty)
+            return has_top_ ? &top_ : nullptr;
+        return const_cast<V*>(map_.find(ptr));
+    }
+    /// Sets ptr's value; true when ptr was live already.
+    bool assign(std::uint64_t ptr, const V& v) {
+        if (ptr == util::FlatMap<V>::kEmpty) {
+            const bool had = has_top_;
+            has_top_ = true;
+            top_ = v;
+            return had;
+        }
+        V* old = const_cast<V*>(map_.find(ptr));
+        if (old != nullptr) {
+            *old = v;
+            return true;
+        }
+        map_.put(ptr, v);
+        return false;
+    }
+    void erase(std::uint64_t ptr) {
+        if (ptr == util::FlatMap<V>::kEmpty)
+            has_top_ = false;
+        else
+            map_.take(ptr);
+    }
+
+private:
+    util::FlatMap<V> map_;
+    V top_{};
+    bool has_top_ = false;
+};
+
+/// (device, context) -> its index, remembering the last one found (traces seldom switch).
+class KeyIndex {
+public:
+    /// The index of `k`, or -1.
+    int find(const Key& k) {
+        if (k == last_ && last_index_ >= 0)
+            return last_index_;
+        const auto it = index_.find(k);
+        if (it == index_.end())
+            return -1;
+        last_ = k;
+        last_index_ = it->second;
+        return it->second;
+    }
+    int add(const Key& k) {
+        const int i = static_cast<int>(index_.size());
+        index_.emplace(k, i);
+        return i;
+    }
+    std::size_t size() const { return index_.size(); }
+
+private:
+    std::map<Key, int> index_;
+    Key last_{};
+    int last_index_ = -1;
+};
+
+/// The first `plan.events` events of the plan's trace, read again. The trace was read whole by
+/// load_plan: reading it differently now (changed or removed since) is an error.
+class TraceCursor {
+public:
+    explicit TraceCursor(const Plan& plan) : path_(plan.path), limit_(plan.events) {
+        if (!reader_.open_file(path_))
+            throw std::runtime_error(path_ + ": " + reader_.error());
+    }
+    bool next(trace::Event& e) {
+        if (read_ == limit_)
+            return false;
+        if (!reader_.next(e))
+            throw std::runtime_error(path_ + ": the trace changed since it was read" +
+                                     (reader_.failed() ? " (" + reader_.error() + ")" : std::string()));
+        ++read_;
+        return true;
+    }
+
+private:
+    std::string path_;
+    std::uint64_t limit_;
+    std::uint64_t read_ = 0;
+    trace::Reader reader_;
+};
+
+struct PlanLive {
+    std::uint64_t size = 0;
     bool freed = false; ///< free_requested seen, free_completed not yet
 };
 
+/// load_plan's second pass: devices and contexts, the recorded figures, the counts.
 class PlanBuilder {
 public:
     explicit PlanBuilder(Plan* plan) : plan_(plan) {}
 
-    std::uint16_t device_index(std::uint32_t ordinal) {
-        if (ordinal == last_ordinal_ && last_index_ >= 0)
-            return static_cast<std::uint16_t>(last_index_);
-        std::size_t i = 0;
-        while (i < plan_->devices.size() && plan_->devices[i].ordinal != ordinal)
-            ++i;
-        if (i == plan_->devices.size()) {
-            PlanDevice d;
-            d.ordinal = ordinal;
-            plan_->devices.push_back(d);
+    /// The entry of (device, context), made at its first event. False past kMaxReplayDevices.
+    bool entry(const Key& k, int* out) {
+        int i = index_.find(k);
+        if (i < 0) {
+            if (index_.size() >= kMaxReplayDevices)
+                return false;
+            i = index_.add(k);
+            entries_.emplace_back();
+            entries_.back().ordinal = k.first;
+            entries_.back().context = k.second;
             live_.emplace_back();
             requested_.push_back(0);
             reserved_.push_back(0);
         }
-        last_ordinal_ = ordinal;
-        last_index_ = static_cast<int>(i);
-        return static_cast<std::uint16_t>(i);
+        *out = i;
+        return true;
     }
 
-    void add(const trace::Event& e) {
-        const std::uint16_t d = device_index(e.device);
-        Recorded& rec = plan_->devices[d].recorded;
+    void set_baseline(std::uint32_t ordinal, std::int64_t bytes) {
+        int i = 0;
+        if (!entry({ordinal, 0}, &i))
+            return;
+        entries_[i].recorded.reserved_at_start = bytes;
+        entries_[i].recorded.baseline_known = true;
+        reserved_[i] = bytes;
+        entries_[i].recorded.reserved_peak = bytes;
+    }
+
+    void capacity(std::uint32_t ordinal, std::uint64_t bytes, bool only_if_unknown) {
+        auto [it, fresh] = capacity_.try_emplace(ordinal, bytes);
+        if (!fresh && (!only_if_unknown || it->second == 0))
+            it->second = bytes;
+    }
+
+    /// False when the trace names more devices and contexts than a replay simulates.
+    bool add(const trace::Event& e) {
+        if (e.type == trace::EventType::step)
+            return true; // a mark of the program's, not a device's
+        int d = 0;
+        if (!entry(key_of(e), &d))
+            return false;
+        Recorded& rec = entries_[d].recorded;
         switch (e.type) {
         case trace::EventType::alloc:
         case trace::EventType::live_block: {
-            const std::uint32_t slot = plan_->slots++;
-            auto [it, inserted] = live_[d].try_emplace(e.ptr, Live{slot, e.size});
-            if (!inserted) { // the trace lost the free of the previous block at this address
+            PlanLive* old = live_[d].find(e.ptr);
+            if (old != nullptr) { // the trace lost the free of the previous block at this address
                 ++plan_->realloc_of_live;
-                requested_[d] -= static_cast<std::int64_t>(it->second.size);
-                it->second = Live{slot, e.size};
+                requested_[d] -= static_cast<std::int64_t>(old->size);
             }
-            Op op;
-            op.size = e.size;
-            op.stream = e.stream;
-            op.slot = slot;
-            op.device = d;
-            (e.type == trace::EventType::live_block ? live_ops_ : plan_->ops).push_back(op);
+            live_[d].assign(e.ptr, PlanLive{e.size, false});
             if (e.type == trace::EventType::live_block) {
                 ++plan_->live_blocks;
-                ++plan_->devices[d].live_blocks;
+                ++entries_[d].live_blocks;
             }
-            plan_->max_request = std::max(plan_->max_request, e.size);
             requested_[d] += static_cast<std::int64_t>(e.size);
             rec.requested_peak = std::max(rec.requested_peak, requested_[d]);
             break;
@@ -74,35 +186,27 @@ public:
         case trace::EventType::free_requested:
         case trace::EventType::free_completed: {
             // The program frees at free_requested; the block becomes reusable at free_completed
-            // (a trace without such events: at free_requested). The run's pool may have waited
-            // for the device in between; replay hands the block out again where the run did.
+            // (a trace without such events: at free_requested).
             const bool completion = e.type == trace::EventType::free_completed;
-            auto it = live_[d].find(e.ptr);
-            if (it == live_[d].end()) {
+            PlanLive* l = live_[d].find(e.ptr);
+            if (l == nullptr) {
                 ++plan_->unmatched_frees;
                 break;
             }
-            Op op;
-            op.slot = it->second.slot;
-            op.device = d;
-            op.is_free = 1;
-            if (!it->second.freed) {
-                plan_->ops.push_back(op); // the program's free
-                it->second.freed = true;
-                requested_[d] -= static_cast<std::int64_t>(it->second.size);
+            if (!l->freed) {
+                l->freed = true;
+                requested_[d] -= static_cast<std::int64_t>(l->size);
             }
             if (plan_->frees_at_completion && !completion)
                 break; // reusable later, at its free_completed
-            if (plan_->frees_at_completion) {
-                op.completes = 1;
-                plan_->ops.push_back(op);
-            }
-            live_[d].erase(it);
+            live_[d].erase(e.ptr);
             break;
         }
         case trace::EventType::segment_alloc:
-            if (e.ptr != 0)
-                plan_->devices[d].segment_addresses.emplace_back(e.ptr, e.size);
+            if (e.ptr != 0) {
+                auto [it, fresh] = tops_.try_emplace(e.device, 0);
+                it->second = std::max<std::uint64_t>(it->second, e.ptr + e.size);
+            }
             [[fallthrough]];
         case trace::EventType::vmm_map:
             ++rec.segment_allocs;
@@ -115,42 +219,217 @@ public:
             reserved_[d] -= static_cast<std::int64_t>(e.size);
             break;
         case trace::EventType::oom: ++rec.ooms; break;
-        case trace::EventType::device_info:
-            if (plan_->devices[d].recorded_capacity == 0)
-                plan_->devices[d].recorded_capacity = e.size;
-            break;
+        case trace::EventType::device_info: capacity(e.device, e.size, true); break;
         case trace::EventType::step:        // a mark of the program's, not a device's
-        case trace::EventType::empty_cache: // (not replayed yet)
+        case trace::EventType::empty_cache: // replayed in order (Replay::apply)
             break;
         }
+        return true;
     }
 
-    void set_baselines() {
-        for (std::size_t i = 0; i < plan_->devices.size(); ++i) {
-            reserved_[i] = plan_->devices[i].recorded.reserved_at_start;
-            plan_->devices[i].recorded.reserved_peak = reserved_[i];
+    /// Header devices first, in their order (each with its contexts in the order they appeared,
+    /// or one context 0 when it has no event), then the other devices in the order they appeared.
+    /// False when that makes more than kMaxReplayDevices.
+    bool finish() {
+        std::map<std::uint32_t, std::size_t> rank;
+        for (const auto& d : plan_->header.devices) {
+            rank.try_emplace(d.ordinal, rank.size());
+            int i = 0;
+            bool has_entry = false;
+            for (const PlanDevice& p : entries_)
+                has_entry = has_entry || p.ordinal == d.ordinal;
+            if (!has_entry && !entry({d.ordinal, 0}, &i))
+                return false;
         }
-    }
-
-    void finish() {
-        if (!live_ops_.empty())
-            plan_->ops.insert(plan_->ops.begin(), live_ops_.begin(), live_ops_.end());
+        for (const PlanDevice& p : entries_)
+            rank.try_emplace(p.ordinal, rank.size());
+        std::vector<std::size_t> order(entries_.size());
+        for (std::size_t i = 0; i < order.size(); ++i)
+            order[i] = i;
+        std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+            return rank[entries_[a].ordinal] < rank[entries_[b].ordinal];
+        });
+        plan_->devices.clear();
+        for (std::size_t i : order) {
+            PlanDevice p = entries_[i];
+            if (auto it = capacity_.find(p.ordinal); it != capacity_.end())
+                p.recorded_capacity = it->second;
+            plan_->devices.push_back(p);
+        }
+        plan_->segment_tops.assign(tops_.begin(), tops_.end());
+        return true;
     }
 
 private:
     Plan* plan_;
-    std::vector<std::unordered_map<std::uint64_t, Live>> live_; // per device: recorded ptr -> slot
-    std::vector<Op> live_ops_;
+    KeyIndex index_;
+    std::vector<PlanDevice> entries_; // in the order they appeared
+    std::vector<LiveMap<PlanLive>> live_;
     std::vector<std::int64_t> requested_;
     std::vector<std::int64_t> reserved_;
-    std::uint32_t last_ordinal_ = 0;
-    int last_index_ = -1;
+    std::map<std::uint32_t, std::uint64_t> capacity_;
+    std::map<std::uint32_t, std::uint64_t> tops_;
+};
+
+/// One allocation of the trace while it lives in the replay.
+struct ReplayLive {
+    std::uintptr_t ptr = 0; ///< the replayed block, 0: its allocation failed in the replay
+    bool freed = false;     ///< free_requested seen, free_completed not yet
+};
+
+/// One (device, context) of the replay: its pool and the trace's live allocations in it.
+struct ReplayPool {
+    std::unique_ptr<pool::DevicePool> pool;
+    LiveMap<ReplayLive> live;
+    std::deque<std::uintptr_t> live_blocks; ///< replayed live_block allocations, in trace order
+};
+
+/// The segment_alloc addresses of one device, read from the trace as the replay needs them.
+class AddressPlan {
+public:
+    AddressPlan(const Plan& plan, std::uint32_t ordinal) : cursor_(plan), ordinal_(ordinal) {}
+    bool next(std::pair<std::uintptr_t, std::size_t>* out) {
+        trace::Event e;
+        while (cursor_.next(e)) {
+            if (e.type == trace::EventType::segment_alloc && e.device == ordinal_ && e.ptr != 0) {
+                *out = {static_cast<std::uintptr_t>(e.ptr), static_cast<std::size_t>(e.size)};
+                return true;
+            }
+        }
+        return false;
+    }
+
+private:
+    TraceCursor cursor_;
+    std::uint32_t ordinal_;
+};
+
+class Replayer {
+public:
+    Replayer(const Plan& plan, const ReplayOptions& options) : plan_(plan), results_(plan.devices.size()) {
+        std::map<std::uint32_t, pool::SimBackend*> backend_of;
+        for (std::size_t i = 0; i < plan.devices.size(); ++i) {
+            const PlanDevice& pd = plan.devices[i];
+            results_[i].ordinal = pd.ordinal;
+            results_[i].context = pd.context;
+            results_[i].capacity = capacity_for(pd, options.capacity);
+            pool::SimBackend*& backend = backend_of[pd.ordinal];
+            if (backend == nullptr) { // the contexts of a device share its memory
+                backends_.push_back(std::make_unique<pool::SimBackend>(static_cast<std::size_t>(results_[i].capacity)));
+                backend = backends_.back().get();
+                backend->set_fence_record_allowed(false);
+                for (const auto& [ordinal, top] : plan.segment_tops) {
+                    if (ordinal != pd.ordinal)
+                        continue;
+                    auto source = std::make_shared<AddressPlan>(plan, ordinal);
+                    backend->set_address_plan(
+                        [source](std::pair<std::uintptr_t, std::size_t>* out) { return source->next(out); },
+                        static_cast<std::uintptr_t>(top));
+                }
+            }
+            pool::PoolOptions po;
+            po.conf = options.conf;
+            po.mode = options.mode;
+            // A trace that says when freed blocks became reusable: they wait (pending, no fences)
+            // until then; otherwise a freed block is reusable at once, as PyTorch's on its stream.
+            po.defer_frees = plan.frees_at_completion;
+            po.device = static_cast<int>(pd.ordinal);
+            pools_.emplace_back();
+            pools_.back().pool = std::make_unique<pool::DevicePool>(*backend, po);
+            index_.add({pd.ordinal, pd.context});
+        }
+    }
+
+    std::vector<DeviceResult> run() {
+        trace::Event e;
+        if (plan_.live_blocks > 0) {
+            // Blocks live before the recording began are allocated first, in trace order.
+            TraceCursor first(plan_);
+            while (first.next(e))
+                if (e.type == trace::EventType::live_block)
+                    if (const int d = index_.find(key_of(e)); d >= 0)
+                        pools_[d].live_blocks.push_back(allocate(d, e));
+        }
+        TraceCursor cursor(plan_);
+        while (cursor.next(e))
+            if (const int d = index_.find(key_of(e)); d >= 0)
+                apply(d, e);
+        for (std::size_t i = 0; i < pools_.size(); ++i) {
+            // A request the pool could not serve for want of host memory is not a simulated OOM:
+            // the figures would be wrong, so the replay fails instead of reporting them.
+            if (pools_[i].pool->counters().host_failures > 0)
+                throw std::bad_alloc();
+            results_[i].stats = pools_[i].pool->stats();
+            results_[i].at_reserved_peak = pools_[i].pool->reserved_peak();
+        }
+        return std::move(results_);
+    }
+
+private:
+    std::uintptr_t allocate(int d, const trace::Event& e) {
+        DeviceResult& r = results_[d];
+        ++r.allocs;
+        std::uintptr_t p = 0;
+        const pool::PoolId id{e.pool_id.first, e.pool_id.second};
+        if (pools_[d].pool->malloc(static_cast<std::size_t>(e.size), e.stream, &p, id) == pool::kSuccess)
+            return p;
+        ++r.failed_allocs;
+        return 0;
+    }
+
+    void apply(int d, const trace::Event& e) {
+        ReplayPool& rp = pools_[d];
+        switch (e.type) {
+        case trace::EventType::alloc: rp.live.assign(e.ptr, ReplayLive{allocate(d, e), false}); return;
+        case trace::EventType::live_block: {
+            std::uintptr_t p = 0;
+            if (!rp.live_blocks.empty()) {
+                p = rp.live_blocks.front();
+                rp.live_blocks.pop_front();
+            }
+            rp.live.assign(e.ptr, ReplayLive{p, false});
+            return;
+        }
+        case trace::EventType::free_requested:
+        case trace::EventType::free_completed: {
+            // As the plan: the program's free at free_requested, reusable at free_completed when
+            // the trace has those (the run's pool may have waited for the device in between).
+            ReplayLive* l = rp.live.find(e.ptr);
+            if (l == nullptr)
+                return; // a free the trace never allocated (Plan::unmatched_frees)
+            if (!l->freed) {
+                l->freed = true;
+                if (l->ptr == 0)
+                    ++results_[d].skipped_frees; // its allocation failed in the replay
+                else
+                    rp.pool->free(l->ptr);
+            }
+            if (plan_.frees_at_completion && e.type != trace::EventType::free_completed)
+                return; // reusable later, at its free_completed
+            if (plan_.frees_at_completion && l->ptr != 0)
+                rp.pool->retire(l->ptr);
+            rp.live.erase(e.ptr);
+            return;
+        }
+        case trace::EventType::empty_cache: // the program emptied the cache here (torch.cuda.empty_cache)
+            rp.pool->empty_cache();
+            return;
+        default: return; // the recording's own figures: load_plan counted them
+        }
+    }
+
+    const Plan& plan_;
+    std::vector<DeviceResult> results_;
+    std::vector<std::unique_ptr<pool::SimBackend>> backends_;
+    std::vector<ReplayPool> pools_;
+    KeyIndex index_;
 };
 
 } // namespace
 
 bool load_plan(const std::string& path, bool allow_truncated, Plan* plan, std::string* error, std::string* warning) {
     *plan = Plan{};
+    plan->path = path;
     trace::Reader reader;
     if (!reader.open_file(path)) {
         *error = path + ": " + reader.error();
@@ -160,10 +439,13 @@ bool load_plan(const std::string& path, bool allow_truncated, Plan* plan, std::s
 
     // Pass 1: validate the whole file and learn whether frees complete separately.
     trace::Event e;
-    while (reader.next(e))
+    while (reader.next(e)) {
         if (e.type == trace::EventType::free_completed)
             plan->frees_at_completion = true;
-    std::uint64_t usable_events = reader.events_read();
+        if (e.type == trace::EventType::alloc || e.type == trace::EventType::live_block)
+            plan->max_request = std::max(plan->max_request, e.size);
+    }
+    const std::uint64_t usable_events = reader.events_read();
     if (reader.failed()) {
         if (!(allow_truncated && reader.error_kind() == trace::ReadError::truncated)) {
             *error = path + ": " + reader.error();
@@ -178,12 +460,19 @@ bool load_plan(const std::string& path, bool allow_truncated, Plan* plan, std::s
     plan->complete = reader.complete();
     plan->events = usable_events;
 
-    // Pass 2: build the plan.
-    PlanBuilder builder(plan);
-    for (const auto& d : plan->header.devices) {
-        const std::uint16_t i = builder.device_index(d.ordinal);
-        plan->devices[i].recorded_capacity = d.total_bytes;
+    std::map<std::uint32_t, bool> header_devices;
+    for (const auto& d : plan->header.devices)
+        header_devices[d.ordinal] = true;
+    if (header_devices.size() > kMaxReplayDevices) {
+        *error = path + ": the trace names " + std::to_string(header_devices.size()) +
+                 " devices; replay simulates at most " + std::to_string(kMaxReplayDevices);
+        return false;
     }
+
+    // Pass 2: the devices, contexts and recorded figures.
+    PlanBuilder builder(plan);
+    for (const auto& d : plan->header.devices)
+        builder.capacity(d.ordinal, d.total_bytes, false);
     // Converted snapshots say how much was reserved before recording began.
     for (const auto& [k, v] : plan->header.metadata) {
         const std::string prefix = "reserved_at_start.";
@@ -194,19 +483,24 @@ bool load_plan(const std::string& path, bool allow_truncated, Plan* plan, std::s
         const unsigned long long bytes = std::strtoull(v.c_str(), nullptr, 10);
         if (*end || ord > 0xFFFFFFFFul || bytes > (1ull << 62))
             continue;
-        const std::uint16_t i = builder.device_index(static_cast<std::uint32_t>(ord));
-        plan->devices[i].recorded.reserved_at_start = static_cast<std::int64_t>(bytes);
-        plan->devices[i].recorded.baseline_known = true;
+        builder.set_baseline(static_cast<std::uint32_t>(ord), static_cast<std::int64_t>(bytes));
     }
-    builder.set_baselines();
-    plan->ops.reserve(static_cast<std::size_t>(usable_events));
     reader.rewind();
-    for (std::uint64_t n = 0; n < usable_events && reader.next(e); ++n)
-        builder.add(e);
-    builder.finish();
-    if (plan->devices.size() > kMaxReplayDevices) {
-        *error = path + ": the trace names " + std::to_string(plan->devices.size()) +
-                 " devices; replay simulates at most " + std::to_string(kMaxReplayDevices);
+    const std::string too_many = path + ": the trace names more than " + std::to_string(kMaxReplayDevices) +
+                                 " devices (contexts of devices); replay simulates at most " +
+                                 std::to_string(kMaxReplayDevices);
+    for (std::uint64_t n = 0; n < usable_events && reader.next(e); ++n) {
+        if (!builder.add(e)) {
+            *error = too_many;
+            return false;
+        }
+    }
+    if (reader.events_read() < usable_events) {
+        *error = path + ": the trace changed while it was read";
+        return false;
+    }
+    if (!builder.finish()) {
+        *error = too_many;
         return false;
     }
     return true;
@@ -221,62 +515,8 @@ std::uint64_t capacity_for(const PlanDevice& device, std::uint64_t option_capaci
 }
 
 std::vector<DeviceResult> replay(const Plan& plan, const ReplayOptions& options) {
-    std::vector<std::unique_ptr<pool::SimBackend>> backends;
-    std::vector<std::unique_ptr<pool::DevicePool>> pools;
-    std::vector<DeviceResult> results(plan.devices.size());
-    for (std::size_t i = 0; i < plan.devices.size(); ++i) {
-        results[i].ordinal = plan.devices[i].ordinal;
-        results[i].capacity = capacity_for(plan.devices[i], options.capacity);
-        backends.push_back(std::make_unique<pool::SimBackend>(static_cast<std::size_t>(results[i].capacity)));
-        pool::PoolOptions po;
-        po.conf = options.conf;
-        po.mode = options.mode;
-        // A trace that says when freed blocks became reusable: they wait (pending, no fences)
-        // until then; otherwise a freed block is reusable at once, as PyTorch's on its stream.
-        po.defer_frees = plan.frees_at_completion;
-        backends.back()->set_fence_record_allowed(false);
-        std::vector<std::pair<std::uintptr_t, std::size_t>> addresses;
-        for (const auto& [a, n] : plan.devices[i].segment_addresses)
-            addresses.emplace_back(static_cast<std::uintptr_t>(a), static_cast<std::size_t>(n));
-        backends.back()->set_address_plan(std::move(addresses));
-        po.device = static_cast<int>(plan.devices[i].ordinal);
-        pools.push_back(std::make_unique<pool::DevicePool>(*backends.back(), po));
-    }
-    std::vector<std::uintptr_t> slot_ptr(plan.slots, 0); // 0: not allocated (or failed)
-    for (const Op& op : plan.ops) {
-        DeviceResult& r = results[op.device];
-        if (!op.is_free) {
-            ++r.allocs;
-            std::uintptr_t p = 0;
-            if (pools[op.device]->malloc(static_cast<std::size_t>(op.size), op.stream, &p) == pool::kSuccess)
-                slot_ptr[op.slot] = p;
-            else
-                ++r.failed_allocs;
-        } else if (op.completes) {
-            const std::uintptr_t p = slot_ptr[op.slot];
-            if (p != 0) // 0: its allocation failed in the replay (counted at the free)
-                pools[op.device]->retire(p);
-            slot_ptr[op.slot] = 0;
-        } else {
-            const std::uintptr_t p = slot_ptr[op.slot];
-            if (p == 0) {
-                ++r.skipped_frees;
-                continue;
-            }
-            pools[op.device]->free(p);
-            if (!plan.frees_at_completion)
-                slot_ptr[op.slot] = 0;
-        }
-    }
-    for (std::size_t i = 0; i < pools.size(); ++i) {
-        // A request the pool could not serve for want of host memory is not a simulated OOM:
-        // the figures would be wrong, so the replay fails instead of reporting them.
-        if (pools[i]->counters().host_failures > 0)
-            throw std::bad_alloc();
-        results[i].stats = pools[i]->stats();
-        results[i].at_reserved_peak = pools[i]->reserved_peak();
-    }
-    return results;
+    Replayer r(plan, options);
+    return r.run();
 }
 
 Totals totals(const std::vector<DeviceResult>& results) {

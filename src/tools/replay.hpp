@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// `gpumemprof replay`: turn a trace into a compact list of alloc/free requests and run it through
-// DevicePool on a simulated device.
+// `gpumemprof replay`: run a trace's alloc/free requests through DevicePool on simulated devices,
+// reading the trace as it goes (a trace of any length replays in bounded memory).
 #pragma once
 
 #include "pool/alloc_conf.hpp"
@@ -11,24 +11,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gpumemprof::tools {
 
-/// One request to replay. A slot names one allocation of the trace (its recorded pointer, while
-/// it lived), so replay needs no pointer lookups: slot -> replayed pointer is a vector.
-struct Op {
-    std::uint64_t size = 0;   ///< alloc: requested bytes
-    std::uint64_t stream = 0; ///< alloc: stream
-    std::uint32_t slot = 0;
-    std::uint16_t device = 0; ///< index into Plan::devices
-    std::uint8_t is_free = 0;
-    /// With Plan::frees_at_completion: 1 = the freed block becomes reusable here (the trace's
-    /// free_completed); the free itself (is_free) is where the program freed it.
-    std::uint8_t completes = 0;
-};
-
-/// What the trace itself says happened (from its segment and oom events), per device.
+/// What the trace itself says happened (from its segment and oom events), per device and context.
 struct Recorded {
     /// Reserved bytes before the first event (header metadata "reserved_at_start.<device>", which
     /// the snapshot converter writes); recordings of gpumemprof itself start at 0.
@@ -41,22 +29,24 @@ struct Recorded {
     std::uint64_t ooms = 0;
 };
 
+/// One pool of the recording: a device's context (trace version 3; every event of an older trace
+/// is in context 0). Each replays to a pool of its own, as in the run; the contexts of a device
+/// share its simulated memory.
 struct PlanDevice {
     std::uint32_t ordinal = 0;
-    std::uint64_t recorded_capacity = 0; ///< from the trace header, 0 = unknown
-    std::uint64_t live_blocks = 0;       ///< live_block events of this device
-    /// (address, size) of each segment_alloc, in trace order: replay places its segments there
-    /// when its requests match, so ties between equal free blocks break as on the device.
-    std::vector<std::pair<std::uint64_t, std::uint64_t>> segment_addresses;
+    std::uint64_t context = 0;
+    std::uint64_t recorded_capacity = 0; ///< of the device, from the trace, 0 = unknown
+    std::uint64_t live_blocks = 0;       ///< live_block events of this device and context
     Recorded recorded;
 };
 
+/// A trace read through once (validated) and once more for its figures: what a replay needs to
+/// know before it streams the trace again. The events themselves are not held.
 struct Plan {
+    std::string path;
     trace::Header header;
-    std::vector<PlanDevice> devices;
-    std::vector<Op> ops;
-    std::uint32_t slots = 0;
-    std::uint64_t events = 0;          ///< events in the trace
+    std::vector<PlanDevice> devices;   ///< header devices first (in their order), then by first event
+    std::uint64_t events = 0;          ///< events in the trace (the usable ones: a replay reads these)
     std::uint64_t live_blocks = 0;     ///< allocations that predate the recording (live_block)
     std::uint64_t unmatched_frees = 0; ///< frees of pointers the trace never allocated: skipped
     std::uint64_t realloc_of_live = 0; ///< alloc of a pointer still live in the trace (a lost free)
@@ -65,15 +55,20 @@ struct Plan {
     /// figures drop) and becomes reusable at free_completed, as in the run that recorded it.
     bool frees_at_completion = false;
     bool complete = false; ///< the trace had its end record
+    /// Per device ordinal: the end of its highest recorded segment (replay places its segments
+    /// where the device did, reading their addresses from the trace as it goes).
+    std::vector<std::pair<std::uint32_t, std::uint64_t>> segment_tops;
 };
 
-/// Read `path` into a plan. False with `*error` ("byte offset N: ...") on a bad trace. With
+/// Read `path` into a plan: two passes, memory bounded by the allocations live at a time, not by
+/// the trace's length. False with `*error` ("byte offset N: ...") on a bad trace. With
 /// `allow_truncated`, a trace cut inside a block yields the plan of its complete blocks and a
 /// warning in `*warning`.
 bool load_plan(const std::string& path, bool allow_truncated, Plan* plan, std::string* error, std::string* warning);
 
 struct DeviceResult {
     std::uint32_t ordinal = 0;
+    std::uint64_t context = 0;
     std::uint64_t capacity = 0;
     stats::DeviceStats stats;
     pool::ReservedPeak at_reserved_peak; ///< the pool when its reserved bytes peaked
@@ -89,10 +84,14 @@ struct ReplayOptions {
 };
 
 inline constexpr std::uint64_t kDefaultCapacity = 80ull << 30;
-/// Devices one replay simulates at most (each costs a pool): far above any real node, and it
-/// bounds the memory a trace can make replay use.
+/// Devices (contexts of devices) one replay simulates at most (each costs a pool): far above any
+/// real node, and it bounds the memory a trace can make replay use.
 inline constexpr std::size_t kMaxReplayDevices = 1024;
 
+/// Stream the plan's trace through DevicePools on simulated devices (one pool per device and
+/// context; a request with a private pool id goes to that private pool). Memory: the pools and
+/// the allocations live at a time. Results in plan.devices' order. Throws std::bad_alloc when host
+/// memory runs out, std::runtime_error when the trace cannot be read again as load_plan read it.
 std::vector<DeviceResult> replay(const Plan& plan, const ReplayOptions& options);
 
 /// Capacity used for a device: options.capacity, else the recorded one, else 80 GiB.

@@ -24,7 +24,7 @@ inline std::uint8_t* put_zvarint(std::uint8_t* out, std::uint64_t delta) {
     return put_varint(out, (static_cast<std::uint64_t>(s) << 1) ^ static_cast<std::uint64_t>(s >> 63));
 }
 
-inline bool get_varint(const std::uint8_t** p, const std::uint8_t* end, std::uint64_t* v) {
+bool get_varint_long(const std::uint8_t** p, const std::uint8_t* end, std::uint64_t* v) {
     const std::uint8_t* q = *p;
     std::uint64_t r = 0;
     for (int shift = 0; shift < 64; shift += 7) {
@@ -41,6 +41,17 @@ inline bool get_varint(const std::uint8_t** p, const std::uint8_t* end, std::uin
         }
     }
     return false;
+}
+
+/// One varint; most fields fit one byte, which is decoded inline.
+inline bool get_varint(const std::uint8_t** p, const std::uint8_t* end, std::uint64_t* v) {
+    const std::uint8_t* q = *p;
+    if (q != end && *q < 0x80) [[likely]] {
+        *v = *q;
+        *p = q + 1;
+        return true;
+    }
+    return get_varint_long(p, end, v);
 }
 
 inline bool get_zvarint(const std::uint8_t** p, const std::uint8_t* end, std::uint64_t* delta) {

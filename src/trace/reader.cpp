@@ -110,11 +110,46 @@ bool Reader::load_all_from_fd(int fd, const std::string& path) {
     return true;
 }
 
+Reader::~Reader() {
+    if (fd_ >= 0)
+        ::close(fd_);
+}
+
+void Reader::reset() {
+    if (fd_ >= 0)
+        ::close(fd_);
+    fd_ = -1;
+    owned_ = {};
+    data_ = nullptr;
+    path_.clear();
+    buf_ = {};
+    block_ = nullptr;
+    block_offset_ = 0;
+    size_ = first_block_ = pos_ = 0;
+    cur_ = end_ = nullptr;
+    left_in_block_ = 0;
+    state_ = CodecState{};
+    header_ = Header{};
+    stacks_.clear();
+    at_end_ = complete_ = false;
+    events_read_ = blocks_read_ = 0;
+    error_kind_ = ReadError::none;
+    error_.clear();
+    error_offset_ = 0;
+}
+
 bool Reader::open_file(const std::string& path) {
-    *this = Reader{};
+    reset();
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return fail(ReadError::io, 0, "cannot open " + path + ": " + std::strerror(errno));
+    struct stat st {};
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+        fd_ = fd;
+        path_ = path;
+        size_ = static_cast<std::uint64_t>(st.st_size);
+        return read_header();
+    }
     const bool ok = load_all_from_fd(fd, path);
     ::close(fd);
     if (!ok)
@@ -125,15 +160,50 @@ bool Reader::open_file(const std::string& path) {
 }
 
 bool Reader::open_memory(const void* data, std::size_t size) {
-    *this = Reader{};
+    reset();
     data_ = static_cast<const std::uint8_t*>(data);
     size_ = size;
     return read_header();
 }
 
+const std::uint8_t* Reader::fetch(std::uint64_t offset, std::size_t n) {
+    static const std::uint8_t kNothing[1] = {0}; // open_memory(nullptr, 0), an empty file
+    if (fd_ < 0)
+        return data_ != nullptr ? data_ + offset : kNothing;
+    if (n == 0)
+        return kNothing;
+    if (buf_.size() < n) {
+        try {
+            buf_.resize(n);
+        } catch (...) { // the Reader never throws: a block it cannot hold is a read error
+            fail(ReadError::io, offset,
+                 "cannot read " + path_ + ": out of memory for a block of " + std::to_string(n) + " bytes");
+            return nullptr;
+        }
+    }
+    std::size_t got = 0;
+    while (got < n) {
+        const ssize_t r = ::pread(fd_, buf_.data() + got, n - got, static_cast<off_t>(offset + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            fail(ReadError::io, offset + got,
+                 "cannot read " + path_ + ": " +
+                     (r < 0 ? std::strerror(errno) : "the file got shorter while it was read"));
+            return nullptr;
+        }
+        got += static_cast<std::size_t>(r);
+    }
+    return buf_.data();
+}
+
 bool Reader::read_header() {
-    if (size_ < 8 || std::memcmp(data_, kFileMagic, 8) != 0) {
-        if (size_ < 8 && (size_ == 0 || std::memcmp(data_, kFileMagic, static_cast<std::size_t>(size_)) == 0))
+    const std::uint8_t* data =
+        fetch(0, static_cast<std::size_t>(std::min<std::uint64_t>(size_, kFileHeaderFixedBytes)));
+    if (data == nullptr)
+        return false;
+    if (size_ < 8 || std::memcmp(data, kFileMagic, 8) != 0) {
+        if (size_ < 8 && (size_ == 0 || std::memcmp(data, kFileMagic, static_cast<std::size_t>(size_)) == 0))
             return fail(ReadError::truncated, size_,
                         "file ends inside the trace header (" + std::to_string(size_) + " bytes)");
         return fail(ReadError::bad_magic, 0, "not a gpumemprof trace (magic \"GPUMEMTR\" expected)");
@@ -141,13 +211,13 @@ bool Reader::read_header() {
     if (size_ < kFileHeaderFixedBytes)
         return fail(ReadError::truncated, size_,
                     "file ends inside the trace header (" + std::to_string(size_) + " bytes)");
-    header_.version = load_u32(data_ + 8);
+    header_.version = load_u32(data + 8);
     if (header_.version < kOldestFormatVersion || header_.version > kFormatVersion)
         return fail(ReadError::unsupported_version, 8,
                     "unsupported trace format version " + std::to_string(header_.version) +
                         " (this gpumemprof reads versions " + std::to_string(kOldestFormatVersion) + " to " +
                         std::to_string(kFormatVersion) + ")");
-    const std::uint32_t body_len = load_u32(data_ + 12);
+    const std::uint32_t body_len = load_u32(data + 12);
     if (body_len > kMaxHeaderBody)
         return fail(ReadError::corrupt, 12, "header length " + std::to_string(body_len) + " exceeds the limit");
     const std::uint64_t crc_at = kFileHeaderFixedBytes + body_len;
@@ -155,14 +225,17 @@ bool Reader::read_header() {
         return fail(ReadError::truncated, size_,
                     "file ends inside the trace header (needs " + std::to_string(crc_at + 4) + " bytes, has " +
                         std::to_string(size_) + ")");
-    const std::uint32_t stored = load_u32(data_ + crc_at);
-    const std::uint32_t computed = crc32(0, data_, static_cast<std::size_t>(crc_at));
+    data = fetch(0, static_cast<std::size_t>(crc_at + 4));
+    if (data == nullptr)
+        return false;
+    const std::uint32_t stored = load_u32(data + crc_at);
+    const std::uint32_t computed = crc32(0, data, static_cast<std::size_t>(crc_at));
     if (stored != computed)
         return fail(ReadError::corrupt, crc_at,
                     "trace header CRC mismatch (stored " + hex32(stored) + ", computed " + hex32(computed) + ")");
 
-    const std::uint8_t* p = data_ + kFileHeaderFixedBytes;
-    const std::uint8_t* end = data_ + crc_at;
+    const std::uint8_t* p = data + kFileHeaderFixedBytes;
+    const std::uint8_t* end = data + crc_at;
     std::uint64_t n = 0;
     bool ok = read_varint(&p, end, &header_.pid) && read_str(&p, end, &header_.host) &&
               read_str(&p, end, &header_.exe) && read_str(&p, end, &header_.alloc_conf) &&
@@ -185,7 +258,7 @@ bool Reader::read_header() {
             header_.metadata.push_back(std::move(kv));
     }
     if (!ok)
-        return fail(ReadError::corrupt, static_cast<std::uint64_t>(p - data_),
+        return fail(ReadError::corrupt, static_cast<std::uint64_t>(p - data),
                     "trace header body is malformed (field runs past its end)");
     pos_ = first_block_ = crc_at + 4;
     return true;
@@ -216,7 +289,9 @@ bool Reader::load_block() {
     if (size_ - at < kBlockHeaderBytes)
         return fail(ReadError::truncated, size_,
                     "file ends inside the block header that starts at byte offset " + std::to_string(at));
-    const std::uint8_t* h = data_ + at;
+    const std::uint8_t* h = fetch(at, kBlockHeaderBytes);
+    if (h == nullptr)
+        return false;
     const bool is_events = std::memcmp(h, kBlockMagic, 4) == 0;
     const bool is_end = std::memcmp(h, kEndMagic, 4) == 0;
     const bool is_stacks = header_.version >= 2 && std::memcmp(h, kStackMagic, 4) == 0;
@@ -232,6 +307,11 @@ bool Reader::load_block() {
         return fail(ReadError::truncated, size_,
                     "file ends inside the block that starts at byte offset " + std::to_string(at) + " (needs " +
                         std::to_string(kBlockHeaderBytes + len) + " bytes, has " + std::to_string(size_ - at) + ")");
+    h = fetch(at, kBlockHeaderBytes + len);
+    if (h == nullptr)
+        return false;
+    block_ = h;
+    block_offset_ = at;
     const std::uint32_t stored = load_u32(h + 12);
     const std::uint32_t computed = block_crc(h, len);
     if (stored != computed)
@@ -282,15 +362,14 @@ bool Reader::next(Event& ev) {
         return false;
     while (left_in_block_ == 0) {
         if (cur_ != end_) {
-            return fail(ReadError::corrupt, static_cast<std::uint64_t>(cur_ - data_),
-                        "block payload has bytes after its last event");
+            return fail(ReadError::corrupt, offset_of(cur_), "block payload has bytes after its last event");
         }
         if (at_end_ || !load_block())
             return false;
     }
     const char* why = nullptr;
     if (!decode_event(&cur_, end_, state_, &ev, &why))
-        return fail(ReadError::corrupt, static_cast<std::uint64_t>(cur_ - data_), why);
+        return fail(ReadError::corrupt, offset_of(cur_), why);
     --left_in_block_;
     ++events_read_;
     return true;

@@ -23,8 +23,16 @@ enum class ReadError {
 /// Never throws. Usage: open_*(); then `while (r.next(ev)) ...;` then check r.failed().
 /// Events of a block are delivered only after its CRC matched, so a truncated or corrupt file
 /// yields exactly the events of the blocks before the damaged one, then the error.
+/// A regular file is read a block at a time (memory: one block, whatever the file's size; the
+/// file as long as it was at open_file); anything else (a pipe, a device) is read whole first,
+/// no further than its headers claim.
 class Reader {
 public:
+    Reader() = default;
+    ~Reader();
+    Reader(const Reader&) = delete;
+    Reader& operator=(const Reader&) = delete;
+
     bool open_file(const std::string& path);
     /// Read from memory the caller keeps alive while reading.
     bool open_memory(const void* data, std::size_t size);
@@ -50,13 +58,26 @@ public:
     const std::vector<Stack>& stacks() const { return stacks_; }
 
 private:
+    void reset();
     bool load_all_from_fd(int fd, const std::string& path);
+    /// `n` bytes at `offset` (all within size_): a pointer into the data, or into buf_ for a
+    /// streamed file (valid until the next fetch); nullptr after an I/O error (failed() then).
+    const std::uint8_t* fetch(std::uint64_t offset, std::size_t n);
     bool read_header();
     bool load_block();
     bool fail(ReadError kind, std::uint64_t offset, const std::string& what);
+    /// File offset of the decoding position `p` inside the current block.
+    std::uint64_t offset_of(const std::uint8_t* p) const {
+        return block_offset_ + static_cast<std::uint64_t>(p - block_);
+    }
 
     std::vector<std::uint8_t> owned_;
-    const std::uint8_t* data_ = nullptr;
+    const std::uint8_t* data_ = nullptr; // the whole data (memory, or a file read whole), else null
+    int fd_ = -1;                        // a regular file read a block at a time
+    std::string path_;
+    std::vector<std::uint8_t> buf_; // the streamed block (or header)
+    const std::uint8_t* block_ = nullptr;
+    std::uint64_t block_offset_ = 0; // file offset of block_
     std::uint64_t size_ = 0;
     std::uint64_t first_block_ = 0;     // offset of the first block header
     std::uint64_t pos_ = 0;             // offset of the next block header

@@ -16,8 +16,8 @@ enum class Step {
 };
 
 /// bytes / 1024^unit, unit at most `max_unit`.
-double scaled(std::int64_t bytes, int max_unit, Step step, int* unit) {
-    double v = static_cast<double>(bytes);
+double scaled(double bytes, int max_unit, Step step, int* unit) {
+    double v = bytes;
     int u = 0;
     auto next = [&] {
         switch (step) {
@@ -35,37 +35,49 @@ double scaled(std::int64_t bytes, int max_unit, Step step, int* unit) {
     return v;
 }
 
+/// format_size of `value` (exactly `digits` when it stays in bytes).
+std::string torch_format(double value, const std::string& digits) {
+    static const char* const kUnits[] = {"bytes", "KiB", "MiB", "GiB"};
+    int u = 0;
+    const double v = scaled(value, 3, Step::above, &u);
+    if (u == 0)
+        return digits + " bytes";
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.2f %s", v, kUnits[u]);
+    return buf;
+}
+
 } // namespace
 
 std::string cupy_size(std::int64_t bytes) {
     static const char* const kUnits[] = {"", "K", "M", "G", "T", "P", "E", "Z"};
     int u = 0;
-    const double v = scaled(bytes, 7, Step::at_least, &u);
+    const double v = scaled(static_cast<double>(bytes), 7, Step::at_least, &u);
     char buf[64];
     std::snprintf(buf, sizeof buf, "%3.2f%sB", v, kUnits[u]);
     return buf;
 }
 
 std::string torch_size(std::int64_t bytes) {
-    static const char* const kUnits[] = {"bytes", "KiB", "MiB", "GiB"};
-    int u = 0;
-    const double v = scaled(bytes, 3, Step::above, &u);
-    char buf[64];
-    if (u == 0)
-        std::snprintf(buf, sizeof buf, "%lld bytes", static_cast<long long>(bytes));
-    else
-        std::snprintf(buf, sizeof buf, "%.2f %s", v, kUnits[u]);
-    return buf;
+    return torch_format(static_cast<double>(bytes), std::to_string(bytes));
 }
 
 std::string torch_size_exact(std::int64_t bytes) {
     return torch_size(bytes) + " (" + std::to_string(bytes) + " bytes)";
 }
 
+std::string torch_size_u(std::uint64_t bytes) {
+    return torch_format(static_cast<double>(bytes), std::to_string(bytes));
+}
+
+std::string torch_size_exact_u(std::uint64_t bytes) {
+    return torch_size_u(bytes) + " (" + std::to_string(bytes) + " bytes)";
+}
+
 std::string iec_size(std::int64_t bytes) {
     static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     int u = 0;
-    const double v = scaled(bytes, 4, Step::magnitude, &u);
+    const double v = scaled(static_cast<double>(bytes), 4, Step::magnitude, &u);
     char buf[64];
     if (u == 0)
         std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));

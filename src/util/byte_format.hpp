@@ -18,6 +18,11 @@ std::string torch_size(std::int64_t bytes);
 /// torch_size followed by the exact count: "2.00 MiB (2097152 bytes)" (the .txt report).
 std::string torch_size_exact(std::int64_t bytes);
 
+/// The same for an unsigned count (a request size): 2^63 bytes and more stay positive, as in
+/// PyTorch's format_size of a size_t ("16.00 EiB" is "17179869184.00 GiB").
+std::string torch_size_u(std::uint64_t bytes);
+std::string torch_size_exact_u(std::uint64_t bytes);
+
 /// IEC units up to TiB, whichever sign: "512 B", "1.00 KiB", "-3.50 GiB" (the CLI's tables).
 std::string iec_size(std::int64_t bytes);
 

@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <strings.h>
 #include <unistd.h>
 
@@ -18,33 +19,80 @@ const char* env(const char* name) {
     return (v && *v) ? v : nullptr;
 }
 
-/// RANK, else LOCAL_RANK, else "0": read once (the environment may change, and getenv is not
-/// safe against a concurrent setenv), kept only if it is a plain name: a value with '/' or other
-/// characters would put the files elsewhere. Each other character becomes '_'.
-const std::string& rank_text(std::string* warnings = nullptr) {
-    // Leaked: the exit report (expanding %r) runs after this library's static destructors.
-    static const std::string& rank = *new std::string([&] {
-        const char* name = "RANK";
-        const char* r = env(name);
-        if (!r) {
-            name = "LOCAL_RANK";
-            r = env(name);
+/// The rank's variables of each launcher, most specific first: RANK is what torchrun (and
+/// DeepSpeed, Accelerate, Lightning) give each worker and what a user sets by hand; an MPI
+/// launcher's own come next; SLURM's last, since under srun they number the tasks srun started
+/// (one torchrun per node, say), not the workers those start.
+struct RankVariables {
+    const char* rank;
+    const char* local_rank;
+    const char* world_size;
+};
+constexpr RankVariables kRankVariables[] = {
+    {"RANK", "LOCAL_RANK", "WORLD_SIZE"},                                           // torchrun
+    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_SIZE"}, // Open MPI
+    {"PMI_RANK", "MPI_LOCALRANKID", "PMI_SIZE"},                                    // MPICH, Intel MPI
+    {"SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS"},                              // srun
+};
+
+/// A plain name for %r: each character other than [0-9A-Za-z_-] becomes '_'.
+std::string plain_rank(const std::string& text, bool* changed) {
+    std::string out = text;
+    for (char& c : out) {
+        const bool ok =
+            (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '-';
+        if (!ok) {
+            c = '_';
+            *changed = true;
         }
-        std::string out = r ? r : "0";
-        bool changed = false;
-        for (char& c : out) {
-            const bool ok =
-                (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '-';
-            if (!ok) {
-                c = '_';
-                changed = true;
-            }
+    }
+    return out;
+}
+
+/// rank_info() and %r's text, read once (the environment may change, and getenv is not safe
+/// against a concurrent setenv). Leaked: the exit report runs after this library's static
+/// destructors.
+struct RankState {
+    RankInfo info;
+    std::string text; ///< %r: the rank, else the local rank, else "0", as a plain name
+};
+const RankState& rank_state(std::string* warnings = nullptr) {
+    static const RankState& state = *new RankState([&] {
+        RankState st;
+        st.info = rank_from_environment([](const char* name) { return env(name); }, warnings);
+        for (const RankVariables& v : kRankVariables) {
+            const char* name = env(v.rank) ? v.rank : v.local_rank;
+            const char* r = env(name);
+            if (!r)
+                continue;
+            bool changed = false;
+            st.text = plain_rank(r, &changed);
+            if (changed && warnings)
+                *warnings +=
+                    std::string(name) + "=\"" + r + "\" is not a plain rank; %r expands to \"" + st.text + "\"\n";
+            break;
         }
-        if (changed && warnings)
-            *warnings += std::string(name) + "=\"" + r + "\" is not a plain rank; %r expands to \"" + out + "\"\n";
-        return out;
+        if (st.text.empty())
+            st.text = "0";
+        return st;
     }());
-    return rank;
+    return state;
+}
+
+const std::string& rank_text() {
+    return rank_state().text;
+}
+
+/// A rank, local rank or size: a decimal number from 0 (1 for a size) to 2^31-1; -1 otherwise.
+int rank_number(const char* text, int lowest) {
+    if (!text || !*text)
+        return -1;
+    errno = 0;
+    char* end = nullptr;
+    const long v = std::strtol(text, &end, 10);
+    if (errno || *end != '\0' || text[0] < '0' || text[0] > '9' || v < lowest || v > 0x7fffffffL)
+        return -1;
+    return static_cast<int>(v);
 }
 
 bool parse_bool(const char* s, bool* out) {
@@ -138,8 +186,8 @@ constexpr OptionSpec kOptions[] = {
      "allocation is its own segment)",
      "expected 0 or 1", set_bool<&Options::pool>, show_bool<&Options::pool>},
     {"GPUMEMPROF_OUTPUT", "gpumemprof-%p", "`gpumemprof-%p`",
-     "report path prefix; `%p` pid, `%h` host, `%r` rank (`RANK`, else `LOCAL_RANK`, else 0), `%%`; `none` "
-     "writes nothing",
+     "report path prefix; `%p` pid, `%h` host, `%r` rank (`RANK`, `SLURM_PROCID`, `OMPI_COMM_WORLD_RANK`, "
+     "`PMI_RANK`, else the local rank, else 0), `%%`; `none` writes nothing",
      "a path prefix; empty is not one, `none` writes no files",
      [](const char* v, Options& o) {
          if (*v == '\0')
@@ -229,6 +277,12 @@ constexpr OptionSpec kOptions[] = {
          return false;
      },
      [](const Options& o) { return std::string(o.torch == kTorchPool ? "pool" : o.torch == kTorchOff ? "off" : "attach"); }},
+    {"GPUMEMPROF_USER_CODE", "", "(empty)",
+     "comma-separated globs matched against a frame's file (and a native frame's module) that name your own "
+     "code, which leads each call site in the reports and groups them; empty: everything but the Python "
+     "standard library, installed packages (`site-packages`, `dist-packages`) and shared libraries",
+     "expected globs", [](const char* v, Options& o) { o.user_code = v; return true; },
+     [](const Options& o) { return o.user_code; }},
     {"GPUMEMPROF_JAX", "bfc", "`bfc`",
      "JAX's allocator: `bfc`: left alone (its arena, 75% of the device, is one allocation to us); `platform`: "
      "`XLA_PYTHON_CLIENT_ALLOCATOR=platform` at load time, so each buffer is a `cudaMalloc` our pool serves, "
@@ -273,7 +327,7 @@ Options read_options(std::string* warnings) {
             *warnings += std::string(s.name) + "=\"" + raw + "\" is not valid (" + s.expected +
                          "); using the default " + (s.default_value ? s.default_value : s.default_doc) + "\n";
     }
-    (void)rank_text(warnings); // %r's rank, read now, once
+    (void)rank_state(warnings); // the rank (and %r's text), read now, once
     return o;
 }
 
@@ -341,6 +395,41 @@ std::vector<std::string> split_list(const std::string& text) {
         pos = comma + 1;
     }
     return out;
+}
+
+RankInfo rank_from_environment(const std::function<const char*(const char*)>& get, std::string* warnings) {
+    RankInfo info;
+    auto value = [&](const char* name) -> const char* {
+        const char* v = get(name);
+        return v && *v ? v : nullptr;
+    };
+    for (const RankVariables& v : kRankVariables) {
+        if (!value(v.rank) && !value(v.local_rank))
+            continue;
+        info.from = value(v.rank) ? v.rank : v.local_rank;
+        const struct {
+            const char* name;
+            int* out;
+            int lowest;
+        } fields[] = {
+            {v.rank, &info.rank, 0}, {v.local_rank, &info.local_rank, 0}, {v.world_size, &info.world_size, 1}};
+        for (const auto& f : fields) {
+            const char* text = value(f.name);
+            *f.out = rank_number(text, f.lowest);
+            if (text && *f.out < 0 && warnings)
+                *warnings += std::string(f.name) + "=\"" + text + "\" is not a " +
+                             (f.lowest ? "size (a number from 1)" : "rank (a number from 0)") +
+                             "; the reports record it as unknown (-1)\n";
+        }
+        break;
+    }
+    if (const char* cvd = value("CUDA_VISIBLE_DEVICES"))
+        info.cuda_visible_devices = cvd;
+    return info;
+}
+
+const RankInfo& rank_info() {
+    return rank_state().info;
 }
 
 std::string host_name() {

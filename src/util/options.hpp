@@ -4,6 +4,7 @@
 // row in the README, which a unit test checks against the table).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -53,6 +54,9 @@ struct Options {
     int torch = 0;
     /// GPUMEMPROF_JAX: true ("platform") = set XLA_PYTHON_CLIENT_ALLOCATOR=platform at load time.
     bool jax_platform = false;
+    /// GPUMEMPROF_USER_CODE: globs naming the user's own code ("" = the default rule,
+    /// report/user_code.hpp).
+    std::string user_code;
 };
 
 /// GPUMEMPROF_TORCH values.
@@ -97,8 +101,26 @@ std::vector<std::string> describe_options(const Options& o);
 /// gethostname(), "unknown" when it fails.
 std::string host_name();
 
-/// Expand %p (pid), %h (host name), %r (rank from RANK, else LOCAL_RANK, else 0) and %% in a
-/// GPUMEMPROF_OUTPUT prefix.
+/// Where this process stands in a distributed job, from its launcher's variables.
+struct RankInfo {
+    int rank = -1;       ///< -1: not known
+    int local_rank = -1; ///< rank on this host
+    int world_size = -1;
+    std::string from;                 ///< the variable the rank came from ("RANK", "SLURM_PROCID", ...); "" none
+    std::string cuda_visible_devices; ///< CUDA_VISIBLE_DEVICES as set ("" unset): the physical device
+};
+
+/// The first launcher whose rank or local rank is set gives all three: RANK / LOCAL_RANK /
+/// WORLD_SIZE (torchrun), OMPI_COMM_WORLD_RANK / _LOCAL_RANK / _SIZE (Open MPI), PMI_RANK /
+/// MPI_LOCALRANKID / PMI_SIZE (MPICH, Intel MPI), SLURM_PROCID / SLURM_LOCALID / SLURM_NTASKS
+/// (srun). A value that is not a number is recorded as -1, with one warning line.
+RankInfo rank_from_environment(const std::function<const char*(const char*)>& get, std::string* warnings);
+
+/// rank_from_environment of this process, read once (by read_options, or at the first call).
+const RankInfo& rank_info();
+
+/// Expand %p (pid), %h (host name), %r (the rank of rank_info()'s launcher variables, else its
+/// local rank, else 0, as a plain name) and %% in a GPUMEMPROF_OUTPUT prefix.
 std::string expand_output_prefix(const std::string& pattern, int pid);
 
 /// "a, b,,c" -> {"a", "b", "c"}: comma-separated items, spaces trimmed, empty items dropped.

@@ -154,12 +154,27 @@ def main():
               calls[0][:3] == (0, 1 << 30, allocated_before), calls[0])
         check("observer args: device_free > 0", calls[0][3] > 0, calls[0])
 
+    # Steps: numbered from 0 unless given; each records what the pool holds when it begins.
+    check("mark_step() numbers the first step 0", gp.mark_step() == 0)
+    held = malloc(3 << 20)
+    allocated_at_1 = gp.memory_allocated()
+    check("mark_step() then numbers the next 1", gp.mark_step() == 1)
+    check("mark_step(7) records step 7", gp.mark_step(7) == 7)
+    check("and the one after it is 8", gp.mark_step() == 8)
+
     path = os.path.join(os.environ["PKG_TEST_DIR"], "dumped")
     check("dump(prefix) writes <prefix>.json", gp.dump(path) and os.path.exists(path + ".json"))
     report = json.load(open(path + ".json"))
     check("report's framework_env lists what was set",
           report.get("framework_env") == [],
           report.get("framework_env"))
+    steps = report.get("steps", [])
+    check("the report's steps are 0, 1, 7, 8", [x["step"] for x in steps] == [0, 1, 7, 8], steps)
+    check("step 1 began with the 3 MiB block allocated",
+          len(steps) == 4 and steps[1]["devices"][0]["allocated"] == allocated_at_1 == steps[0]["devices"][0]["allocated"] + (3 << 20),
+          steps)
+    check("steps in time order", [x["t_ns"] for x in steps] == sorted(x["t_ns"] for x in steps), steps)
+    cudart.cudaFree(ctypes.c_void_p(held[1]))
     print("%d failures" % len(failures))
     return 1 if failures else 0
 

@@ -52,6 +52,9 @@ int main(void) {
     P("code.linetable", offsetof(PyCodeObject, co_linetable));
     P("code.firstlineno", offsetof(PyCodeObject, co_firstlineno));
     P("code.code", offsetof(PyCodeObject, co_code_adaptive));
+#if PY_VERSION_HEX >= 0x030C0000
+    P("code.version", offsetof(PyCodeObject, co_version));
+#endif
     P("object.type", offsetof(PyObject, ob_type));
     P("bytes.size", offsetof(PyVarObject, ob_size));
     P("bytes.sval", offsetof(PyBytesObject, ob_sval));
@@ -81,6 +84,7 @@ int main(void) {
     D("unicode_object.asciiobject_size", unicode_object.asciiobject_size);
     P("str.compact_extra", sizeof(PyCompactUnicodeObject) - sizeof(PyASCIIObject));
     P("owner.cstack", FRAME_OWNED_BY_CSTACK);
+    P("code.version", offsetof(PyCodeObject, co_version));
 #endif
     return 0;
 }

@@ -235,6 +235,28 @@ TEST_CASE("OOM text in PyTorch's shape and the suggestion", "[report]") {
     CHECK(oom_suggestion(info, "").find("reduce what is live") != std::string::npos);
 }
 
+TEST_CASE("OOM text of requests of 2^63 bytes and more: sizes stay positive", "[report]") {
+    // 2^63 B = 2^33 GiB; 2^64 - 1 B prints as 2^34 GiB (%.2f of the double), as PyTorch's format_size.
+    CHECK(util::torch_size_u(std::uint64_t{1} << 63) == "8589934592.00 GiB");
+    CHECK(util::torch_size_exact_u(~std::uint64_t{0}) == "17179869184.00 GiB (18446744073709551615 bytes)");
+    CHECK(util::torch_size_u(1024) == "1024 bytes");
+    pool::OomInfo info;
+    info.requested = info.rounded = info.allocation_size = ~std::size_t{0}; // cudaMalloc(-1)
+    info.device_total = 85899345920;                                        // 80 GiB
+    info.device_free = 85899345920;
+    CHECK(oom_message(0, info) ==
+          "CUDA out of memory. Tried to allocate 17179869184.00 GiB. GPU 0 has a total capacity of 80.00 GiB of "
+          "which 80.00 GiB is free. Of the allocated memory 0 bytes is allocated by the pool, and 0 bytes is "
+          "reserved by the pool but unallocated. The largest free cached block is 0 bytes. The program asked for "
+          "18446744073709551615 bytes (rounded to 18446744073709551615).");
+    // Not fragmentation (a negative need made it look so): larger than the device.
+    const std::string s = oom_suggestion(info, "");
+    CHECK(s.find("larger than the device (80.00 GiB)") != std::string::npos);
+    CHECK(s.find("fragmentation") == std::string::npos);
+    info.requested = info.rounded = info.allocation_size = std::size_t{1} << 63;
+    CHECK(oom_message(0, info).find("Tried to allocate 8589934592.00 GiB.") != std::string::npos);
+}
+
 TEST_CASE("write_reports writes the three files atomically and reports failures", "[report]") {
     auto sym = make_symbols();
     auto data = make_data();

@@ -164,6 +164,8 @@ TEST_CASE("the JSON's figures are the snapshot's: one moment for every field", "
     const std::string js = json_report(f.in, f.stacks);
     REQUIRE(well_formed(js));
     CHECK(js.rfind("{\"version\":1,\"pid\":42,\"host\":\"node7\",\"exe\":\"/bin/app\","
+                   "\"rank\":-1,\"local_rank\":-1,\"world_size\":-1,\"rank_from\":\"\",\"cuda_visible_devices\":\"\","
+                   "\"start_time_ns\":0,\"steps\":[],\"steps_dropped\":0,"
                    "\"alloc_conf\":\"max_split_size_mb:64\",\"pool\":\"caching\",",
                    0) == 0);
     CHECK(js.find("\"doors\":{\"dlsym_substitutions\":3,\"proc_address_substitutions\":5,\"runtime_calls\":7}") !=

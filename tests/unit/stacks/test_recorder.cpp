@@ -6,7 +6,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <pthread.h>
 #include <thread>
+#include <vector>
 
 using gpumemprof::stacks::Recorder;
 using gpumemprof::stacks::StackId;
@@ -171,4 +173,139 @@ TEST_CASE("recorder: concurrent threads allocate and free consistently", "[recor
     CHECK(d.live_bytes == 5120000);
     CHECK(d.live_count == 10000);
     CHECK(d.events == 4u * (5000 + 2500));
+}
+
+namespace {
+
+/// Two call sites in one function: the same caller chain, another innermost frame.
+__attribute__((noipa)) StackId two_lines(Recorder& r, int which) {
+    StackId id = 0;
+    // Different instructions after each call keep the compiler from merging the two calls.
+    if (which == 0) {
+        id = r.capture();
+        asm volatile("nop" ::: "memory");
+    } else {
+        id = r.capture();
+        asm volatile("nop\n\tnop" ::: "memory");
+    }
+    return id;
+}
+
+} // namespace
+
+TEST_CASE("recorder: alternating stacks never get the previous capture's id", "[recorder]") {
+    Recorder r;
+    int n = 6;
+    asm volatile("" : "+r"(n));
+    std::vector<StackId> line0, line1, via_a, via_b;
+    for (int i = 0; i < n; ++i) {
+        line0.push_back(two_lines(r, 0));
+        line1.push_back(two_lines(r, 1));
+        via_a.push_back(capture_a(r));
+        via_b.push_back(capture_b(r));
+    }
+    const auto f0 = r.frames(line0[0]), f1 = r.frames(line1[0]);
+    REQUIRE(f0.size() >= 3);
+    REQUIRE(f0[0] != f1[0]); // the scenario: two lines of one function
+    // (The frames above differ too: the two calls of two_lines below are two lines as well.)
+    for (int i = 0; i < n; ++i) {
+        CHECK(line0[i] == line0[0]);
+        CHECK(line1[i] == line1[0]);
+        CHECK(via_a[i] == via_a[0]);
+        CHECK(via_b[i] == via_b[0]);
+    }
+    CHECK(line0[0] != line1[0]);
+    CHECK(via_a[0] != via_b[0]);
+    CHECK(r.frames(via_a[0])[1] != r.frames(via_b[0])[1]); // another caller
+    // Repeats of one stack are answered without the tree: the previous capture or the stack cache.
+    const auto s = r.capture_stats();
+    CHECK(s.captures == static_cast<std::uint64_t>(4 * n));
+    CHECK(s.cache_hits == static_cast<std::uint64_t>(4 * (n - 1)));
+}
+
+TEST_CASE("recorder: a new thread's first capture is its own stack", "[recorder][unwind_threads]") {
+    Recorder r;
+    StackId a = 0, b = 0;
+    std::uintptr_t self_a = 0, self_b = 0;
+    std::thread([&] {
+        self_a = reinterpret_cast<std::uintptr_t>(::pthread_self());
+        a = capture_a(r);
+    }).join();
+    std::thread([&] {
+        self_b = reinterpret_cast<std::uintptr_t>(::pthread_self());
+        b = capture_b(r);
+    }).join();
+    REQUIRE(a != 0);
+    REQUIRE(b != 0);
+    CHECK(a != b);
+    CHECK(r.frames(a)[1] != r.frames(b)[1]);
+    const StackId here = capture_b(r); // the same path from this thread: the same caller frame
+    CHECK(r.frames(here)[1] == r.frames(b)[1]);
+    if (self_a != self_b)
+        WARN("the second thread did not get the first one's stack memory: the reuse was not exercised");
+}
+
+TEST_CASE("recorder: sampling unwinds every large allocation and 1 in N small ones, bytes scaled", "[recorder]") {
+    Recorder r;
+    r.set_sampling(1 << 20, 10);
+    // 20000 small (4 KiB) allocations and 50 large (2 MiB) ones, freed at once.
+    int sampled = 0, large = 0;
+    std::uintptr_t p = 0x10000000;
+    for (int i = 0; i < 20000; ++i) {
+        const StackId id = r.capture(4096);
+        sampled += id != 0;
+        r.on_alloc(0, p, 4096, 4096, id);
+        r.on_free(0, p);
+        p += 4096;
+    }
+    for (int i = 0; i < 50; ++i) {
+        const StackId id = r.capture(2 << 20);
+        large += id != 0;
+        r.on_alloc(0, p, 2 << 20, 2 << 20, id);
+        p += 2 << 20;
+    }
+    CHECK(large == 50);
+    // Binomial(20000, 1/10): mean 2000, standard deviation 42; 7 of them either side.
+    CHECK(sampled > 1700);
+    CHECK(sampled < 2300);
+    const auto d = r.collect();
+    // The totals stay exact: 50 large blocks live, 100 MiB.
+    CHECK(d.live_bytes == 50LL * (2 << 20));
+    CHECK(d.live_count == 50);
+    CHECK(d.peak_bytes == 50LL * (2 << 20));
+    std::int64_t small_total = 0, small_count = 0, large_total = 0, no_site = 0;
+    for (const auto& s : d.sites) {
+        if (s.id == 0)
+            ++no_site;
+        if (s.counters.total_bytes > 0 && s.counters.total_bytes / s.counters.total_count == 4096) {
+            small_total += s.counters.total_bytes;
+            small_count += s.counters.total_count;
+        } else {
+            large_total += s.counters.total_bytes;
+            CHECK(s.counters.live_bytes == 50LL * (2 << 20)); // weight 1: exact
+        }
+    }
+    CHECK(no_site == 0); // the unsampled ones count in no site
+    CHECK(large_total == 50LL * (2 << 20));
+    CHECK(small_count == 10LL * sampled); // each sampled one stands for 10
+    CHECK(small_total == 10LL * 4096 * sampled);
+    const auto st = r.capture_stats();
+    CHECK(st.sampled_out == static_cast<std::uint64_t>(20000 - sampled));
+    CHECK(st.captures == static_cast<std::uint64_t>(sampled + 50));
+    CHECK(st.sample_one_in == 10);
+}
+
+TEST_CASE("recorder: without sampling capture(bytes) is capture()", "[recorder]") {
+    Recorder r;
+    std::uintptr_t p = 0x20000000;
+    for (int i = 0; i < 100; ++i) {
+        const StackId id = r.capture(64);
+        REQUIRE(id != 0);
+        r.on_alloc(0, p + 64 * i, 64, 64, id);
+    }
+    const auto d = r.collect();
+    REQUIRE(d.sites.size() == 1);
+    CHECK(d.sites[0].counters.total_count == 100);
+    CHECK(d.sites[0].counters.live_bytes == 6400);
+    CHECK(r.capture_stats().sampled_out == 0);
 }

@@ -140,3 +140,33 @@ TEST_CASE("site table: many blocks in and out keep exact totals", "[site_table]"
     CHECK(t.site(4).live_count == 0);
     CHECK(t.site(4).peak_live_bytes == 512000);
 }
+
+TEST_CASE("site table: sampled allocations count with their weight, unsampled ones in no site", "[site_table]") {
+    gpumemprof::stacks::SiteTable t;
+    // Site 7: two sampled 1000-byte blocks standing for 8 each, one exact 4096-byte block.
+    t.on_alloc(0, 0x1000, 1000, 900, 7, 8);
+    t.on_alloc(0, 0x2000, 1000, 900, 7, 8);
+    t.on_alloc(0, 0x3000, 4096, 4096, 7, 1);
+    // An unsampled block: in the totals, in no site.
+    t.on_alloc(0, 0x4000, 500, 500, 0, 0);
+    CHECK(t.live_bytes() == 1000 + 1000 + 4096 + 500);
+    CHECK(t.peak_bytes() == 6596);
+    auto s = t.site(7);
+    CHECK(s.live_bytes == 8 * 1000 + 8 * 1000 + 4096);
+    CHECK(s.live_count == 17);
+    CHECK(s.total_bytes == 20096);
+    CHECK(s.requested_bytes == 8 * 900 * 2 + 4096);
+    CHECK(t.site(0).total_count == 0);
+    // Frees take off what the block added.
+    CHECK(t.on_free(0, 0x1000) == 7);
+    CHECK(t.on_free(0, 0x4000) == 0);
+    s = t.site(7);
+    CHECK(s.live_bytes == 8 * 1000 + 4096);
+    CHECK(s.live_count == 9);
+    CHECK(s.peak_live_bytes == 20096); // as of the peak (all four live)
+    CHECK(t.live_bytes() == 1000 + 4096);
+    gpumemprof::stacks::ReportData d;
+    t.collect(&d);
+    REQUIRE(d.sites.size() == 1); // no site for the unsampled block
+    CHECK(d.live_blocks.size() == 2);
+}

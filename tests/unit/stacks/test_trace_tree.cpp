@@ -96,7 +96,7 @@ TEST_CASE("trace tree: threads interning the same stacks agree on ids", "[trace_
     CHECK(t.size() == kStacks + 2);
 }
 
-TEST_CASE("trace tree: the per-thread stack cache answers repeats and never mixes stacks or trees", "[trace_tree]") {
+TEST_CASE("trace tree: the stack cache answers repeats and never mixes stacks or trees", "[trace_tree]") {
     TraceTree t;
     // 3000 distinct stacks that share all but their innermost or outermost frame: more than the
     // cache holds, so entries are evicted and refilled, and neighbouring stacks hash close.

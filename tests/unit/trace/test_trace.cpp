@@ -252,6 +252,21 @@ TEST_CASE("version 2 files are still read (no contexts or pool ids; bit 7 of a t
     REQUIRE(rb.error().find("reserved bit") != std::string::npos);
 }
 
+TEST_CASE("a step mark encodes as type 11 with its number in size, and reads back") {
+    // step 41, 7 ns in, fresh state: tag 0x0B, time 7 -> zigzag 14, ptr 0, size 41 = 0x29, delta 0
+    Event e{EventType::step, 0, 0, 0, 41, 41, 0, 7, 0};
+    CodecState st;
+    std::uint8_t buf[kMaxEventBytes];
+    const std::size_t n = encode_event(e, st, buf);
+    REQUIRE(std::vector<std::uint8_t>(buf, buf + n) == std::vector<std::uint8_t>{0x0B, 0x0E, 0x00, 0x29, 0x00});
+    CodecState rd;
+    const std::uint8_t* p = buf;
+    Event back;
+    const char* why = nullptr;
+    REQUIRE(decode_event(&p, buf + n, rd, &back, &why));
+    REQUIRE(back == e);
+}
+
 TEST_CASE("file header layout: magic, version 3, body length, CRC") {
     const auto path = temp_path("hdr");
     const auto b = write_file(path, {}, 4);
@@ -350,6 +365,71 @@ TEST_CASE("round trip keeps every event type and field") {
     REQUIRE(n == evs.size());
     REQUIRE(rf.complete());
     std::remove(path.c_str());
+}
+
+TEST_CASE("open_file reads a block at a time and says what open_memory says, at every cut and flip") {
+    // A regular file is streamed (pread per block), a buffer in memory is read in place: the same
+    // events, the same error, the same offset, for the file cut at every byte and with a byte of
+    // each block flipped; rewind() reads it again from the first block.
+    const auto path = temp_path("stream");
+    const auto cut = temp_path("stream_cut");
+    const auto evs = sample_events_v3();
+    Stack stack{9, {{"f", "a.cpp", 1, "m", 2, ""}}};
+    {
+        Writer w;
+        REQUIRE(w.open(path, sample_header(), WriterOptions{3, false}));
+        for (const auto& e : evs)
+            w.record(e);
+        w.write_stacks({stack});
+        w.close();
+    }
+    const auto whole = slurp(path);
+    const auto same = [&](const std::vector<std::uint8_t>& bytes) {
+        {
+            std::FILE* f = std::fopen(cut.c_str(), "wb");
+            REQUIRE(f != nullptr);
+            REQUIRE(std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size());
+            std::fclose(f);
+        }
+        Reader m;
+        const auto from_memory = read_memory(bytes, bytes.size(), m);
+        Reader f;
+        std::vector<Event> from_file;
+        if (f.open_file(cut)) {
+            Event e;
+            while (f.next(e))
+                from_file.push_back(e);
+        }
+        REQUIRE(from_file == from_memory);
+        REQUIRE(f.error_kind() == m.error_kind());
+        REQUIRE(f.error() == m.error());
+        REQUIRE(f.complete() == m.complete());
+        REQUIRE(f.stacks() == m.stacks());
+    };
+    same(whole);
+    for (std::size_t n = 0; n < whole.size(); n += 7)
+        same(std::vector<std::uint8_t>(whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(n)));
+    for (std::size_t at = 16; at < whole.size(); at += 61) {
+        auto bad = whole;
+        bad[at] ^= 0x5A;
+        same(bad);
+    }
+    Reader r;
+    REQUIRE(r.open_file(path));
+    Event e;
+    std::size_t n = 0;
+    while (r.next(e))
+        ++n;
+    REQUIRE(n == evs.size());
+    REQUIRE(r.stacks() == std::vector<Stack>{stack});
+    r.rewind();
+    std::vector<Event> again;
+    while (r.next(e))
+        again.push_back(e);
+    REQUIRE(again == evs);
+    REQUIRE(r.complete());
+    std::remove(path.c_str());
+    std::remove(cut.c_str());
 }
 
 TEST_CASE("a time_ns of 0 is stamped with the wall clock") {

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <initializer_list>
+#include <map>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -202,4 +203,65 @@ TEST_CASE("the README's configuration table matches the option table", "[options
         expected += std::string("| `") + s.name + "` | " + s.default_doc + " | " + s.meaning + " |\n";
     INFO("expected README rows:\n" << expected);
     CHECK(readme_rows == expected);
+}
+
+namespace {
+
+/// rank_from_environment over a made-up environment.
+gpumemprof::util::RankInfo rank_of(std::map<std::string, std::string> env, std::string* warnings = nullptr) {
+    std::string ignored;
+    return gpumemprof::util::rank_from_environment(
+        [&](const char* name) -> const char* {
+            auto it = env.find(name);
+            return it == env.end() ? nullptr : it->second.c_str();
+        },
+        warnings ? warnings : &ignored);
+}
+
+} // namespace
+
+TEST_CASE("rank, local rank and world size come from the first launcher that set them") {
+    using gpumemprof::util::RankInfo;
+    // torchrun, inside an srun task: RANK wins over SLURM_PROCID (srun numbers its tasks, torchrun
+    // its workers).
+    RankInfo r = rank_of({{"RANK", "13"},
+                          {"LOCAL_RANK", "5"},
+                          {"WORLD_SIZE", "16"},
+                          {"SLURM_PROCID", "1"},
+                          {"SLURM_LOCALID", "0"},
+                          {"SLURM_NTASKS", "2"},
+                          {"CUDA_VISIBLE_DEVICES", "4,5"}});
+    REQUIRE(r.rank == 13);
+    REQUIRE(r.local_rank == 5);
+    REQUIRE(r.world_size == 16);
+    REQUIRE(r.from == "RANK");
+    REQUIRE(r.cuda_visible_devices == "4,5");
+    // srun alone.
+    r = rank_of({{"SLURM_PROCID", "7"}, {"SLURM_LOCALID", "3"}, {"SLURM_NTASKS", "8"}});
+    REQUIRE((r.rank == 7 && r.local_rank == 3 && r.world_size == 8 && r.from == "SLURM_PROCID"));
+    // Open MPI's mpirun under Slurm: the MPI launcher's numbers.
+    r = rank_of({{"OMPI_COMM_WORLD_RANK", "2"},
+                 {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                 {"OMPI_COMM_WORLD_SIZE", "4"},
+                 {"SLURM_PROCID", "0"}});
+    REQUIRE((r.rank == 2 && r.local_rank == 0 && r.world_size == 4 && r.from == "OMPI_COMM_WORLD_RANK"));
+    // MPICH / Intel MPI.
+    r = rank_of({{"PMI_RANK", "9"}, {"PMI_SIZE", "12"}, {"MPI_LOCALRANKID", "1"}});
+    REQUIRE((r.rank == 9 && r.local_rank == 1 && r.world_size == 12 && r.from == "PMI_RANK"));
+    // LOCAL_RANK alone: the local rank is known, the rank is not.
+    r = rank_of({{"LOCAL_RANK", "2"}});
+    REQUIRE((r.rank == -1 && r.local_rank == 2 && r.world_size == -1 && r.from == "LOCAL_RANK"));
+    // Nothing set.
+    r = rank_of({});
+    REQUIRE((r.rank == -1 && r.local_rank == -1 && r.world_size == -1 && r.from.empty()));
+}
+
+TEST_CASE("a rank that is not a number is recorded as unknown, with one warning naming it") {
+    std::string warnings;
+    const auto r = rank_of({{"RANK", "node-3"}, {"WORLD_SIZE", "0"}, {"LOCAL_RANK", "1"}}, &warnings);
+    REQUIRE(r.rank == -1);
+    REQUIRE(r.world_size == -1);
+    REQUIRE(r.local_rank == 1);
+    REQUIRE(warnings == "RANK=\"node-3\" is not a rank (a number from 0); the reports record it as unknown (-1)\n"
+                        "WORLD_SIZE=\"0\" is not a size (a number from 1); the reports record it as unknown (-1)\n");
 }

@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: MIT
+// What kind of memory each of PyTorch's blocks is: parameters, gradients, optimizer state,
+// activations saved for backward, temporaries, CUDA graph pools, library workspaces, other; and
+// the split of the live bytes at their peak. Each block gets its kind when it is allocated, by
+// the first rule that fits (kRules, in order; the reports print the rule of each site):
+//   1 graph pools     allocated into a private pool (a CUDA graph's, a MemPool's)
+//   2 library         its call stack passes a library's workspace function (cuBLAS/cuDNN/NCCL)
+//   3 gradients       allocated while autograd runs AccumulateGrad
+//   4 parameters      allocated under nn.Module.to/cuda/_apply, nn.init or a module's __init__
+//   5 optimizer state allocated under torch/optim and still live when the next forward pass
+//                     allocates (a temporary of the step until then)
+//   6 gradients       allocated in the backward pass and still live when it ended (AccumulateGrad
+//                     kept the buffer it was given)
+//   7 activations     allocated in the forward pass at a call site whose blocks the backward pass
+//                     freed (learned from the earlier steps)
+//   8 temporaries     anything else allocated in a forward or backward pass or an optimizer step
+// Kinds move only forward in that list of later facts (5, 6): a temporary that outlives its
+// phase.
+#pragma once
+
+#include "stacks/trace_tree.hpp"
+
+#include <array>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace gpumemprof::core {
+
+enum class MemoryKind : std::uint8_t {
+    parameters,
+    gradients,
+    optimizer_state,
+    activations,
+    temporaries,
+    graph_pools,
+    library,
+    other,
+    count
+};
+inline constexpr int kMemoryKinds = static_cast<int>(MemoryKind::count);
+const char* memory_kind_name(MemoryKind k);
+
+/// Which rule placed a block (the numbers above).
+enum class KindRule : std::uint8_t {
+    private_pool = 1,
+    library_frames,
+    accumulate_grad,
+    parameter_frames,
+    optimizer_survivor,
+    backward_survivor,
+    freed_by_backward,
+    phase_temporary
+};
+const char* kind_rule_text(KindRule r);
+
+using KindBytes = std::array<std::int64_t, kMemoryKinds>;
+
+class MemoryCategories {
+public:
+    enum class Phase : std::uint8_t { forward, backward, optimizer };
+
+    /// What a site's frames say, looked up once per site (core::site_traits).
+    struct SiteTraits {
+        bool optimizer = false; ///< a Python frame in torch/optim/
+        bool parameter = false; ///< a Python frame of Module.to/cuda/_apply, nn.init, a module __init__
+        bool library = false;   ///< a workspace function of a library
+    };
+
+    /// A block PyTorch handed out. `backward`: autograd was evaluating a node (`accumulate_grad`:
+    /// that node); `private_pool`: into a private pool; `traits`: its site's.
+    void on_alloc(std::uintptr_t ptr, std::int64_t bytes, stacks::StackId site, bool backward, bool accumulate_grad,
+                  bool private_pool, const SiteTraits& traits);
+    /// The program freed it; `in_backward`: while autograd was evaluating a node.
+    void on_free(std::uintptr_t ptr, bool in_backward);
+
+    struct Summary {
+        KindBytes now{}, at_peak{};
+        std::int64_t peak_total = 0;
+        /// Each site's kind (the kind of most of its bytes) and the rule that placed it.
+        std::vector<std::pair<stacks::StackId, std::pair<MemoryKind, KindRule>>> sites;
+    };
+    Summary summary() const;
+
+private:
+    struct Block {
+        std::int64_t bytes;
+        stacks::StackId site;
+        MemoryKind kind;
+        KindRule rule;
+        Phase phase;
+    };
+    struct SiteLearned {
+        std::int64_t freed_in_backward = 0, freed_elsewhere = 0;
+        KindBytes bytes{}; ///< live now, by kind
+        KindBytes ever{};  ///< every placement: the site's kind is the kind of most of these
+        std::array<KindRule, kMemoryKinds> rule{};
+    };
+    void set_kind(Block& b, std::uintptr_t ptr, MemoryKind k, KindRule r);
+    void phase_begins(Phase p);
+
+    mutable std::mutex mutex_;
+    std::unordered_map<std::uintptr_t, Block> live_;
+    std::unordered_map<stacks::StackId, SiteLearned> sites_;
+    /// Temporaries of the backward pass / optimizer step under way, which become gradients /
+    /// optimizer state if they outlive it.
+    std::vector<std::uintptr_t> backward_blocks_, optimizer_blocks_;
+    Phase phase_ = Phase::forward;
+    KindBytes now_{}, at_peak_{};
+    std::int64_t total_ = 0, peak_total_ = 0;
+};
+
+} // namespace gpumemprof::core

@@ -1,0 +1,180 @@
+// SPDX-License-Identifier: MIT
+// The profiler's side of the device accounting (core/device_accounting.hpp): it knows the pools,
+// the mirrors of PyTorch's allocator and the pass-through ledger, whose figures make the buckets,
+// and it reads the driver's used figure at the moments the accounting asks for.
+#include "core/pool_events.hpp"
+#include "core/process_state.hpp"
+#include "core/profiler.hpp"
+#include "core/signals.hpp"
+#include "stacks/recorder.hpp"
+
+#include <condition_variable>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+namespace gpumemprof::core {
+namespace {
+
+// Set by a pool or mirror (under its lock) when it obtained device memory; the caller takes a
+// reading once that lock is released.
+thread_local int t_acquired_device __attribute__((tls_model("initial-exec"))) = -1;
+
+// At exit the exiting thread may have been interrupted (exit() from a signal handler) inside
+// the driver, holding its locks: the readings are taken on a thread of their own, waited for
+// 300 ms at most; one that cannot finish is abandoned (the process ends anyway).
+void exit_reading() {
+    struct Done {
+        std::mutex m;
+        std::condition_variable cv;
+        bool done = false;
+    };
+    try {
+        auto done = std::make_shared<Done>();
+        std::thread([done] {
+            Profiler::instance().accounting_exit();
+            std::lock_guard lock(done->m);
+            done->done = true;
+            done->cv.notify_all();
+        }).detach();
+        std::unique_lock lock(done->m);
+        done->cv.wait_for(lock, std::chrono::milliseconds(300), [&] { return done->done; });
+    } catch (...) {
+    }
+}
+
+} // namespace
+
+void note_device_memory_acquired(int device) noexcept {
+    t_acquired_device = device;
+}
+
+void Profiler::accounting_baseline(const DriverApi& api, int device) noexcept {
+    if (accounting_.has_baseline(device) || process_exiting())
+        return;
+    std::size_t free_bytes = 0, total = 0;
+    CUdevice dev = 0;
+    if (api.cuCtxGetDevice(&dev) != CUDA_SUCCESS || static_cast<int>(dev) != device ||
+        api.cuMemGetInfo_v2(&free_bytes, &total) != CUDA_SUCCESS)
+        return;
+    accounting_.set_baseline(device, static_cast<std::int64_t>(total - free_bytes));
+    static std::once_flag registered;
+    // Before the teardown handler (registered at load time, so run after this one): the exit
+    // reading still may ask the driver.
+    std::call_once(registered, [] { std::atexit(exit_reading); });
+}
+
+void Profiler::account_if_acquired(const DriverApi& api) noexcept {
+    const int device = t_acquired_device;
+    if (device < 0)
+        return;
+    t_acquired_device = -1;
+    if (process_exiting() || streams_.captures.load(std::memory_order_acquire) > 0)
+        return; // no driver call of ours may join a stream capture
+    try {
+        AccountingReading r;
+        accounting_buckets(device, &r);
+        if (!accounting_.due(device, r.accounted()) || !read_driver_used(api, device, &r))
+            return;
+        r.pool_sites = stacks::Recorder::instance().live_by_site(device);
+        accounting_.add(device, std::move(r));
+    } catch (...) {
+    }
+}
+
+bool Profiler::read_driver_used(const DriverApi& api, int device, AccountingReading* r) noexcept {
+    std::size_t free_bytes = 0, total = 0;
+    CUdevice dev = 0;
+    if (api.cuCtxGetDevice(&dev) != CUDA_SUCCESS || static_cast<int>(dev) != device ||
+        api.cuMemGetInfo_v2(&free_bytes, &total) != CUDA_SUCCESS)
+        return false;
+    r->driver_used = static_cast<std::int64_t>(total - free_bytes);
+    r->driver_total = static_cast<std::int64_t>(total);
+    r->t_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count();
+    return true;
+}
+
+void Profiler::accounting_buckets(int device, AccountingReading* r) const {
+    auto add = [&](const char* name, std::int64_t bytes) {
+        if (bytes != 0)
+            r->buckets.emplace_back(name, bytes);
+    };
+    add("context and modules loaded before the first allocation", accounting_.baseline(device));
+    std::int64_t pool_allocated = 0, pool_cached = 0;
+    std::int64_t torch_allocated = 0, torch_cached = 0, torch_private = 0;
+    bool attached = false;
+    pools_.for_each_live([&](PoolSlot* s) {
+        if (s->device != device)
+            return false;
+        const stats::DeviceStats st = s->pool->stats();
+        pool_allocated += st.allocated_bytes[stats::kAll].current;
+        pool_cached += st.reserved_bytes[stats::kAll].current - st.allocated_bytes[stats::kAll].current;
+        if (s->torch_ready.load(std::memory_order_acquire)) {
+            attached = true;
+            const stats::DeviceStats t = s->torch->stats();
+            std::int64_t priv_reserved = 0, priv_allocated = 0;
+            for (const pool::PrivatePoolBytes& p : s->torch->private_pools()) {
+                priv_reserved += p.reserved;
+                priv_allocated += p.allocated;
+            }
+            torch_allocated += t.allocated_bytes[stats::kAll].current - priv_allocated;
+            torch_cached += t.reserved_bytes[stats::kAll].current - t.allocated_bytes[stats::kAll].current -
+                            (priv_reserved - priv_allocated);
+            torch_private += priv_reserved;
+        }
+        return false;
+    });
+    const auto ledgers = ledger_.snapshot();
+    const auto it = ledgers.find(device);
+    auto kind = [&](Kind k) { return it == ledgers.end() ? 0 : it->second.kinds[static_cast<int>(k)].current_bytes; };
+    if (attached) {
+        add("PyTorch's caching allocator: allocated", torch_allocated);
+        add("PyTorch's caching allocator: cached, free", torch_cached);
+        add("PyTorch's private pools (CUDA graphs, MemPool)", torch_private);
+    } else if (kind(Kind::torch_segment) + kind(Kind::torch_physical) > 0) {
+        // Not attached (GPUMEMPROF_TORCH=off, or a version we do not know): its segments only.
+        add("PyTorch's caching allocator: segments", kind(Kind::torch_segment) + kind(Kind::torch_physical));
+    }
+    add(attached ? "gpumemprof's pool (other libraries): allocated" : "gpumemprof's pool: allocated", pool_allocated);
+    add(attached ? "gpumemprof's pool (other libraries): cached, free" : "gpumemprof's pool: cached, free",
+        pool_cached);
+    add("stream-ordered (cudaMallocAsync, memory pools)", kind(Kind::async));
+    add("VMM physical memory (cuMemCreate)", kind(Kind::vmm_physical));
+}
+
+void Profiler::accounting_exit() noexcept {
+    const DriverApi* api = driver(false);
+    if (!api || process_exiting())
+        return;
+    CoreScope scope;
+    try {
+        CUcontext ctx = nullptr;
+        if (api->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS)
+            return;
+        for (const auto& [device, d] : accounting_.snapshot()) {
+            // Each device's reading needs a context of that device current.
+            CUcontext own = nullptr;
+            pools_.for_each_live([&](PoolSlot* s) {
+                if (s->device != device)
+                    return false;
+                own = s->ctx.load(std::memory_order_acquire);
+                return own != nullptr;
+            });
+            const bool pushed = own && own != ctx && api->cuCtxPushCurrent_v2(own) == CUDA_SUCCESS;
+            AccountingReading r;
+            accounting_buckets(device, &r);
+            if (read_driver_used(*api, device, &r)) {
+                r.pool_sites = stacks::Recorder::instance().live_by_site(device);
+                accounting_.set_exit(device, std::move(r));
+            }
+            if (pushed) {
+                CUcontext popped = nullptr;
+                api->cuCtxPopCurrent_v2(&popped);
+            }
+        }
+    } catch (...) {
+    }
+}
+
+} // namespace gpumemprof::core

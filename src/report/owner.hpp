@@ -1,0 +1,22 @@
+// SPDX-License-Identifier: MIT
+// Who owns an allocation: the library whose code asked for it (cuBLAS's workspaces, NCCL's
+// buffers, JAX's arena, PyTorch's caching allocator), or the program itself. Told by the
+// innermost frame of its call stack (the profiler's and the CUDA runtime's own frames are
+// already dropped from the top).
+#pragma once
+
+#include "report/symbolizer.hpp"
+
+#include <string>
+#include <vector>
+
+namespace gpumemprof::report {
+
+/// The owning library's name ("cuBLAS", "NCCL", "PyTorch", ...), or "" for the program.
+/// `frames`: root (outermost) first, as ResolvedSite keeps them.
+std::string owning_library(const std::vector<SymbolFrame>& frames);
+
+/// The library a module file name belongs to ("libcublasLt.so.13" -> "cuBLASLt"), or "".
+std::string library_of_module(const std::string& module);
+
+} // namespace gpumemprof::report

@@ -1,0 +1,113 @@
+# SPDX-License-Identifier: MIT
+# Allocates through ctypes on the simulated CUDA runtime in the patterns where a cache of stacks
+# could give a stale answer (run_stale_caches.py checks the report by value). Every allocation
+# is freed at once, so each site's total_count and total_bytes say how many of its allocations,
+# of which size, were put under it:
+#   lines:   two lines of one function, alternating (the same code object at the same depth);
+#   callers: one function called from two callers, alternating;
+#   reused:  generated functions, each freed before the next is made (code objects at a freed
+#            one's address, with other names and lines);
+#   threads: one thread after another, alternating two functions (new threads often get the
+#            previous one's stack memory).
+# Prints a JSON line with what it did, for the checker.
+import ctypes
+import gc
+import json
+import sys
+import threading
+
+KIB = 1024
+cudart = ctypes.CDLL("libcudart.so.13")
+cudart.cudaMalloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
+cudart.cudaMalloc.restype = ctypes.c_int
+cudart.cudaFree.argtypes = [ctypes.c_void_p]
+cudart.cudaFree.restype = ctypes.c_int
+libc = ctypes.CDLL(None)
+libc.pthread_self.restype = ctypes.c_void_p
+ROUNDS = 40
+
+
+def free(p):
+    if cudart.cudaFree(p) != 0:
+        sys.exit("cudaFree failed")
+
+
+def two_lines():
+    p = ctypes.c_void_p()
+    cudart.cudaMalloc(ctypes.byref(p), 101 * KIB)  # @site:line_a
+    free(p)
+    cudart.cudaMalloc(ctypes.byref(p), 102 * KIB)  # @site:line_b
+    free(p)
+
+
+def leaf(n):
+    p = ctypes.c_void_p()
+    cudart.cudaMalloc(ctypes.byref(p), n)  # @site:leaf
+    free(p)
+
+
+def caller_1():
+    leaf(111 * KIB)  # @site:caller_1
+
+
+def caller_2():
+    leaf(112 * KIB)  # @site:caller_2
+
+
+def reused(rounds):
+    """Generated functions, the next one made after the previous one is gone. Names and the line
+    of the call differ; the code objects have the same size (blank lines add no code)."""
+    made = []
+    for i in range(rounds):
+        name = "gen_%03d" % i
+        blank = "\n" * (i % 3)
+        src = "def %s(lib, byref, p, n):\n%s    return lib.cudaMalloc(byref(p), n)\n" % (name, blank)
+        ns = {}
+        exec(compile(src, "<generated %s>" % name, "exec"), ns)
+        f = ns[name]
+        code_id = id(f.__code__)
+        p = ctypes.c_void_p()
+        n = (200 + i) * KIB
+        f(cudart, ctypes.byref, p, n)
+        free(p)
+        made.append({"name": name, "line": 2 + i % 3, "bytes": n, "code": code_id})
+        del f, ns
+        gc.collect()  # the function and its globals form a cycle: only the collector frees them
+    return made
+
+
+def thread_a():
+    p = ctypes.c_void_p()
+    cudart.cudaMalloc(ctypes.byref(p), 121 * KIB)  # @site:thread_a
+    free(p)
+    selves.append(libc.pthread_self())
+
+
+def thread_b():
+    p = ctypes.c_void_p()
+    cudart.cudaMalloc(ctypes.byref(p), 122 * KIB)  # @site:thread_b
+    free(p)
+    selves.append(libc.pthread_self())
+
+
+selves = []
+
+
+def main():
+    for _ in range(ROUNDS):
+        two_lines()
+    for _ in range(ROUNDS):
+        caller_1()
+        caller_2()
+    made = reused(ROUNDS)
+    for i in range(ROUNDS):
+        t = threading.Thread(target=thread_a if i % 2 == 0 else thread_b)
+        t.start()
+        t.join()
+    codes = [m["code"] for m in made]
+    print(json.dumps({"rounds": ROUNDS, "generated": made,
+                      "reused_code_addresses": len(codes) - len(set(codes)),
+                      "reused_thread_stacks": len(selves) - len(set(selves))}))
+
+
+main()

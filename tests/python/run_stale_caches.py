@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+# Runs prog_stale.py under one Python interpreter with LD_PRELOAD=libgpumemprof.so on the
+# simulated device and checks, by value, that every allocation was put under the stack it was
+# made from, in the patterns where a cache of stacks (the thread's previous capture, the code
+# objects met at each depth, the shared stack cache) would give a stale one: another line of the
+# same function, another caller, a code object made at a freed one's address, a new thread on the
+# previous thread's stack memory. Each site is identified by its innermost Python frames; sizes
+# differ per line, so a stack taken from the wrong allocation shows as wrong sums.
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROG = os.path.join(HERE, "prog_stale.py")
+sys.path.insert(0, os.path.join(HERE, "..", "golden"))
+from run_golden import site_lines  # noqa: E402  (@site: markers)
+
+KIB = 1024
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--python", required=True)
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--sim-dir", required=True)
+    a = ap.parse_args()
+    if not os.path.exists(a.python):
+        print("SKIP: %s not installed" % a.python)
+        return 77
+    L = site_lines(PROG)
+    failures = []
+
+    def check(what, cond, detail=""):
+        print("  %s %s%s" % ("ok  " if cond else "FAIL", what, "" if cond else "  " + str(detail)[:3000]))
+        if not cond:
+            failures.append(what)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUMEMPROF_", "PYTHON"))}
+        asan = os.environ.get("GPUMEMPROF_TEST_ASAN_RUNTIME", "")
+        env.update({
+            "LD_PRELOAD": " ".join(([asan] if asan else []) + [os.path.abspath(a.lib)]),
+            "LD_LIBRARY_PATH": os.path.abspath(a.sim_dir),
+            "GPUMEMPROF_OUTPUT": os.path.join(tmp, "out"),
+            "GPUMEMPROF_HTML": "0",
+            "GPUMEMPROF_PICKLE": "0",
+            "ASAN_OPTIONS": "detect_leaks=0",
+        })
+        p = subprocess.run([a.python, PROG], env=env, capture_output=True, text=True, timeout=180)
+        check("program exits 0", p.returncode == 0, (p.returncode, p.stdout[-2000:], p.stderr[-2000:]))
+        if p.returncode != 0:
+            return 1
+        did = json.loads(p.stdout.strip().splitlines()[-1])
+        report = json.load(open(os.path.join(tmp, "out.json")))
+
+    rounds = did["rounds"]
+    # (innermost Python frame, the one above it) -> [allocations, requested bytes], summed over sites.
+    by_inner = collections.defaultdict(lambda: [0, 0])
+    by_pair = collections.defaultdict(lambda: [0, 0])
+    for s in report["sites"]:
+        py = [(f["function"], f["line"]) for f in s["frames"] if f.get("kind") == "python"]
+        if not py:
+            continue
+        for key, table in ((py[-1], by_inner), (tuple(py[-2:]), by_pair)):
+            table[key][0] += s["total_count"]
+            table[key][1] += s["requested_bytes"]
+
+    def sums(table, key, count, size, what):
+        got = table.get(key, [0, 0])
+        check("%s: %d allocations of %d KiB under %s" % (what, count, size // KIB, key),
+              got == [count, count * size], got)
+
+    sums(by_inner, ("two_lines", L["line_a"]), rounds, 101 * KIB, "another line of the same function")
+    sums(by_inner, ("two_lines", L["line_b"]), rounds, 102 * KIB, "another line of the same function")
+    sums(by_pair, (("caller_1", L["caller_1"]), ("leaf", L["leaf"])), rounds, 111 * KIB, "another caller")
+    sums(by_pair, (("caller_2", L["caller_2"]), ("leaf", L["leaf"])), rounds, 112 * KIB, "another caller")
+    check("code objects were made at freed ones' addresses (%d of %d)" % (did["reused_code_addresses"], rounds),
+          did["reused_code_addresses"] > 0, "the scenario did not happen: nothing was tested")
+    wrong = []
+    for g in did["generated"]:
+        got = by_inner.get((g["name"], g["line"]), [0, 0])
+        if got != [1, g["bytes"]]:
+            wrong.append((g["name"], g["line"], got))
+    check("each generated function's allocation under its own name and line (%d)" % len(did["generated"]),
+          not wrong, wrong[:5])
+    gen_total = sum(v[0] for k, v in by_inner.items() if k[0].startswith("gen_"))
+    check("no other allocation under a generated function", gen_total == rounds, gen_total)
+    check("new threads got a previous thread's stack memory (%d of %d)" % (did["reused_thread_stacks"], rounds),
+          did["reused_thread_stacks"] > 0, "the scenario did not happen: nothing was tested")
+    sums(by_inner, ("thread_a", L["thread_a"]), rounds // 2, 121 * KIB, "a new thread on an old one's stack")
+    sums(by_inner, ("thread_b", L["thread_b"]), rounds // 2, 122 * KIB, "a new thread on an old one's stack")
+    print("%d checks failed" % len(failures) if failures else "all checks passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
