@@ -508,6 +508,87 @@ CUresult Profiler::ipc_get_mem_handle(const DriverApi& api, CUipcMemHandle* hand
     return refused ? CUDA_ERROR_INVALID_VALUE : api.cuIpcGetMemHandle(handle, ptr);
 }
 
+// ---- pointer queries ----------------------------------------------------------------------------
+
+namespace {
+
+/// A host address the driver has no record of (unregistered memory of this library): asked about
+/// it, the driver answers as it does for memory it does not know, as a freed block now is.
+const char kUnknownMemory = 0;
+CUdeviceptr unknown_memory() {
+    return reinterpret_cast<CUdeviceptr>(&kUnknownMemory);
+}
+
+/// The bytes of `block` the program asked for, as a plain allocation of that size would span.
+bool live_at(const pool::Lookup& block, std::uintptr_t ptr) {
+    return block.block_allocated && ptr - block.block_address < block.block_requested;
+}
+
+} // namespace
+
+pool::Lookup Profiler::pooled_block(std::uintptr_t ptr) const noexcept {
+    pool::Lookup found;
+    pools_.for_each_live([&](PoolSlot* s) {
+        found = s->pool->lookup(ptr);
+        return found.in_pool;
+    });
+    return found;
+}
+
+CUresult Profiler::address_range(const DriverApi& api, CUdeviceptr* pbase, std::size_t* psize,
+                                 CUdeviceptr ptr) noexcept {
+    const pool::Lookup b = pooled_block(static_cast<std::uintptr_t>(ptr));
+    if (!b.in_pool)
+        return api.cuMemGetAddressRange_v2(pbase, psize, ptr);
+    if (!live_at(b, static_cast<std::uintptr_t>(ptr)))
+        return api.cuMemGetAddressRange_v2(pbase, psize, unknown_memory());
+    // The driver checks the context and arguments; then the block's range replaces the segment's.
+    const CUresult r = api.cuMemGetAddressRange_v2(pbase, psize, ptr);
+    if (r == CUDA_SUCCESS) {
+        if (pbase)
+            *pbase = static_cast<CUdeviceptr>(b.block_address);
+        if (psize)
+            *psize = b.block_requested;
+    }
+    return r;
+}
+
+CUresult Profiler::pointer_attribute(const DriverApi& api, void* data, CUpointer_attribute attribute,
+                                     CUdeviceptr ptr) noexcept {
+    const pool::Lookup b = pooled_block(static_cast<std::uintptr_t>(ptr));
+    if (!b.in_pool)
+        return api.cuPointerGetAttribute(data, attribute, ptr);
+    if (!live_at(b, static_cast<std::uintptr_t>(ptr)))
+        return api.cuPointerGetAttribute(data, attribute, unknown_memory());
+    const CUresult r = api.cuPointerGetAttribute(data, attribute, ptr);
+    if (r == CUDA_SUCCESS && attribute == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)
+        *static_cast<CUdeviceptr*>(data) = static_cast<CUdeviceptr>(b.block_address);
+    else if (r == CUDA_SUCCESS && attribute == CU_POINTER_ATTRIBUTE_RANGE_SIZE)
+        *static_cast<std::size_t*>(data) = b.block_requested;
+    return r;
+}
+
+CUresult Profiler::pointer_attributes(const DriverApi& api, unsigned count, CUpointer_attribute* attributes,
+                                      void** data, CUdeviceptr ptr) noexcept {
+    const pool::Lookup b = pooled_block(static_cast<std::uintptr_t>(ptr));
+    if (!b.in_pool)
+        return api.cuPointerGetAttributes(count, attributes, data, ptr);
+    if (!live_at(b, static_cast<std::uintptr_t>(ptr)))
+        return api.cuPointerGetAttributes(count, attributes, data, unknown_memory());
+    const CUresult r = api.cuPointerGetAttributes(count, attributes, data, ptr);
+    if (r != CUDA_SUCCESS || !attributes || !data)
+        return r;
+    for (unsigned i = 0; i < count; ++i) {
+        if (!data[i])
+            continue;
+        if (attributes[i] == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)
+            *static_cast<CUdeviceptr*>(data[i]) = static_cast<CUdeviceptr>(b.block_address);
+        else if (attributes[i] == CU_POINTER_ATTRIBUTE_RANGE_SIZE)
+            *static_cast<std::size_t*>(data[i]) = b.block_requested;
+    }
+    return r;
+}
+
 // ---- pass-through ---------------------------------------------------------------------------
 
 // The stack of a rare event the reports point at (what ended reuse at once): with stack capture

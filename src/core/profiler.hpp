@@ -72,6 +72,17 @@ public:
         return r;
     }
     CUresult ipc_get_mem_handle(const DriverApi& api, CUipcMemHandle* handle, CUdeviceptr ptr) noexcept;
+    /// Pointer queries (cuMemGetAddressRange, cuPointerGetAttribute(s), and so the runtime's
+    /// cudaPointerGetAttributes): a pointer into a pooled block gets the block's own base and the
+    /// size the program asked for, as a plain cuMemAlloc's would; one into a freed (cached or
+    /// waiting) block gets the driver's answer for memory it does not know. Other attributes are
+    /// the segment's: the context, device, memory type, and BUFFER_ID (the physical memory under
+    /// the block stays the segment's while the pool holds it).
+    CUresult address_range(const DriverApi& api, CUdeviceptr* pbase, std::size_t* psize, CUdeviceptr ptr) noexcept;
+    CUresult pointer_attribute(const DriverApi& api, void* data, CUpointer_attribute attribute,
+                               CUdeviceptr ptr) noexcept;
+    CUresult pointer_attributes(const DriverApi& api, unsigned count, CUpointer_attribute* attributes, void** data,
+                                CUdeviceptr ptr) noexcept;
 
     // ---- pass-through, recorded ----------------------------------------------------------
     /// `device`: an ordinal, kHostMemory, or kDeviceOfCurrentContext (looked up).
@@ -191,6 +202,8 @@ private:
     void freeze_final_state() noexcept;
     PoolSlot* current_slot(const DriverApi& api) noexcept;
     PoolSlot* create_slot(const DriverApi& api, CUcontext ctx) noexcept;
+    /// The pooled block holding `ptr`: in_pool false when no pool's segment does.
+    pool::Lookup pooled_block(std::uintptr_t ptr) const noexcept;
     /// Free `ptr` in whichever pool owns it: kSuccess, kInvalidValue, or kNotOwned. `apply`
     /// false (the state is frozen): the same answer, nothing freed.
     int free_in_pools(std::uintptr_t ptr, bool apply) noexcept;

@@ -126,6 +126,22 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr dptr) {
     return prof().ipc_get_mem_handle(*api, handle, dptr);
 }
 
+// ---- pointer queries ---------------------------------------------------------------------------
+CUresult cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize, CUdeviceptr dptr) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuMemGetAddressRange_v2);
+    return prof().address_range(*api, pbase, psize, dptr);
+}
+
+CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuPointerGetAttribute);
+    return prof().pointer_attribute(*api, data, attribute, ptr);
+}
+
+CUresult cuPointerGetAttributes(unsigned int count, CUpointer_attribute* attributes, void** data, CUdeviceptr ptr) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuPointerGetAttributes);
+    return prof().pointer_attributes(*api, count, attributes, data, ptr);
+}
+
 // ---- passed through, recorded ------------------------------------------------------------------
 CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuMemAllocManaged);
