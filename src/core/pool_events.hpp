@@ -5,6 +5,7 @@
 // also guards the history (readers take it through DevicePool::with_lock); never calls back.
 #pragma once
 
+#include "core/trace_events.hpp"
 #include "pool/device_pool.hpp"
 #include "pool/pool_model.hpp"
 #include "stacks/trace_tree.hpp"
@@ -16,35 +17,8 @@
 #include <functional>
 #include <string>
 
-#include "trace/format.hpp"
-
-namespace gpumemprof::trace {
-class Writer;
-}
-
 namespace gpumemprof::core {
 
-/// The call stack of the request being served on this thread (set around DevicePool::malloc so
-/// that segment acquisitions and OOMs are charged to it).
-stacks::StackId current_request_stack() noexcept;
-/// Where an event happened beyond its device: the stream and memory pool PyTorch's allocator
-/// names (its events carry them; our own pool's requests have none) and the context's number.
-struct EventOrigin {
-    std::uint64_t stream = 0;
-    std::uint64_t context = 0;
-    trace::PoolId pool = trace::kDefaultPool;
-};
-/// Append one event to the trace `w` (not null).
-void emit_to(trace::Writer* w, trace::EventType type, int device, std::uintptr_t ptr, std::size_t size,
-             std::size_t block_size, std::uint64_t stack, std::uint64_t device_free, std::uint64_t largest_free,
-             const EventOrigin& origin);
-/// Append one event to the trace, if there is one (`w` may be null; checked here, inline).
-inline void emit(trace::Writer* w, trace::EventType type, int device, std::uintptr_t ptr, std::size_t size,
-                 std::size_t block_size, std::uint64_t stack = 0, std::uint64_t device_free = 0,
-                 std::uint64_t largest_free = 0, const EventOrigin& origin = {}) {
-    if (w)
-        emit_to(w, type, device, ptr, size, block_size, stack, device_free, largest_free, origin);
-}
 /// The stream and pool of the PyTorch event being handled on this thread (0 and the default
 /// pool otherwise); PoolEvents writes them, with its own context number, into the trace.
 void set_event_origin(std::uint64_t stream, trace::PoolId pool) noexcept;

@@ -193,10 +193,6 @@ void after_fork_in_child() {
 
 namespace detail {
 
-__thread int t_core_depth __attribute__((tls_model("initial-exec"))) = 0;
-__thread int t_core_deferred __attribute__((tls_model("initial-exec"))) = 0;
-__thread int t_core_cancel __attribute__((tls_model("initial-exec"))) = PTHREAD_CANCEL_ENABLE;
-
 void leave_core_fatal() noexcept {
     const int sig = t_core_deferred;
     t_core_deferred = 0;

@@ -4,7 +4,7 @@
 
 #include "core/oom_notices.hpp"
 #include "core/profiler.hpp"
-#include "core/signals.hpp"
+#include "core/core_scope.hpp"
 #include "report/scoped_profile.hpp"
 #include "stacks/recorder.hpp"
 #include "stats/device_stats.hpp"

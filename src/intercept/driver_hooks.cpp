@@ -5,7 +5,7 @@
 #include "core/caller_modules.hpp"
 #include "core/driver_api.hpp"
 #include "core/profiler.hpp"
-#include "core/signals.hpp"
+#include "core/core_scope.hpp"
 
 #include "core/cuda_api.hpp"
 
