@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: MIT
 #include "core/passthrough_ledger.hpp"
 
+#include "core/torch_attach.hpp"
+#include "core/trace_events.hpp"
+#include "stacks/recorder.hpp"
+
 #include <algorithm>
 #include <iterator>
 
@@ -84,6 +88,73 @@ void PassthroughLedger::drop_context(std::uintptr_t ctx, std::vector<Dropped>* o
         } catch (...) {
         }
         it = live_.erase(it);
+    }
+}
+
+bool PassthroughLedger::in_recorder(Kind kind) const noexcept {
+    // Physical VMM handles are not addresses the program frees; what it uses is the mapping.
+    return kind != Kind::vmm_physical && kind != Kind::torch_physical &&
+           !(kind == Kind::torch_segment && consumers_.torch && consumers_.torch->attached());
+}
+
+int PassthroughLedger::record(Kind kind, const DriverApi& api, std::uintptr_t key, std::size_t bytes, int device,
+                              std::uint32_t stack) noexcept {
+    try {
+        if (device == kDeviceOfCurrentContext) {
+            CUdevice dev = 0;
+            device = (api.cuCtxGetDevice(&dev) == CUDA_SUCCESS) ? static_cast<int>(dev) : 0;
+        }
+        // Memory the driver frees with its context is forgotten with it (context_gone).
+        CUcontext ctx = nullptr;
+        if (std::find(std::begin(kContextBound), std::end(kContextBound), kind) != std::end(kContextBound) &&
+            api.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS)
+            ctx = nullptr;
+        add(kind, device, key, bytes, reinterpret_cast<std::uintptr_t>(ctx));
+        if (consumers_.recorder && in_recorder(kind))
+            consumers_.recorder->on_alloc(device, key, bytes, bytes, stack);
+        if (kind == Kind::vmm_mapped && consumers_.trace)
+            emit(consumers_.trace->load(std::memory_order_acquire), trace::EventType::vmm_map, device, key, bytes,
+                 bytes, stack);
+    } catch (...) {
+    }
+    return device;
+}
+
+void PassthroughLedger::release(Kind kind, std::uintptr_t key) noexcept {
+    try {
+        int device = 0;
+        std::size_t bytes = 0;
+        if (!remove(key, {kind}, nullptr, &device, &bytes))
+            return;
+        if (consumers_.recorder && in_recorder(kind))
+            consumers_.recorder->on_free(device, key);
+        if (kind == Kind::vmm_mapped && consumers_.trace)
+            emit(consumers_.trace->load(std::memory_order_acquire), trace::EventType::vmm_unmap, device, key, bytes,
+                 bytes);
+    } catch (...) {
+    }
+}
+
+void PassthroughLedger::freed_by_driver(std::uintptr_t ptr) noexcept {
+    try {
+        int device = 0;
+        Kind kind = Kind::async;
+        if (remove(ptr, {Kind::managed, Kind::async, Kind::torch_segment}, &kind, &device) && consumers_.recorder &&
+            in_recorder(kind))
+            consumers_.recorder->on_free(device, ptr);
+    } catch (...) {
+    }
+}
+
+void PassthroughLedger::context_gone(CUcontext ctx) noexcept {
+    try {
+        std::vector<Dropped> dropped;
+        drop_context(reinterpret_cast<std::uintptr_t>(ctx), &dropped);
+        if (consumers_.recorder)
+            for (const Dropped& d : dropped)
+                if (in_recorder(d.kind))
+                    consumers_.recorder->on_free(d.device, d.key);
+    } catch (...) {
     }
 }
 

@@ -416,20 +416,6 @@ int Profiler::free_in_pools(std::uintptr_t ptr, bool apply) noexcept {
     return result;
 }
 
-void Profiler::forget_passthrough(std::uintptr_t ptr) noexcept {
-    int device = 0;
-    Kind kind = Kind::async;
-    if (ledger_.remove(ptr, {Kind::managed, Kind::async, Kind::torch_segment}, &kind, &device) && in_recorder(kind))
-        stacks::Recorder::instance().on_free(device, ptr);
-}
-
-bool Profiler::in_recorder(Kind kind) const noexcept {
-    // Physical VMM handles are not addresses the program frees; what it uses is the mapping. An
-    // attached PyTorch allocator's blocks are recorded one by one, not its segments.
-    return kind != Kind::vmm_physical && kind != Kind::torch_physical &&
-           !(kind == Kind::torch_segment && torch_.attached());
-}
-
 CUresult Profiler::mem_free(const DriverApi& api, CUdeviceptr ptr) noexcept {
     const LateUpdate update;
     int r = free_in_pools(static_cast<std::uintptr_t>(ptr), update.allowed());
@@ -439,7 +425,7 @@ CUresult Profiler::mem_free(const DriverApi& api, CUdeviceptr ptr) noexcept {
     if (!update.allowed())
         return d;
     if (d == CUDA_SUCCESS)
-        forget_passthrough(static_cast<std::uintptr_t>(ptr));
+        ledger_.freed_by_driver(static_cast<std::uintptr_t>(ptr));
     else
         invalid_foreign_frees_.fetch_add(1, std::memory_order_relaxed);
     return d;
@@ -458,7 +444,7 @@ CUresult Profiler::mem_free_async(const DriverApi& api, CUdeviceptr ptr, CUstrea
     if (!update.allowed())
         return d;
     if (d == CUDA_SUCCESS)
-        forget_passthrough(static_cast<std::uintptr_t>(ptr));
+        ledger_.freed_by_driver(static_cast<std::uintptr_t>(ptr));
     else
         invalid_foreign_frees_.fetch_add(1, std::memory_order_relaxed);
     return d;
@@ -589,90 +575,6 @@ CUresult Profiler::pointer_attributes(const DriverApi& api, unsigned count, CUpo
     return r;
 }
 
-// ---- pass-through ---------------------------------------------------------------------------
-
-// The stack of a rare event the reports point at (what ended reuse at once): with stack capture
-// off (GPUMEMPROF_STACK_DEPTH=0) the native frames are still kept: `ips` when the caller has
-// unwound already, else unwound here.
-std::uint32_t Profiler::origin_stack(const std::uintptr_t* ips, int n) noexcept {
-    if (const std::uint32_t id = capture_stack())
-        return id;
-    std::uintptr_t own[kOriginFrames];
-    if (ips == nullptr) {
-        n = stacks::capture_backtrace(own, kOriginFrames, 0);
-        ips = own;
-    }
-    return n > 0 ? stacks::Recorder::instance().intern(ips, n) : 0;
-}
-
-bool Profiler::note_stream_created() noexcept {
-    std::uintptr_t ips[kOriginFrames];
-    const int n = stacks::capture_backtrace(ips, kOriginFrames, 0);
-    if (created_by_joining_library(ips, n)) {
-        streams_.add_library_stream();
-        return true;
-    }
-    if (!streams_.unordered())
-        streams_.mark_unordered(OrderLoss::stream_created, origin_stack(ips, n));
-    return false;
-}
-
-std::uint32_t Profiler::capture_stack() noexcept {
-    return stacks::Recorder::instance().capture();
-}
-
-void Profiler::record_alloc(Kind kind, const DriverApi& api, std::uintptr_t key, std::size_t bytes,
-                            int device) noexcept {
-    record_alloc_with_stack(kind, api, key, bytes, device, 0);
-}
-
-void Profiler::record_alloc_with_stack(Kind kind, const DriverApi& api, std::uintptr_t key, std::size_t bytes,
-                                       int device, std::uint32_t stack) noexcept {
-    const LateUpdate update;
-    if (!update.allowed())
-        return;
-    try {
-        if (device == kDeviceOfCurrentContext) {
-            CUdevice dev = 0;
-            device = (api.cuCtxGetDevice(&dev) == CUDA_SUCCESS) ? static_cast<int>(dev) : 0;
-        }
-        // Memory the driver frees with its context is forgotten with it (forget_context).
-        CUcontext ctx = nullptr;
-        if (std::find(std::begin(kContextBound), std::end(kContextBound), kind) != std::end(kContextBound) &&
-            api.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS)
-            ctx = nullptr;
-        on_first_cuda_use();
-        ledger_.add(kind, device, key, bytes, reinterpret_cast<std::uintptr_t>(ctx));
-        if (in_recorder(kind))
-            stacks::Recorder::instance().on_alloc(device, key, bytes, bytes, stack);
-        // PyTorch's segments are read once its event has reached the mirror (profiler_torch.cpp).
-        if (kind == Kind::async || kind == Kind::vmm_physical) {
-            note_device_memory_acquired(device);
-            account_if_acquired(api);
-        }
-        if (kind == Kind::vmm_mapped)
-            emit(trace_.load(std::memory_order_acquire), trace::EventType::vmm_map, device, key, bytes, bytes, stack);
-    } catch (...) {
-    }
-}
-
-void Profiler::record_free(Kind kind, std::uintptr_t key) noexcept {
-    const LateUpdate update;
-    if (!update.allowed())
-        return;
-    try {
-        int device = 0;
-        std::size_t bytes = 0;
-        if (!ledger_.remove(key, {kind}, nullptr, &device, &bytes))
-            return;
-        if (in_recorder(kind))
-            stacks::Recorder::instance().on_free(device, key);
-        if (kind == Kind::vmm_mapped)
-            emit(trace_.load(std::memory_order_acquire), trace::EventType::vmm_unmap, device, key, bytes, bytes);
-    } catch (...) {
-    }
-}
-
 void Profiler::flush_trace() noexcept {
     if (trace::Writer* t = trace_.load(std::memory_order_acquire))
         t->flush();
@@ -680,22 +582,11 @@ void Profiler::flush_trace() noexcept {
 
 // ---- contexts ---------------------------------------------------------------------------------
 
-void Profiler::forget_context_memory(CUcontext ctx) noexcept {
-    try {
-        std::vector<PassthroughLedger::Dropped> dropped;
-        ledger_.drop_context(reinterpret_cast<std::uintptr_t>(ctx), &dropped);
-        for (const PassthroughLedger::Dropped& d : dropped)
-            if (in_recorder(d.kind))
-                stacks::Recorder::instance().on_free(d.device, d.key);
-    } catch (...) {
-    }
-}
-
 void Profiler::drop_context(CUcontext ctx) noexcept {
     const LateUpdate update;
     if (!update.allowed())
         return;
-    forget_context_memory(ctx);
+    ledger_.context_gone(ctx);
     try {
         // Under the table's lock: a destroyed context's pool that the table no longer keeps
         // whole leaves its figures in its device's folded entry.

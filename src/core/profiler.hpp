@@ -15,6 +15,7 @@
 #include "core/stream_registry.hpp"
 #include "core/torch_attach.hpp"
 #include "core/torch_autograd.hpp"
+#include "stacks/recorder.hpp"
 #include "util/options.hpp"
 
 namespace gpumemprof::trace {
@@ -84,7 +85,24 @@ public:
     CUresult pointer_attributes(const DriverApi& api, unsigned count, CUpointer_attribute* attributes, void** data,
                                 CUdeviceptr ptr) noexcept;
 
-    // ---- pass-through, recorded ----------------------------------------------------------
+    // ---- pass-through, recorded (profiler_passthrough.cpp) -----------------------------------
+    CUresult managed_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_t bytes, unsigned flags) noexcept;
+    /// cuMemAllocAsync(_ptsz), or cuMemAllocFromPoolAsync(_ptsz) with `from_pool`.
+    CUresult async_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_t bytes, CUmemoryPool pool, CUstream stream,
+                         bool from_pool, bool ptsz) noexcept;
+    /// cuMemAllocHost_v2, or cuMemHostAlloc with `with_flags`.
+    CUresult host_alloc(const DriverApi& api, void** pp, std::size_t bytes, unsigned flags, bool with_flags) noexcept;
+    CUresult host_free(const DriverApi& api, void* p) noexcept;
+    /// cuMemCreate, cuMemRelease, cuMemMap, cuMemUnmap (`caller` as mem_alloc's).
+    CUresult vmm_create(const DriverApi& api, CUmemGenericAllocationHandle* handle, std::size_t size,
+                        const CUmemAllocationProp* prop, unsigned long long flags, std::uintptr_t caller) noexcept;
+    CUresult vmm_release(const DriverApi& api, CUmemGenericAllocationHandle handle) noexcept;
+    CUresult vmm_map(const DriverApi& api, CUdeviceptr ptr, std::size_t size, std::size_t offset,
+                     CUmemGenericAllocationHandle handle, unsigned long long flags, std::uintptr_t caller) noexcept;
+    CUresult vmm_unmap(const DriverApi& api, CUdeviceptr ptr, std::size_t size) noexcept;
+    /// cuStreamCreate*: the driver answered `r` for *stream.
+    CUresult stream_created(const DriverApi& api, CUresult r, CUstream* stream, unsigned flags) noexcept;
+    CUresult stream_destroy(const DriverApi& api, CUstream stream) noexcept;
     /// `device`: an ordinal, kHostMemory, or kDeviceOfCurrentContext (looked up).
     void record_alloc(Kind kind, const DriverApi& api, std::uintptr_t key, std::size_t bytes,
                       int device = kDeviceOfCurrentContext) noexcept;
@@ -125,6 +143,11 @@ public:
     StreamRegistry& streams() { return streams_; }
     /// The context is about to go (cuCtxDestroy): its pool and the memory the driver frees with it.
     void drop_context(CUcontext ctx) noexcept;
+    /// cuCtxDestroy_v2: drop_context, then the driver's call.
+    CUresult ctx_destroy(const DriverApi& api, CUcontext ctx) noexcept {
+        drop_context(ctx);
+        return api.cuCtxDestroy_v2(ctx);
+    }
     /// The driver answered `code` (the context is invalid or destroyed) to a request of `slot`'s
     /// pool: the context died outside our view; warn and drop its pool.
     void context_lost(PoolSlot* slot, CUresult code) noexcept;
@@ -207,14 +230,8 @@ private:
     /// Free `ptr` in whichever pool owns it: kSuccess, kInvalidValue, or kNotOwned. `apply`
     /// false (the state is frozen): the same answer, nothing freed.
     int free_in_pools(std::uintptr_t ptr, bool apply) noexcept;
-    /// A pass-through allocation freed by the driver leaves the ledger and the recorder.
-    void forget_passthrough(std::uintptr_t ptr) noexcept;
-    /// The same for every allocation the driver frees with context `ctx`.
-    void forget_context_memory(CUcontext ctx) noexcept;
     /// The device's primary contexts known to us or to the driver now.
     std::vector<CUcontext> primary_contexts(const DriverApi& api, int device) noexcept;
-    /// Whether memory of `kind` is charged to call stacks as it is allocated.
-    bool in_recorder(Kind kind) const noexcept;
     int resolve_device(int device) noexcept;
     stats::DeviceStats merged_stats(const PoolSlot* slot,
                                     const std::map<int, DeviceLedger>& ledgers) const; // requires pools_.lock()
@@ -234,7 +251,7 @@ private:
     util::Options options_;
     pool::AllocConf conf_;
     StreamRegistry streams_;
-    PassthroughLedger ledger_;
+    PassthroughLedger ledger_{PassthroughConsumers{&stacks::Recorder::instance(), &trace_, &torch_}};
     DoorCounters doors_;
     StepMarks steps_;
 
