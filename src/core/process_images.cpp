@@ -66,6 +66,12 @@ bool json_names(const char* head, std::size_t n, long pid) {
 
 } // namespace
 
+std::string executable_path() {
+    char buf[4096];
+    const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+    return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+}
+
 bool from_earlier_image(const std::string& path, ImageFile kind) noexcept {
     // O_NONBLOCK: a FIFO planted at the name is not waited on; O_NOFOLLOW: nor is a link followed.
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);

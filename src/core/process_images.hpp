@@ -9,6 +9,9 @@
 
 namespace gpumemprof::core {
 
+/// The running program's file (/proc/self/exe), "" when it cannot be read.
+std::string executable_path();
+
 /// What is read of a file to tell whose it is.
 enum class ImageFile {
     json_report, ///< a <prefix>.json: its "pid" member

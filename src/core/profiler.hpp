@@ -50,7 +50,13 @@ struct DoorCounters {
 
 class Profiler {
 public:
+    /// The process's profiler: made at the first call (from the library's constructor or an
+    /// earlier hook) from the environment's options, with the process's exit, fork and exec
+    /// handlers (profiler_lifetime.cpp). Never destroyed.
     static Profiler& instance() noexcept;
+    /// A profiler with these options, touching nothing process-wide (no handler, no environment):
+    /// what instance() makes, and what a unit test can make.
+    explicit Profiler(const util::Options& options);
 
     // ---- plain allocations: served by the pool -------------------------------------------
     /// `caller`: the return address of the program's call (core/caller_modules.hpp).
@@ -197,11 +203,13 @@ public:
     void fork_parent() noexcept;
     void fork_child() noexcept;
 
-    /// GPUMEMPROF_FRAMEWORK_ENV: called once from the library's constructor.
+    /// GPUMEMPROF_FRAMEWORK_ENV (core/framework_env.hpp): called once from the library's
+    /// constructor.
     void set_framework_env() noexcept;
 
 private:
-    Profiler();
+    /// exit, quick_exit and fork handlers for instance()'s profiler.
+    static void install_process_handlers() noexcept;
     static void torch_sink(const TorchEvent& ev) noexcept;
     bool read_driver_used(const DriverApi& api, int device, AccountingReading* r) noexcept;
     void accounting_buckets(int device, AccountingReading* r) const;

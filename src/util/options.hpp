@@ -54,6 +54,10 @@ struct Options {
     int torch = 0;
     /// GPUMEMPROF_JAX: true ("platform") = set XLA_PYTHON_CLIENT_ALLOCATOR=platform at load time.
     bool jax_platform = false;
+    /// GPUMEMPROF_FRAMEWORK_ENV_SET: not a setting but the library's note to its children, the
+    /// framework variables ("NAME=value,...") an ancestor process under the preload set; "" when
+    /// absent. Read with the others; not in the table (no one sets it by hand).
+    std::string framework_env_set;
     /// GPUMEMPROF_USER_CODE: globs naming the user's own code ("" = the default rule,
     /// report/user_code.hpp).
     std::string user_code;
