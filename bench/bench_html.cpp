@@ -36,27 +36,38 @@ void make(int n_sites, int n_changes, const std::string& path) {
         f.module = "libapp.so";
         pool.push_back(f);
     }
+    std::vector<std::uint32_t> index(pool.size());
+    for (std::size_t i = 0; i < pool.size(); ++i)
+        index[i] = r.resolved.frames.add(pool[i]);
+    std::vector<std::uint32_t> frames;
     for (int s = 0; s < n_sites; ++s) {
         report::ResolvedSite site;
         const int depth = 24 + static_cast<int>(rng() % 17);
+        frames.clear();
         for (int d = 0; d < depth; ++d) {
             // Shallow frames are shared by many sites (a tree), deep ones are spread out.
             const std::size_t span = std::min<std::size_t>(pool.size(), 4 + static_cast<std::size_t>(d) * d * 8);
-            site.frames.push_back(pool[(static_cast<std::size_t>(d) * 131 + rng() % span) % pool.size()]);
+            frames.push_back(index[(static_cast<std::size_t>(d) * 131 + rng() % span) % pool.size()]);
         }
-        site.counters.total_bytes = static_cast<std::int64_t>(512 * (1 + rng() % 100000));
-        site.counters.total_count = 1 + static_cast<std::int64_t>(rng() % 1000);
-        site.counters.peak_live_bytes = s % 3 ? 0 : site.counters.total_bytes / 4;
-        site.counters.peak_live_count = site.counters.peak_live_bytes ? 1 : 0;
-        site.counters.live_bytes = s % 50 ? 0 : 512;
-        site.counters.live_count = site.counters.live_bytes ? 1 : 0;
-        site.counters.acquired_bytes = s % 7 ? 0 : 2 << 20;
-        r.resolved.sites.push_back(std::move(site));
+        site.stack = r.resolved.stacks.add(frames);
         stacks::SiteData sd;
         sd.id = static_cast<stacks::StackId>(s + 1);
+        stacks::SiteCounters& c = sd.counters;
+        c.total_bytes = static_cast<std::int64_t>(512 * (1 + rng() % 100000));
+        c.total_count = 1 + static_cast<std::int64_t>(rng() % 1000);
+        c.peak_live_bytes = s % 3 ? 0 : c.total_bytes / 4;
+        c.peak_live_count = c.peak_live_bytes ? 1 : 0;
+        c.live_bytes = s % 50 ? 0 : 512;
+        c.live_count = c.live_bytes ? 1 : 0;
+        c.acquired_bytes = s % 7 ? 0 : 2 << 20;
         r.data.sites.push_back(sd);
-        r.resolved.site_of.push_back(static_cast<std::size_t>(s));
+        r.resolved.sites.push_back(site);
+        r.resolved.site_of.push_back(static_cast<std::uint32_t>(s));
+        r.resolved.by_id.emplace_back(sd.id, static_cast<std::uint32_t>(s));
     }
+    // The sites' counters are the data's (filled in first: the vector no longer moves).
+    for (std::size_t s = 0; s < r.resolved.sites.size(); ++s)
+        r.resolved.sites[s].sum = &r.data.sites[s].counters;
     report::DeviceSummary d;
     d.device = 0;
     d.total_capacity = std::size_t{80} << 30;

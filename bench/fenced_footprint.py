@@ -16,16 +16,14 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "harness"))
+from preload_env import preload_env  # noqa: E402
+
 
 def play(args, tmp, label, trace, extra, stream):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUMEMPROF_", "LD_PRELOAD", "SIMCUDA_"))}
-    env["LD_LIBRARY_PATH"] = ":".join(x for x in (os.path.abspath(args.sim_dir), env.get("LD_LIBRARY_PATH")) if x)
-    env["LD_PRELOAD"] = os.path.abspath(args.lib)
-    env["GPUMEMPROF_OUTPUT"] = os.path.join(tmp, label)
-    env["GPUMEMPROF_STACK_DEPTH"] = "0"
-    env["GPUMEMPROF_HTML"] = "0"
-    env["SIMCUDA_CAPACITY"] = "141G"
-    env.update(extra)
+    env = preload_env(args.sim_dir, args.lib, output=os.path.join(tmp, label),
+                      extra=dict({"GPUMEMPROF_STACK_DEPTH": "0", "GPUMEMPROF_HTML": "0", "SIMCUDA_CAPACITY": "141G"},
+                                 **extra))
     p = subprocess.run([args.player, trace] + (["stream"] if stream else []), env=env, capture_output=True,
                        text=True, timeout=600)
     if p.returncode != 0:

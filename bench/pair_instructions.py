@@ -18,6 +18,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "harness"))
+from preload_env import preload_env  # noqa: E402
+
 PAIRS = 181000  # bench_preload's child: 1,000 warm-up + 9 x 20,000 pairs
 GOAL = 1.02
 CONFIGS = [
@@ -28,12 +31,7 @@ CONFIGS = [
 
 
 def count(args, lib, extra, tmp):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUMEMPROF_", "LD_PRELOAD"))}
-    env["LD_LIBRARY_PATH"] = ":".join(x for x in (os.path.abspath(args.sim_dir), env.get("LD_LIBRARY_PATH")) if x)
-    env["BENCH_CHILD"] = "1"
-    env["GPUMEMPROF_OUTPUT"] = "none"
-    env["LD_PRELOAD"] = os.path.abspath(lib)
-    env.update(extra)
+    env = preload_env(args.sim_dir, lib, output="none", extra=dict({"BENCH_CHILD": "1"}, **extra))
     out = os.path.join(tmp, "cg.out")
     r = subprocess.run([args.valgrind, "--tool=callgrind", "--callgrind-out-file=" + out, "--toggle-collect=*measure*",
                         args.bench], env=env, capture_output=True, text=True, timeout=600)

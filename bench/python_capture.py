@@ -14,6 +14,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "harness"))
+from preload_env import preload_env  # noqa: E402
+
 PROG = r'''
 import ctypes, sys
 cudart = ctypes.CDLL("libcudart.so.13")
@@ -46,9 +49,8 @@ descend(int(sys.argv[1]) - 1)  # + <module> = that many Python frames
 
 def run(python, lib, sim, depth, py_mode, tmp):
     out = os.path.join(tmp, "r%s" % py_mode)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUMEMPROF_")}
-    env.update(LD_PRELOAD=os.path.abspath(lib), LD_LIBRARY_PATH=os.path.abspath(sim), GPUMEMPROF_OUTPUT=out,
-               GPUMEMPROF_PYTHON=py_mode, GPUMEMPROF_HTML="0", GPUMEMPROF_PICKLE="0", GPUMEMPROF_STACK_DEPTH="64")
+    env = preload_env(sim, lib, output=out, extra={"GPUMEMPROF_PYTHON": py_mode, "GPUMEMPROF_HTML": "0",
+                                                   "GPUMEMPROF_PICKLE": "0", "GPUMEMPROF_STACK_DEPTH": "64"})
     p = subprocess.run([python, "-c", PROG, str(depth)], env=env, check=True, timeout=300, capture_output=True,
                        text=True)
     pair_ns = float(re.search(r"pair_ns=([\d.]+)", p.stdout).group(1))

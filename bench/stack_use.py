@@ -10,14 +10,13 @@ import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "harness"))
+from preload_env import preload_env  # noqa: E402
+
 
 def measure(args, preload, extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUMEMPROF_", "LD_PRELOAD"))}
-    env["LD_LIBRARY_PATH"] = ":".join(x for x in (os.path.abspath(args.sim_dir), env.get("LD_LIBRARY_PATH")) if x)
-    env["GPUMEMPROF_OUTPUT"] = os.path.join(args.tmp, "out-%p")
-    if preload:
-        env["LD_PRELOAD"] = os.path.abspath(args.lib)
-    env.update(extra)
+    env = preload_env(args.sim_dir, args.lib if preload else None, output=os.path.join(args.tmp, "out-%p"),
+                      extra=extra)
     out = subprocess.run([args.prog, "stack_use"], env=env, capture_output=True, text=True, timeout=60).stdout
     for line in out.splitlines():
         if line.startswith("stack_bytes="):

@@ -23,7 +23,7 @@ WL = os.path.join(HERE, "attach")
 # name, script, arguments, extra environment, compare the step time with the pool mode
 WORKLOADS = [
     ("hf_train", "hf_train.py", ["8"], {}, True),
-    ("hf_generate", "hf_generate.py", [], {}, True),
+    ("hf_generate", "hf_generate.py", [], {}, False),
     ("detection", "detection.py", [], {}, False),
     ("compile_default", "compiled.py", ["default"], {}, False),
     ("compile_reduce_overhead", "compiled.py", ["reduce-overhead"], {}, False),
@@ -120,7 +120,10 @@ def user_line_sites(report, script, top=5):
     ranked = sorted(sites, key=lambda s: -s.get("peak_live_bytes", 0))[:top]
     hits = []
     for s in ranked:
-        for f in site_frames(s):
+        # The frame the report leads with ("<- your code"), else the nearest frame of the script.
+        uf = s.get("user_frame")
+        lead = [frames[uf]] if isinstance(uf, int) and frames and uf < len(frames) else []
+        for f in lead + site_frames(s):
             if f.get("file", "").endswith(script):
                 hits.append("%s:%s:%s" % (script, f.get("line"), f.get("function")))
                 break

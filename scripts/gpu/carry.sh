@@ -18,6 +18,8 @@ for f in "$dest/libgpumemprof.so" "$dest/gpumemprof"; do
     esac
   done
 done
+# The CPU sampler that finds where a profiled program's time goes (there is no perf there).
+g++ -O2 -shared -fPIC -o "$dest/libsampler.so" "$root/scripts/gpu/sampler.cpp" -ldl -lrt
 strip --strip-debug "$dest/libgpumemprof.so" "$dest/gpumemprof"
 patchelf --set-rpath '$ORIGIN' "$dest/gpumemprof" 2>/dev/null || true
 ls -la "$dest"

@@ -39,6 +39,9 @@ ROB(ThreadId, uint64_t, torch::autograd::Node, thread_id_)
 int main() {
   std::printf("{\"slot_get_device_stats\": %ld, \"slot_attach_trace_tracker\": %ld, \"slot_name\": %ld,\n",
               slot(&CUDAAllocator::getDeviceStats), slot(&CUDAAllocator::attachAllocatorTraceTracker), slot(&CUDAAllocator::name));
+  std::printf("\"slot_empty_cache\": %ld, \"slot_reset_accumulated\": %ld, \"slot_reset_peak\": %ld,\n",
+              slot(static_cast<void (CUDAAllocator::*)(c10::MempoolId_t)>(&CUDAAllocator::emptyCache)),
+              slot(&CUDAAllocator::resetAccumulatedStats), slot(&CUDAAllocator::resetPeakStats));
   std::printf("\"entry_action\": %ld, \"entry_device\": %ld, \"entry_addr\": %ld, \"entry_stream\": %ld, \"entry_size\": %ld, \"entry_mempool\": %ld,\n",
               OFF(TraceEntry, action_), OFF(TraceEntry, device_), OFF(TraceEntry, addr_), OFF(TraceEntry, stream_), OFF(TraceEntry, size_), OFF(TraceEntry, mempool_));
   std::printf("\"sizeof_action\": %zu, \"sizeof_device\": %zu, \"sizeof_mempool\": %zu,\n", sizeof(TraceEntry::Action), sizeof(c10::DeviceIndex), sizeof(c10::MempoolId_t));
@@ -67,6 +70,7 @@ int main(int argc, char** argv) {
   if (!l) { std::printf("null\n"); return 0; }
   const Actions& a = l->actions;
   std::printf("{\"slot_get_device_stats\": %d, \"slot_attach_trace_tracker\": %d, \"slot_name\": %d,\n", l->slot_get_device_stats, l->slot_attach_trace_tracker, l->slot_name);
+  std::printf("\"slot_empty_cache\": %d, \"slot_reset_accumulated\": %d, \"slot_reset_peak\": %d,\n", l->slot_empty_cache, l->slot_reset_accumulated, l->slot_reset_peak);
   std::printf("\"entry_action\": %zu, \"entry_device\": %zu, \"entry_addr\": %zu, \"entry_stream\": %zu, \"entry_size\": %zu, \"entry_mempool\": %zu,\n",
               l->entry_action, l->entry_device, l->entry_addr, l->entry_stream, l->entry_size, l->entry_mempool);
   std::printf("\"sizeof_action\": 4, \"sizeof_device\": 1, \"sizeof_mempool\": 16,\n");

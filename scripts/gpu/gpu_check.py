@@ -13,6 +13,8 @@ import subprocess
 import sys
 import tempfile
 import time
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "harness"))
+from exit_json import expand_frames  # noqa: E402
 
 RESULTS = []
 
@@ -53,7 +55,7 @@ def run(cmd, env_extra=None, preload=None, timeout=600):
     reports = []
     for f in sorted(glob.glob(os.path.join(out_dir, "prof-*.json"))):
         with open(f) as fh:
-            reports.append(json.load(fh))
+            reports.append(expand_frames(json.load(fh)))  # sites' frames as dicts, not indices
     last = None
     for line in p.stdout.splitlines():
         line = line.strip()
@@ -539,7 +541,8 @@ def main():
     if "gloo" in only:
         script("gloo_check", "--lib", a.lib, "--cli", os.path.join(os.path.dirname(a.lib), "gpumemprof"))
     if "stacks" in only:
-        p = subprocess.run([sys.executable, os.path.join(here, "stacks_check.py"), "--lib", a.lib, "--rounds", "3"],
+        p = subprocess.run([sys.executable, os.path.join(here, "stacks_check.py"), "--lib", a.lib, "--rounds",
+                            os.environ.get("STACKS_ROUNDS", "3")] + os.environ.get("STACKS_ARGS", "").split(),
                            capture_output=True, text=True)
         try:
             res = json.loads(p.stdout)

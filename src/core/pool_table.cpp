@@ -138,6 +138,7 @@ void PoolTable::abandon_after_fork() {
         (void)s.release();
     all_.clear(); // null pointers only; the capacity stays
     dead_.clear();
+    next_index_ = 0; // the child's contexts are numbered from its own first
     mutex_.unlock();
 }
 

@@ -14,6 +14,7 @@
 #include "stacks/python_frames.hpp"
 #include "stacks/recorder.hpp"
 #include "trace/writer.hpp"
+#include "util/atomic_file.hpp"
 #include "util/log.hpp"
 
 #include <cxxabi.h>
@@ -131,7 +132,7 @@ void Profiler::open_trace() noexcept {
                       expanded, path);
         if (!w->open(path, h, wo) && w->busy_pid() > 0) {
             // Another live process (our parent, typically, with a path without %p) records there.
-            const std::string own = path + "." + std::to_string(::getpid());
+            const std::string own = util::with_suffix(path, "." + std::to_string(::getpid())); // fits NAME_MAX
             log::warn("GPUMEMPROF_TRACE: process {} is recording into {}; this process records into {}", w->busy_pid(),
                       path, own);
             w->open(own, h, wo);
@@ -199,7 +200,8 @@ void Profiler::on_exit() noexcept {
                   "(the profiler's state is in the middle of an update)");
         return;
     }
-    CoreScope scope; // no cancellation point fires while the report is written
+    CoreScope scope;      // no cancellation point fires while the report is written
+    exit_report_begins(); // a fatal signal from here on waits for this report
     // Threads of the program may still be allocating and freeing: the report is one moment, and
     // what they do from now on reaches the driver without changing what it says.
     freeze_final_state();
@@ -212,6 +214,7 @@ void Profiler::on_exit() noexcept {
         write_trace_stacks();
         t->close();
     }
+    exit_report_ends();
 }
 
 void Profiler::freeze_final_state() noexcept {
@@ -247,27 +250,7 @@ void Profiler::write_trace_stacks() noexcept {
         report::ReportInput in;
         in.alloc_conf = options_.alloc_conf;
         const report::StackReport r = report::prepare_stack_report(in); // symbols cached by the dump
-        if (!r.ok)
-            return;
-        std::vector<trace::Stack> stacks;
-        std::set<stacks::StackId> seen;
-        auto add = [&](stacks::StackId id, const std::vector<report::SymbolFrame>& frames) {
-            if (!seen.insert(id).second)
-                return;
-            trace::Stack s;
-            s.id = id;
-            for (auto f = frames.rbegin(); f != frames.rend(); ++f) // the trace is innermost first
-                s.frames.push_back({f->function, f->file, static_cast<std::uint32_t>(std::max(f->line, 0)), f->module,
-                                    static_cast<std::uint64_t>(f->offset), f->python ? "python" : ""});
-            stacks.push_back(std::move(s));
-        };
-        for (std::size_t i = 0; i < r.data.sites.size() && i < r.resolved.site_of.size(); ++i)
-            if (r.data.sites[i].id != 0)
-                add(r.data.sites[i].id, r.resolved.sites[r.resolved.site_of[i]].frames);
-        for (const report::ResolvedOom& o : r.resolved.ooms)
-            if (o.record && o.record->id != 0)
-                add(o.record->id, o.frames);
-        trace_.load(std::memory_order_acquire)->write_stacks(stacks);
+        report::write_trace_stacks(r, *trace_.load(std::memory_order_acquire));
     } catch (...) {
     }
 }

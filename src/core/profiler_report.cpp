@@ -204,7 +204,8 @@ void Profiler::consistent_snapshot(const std::string& prefix, report::ReportInpu
     for (int attempt = 0;; ++attempt) {
         const std::int64_t before = state_frozen() ? changes() : 0;
         *in = snapshot(prefix);
-        *data = stacks::Recorder::instance().collect();
+        // Without the sites' frames: resolving reads them from the recorder one site at a time.
+        *data = stacks::Recorder::instance().collect(false);
         if (!state_frozen() || attempt == 16 || changes() == before)
             return;
     }
@@ -238,36 +239,12 @@ bool Profiler::dump(const std::string& prefix_pattern, bool on_demand) noexcept 
                       prefix);
             return false;
         }
-        bool ok = true;
         report::ReportInput in;
         stacks::ReportData data;
         consistent_snapshot(prefix, &in, &data);
-        // Symbolised once, outside the pool-table lock, for the JSON and the text.
-        const report::StackReport stacks = report::prepare_stack_report(in, data);
-        // All four files or none: a full disk must not leave a JSON beside an older .txt.
-        if (!report::write_all_reports(in, stacks, &error)) {
-            log::warn("reports not written: {}", error);
-            ok = false;
-        }
-        // Built and written one after the other, each timed (GPUMEMPROF_LOG=info shows it).
-        auto write_timed = [&](const std::string& path, auto build) {
-            const auto t0 = std::chrono::steady_clock::now();
-            const std::string content = build();
-            error.clear();
-            const bool written = !content.empty() && util::write_file_atomic(path, content, &error);
-            const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-            if (written)
-                log::info("wrote {} ({} bytes) in {:.1f} ms", path, content.size(), ms);
-            else
-                log::warn("could not write {}: {}", path, error.empty() ? "building it failed" : error);
-            ok = ok && written;
-        };
-        if (options_.pickle && stacks.ok)
-            write_timed(prefix + ".pickle",
-                        [&] { return report::torch_snapshot_pickle(in, stacks.data, stacks.resolved); });
-        if (options_.html)
-            write_timed(prefix + ".html", [&] { return report::html_report(in, stacks); });
-        return ok;
+        // Symbolised once, outside the pool-table lock, for every file.
+        const report::StackReport stacks = report::prepare_stack_report(in, std::move(data));
+        return report::write_dump(in, stacks, {options_.pickle, options_.html});
     } catch (...) {
         return false;
     }

@@ -16,6 +16,7 @@
 
 #include <cxxabi.h>
 #include <dlfcn.h>
+#include <link.h>
 
 #include <cstring>
 #include <mutex>
@@ -29,6 +30,39 @@ namespace {
 // The stack captured for a segment PyTorch obtained, kept for the allocation that needed it
 // (SEGMENT_ALLOC / SEGMENT_MAP come first, in the same malloc call on the same thread).
 thread_local stacks::StackId t_segment_stack __attribute__((tls_model("initial-exec"))) = 0;
+
+// Whether a native frame is a library's workspace function ("...Workspace..."). dladdr walks
+// the module's whole symbol table (libtorch_cpu.so exports some 10^5 symbols: about a
+// millisecond a call), so only frames of modules that can hold one are looked up (CUDA
+// libraries and libtorch_cuda; not PyTorch's CPU and Python layers, nor the interpreter), once
+// per address: _dl_find_object names the module without a symbol search.
+bool workspace_frame(std::uintptr_t ip) {
+    static std::mutex mutex;
+    static auto* memo = new std::unordered_map<std::uintptr_t, bool>();
+    {
+        std::lock_guard lock(mutex);
+        if (auto it = memo->find(ip); it != memo->end())
+            return it->second;
+    }
+    bool workspace = false;
+    dl_find_object found{};
+    if (_dl_find_object(reinterpret_cast<void*>(ip), &found) == 0 && found.dlfo_link_map &&
+        found.dlfo_link_map->l_name && *found.dlfo_link_map->l_name) {
+        const char* path = found.dlfo_link_map->l_name;
+        const char* base = std::strrchr(path, '/');
+        base = base ? base + 1 : path;
+        const bool skipped = std::strstr(base, "libtorch_cpu") || std::strstr(base, "libtorch_python") ||
+                             std::strstr(base, "libpython") || std::strncmp(base, "libc10.", 7) == 0 ||
+                             std::strstr(base, "gpumemprof");
+        Dl_info info{};
+        if (!skipped && dladdr(reinterpret_cast<const void*>(ip), &info) && info.dli_sname)
+            workspace = std::strstr(info.dli_sname, "Workspace") || std::strstr(info.dli_sname, "workspace");
+    }
+    std::lock_guard lock(mutex);
+    if (memo->size() < (1u << 16))
+        memo->emplace(ip, workspace);
+    return workspace;
+}
 
 } // namespace
 
@@ -232,9 +266,7 @@ MemoryCategories::SiteTraits Profiler::site_traits(stacks::StackId id) noexcept 
                     t.parameter = true;
                 continue;
             }
-            Dl_info info{};
-            if (dladdr(reinterpret_cast<const void*>(w), &info) && info.dli_sname &&
-                (std::strstr(info.dli_sname, "Workspace") || std::strstr(info.dli_sname, "workspace")))
+            if (workspace_frame(w))
                 t.library = true;
         }
         std::lock_guard lock(mutex);

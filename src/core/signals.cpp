@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include "core/signals.hpp"
 
+#include "util/atomic_file.hpp"
 #include "util/log.hpp"
+#include "util/quiet_io.hpp"
 
 #include <atomic>
 #include <cerrno>
@@ -19,7 +21,9 @@ namespace {
 
 constexpr int kFatal[] = {SIGTERM, SIGINT, SIGABRT, SIGQUIT, SIGHUP};
 constexpr unsigned kDumpRequest = 1, kFatalRequest = 2, kDeferredRequest = 4;
-constexpr int kFatalWaitMs = 5000; // a fatal signal waits at most this long for its reports
+// A fatal signal waits this long for its reports, or for a call inside the profiler to return;
+// longer while a report is being written and its bytes keep reaching the disk.
+constexpr int kFatalWaitMs = 5000;
 
 // The handlers' only tools: an atomic request mask and a semaphore (sem_post is async-signal-safe).
 // No file descriptor: the program may close any fd and reuse its number.
@@ -30,6 +34,8 @@ std::atomic<bool> g_helper_alive{false};
 std::atomic<int> g_deferred_signal{0}; // a fatal signal waiting for a thread to leave the profiler
 std::function<void(bool)>* g_dump = nullptr;
 DumpSignalState g_dump_state;
+constexpr int kExitNotYet = 0, kExitWriting = 1, kExitWritten = 2;
+std::atomic<int> g_exit{kExitNotYet}; // the exit report's state
 
 using detail::t_core_deferred;
 using detail::t_core_depth;
@@ -60,13 +66,40 @@ void sleep_ms(int ms) {
     _exit(128 + sig); // a default action that does not terminate (cannot happen for kFatal)
 }
 
-/// Ask the helper for the reports, wait for them (bounded), then die of `sig`.
+/// A report being written that makes progress: the exit report, or any report file, with
+/// bytes reaching the disk since `*seen` (updated).
+bool report_progressing(std::uint64_t* seen) {
+    const std::uint64_t now = util::bytes_written_quietly();
+    const bool writing = g_exit.load() == kExitWriting || util::files_being_written() > 0;
+    const bool moved = now != *seen;
+    *seen = now;
+    return writing && moved;
+}
+
+/// Wait until done() holds: at most kFatalWaitMs, then again for as long as a report being
+/// written has made progress in the last kFatalWaitMs.
+template <typename Done> void wait_while_progressing(Done done) {
+    std::uint64_t seen = util::bytes_written_quietly();
+    for (;;) {
+        for (int waited = 0; waited < kFatalWaitMs; waited += 10) {
+            if (done())
+                return;
+            sleep_ms(10);
+        }
+        if (!report_progressing(&seen))
+            return;
+    }
+}
+
+/// Ask the helper for the reports, wait for them, then die of `sig`. During the exit report,
+/// wait for that one instead (it is the report), and after it die at once.
 [[noreturn]] void fatal_now(int sig) {
-    if (g_helper_alive.load()) {
+    if (g_exit.load() != kExitNotYet) {
+        wait_while_progressing([] { return g_exit.load() == kExitWritten; });
+    } else if (g_helper_alive.load()) {
         const int before = g_done.load();
         request(kFatalRequest);
-        for (int waited = 0; waited < kFatalWaitMs && g_done.load() == before; waited += 10)
-            sleep_ms(10);
+        wait_while_progressing([&] { return g_done.load() != before; });
     }
     die_by(sig);
 }
@@ -110,6 +143,7 @@ void helper_loop() {
     int old = 0;
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
     struct timespec deferred_deadline = {0, 0};
+    std::uint64_t seen = 0;
     for (;;) {
         struct timespec until {};
         clock_gettime(CLOCK_MONOTONIC, &until);
@@ -124,13 +158,25 @@ void helper_loop() {
         if (req & kDeferredRequest) {
             deferred_deadline = now;
             deferred_deadline.tv_sec += kFatalWaitMs / 1000;
+            seen = util::bytes_written_quietly();
+        }
+        if (const int sig = g_deferred_signal.load(); sig != 0 && deferred_deadline.tv_sec != 0 &&
+                                                      now.tv_sec >= deferred_deadline.tv_sec &&
+                                                      report_progressing(&seen)) {
+            // The thread is writing a report (the exit report, gpumemprof_dump) that goes on:
+            // it acts on the signal when it is done.
+            deferred_deadline = now;
+            deferred_deadline.tv_sec += kFatalWaitMs / 1000;
         }
         if (const int sig = g_deferred_signal.load();
             sig != 0 && deferred_deadline.tv_sec != 0 && now.tv_sec >= deferred_deadline.tv_sec) {
             // The interrupted call never left the profiler: die as the signal asked, unreported.
-            log::warn("signal {} arrived inside a CUDA call that has not returned for {} s: exiting "
-                      "without a report",
-                      sig, kFatalWaitMs / 1000);
+            log::warn("signal {} arrived while a thread was inside the profiler ({}), which it has not left for {} "
+                      "s: exiting without a report",
+                      sig,
+                      g_exit.load() == kExitWriting ? "writing the exit report, whose writes have stopped"
+                                                    : "a CUDA call, or a report whose writes have stopped",
+                      kFatalWaitMs / 1000);
             struct sigaction sa = {};
             sa.sa_handler = SIG_DFL;
             sigemptyset(&sa.sa_mask);
@@ -168,6 +214,9 @@ const char* refuse_reason(int sig) {
     struct sigaction old = {};
     if (sigaction(sig, nullptr, &old) != 0)
         return "it cannot be handled";
+    // Our own handler, as a fork child inherits it from its parent, is ours to keep.
+    if (!(old.sa_flags & SA_SIGINFO) && (old.sa_handler == on_dump_signal || old.sa_handler == on_fatal_signal))
+        return nullptr;
     if ((old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL)
         return "the program handles it";
     return nullptr;
@@ -184,6 +233,7 @@ bool install(int sig, void (*fn)(int)) {
 void after_fork_in_child() {
     // The helper thread does not exist in the child: a fatal signal must not wait for it.
     g_helper_alive.store(false);
+    g_exit.store(kExitNotYet);
     g_requests.store(0);
     g_deferred_signal.store(0);
     t_core_deferred = 0;
@@ -204,6 +254,14 @@ void leave_core_fatal() noexcept {
 
 DumpSignalState dump_signal_state() noexcept {
     return g_dump_state;
+}
+
+void exit_report_begins() noexcept {
+    g_exit.store(kExitWriting);
+}
+
+void exit_report_ends() noexcept {
+    g_exit.store(kExitWritten);
 }
 
 void install_signal_handlers(int dump_signal, std::function<void(bool)> dump) noexcept {

@@ -28,4 +28,10 @@ void install_signal_handlers(int dump_signal, std::function<void(bool fatal)> du
 
 DumpSignalState dump_signal_state() noexcept;
 
+/// The exit report (and the trace's end) is being written / has been written. A fatal signal
+/// that comes meanwhile waits for it, as long as it makes progress, and then kills the process
+/// (no second report); one that comes after it kills at once.
+void exit_report_begins() noexcept;
+void exit_report_ends() noexcept;
+
 } // namespace gpumemprof::core

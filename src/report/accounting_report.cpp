@@ -10,15 +10,6 @@
 namespace gpumemprof::report {
 namespace {
 
-std::unordered_map<std::uint64_t, const ResolvedSite*> sites_by_id(const StackReport& stacks) {
-    std::unordered_map<std::uint64_t, const ResolvedSite*> out;
-    if (!stacks.ok)
-        return out;
-    for (std::size_t i = 0; i < stacks.data.sites.size() && i < stacks.resolved.site_of.size(); ++i)
-        out[stacks.data.sites[i].id] = &stacks.resolved.sites[stacks.resolved.site_of[i]];
-    return out;
-}
-
 void moment_json(util::JsonWriter& w, const AccountingMoment& m, const StackReport& stacks) {
     w.field("driver_used_bytes", m.driver_used);
     w.field("driver_total_bytes", m.driver_total);
@@ -64,10 +55,11 @@ void moment_text(std::string& out, const char* when, const AccountingMoment& m, 
 
 std::map<std::string, std::int64_t> bytes_by_library(const AccountingMoment& m, const StackReport& stacks) {
     std::map<std::string, std::int64_t> out;
-    const auto sites = sites_by_id(stacks);
     for (const auto& [id, bytes] : m.pool_sites) {
-        auto it = sites.find(id);
-        const std::string lib = it == sites.end() ? std::string() : owning_library(it->second->frames);
+        const std::ptrdiff_t i = stacks.ok ? stacks.resolved.site_by_id(id) : -1;
+        const std::string lib =
+            i < 0 ? std::string()
+                  : owning_library(stacks.resolved, stacks.resolved.sites[static_cast<std::size_t>(i)].stack);
         if (lib == "PyTorch")
             continue; // counted in PyTorch's allocator's buckets
         out[lib] += bytes;

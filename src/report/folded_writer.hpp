@@ -4,6 +4,7 @@
 #pragma once
 
 #include "report/resolved_stacks.hpp"
+#include "util/output_sink.hpp"
 
 #include <string>
 
@@ -19,7 +20,11 @@ enum class FoldedMetric {
 /// debug info; ';' and line breaks are replaced so that the line stays parseable.
 std::string folded_frame(const SymbolFrame& f);
 
-/// Lines sorted by text; stacks with weight 0 are left out; "[no stack]" for stacks not captured.
+/// Lines sorted by text (as byte strings); stacks with weight 0 are left out; "[no stack]" for
+/// stacks not captured. Written into `out` line by line (the lines are never all in memory);
+/// false when `out` failed.
+bool write_folded(util::OutputSink& out, const ResolvedReport& r, FoldedMetric metric);
+/// The same as one string (tests, small reports).
 std::string folded_stacks(const ResolvedReport& r, FoldedMetric metric);
 
 } // namespace gpumemprof::report

@@ -18,16 +18,24 @@
 
 #include <cstdlib>
 #include <map>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
 namespace gpumemprof::report {
 namespace {
 
-class FrameTable {
+/// The page's frames: the report's frames with equal function, file, line, module and kind
+/// (the offset is not shown) as one, in order of first use.
+class PageFrames {
 public:
-    explicit FrameTable(const FrameFilter& filter) : filter_(filter) {}
-    std::size_t index(const SymbolFrame& f) {
+    PageFrames(const ResolvedReport& r, const FrameFilter& filter)
+        : r_(r), filter_(filter), page_of_(r.frames.size(), kUnset) {}
+
+    std::uint32_t index(std::uint32_t frame) {
+        if (page_of_[frame] != kUnset)
+            return page_of_[frame];
+        const SymbolFrame& f = r_.frames[frame];
         std::string key = f.function;
         key += '\0';
         key += f.file;
@@ -36,9 +44,10 @@ public:
         key += '\0';
         key += f.module;
         key += f.python ? "\1" : "";
-        auto [it, fresh] = index_.emplace(std::move(key), frames_.size());
+        auto [it, fresh] = index_.emplace(std::move(key), static_cast<std::uint32_t>(frames_.size()));
         if (fresh)
             frames_.push_back(&f);
+        page_of_[frame] = it->second;
         return it->second;
     }
     void write(util::JsonWriter& w) const {
@@ -54,17 +63,56 @@ public:
     }
 
 private:
+    static constexpr std::uint32_t kUnset = 0xFFFFFFFFu;
+    const ResolvedReport& r_;
     const FrameFilter& filter_;
-    std::unordered_map<std::string, std::size_t> index_;
+    std::vector<std::uint32_t> page_of_; // report frame -> page frame
+    std::unordered_map<std::string, std::uint32_t> index_;
     std::vector<const SymbolFrame*> frames_;
 };
 
-void write_frames(util::JsonWriter& w, FrameTable& table, const std::vector<SymbolFrame>& frames) {
+void write_frames(util::JsonWriter& w, PageFrames& table, const ResolvedReport& r, std::uint32_t stack,
+                  std::vector<std::uint32_t>& buf) {
+    r.stacks.frames(stack, &buf);
     w.begin_array();
-    for (const SymbolFrame& f : frames)
+    for (std::uint32_t f : buf)
         w.value(static_cast<std::uint64_t>(table.index(f)));
     w.end_array();
 }
+
+/// Inside <script>, "</" could close the element: JSON allows "\/" for "/". Streams through
+/// `out`, a '<' at the end of one piece held until the next shows what follows it.
+class ScriptSafeSink final : public util::OutputSink {
+public:
+    explicit ScriptSafeSink(util::OutputSink& out) : out_(out) {}
+    bool write(std::string_view data) override {
+        buf_.clear();
+        if (pending_lt_) {
+            buf_ += !data.empty() && data[0] == '/' ? "<\\" : "<";
+            pending_lt_ = false;
+        }
+        for (std::size_t i = 0; i < data.size(); ++i) {
+            if (data[i] == '<' && i + 1 == data.size()) {
+                pending_lt_ = true;
+                break;
+            }
+            buf_ += data[i];
+            if (data[i] == '<' && data[i + 1] == '/')
+                buf_ += '\\';
+        }
+        return out_.write(buf_);
+    }
+    bool finish() {
+        const bool ok = !pending_lt_ || out_.write("<");
+        pending_lt_ = false;
+        return ok;
+    }
+
+private:
+    util::OutputSink& out_;
+    std::string buf_;
+    bool pending_lt_ = false;
+};
 
 void write_series(util::JsonWriter& w, const stats::SeriesData& s) {
     w.key("series").begin_object();
@@ -102,19 +150,10 @@ void write_series(util::JsonWriter& w, const stats::SeriesData& s) {
     w.field("markers_dropped", s.markers_dropped);
 }
 
-/// StackId -> index of the merged site (+1; 0: no site).
-std::unordered_map<stacks::StackId, std::size_t> site_numbers(const StackReport& r) {
-    std::unordered_map<stacks::StackId, std::size_t> out;
-    for (std::size_t i = 0; i < r.data.sites.size() && i < r.resolved.site_of.size(); ++i)
-        out.emplace(r.data.sites[i].id, r.resolved.site_of[i] + 1);
-    return out;
-}
-
-void write_device(util::JsonWriter& w, const DeviceSummary& d, std::size_t context,
-                  const std::unordered_map<stacks::StackId, std::size_t>& sites, const StackReport& r) {
+void write_device(util::JsonWriter& w, const DeviceSummary& d, std::size_t context, const StackReport& r) {
+    // StackId -> index of the merged site + 1 (0: no site).
     auto site_of = [&](stacks::StackId id) -> std::uint64_t {
-        auto it = sites.find(id);
-        return it != sites.end() ? it->second : 0;
+        return static_cast<std::uint64_t>(r.resolved.site_by_id(id) + 1);
     };
     w.begin_object();
     w.field("device", d.device);
@@ -162,10 +201,11 @@ void write_device(util::JsonWriter& w, const DeviceSummary& d, std::size_t conte
 
 } // namespace
 
-std::string html_data_json(const ReportInput& in, const StackReport& r) {
-    util::JsonWriter w;
+bool write_html_data(util::OutputSink& out, const ReportInput& in, const StackReport& r) {
+    util::JsonWriter w(&out);
     const FrameFilter filter(in.hide_frames ? in.hide_frames->c_str() : nullptr);
-    FrameTable table(filter);
+    PageFrames table(r.resolved, filter);
+    std::vector<std::uint32_t> buf;
     w.begin_object();
     w.field("format", 1);
     w.key("meta").begin_object();
@@ -180,9 +220,9 @@ std::string html_data_json(const ReportInput& in, const StackReport& r) {
     const ResolvedReport& res = r.resolved;
     w.key("sites").begin_array();
     for (const ResolvedSite& s : res.sites) {
-        const stacks::SiteCounters& c = s.counters;
+        const stacks::SiteCounters& c = s.counters();
         w.begin_array();
-        write_frames(w, table, s.frames);
+        write_frames(w, table, res, s.stack, buf);
         w.value(c.live_bytes).value(c.total_bytes).value(c.total_count).value(c.acquired_bytes);
         w.value(c.peak_live_bytes).value(c.peak_acquired_bytes).value(c.live_count).value(c.peak_live_count);
         w.end_array();
@@ -192,11 +232,10 @@ std::string html_data_json(const ReportInput& in, const StackReport& r) {
     w.field("bytes", r.data.peak_bytes);
     w.end_object();
 
-    const auto sites = site_numbers(r);
     w.key("devices").begin_array();
     std::map<int, std::size_t> contexts;
     for (const DeviceSummary& d : in.devices)
-        write_device(w, d, contexts[d.device]++, sites, r);
+        write_device(w, d, contexts[d.device]++, r);
     w.end_array();
 
     w.key("ooms").begin_array();
@@ -209,7 +248,7 @@ std::string html_data_json(const ReportInput& in, const StackReport& r) {
         w.field("message", oom_message(o.record->device, o.record->info));
         w.field("suggestion", o.suggestion);
         w.key("frames");
-        write_frames(w, table, o.frames);
+        write_frames(w, table, res, o.stack, buf);
         w.end_object();
     }
     w.end_array();
@@ -226,24 +265,29 @@ std::string html_data_json(const ReportInput& in, const StackReport& r) {
     w.end_object();
     table.write(w);
     w.end_object();
-    return w.take();
+    return w.flush();
+}
+
+std::string html_data_json(const ReportInput& in, const StackReport& report) {
+    std::string out;
+    util::StringSink sink(out);
+    write_html_data(sink, in, report);
+    return out;
+}
+
+bool write_html(util::OutputSink& out, const ReportInput& in, const StackReport& report) {
+    bool ok = out.write(kHtmlHead);
+    ScriptSafeSink safe(out);
+    ok = write_html_data(safe, in, report) && ok;
+    ok = safe.finish() && ok;
+    return out.write(kHtmlTail) && ok;
 }
 
 std::string html_report(const ReportInput& in, const StackReport& report) {
     try {
-        std::string json = html_data_json(in, report);
-        // Inside <script>, "</" could close the element: JSON allows "\/" for "/".
-        std::string page(kHtmlHead);
-        page.reserve(page.size() + json.size() + sizeof kHtmlTail);
-        for (std::size_t i = 0; i < json.size(); ++i) {
-            if (json[i] == '<' && i + 1 < json.size() && json[i + 1] == '/') {
-                page += "<\\/";
-                ++i;
-            } else {
-                page += json[i];
-            }
-        }
-        page += kHtmlTail;
+        std::string page;
+        util::StringSink sink(page);
+        write_html(sink, in, report);
         return page;
     } catch (...) {
         return {};

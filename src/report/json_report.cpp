@@ -122,10 +122,10 @@ void write_reuse(util::JsonWriter& w, const ReportInput& in, const StackReport& 
 
 } // namespace
 
-std::string json_report(const ReportInput& in, const StackReport& stacks) {
-    util::JsonWriter w;
+bool write_json(util::OutputSink& out, const ReportInput& in, const StackReport& stacks) {
+    util::JsonWriter w(&out);
     w.begin_object();
-    w.field("version", 1);
+    w.field("version", 2);
     w.field("pid", static_cast<std::int64_t>(in.pid));
     w.field("host", in.host);
     w.field("exe", in.exe);
@@ -163,7 +163,14 @@ std::string json_report(const ReportInput& in, const StackReport& stacks) {
     if (stacks.ok)
         json_sections(w, in, stacks.data, stacks.resolved);
     w.end_object();
-    return w.take();
+    return w.flush();
+}
+
+std::string json_report(const ReportInput& in, const StackReport& stacks) {
+    std::string out;
+    util::StringSink sink(out);
+    write_json(sink, in, stacks);
+    return out;
 }
 
 } // namespace gpumemprof::report

@@ -5,14 +5,17 @@
 
 #include "report/report_input.hpp"
 #include "report/reports.hpp"
+#include "util/output_sink.hpp"
 
 #include <string>
 
 namespace gpumemprof::report {
 
-/// The whole JSON document. May throw (std::bad_alloc and the like): the caller then writes no
-/// file rather than a partial one. Without stack data (`stacks.ok` false) the stack sections
-/// are left out.
+/// The whole JSON document into `out`, in pieces as it is made. False when `out` failed. May
+/// throw (std::bad_alloc and the like): the caller then keeps no file rather than a partial one.
+/// Without stack data (`stacks.ok` false) the stack sections are left out.
+bool write_json(util::OutputSink& out, const ReportInput& in, const StackReport& stacks);
+/// The same as one string (tests, small reports).
 std::string json_report(const ReportInput& in, const StackReport& stacks);
 
 } // namespace gpumemprof::report

@@ -2,6 +2,10 @@
 // JSON sections (see json_sections.hpp).
 #include "report/json_sections.hpp"
 
+#include "report/user_code.hpp"
+
+#include <unordered_map>
+
 #include "report/oom_advice.hpp"
 
 #include <algorithm>
@@ -10,9 +14,20 @@ namespace gpumemprof::report {
 
 namespace {
 
-void frames_json(util::JsonWriter& w, const std::vector<SymbolFrame>& frames) {
+/// A stack as indices into "frames", root first.
+void stack_json(util::JsonWriter& w, const ResolvedReport& r, std::uint32_t stack, std::vector<std::uint32_t>& buf) {
+    r.stacks.frames(stack, &buf);
     w.begin_array();
-    for (const SymbolFrame& f : frames) {
+    for (std::uint32_t f : buf)
+        w.value(static_cast<std::uint64_t>(f));
+    w.end_array();
+}
+
+void frame_table_json(util::JsonWriter& w, const FrameTable& table) {
+    w.key("frames");
+    w.begin_array();
+    for (std::uint32_t i = 0; i < table.size(); ++i) {
+        const SymbolFrame& f = table[i];
         w.begin_object();
         w.field("function", f.function);
         w.field("file", f.file);
@@ -27,7 +42,7 @@ void frames_json(util::JsonWriter& w, const std::vector<SymbolFrame>& frames) {
 
 template <typename Key> void ranked(util::JsonWriter& w, const ResolvedReport& r, Key key) {
     w.begin_array();
-    for (std::size_t i : ranked_sites(r, key)) {
+    for (std::uint32_t i : ranked_sites(r, key)) {
         w.begin_object();
         w.field("site", static_cast<std::uint64_t>(i));
         w.field("bytes", key(r.sites[i]).first);
@@ -41,13 +56,23 @@ template <typename Key> void ranked(util::JsonWriter& w, const ResolvedReport& r
 
 void json_sections(util::JsonWriter& w, const ReportInput& in, const stacks::ReportData& data,
                    const ResolvedReport& r) {
+    std::vector<std::uint32_t> buf;
+    frame_table_json(w, r.frames);
+    // Each site's kind of memory (PyTorch's blocks, core/memory_categories.hpp), by site index.
+    std::unordered_map<std::uint32_t, const DeviceSummary::SiteKind*> kinds;
+    for (const DeviceSummary& d : in.devices)
+        for (const DeviceSummary::SiteKind& k : d.site_kinds)
+            if (const std::ptrdiff_t i = r.site_by_id(k.site); i >= 0)
+                kinds.emplace(static_cast<std::uint32_t>(i), &k);
+    const UserCode user(in.exe, in.user_code);
     w.key("sites");
     w.begin_array();
-    for (const ResolvedSite& s : r.sites) {
-        const auto& c = s.counters;
+    for (std::size_t si = 0; si < r.sites.size(); ++si) {
+        const ResolvedSite& s = r.sites[si];
+        const auto& c = s.counters();
         w.begin_object();
         w.key("frames");
-        frames_json(w, s.frames);
+        stack_json(w, r, s.stack, buf);
         w.field("live_bytes", c.live_bytes);
         w.field("live_count", c.live_count);
         w.field("total_bytes", c.total_bytes);
@@ -58,6 +83,16 @@ void json_sections(util::JsonWriter& w, const ReportInput& in, const stacks::Rep
         w.field("peak_live_bytes", c.peak_live_bytes);
         w.field("peak_live_count", c.peak_live_count);
         w.field("peak_acquired_bytes", c.peak_acquired_bytes);
+        // The innermost frame of the user's own code (report/user_code.hpp): an index into "frames".
+        for (std::uint32_t n = s.stack; n != 0; n = r.stacks.parent(n))
+            if (user.is_user(r.frames[r.stacks.frame(n)])) {
+                w.field("user_frame", static_cast<std::uint64_t>(r.stacks.frame(n)));
+                break;
+            }
+        if (auto k = kinds.find(static_cast<std::uint32_t>(si)); k != kinds.end()) {
+            w.field("memory_kind", k->second->kind);
+            w.field("kind_rule", k->second->rule);
+        }
         w.end_object();
     }
     w.end_array();
@@ -76,7 +111,7 @@ void json_sections(util::JsonWriter& w, const ReportInput& in, const stacks::Rep
     w.end_array();
     w.key("sites");
     ranked(w, r, [](const ResolvedSite& s) {
-        return std::make_pair(s.counters.peak_live_bytes, s.counters.peak_live_count);
+        return std::make_pair(s.counters().peak_live_bytes, s.counters().peak_live_count);
     });
     w.end_object();
 
@@ -85,7 +120,8 @@ void json_sections(util::JsonWriter& w, const ReportInput& in, const stacks::Rep
     w.field("bytes", data.live_bytes);
     w.field("count", data.live_count);
     w.key("sites");
-    ranked(w, r, [](const ResolvedSite& s) { return std::make_pair(s.counters.live_bytes, s.counters.live_count); });
+    ranked(w, r,
+           [](const ResolvedSite& s) { return std::make_pair(s.counters().live_bytes, s.counters().live_count); });
     w.end_object();
 
     w.key("ooms");
@@ -107,7 +143,7 @@ void json_sections(util::JsonWriter& w, const ReportInput& in, const stacks::Rep
         w.field("message", oom_message(rec.device, rec.info));
         w.field("suggestion", o.suggestion);
         w.key("frames");
-        frames_json(w, o.frames);
+        stack_json(w, r, o.stack, buf);
         w.end_object();
     }
     w.end_array();

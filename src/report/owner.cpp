@@ -49,4 +49,11 @@ std::string owning_library(const std::vector<SymbolFrame>& frames) {
     return innermost.python ? std::string() : library_of_module(innermost.module);
 }
 
+std::string owning_library(const ResolvedReport& r, std::uint32_t stack) {
+    if (stack == 0)
+        return {};
+    const SymbolFrame& innermost = r.frames[r.stacks.frame(stack)];
+    return innermost.python ? std::string() : library_of_module(innermost.module);
+}
+
 } // namespace gpumemprof::report

@@ -5,6 +5,7 @@
 // already dropped from the top).
 #pragma once
 
+#include "report/resolved_stacks.hpp"
 #include "report/symbolizer.hpp"
 
 #include <string>
@@ -15,6 +16,9 @@ namespace gpumemprof::report {
 /// The owning library's name ("cuBLAS", "NCCL", "PyTorch", ...), or "" for the program.
 /// `frames`: root (outermost) first, as ResolvedSite keeps them.
 std::string owning_library(const std::vector<SymbolFrame>& frames);
+
+/// The same for stack `stack` of a resolved report (StackTree node of its innermost frame).
+std::string owning_library(const ResolvedReport& r, std::uint32_t stack);
 
 /// The library a module file name belongs to ("libcublasLt.so.13" -> "cuBLASLt"), or "".
 std::string library_of_module(const std::string& module);

@@ -33,9 +33,19 @@ void put_le(std::string& out, std::uint64_t v, int bytes) {
 
 } // namespace
 
-PickleWriter::PickleWriter() {
+PickleWriter::PickleWriter() : PickleWriter(nullptr) {
+}
+
+PickleWriter::PickleWriter(util::OutputSink* sink) : sink_(sink) {
     out_.push_back(kProto);
     out_.push_back(4);
+}
+
+void PickleWriter::spill() {
+    if (sink_ != nullptr && out_.size() >= util::BufferedOut::kChunk) {
+        sink_ok_ = sink_->write(out_) && sink_ok_;
+        out_.clear();
+    }
 }
 
 void PickleWriter::begin_dict() {
@@ -44,6 +54,7 @@ void PickleWriter::begin_dict() {
 }
 void PickleWriter::end_dict() {
     out_.push_back(kSetItems);
+    spill();
 }
 void PickleWriter::begin_list() {
     out_.push_back(kEmptyList);
@@ -51,6 +62,7 @@ void PickleWriter::begin_list() {
 }
 void PickleWriter::end_list() {
     out_.push_back(kAppends);
+    spill();
 }
 void PickleWriter::begin_tuple() {
     out_.push_back(kMark);
@@ -128,6 +140,15 @@ void PickleWriter::remember(std::uint64_t id) {
 std::string PickleWriter::take() {
     out_.push_back(kStop);
     return std::move(out_);
+}
+
+bool PickleWriter::finish() {
+    out_.push_back(kStop);
+    if (sink_ != nullptr) {
+        sink_ok_ = sink_->write(out_) && sink_ok_;
+        out_.clear();
+    }
+    return sink_ok_;
 }
 
 } // namespace gpumemprof::report

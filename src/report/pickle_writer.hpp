@@ -7,6 +7,7 @@
 
 #include "report/object_writer.hpp"
 #include "util/flat_map.hpp"
+#include "util/output_sink.hpp"
 
 #include <cstdint>
 #include <string>
@@ -14,9 +15,12 @@
 
 namespace gpumemprof::report {
 
+/// Given a sink, the bytes go there in chunks of about util::BufferedOut::kChunk as they are
+/// made; finish() ends the pickle there.
 class PickleWriter final : public ObjectWriter {
 public:
     PickleWriter();
+    explicit PickleWriter(util::OutputSink* sink);
     void begin_dict() override;
     void end_dict() override;
     void begin_list() override;
@@ -33,8 +37,13 @@ public:
 
     /// The finished pickle (appends STOP once).
     std::string take();
+    /// With a sink: appends STOP and hands the rest over. False once the sink failed.
+    bool finish();
 
 private:
+    void spill();
+    util::OutputSink* sink_ = nullptr;
+    bool sink_ok_ = true;
     std::string out_;
     util::FlatMap<std::uint32_t> memo_; ///< id -> memo index
     std::uint32_t next_memo_ = 0;

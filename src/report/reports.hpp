@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-// Entry points the core calls at exit or on demand: <prefix>.json (json_report.hpp), and the
-// stack reports <prefix>.txt, <prefix>.folded, <prefix>.alloc.folded. Each file is written
-// atomically, whole or not at all.
+// Entry points the core calls at exit or on demand: <prefix>.json (json_report.hpp), the stack
+// reports <prefix>.txt, <prefix>.folded, <prefix>.alloc.folded, and <prefix>.pickle and
+// <prefix>.html. Each file is streamed to a temporary file and renamed: whole or not at all; no
+// report is ever held in memory whole.
 #pragma once
 
 #include "report/report_input.hpp"
@@ -11,8 +12,11 @@
 #include "util/json_writer.hpp"
 
 #include <string>
-#include <utility>
 #include <vector>
+
+namespace gpumemprof::trace {
+class Writer;
+}
 
 namespace gpumemprof::report {
 
@@ -22,7 +26,8 @@ namespace gpumemprof::report {
 struct StackReport {
     stacks::ReportData data;
     ResolvedReport resolved;
-    bool ok = false; ///< false: collecting or symbolising failed (reports then say so)
+    bool ok = false;     ///< false: collecting or symbolising failed (reports then say so)
+    std::string failure; ///< when !ok and known: why ("out of memory")
 
     StackReport() = default;
     StackReport(StackReport&&) = default;
@@ -32,17 +37,27 @@ struct StackReport {
 };
 
 /// Collect Recorder::instance() and symbolise in this process (each address once per process).
+/// The sites' raw frames are read from the recorder one site at a time, never all copied.
 /// Never throws.
 StackReport prepare_stack_report(const ReportInput& in);
-/// The same from data collected already (the core collects it beside its own snapshot).
-StackReport prepare_stack_report(const ReportInput& in, const stacks::ReportData& data);
+/// The same from data collected already (Recorder::collect(false), beside the core's snapshot).
+StackReport prepare_stack_report(const ReportInput& in, stacks::ReportData data);
 
-/// The three stack reports' (path, content), from a prepared report (report.ok). May throw.
-std::vector<std::pair<std::string, std::string>> report_files(const ReportInput& in, const StackReport& report);
+/// Which files a dump writes besides the JSON and the stack reports.
+struct DumpFiles {
+    bool pickle = true; ///< <prefix>.pickle (GPUMEMPROF_PICKLE; only with stacks)
+    bool html = true;   ///< <prefix>.html (GPUMEMPROF_HTML)
+};
+
+/// Every file of one dump: <prefix>.json, .txt, .folded, .alloc.folded (all or none), then
+/// .pickle and .html (each whole or not at all). Each failure is one warning naming the file
+/// and what is missing; GPUMEMPROF_LOG=info times each file. Returns true when every file asked
+/// for was written. Never throws.
+bool write_dump(const ReportInput& in, const StackReport& report, DumpFiles files) noexcept;
 
 /// Writes <prefix>.json and, when the stack report is ready, <prefix>.txt, <prefix>.folded and
-/// <prefix>.alloc.folded: all or none (util::write_files_atomic). Returns false and sets *error on
-/// failure; never throws.
+/// <prefix>.alloc.folded: all or none (util::commit_all). Returns false and sets *error on
+/// failure (also when only the JSON could be written: the stack report failed); never throws.
 bool write_all_reports(const ReportInput& in, const StackReport& report, std::string* error);
 
 /// `data`'s stacks resolved with the process's symbolizer (under its lock): `stack_skip` as
@@ -58,8 +73,12 @@ bool write_json_report(const ReportInput& in, const StackReport& report, std::st
 bool write_reports(const ReportInput& in, const StackReport& report, std::string* error);
 
 /// The same with the data and the symbolizer given (tests, offline tools). append_json adds
-/// "sites", "peak", "leaks", "ooms" and "stacks" to the object `w` is positioned in.
+/// "frames", "sites", "peak", "leaks", "ooms" and "stacks" to the object `w` is positioned in.
 bool write_reports(const ReportInput& in, const stacks::ReportData& data, Symbolizer& symbolizer, std::string* error);
 void append_json(util::JsonWriter& w, const ReportInput& in, const stacks::ReportData& data, Symbolizer& symbolizer);
+
+/// The symbolised stacks of the sites and OOMs of `report` into the trace (stack blocks, a few
+/// thousand stacks at a time: never all in memory). Never throws.
+void write_trace_stacks(const StackReport& report, trace::Writer& trace) noexcept;
 
 } // namespace gpumemprof::report

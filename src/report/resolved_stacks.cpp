@@ -2,11 +2,14 @@
 // Symbolising and merging stacks for the reports (see resolved_stacks.hpp).
 #include "report/resolved_stacks.hpp"
 
+#include "stacks/autograd_frames.hpp"
+
 #include "report/oom_advice.hpp"
 #include "stacks/python_frames.hpp"
 #include "util/options.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <unordered_map>
 
 namespace gpumemprof::report {
@@ -74,59 +77,152 @@ SymbolFrame python_frame(std::uintptr_t word) {
     return f;
 }
 
-/// Innermost-first addresses (native, then the thread's Python frames as tagged words) to
-/// root-first source frames, minus the skipped top, with the Python frames merged in.
-std::vector<SymbolFrame> symbolise(const std::vector<std::uintptr_t>& ips, Symbolizer& sym,
-                                   const std::vector<std::string>& skip, PythonFrames mode) {
-    std::vector<const std::vector<SymbolFrame>*> per_ip;
-    std::vector<std::uintptr_t> py;
-    per_ip.reserve(ips.size());
-    for (std::uintptr_t ip : ips) {
-        if (stacks::python::is_python_frame(ip))
-            py.push_back(ip);
-        else
-            per_ip.push_back(&sym.resolve(ip));
-    }
-    std::size_t first = 0;
-    while (first < per_ip.size() &&
-           (skipped(per_ip[first]->front().module, skip) || cuda_api_frame(per_ip[first]->front())))
-        ++first;
-    if (first == per_ip.size() && py.empty())
-        first = 0; // all frames are "ours": keep them rather than show an empty stack
-    // Innermost first while merging; reversed at the end.
-    std::vector<SymbolFrame> inner;
-    std::size_t next_py = 0;
-    bool autograd = false;
-    for (std::size_t i = first; i < per_ip.size(); ++i) {
-        const std::vector<SymbolFrame>& at = *per_ip[i];
-        const SymbolFrame& outer_fn = at.back(); // the ELF function (inlined frames come first)
-        autograd = autograd || autograd_engine_frame(outer_fn);
-        if (!py.empty() && eval_loop_frame(outer_fn)) {
-            while (next_py < py.size()) {
-                const std::uintptr_t w = py[next_py++];
-                inner.push_back(python_frame(w));
-                if (stacks::python::is_entry_frame(w))
-                    break;
-            }
-            if (mode == PythonFrames::all) // the eval loop, then the Python code it runs
-                inner.insert(inner.end(), at.begin(), at.end());
-            continue;
+/// Symbolises raw stacks into a report's frame table, each symbolizer result and each Python
+/// frame word entered into the table once.
+class Resolver {
+public:
+    Resolver(FrameTable& table, Symbolizer& sym, const std::vector<std::string>& skip, PythonFrames mode)
+        : table_(table), sym_(sym), skip_(skip), mode_(mode) {}
+
+    /// Innermost-first addresses (native, then the thread's Python frames as tagged words) to
+    /// root-first frame indices, minus the skipped top, with the Python frames merged in.
+    void symbolise(const std::vector<std::uintptr_t>& ips, std::vector<std::uint32_t>* root_first) {
+        // A backward-pass stack: its own frames, the autograd marker, then the stack of the
+        // forward op that made the node (stacks/autograd_frames.hpp). Root first: the forward
+        // stack, "backward of <node>", the backward pass's own frames.
+        for (std::size_t k = 0; k < ips.size(); ++k) {
+            if (!stacks::autograd::is_backward_frame(ips[k]))
+                continue;
+            std::vector<std::uint32_t> own, forward;
+            symbolise_one(std::vector<std::uintptr_t>(ips.begin(), ips.begin() + static_cast<std::ptrdiff_t>(k)), &own,
+                          false);
+            if (k + 1 < ips.size())
+                symbolise_one(std::vector<std::uintptr_t>(ips.begin() + static_cast<std::ptrdiff_t>(k) + 1, ips.end()),
+                              &forward, true);
+            root_first->assign(forward.begin(), forward.end());
+            root_first->push_back(backward_marker(ips[k]));
+            root_first->insert(root_first->end(), own.begin(), own.end());
+            return;
         }
-        if (!py.empty() && mode == PythonFrames::merged && (interpreter_frame(outer_fn) || startup_frame(outer_fn)))
-            continue;
-        inner.insert(inner.end(), at.begin(), at.end());
+        symbolise_one(ips, root_first, true);
     }
-    // Frames the native stack did not reach (its depth ran out, or the interpreter has no
-    // symbols): the Python stack's outer part, outermost last.
-    while (next_py < py.size())
-        inner.push_back(python_frame(py[next_py++]));
-    if (py.empty() && autograd) {
-        SymbolFrame label;
-        label.function = "[autograd backward]";
-        inner.push_back(std::move(label));
+
+private:
+    std::uint32_t backward_marker(std::uintptr_t word) {
+        SymbolFrame f;
+        f.function = "backward of " + stacks::autograd::node_name(word) +
+                     (stacks::autograd::matched(word) ? "" : " (its forward op allocated nothing seen: line unknown)");
+        f.module = "[autograd]";
+        return table_.add(f);
     }
-    return std::vector<SymbolFrame>(inner.rbegin(), inner.rend());
-}
+
+    /// One thread's stack. `autograd_label`: label an autograd engine stack without Python
+    /// frames "[autograd backward]" (not when a marker names its node).
+    void symbolise_one(const std::vector<std::uintptr_t>& ips, std::vector<std::uint32_t>* root_first,
+                       bool autograd_label_wanted) {
+        per_ip_.clear();
+        py_.clear();
+        inner_.clear();
+        native_ips_.clear();
+        for (std::uintptr_t ip : ips) {
+            if (stacks::python::is_python_frame(ip))
+                py_.push_back(ip);
+            else
+                native_ips_.push_back(ip);
+        }
+        // The leading frames of skipped modules are dropped by their module's name alone (their
+        // debug info is never read); the next ones when they are CUDA API calls.
+        std::size_t first = 0;
+        while (first < native_ips_.size() && skipped_module(native_ips_[first]))
+            ++first;
+        while (first < native_ips_.size()) {
+            const SymbolFrame& f = sym_.resolve(native_ips_[first]).front();
+            if (!skipped(f.module, skip_) && !cuda_api_frame(f))
+                break;
+            ++first;
+        }
+        if (first == native_ips_.size() && py_.empty())
+            first = 0; // all frames are "ours": keep them rather than show an empty stack
+        for (std::size_t i = first; i < native_ips_.size(); ++i)
+            per_ip_.push_back(&sym_.resolve(native_ips_[i]));
+        first = 0;
+        // Innermost first while merging; reversed at the end.
+        std::size_t next_py = 0;
+        bool autograd = false;
+        auto add_all = [&](const std::vector<SymbolFrame>& at) {
+            for (const SymbolFrame& f : at)
+                inner_.push_back(native(f));
+        };
+        for (std::size_t i = first; i < per_ip_.size(); ++i) {
+            const std::vector<SymbolFrame>& at = *per_ip_[i];
+            const SymbolFrame& outer_fn = at.back(); // the ELF function (inlined frames come first)
+            autograd = autograd || autograd_engine_frame(outer_fn);
+            if (!py_.empty() && eval_loop_frame(outer_fn)) {
+                while (next_py < py_.size()) {
+                    const std::uintptr_t w = py_[next_py++];
+                    inner_.push_back(python(w));
+                    if (stacks::python::is_entry_frame(w))
+                        break;
+                }
+                if (mode_ == PythonFrames::all) // the eval loop, then the Python code it runs
+                    add_all(at);
+                continue;
+            }
+            if (!py_.empty() && mode_ == PythonFrames::merged &&
+                (interpreter_frame(outer_fn) || startup_frame(outer_fn)))
+                continue;
+            add_all(at);
+        }
+        // Frames the native stack did not reach (its depth ran out, or the interpreter has no
+        // symbols): the Python stack's outer part, outermost last.
+        while (next_py < py_.size())
+            inner_.push_back(python(py_[next_py++]));
+        if (py_.empty() && autograd && autograd_label_wanted)
+            inner_.push_back(autograd_label());
+        root_first->assign(inner_.rbegin(), inner_.rend());
+    }
+
+    bool skipped_module(std::uintptr_t ip) {
+        const auto [it, fresh] = skipped_module_.emplace(ip, false);
+        if (fresh)
+            it->second = skipped(sym_.module_of(ip), skip_);
+        return it->second;
+    }
+    std::uint32_t native(const SymbolFrame& f) {
+        const auto [it, fresh] = native_.emplace(&f, 0);
+        if (fresh)
+            it->second = table_.add(f);
+        return it->second;
+    }
+    std::uint32_t python(std::uintptr_t word) {
+        const auto [it, fresh] = python_.emplace(word, 0);
+        if (fresh)
+            it->second = table_.add(python_frame(word));
+        return it->second;
+    }
+    std::uint32_t autograd_label() {
+        if (autograd_ < 0) {
+            SymbolFrame label;
+            label.function = "[autograd backward]";
+            autograd_ = table_.add(label);
+        }
+        return static_cast<std::uint32_t>(autograd_);
+    }
+
+    FrameTable& table_;
+    Symbolizer& sym_;
+    const std::vector<std::string>& skip_;
+    PythonFrames mode_;
+    // Symbolizer results stay valid while the symbolizer lives: their addresses name them.
+    std::unordered_map<const SymbolFrame*, std::uint32_t> native_;
+    std::unordered_map<std::uintptr_t, std::uint32_t> python_;
+    std::int64_t autograd_ = -1;
+    std::unordered_map<std::uintptr_t, bool> skipped_module_;
+    std::vector<std::uintptr_t> native_ips_;
+    std::vector<const std::vector<SymbolFrame>*> per_ip_;
+    std::vector<std::uintptr_t> py_;
+    std::vector<std::uint32_t> inner_;
+};
 
 void add(stacks::SiteCounters& a, const stacks::SiteCounters& b) {
     a.live_bytes += b.live_bytes;
@@ -141,49 +237,149 @@ void add(stacks::SiteCounters& a, const stacks::SiteCounters& b) {
     a.peak_acquired_bytes += b.peak_acquired_bytes;
 }
 
+/// Resolved sites by the labels of their stacks: sites whose frames read the same (frame_label
+/// by frame) are one call site. Open addressing of site indices with a part of each key's hash.
+class MergeIndex {
+public:
+    MergeIndex(const ResolvedReport& r, std::size_t expected) : r_(r) {
+        slots_.assign(std::max<std::size_t>(64, expected + expected / 2), Slot{}); // load <= 2/3
+    }
+
+    /// The site whose stack reads as `root_first`, or -1 (then `insert` it with the same hash).
+    std::int64_t find(const std::vector<std::uint32_t>& root_first, std::uint64_t hash) const {
+        const std::size_t n = slots_.size();
+        for (std::size_t i = static_cast<std::size_t>(hash % n); slots_[i].site != 0; i = i + 1 == n ? 0 : i + 1)
+            if (slots_[i].hash == static_cast<std::uint32_t>(hash >> 32) && same(slots_[i].site - 1, root_first))
+                return slots_[i].site - 1;
+        return -1;
+    }
+    void insert(std::uint32_t site, std::uint64_t hash) {
+        if ((count_ + 1) * 3 > slots_.size() * 2)
+            grow();
+        place(site, hash);
+        ++count_;
+    }
+    std::uint64_t hash(const std::vector<std::uint32_t>& root_first) const {
+        std::uint64_t h = 0x243F6A8885A308D3ull;
+        for (std::uint32_t f : root_first) {
+            h = (h ^ r_.frames.label(f)) * 0x100000001B3ull;
+            h ^= h >> 31;
+        }
+        return h * 0x9E3779B97F4A7C15ull;
+    }
+
+private:
+    struct Slot {
+        std::uint32_t site = 0; // index + 1; 0: empty
+        std::uint32_t hash = 0; // the key hash's upper half
+    };
+    bool same(std::uint32_t site, const std::vector<std::uint32_t>& root_first) const {
+        std::uint32_t node = r_.sites[site].stack;
+        if (r_.stacks.depth(node) != root_first.size())
+            return false;
+        for (std::size_t i = root_first.size(); i > 0; --i, node = r_.stacks.parent(node))
+            if (r_.frames.label(r_.stacks.frame(node)) != r_.frames.label(root_first[i - 1]))
+                return false;
+        return true;
+    }
+    void place(std::uint32_t site, std::uint64_t hash) {
+        const std::size_t n = slots_.size();
+        std::size_t i = static_cast<std::size_t>(hash % n);
+        while (slots_[i].site != 0)
+            i = i + 1 == n ? 0 : i + 1;
+        slots_[i] = {site + 1, static_cast<std::uint32_t>(hash >> 32)};
+    }
+    void grow() {
+        std::vector<Slot> old(slots_.size() * 2);
+        old.swap(slots_);
+        std::vector<std::uint32_t> frames;
+        for (const Slot& s : old)
+            if (s.site != 0) {
+                r_.stacks.frames(r_.sites[s.site - 1].stack, &frames);
+                place(s.site - 1, hash(frames));
+            }
+    }
+    const ResolvedReport& r_;
+    std::vector<Slot> slots_;
+    std::size_t count_ = 0;
+};
+
 } // namespace
+
+std::ptrdiff_t ResolvedReport::site_by_id(stacks::StackId id) const {
+    const auto it = std::lower_bound(by_id.begin(), by_id.end(), std::make_pair(id, std::uint32_t{0}));
+    return it != by_id.end() && it->first == id ? static_cast<std::ptrdiff_t>(it->second) : -1;
+}
+
+std::vector<SymbolFrame> ResolvedReport::frames_of(std::uint32_t stack) const {
+    std::vector<std::uint32_t> idx;
+    stacks.frames(stack, &idx);
+    std::vector<SymbolFrame> out;
+    out.reserve(idx.size());
+    for (std::uint32_t f : idx)
+        out.push_back(frames[f]);
+    return out;
+}
 
 std::vector<std::string> stack_labels(const std::vector<std::uintptr_t>& ips, Symbolizer& symbolizer,
                                       const std::vector<std::string>& skip, PythonFrames python,
                                       std::size_t max_frames) {
-    const std::vector<SymbolFrame> root_first = symbolise(ips, symbolizer, skip, python);
+    FrameTable table;
+    Resolver resolver(table, symbolizer, skip, python);
+    std::vector<std::uint32_t> root_first;
+    resolver.symbolise(ips, &root_first);
     std::vector<std::string> out;
     for (auto it = root_first.rbegin(); it != root_first.rend() && out.size() < max_frames; ++it)
-        out.push_back(frame_label(*it));
+        out.push_back(table.label_text(table.label(*it)));
     return out;
 }
 
 ResolvedReport resolve_report(const stacks::ReportData& data, Symbolizer& symbolizer,
-                              const std::vector<std::string>& skip, const std::string& alloc_conf,
-                              PythonFrames python) {
+                              const std::vector<std::string>& skip, const std::string& alloc_conf, PythonFrames python,
+                              const RawFrames& raw) {
     ResolvedReport out;
-    std::unordered_map<std::string, std::size_t> by_key;
+    Resolver resolver(out.frames, symbolizer, skip, python);
+    MergeIndex merged(out, data.sites.size());
+    std::vector<std::uintptr_t> fetched;
+    std::vector<std::uint32_t> root_first;
+    out.site_of.reserve(data.sites.size());
+    out.sites.reserve(data.sites.size());
+    out.by_id.reserve(data.sites.size());
     for (const stacks::SiteData& s : data.sites) {
-        std::vector<SymbolFrame> frames = symbolise(s.frames, symbolizer, skip, python);
-        std::string key;
-        for (const SymbolFrame& f : frames) {
-            key += frame_label(f);
-            key += '\n';
+        const std::vector<std::uintptr_t>* ips = &s.frames;
+        if (s.frames.empty() && s.id != 0 && raw) {
+            raw(s.id, &fetched);
+            ips = &fetched;
         }
-        auto [it, fresh] = by_key.emplace(key, out.sites.size());
-        out.site_of.push_back(it->second);
-        if (fresh) {
-            ResolvedSite r;
-            r.frames = std::move(frames);
-            r.counters = s.counters;
-            r.key = std::move(key);
-            out.sites.push_back(std::move(r));
+        resolver.symbolise(*ips, &root_first);
+        const std::uint64_t h = merged.hash(root_first);
+        const std::int64_t at = merged.find(root_first, h);
+        if (at >= 0) {
+            out.site_of.push_back(static_cast<std::uint32_t>(at));
+            ResolvedSite& into = out.sites[static_cast<std::size_t>(at)];
+            if (into.members++ == 1) { // its first merge: a sum of its own from now on
+                out.merged_counters.push_back(*into.sum);
+                into.sum = &out.merged_counters.back();
+            }
+            add(const_cast<stacks::SiteCounters&>(*into.sum), s.counters); // ours: a merged_counters element
         } else {
-            add(out.sites[it->second].counters, s.counters);
+            const auto index = static_cast<std::uint32_t>(out.sites.size());
+            out.site_of.push_back(index);
+            out.sites.push_back({out.stacks.add(root_first), 1, &s.counters});
+            merged.insert(index, h);
         }
+        out.by_id.emplace_back(s.id, out.site_of.back());
     }
+    std::sort(out.by_id.begin(), out.by_id.end());
     for (const stacks::OomRecord& o : data.ooms) {
         ResolvedOom r;
         r.record = &o;
-        r.frames = symbolise(o.frames, symbolizer, skip, python);
+        resolver.symbolise(o.frames, &root_first);
+        r.stack = out.stacks.add(root_first);
         r.suggestion = o.suggestion.empty() ? oom_suggestion(o.info, alloc_conf) : o.suggestion;
         out.ooms.push_back(std::move(r));
     }
+    out.stacks.seal();
     return out;
 }
 

@@ -77,13 +77,15 @@ std::string ScopedProfiles::render(std::int64_t token, int max_depth, bool nativ
     for (stacks::SiteData& s : delta.sites)
         s.frames = stacks::Recorder::instance().frames(s.id);
     ResolvedReport r = resolve_stacks(delta, stack_skip, python_mode);
+    std::vector<std::uint32_t> frames; // root first
     for (ResolvedSite& s : r.sites) {
-        const bool has_python =
-            std::any_of(s.frames.begin(), s.frames.end(), [](const SymbolFrame& f) { return f.python; });
-        if (!native && has_python)
-            std::erase_if(s.frames, [](const SymbolFrame& f) { return !f.python; });
-        if (max_depth > 0 && s.frames.size() > static_cast<std::size_t>(max_depth))
-            s.frames.erase(s.frames.begin(), s.frames.end() - max_depth); // keep the innermost
+        r.stacks.frames(s.stack, &frames);
+        auto python = [&](std::uint32_t f) { return r.frames[f].python; };
+        if (!native && std::any_of(frames.begin(), frames.end(), python))
+            std::erase_if(frames, [&](std::uint32_t f) { return !python(f); });
+        if (max_depth > 0 && frames.size() > static_cast<std::size_t>(max_depth))
+            frames.erase(frames.begin(), frames.end() - max_depth); // keep the innermost
+        s.stack = r.stacks.add(frames);
     }
     return line_profile_tree(r, TreeView::cumulative);
 }

@@ -441,6 +441,16 @@ const std::vector<SymbolFrame>& ProcessSymbolizer::resolve(std::uintptr_t ip) {
     }
 }
 
+std::string ProcessSymbolizer::module_of(std::uintptr_t ip) {
+    const stacks::ModuleRange* unloaded[1];
+    if (stacks::unloaded_at(ip, unloaded, 1) > 0)
+        return {};
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void*>(ip), &info) == 0 || info.dli_fname == nullptr || *info.dli_fname == '\0')
+        return {};
+    return util::base_name(info.dli_fname);
+}
+
 std::size_t ProcessSymbolizer::resolved_count() const {
     return impl_->cache.size();
 }

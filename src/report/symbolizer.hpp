@@ -27,6 +27,10 @@ public:
     /// Never empty: at least one frame, innermost (most deeply inlined) first. The reference stays
     /// valid as long as the symbolizer lives.
     virtual const std::vector<SymbolFrame>& resolve(std::uintptr_t ip) = 0;
+    /// The module (file name) holding `ip`, as resolve() would name it, ideally without reading
+    /// debug info: the reports drop the leading frames of some modules (the profiler's own,
+    /// CUDA's) and need not look those up. "" when unknown.
+    virtual std::string module_of(std::uintptr_t ip) { return resolve(ip).front().module; }
 };
 
 /// Resolves addresses of the running process; each address once (results cached). Modules
@@ -36,6 +40,8 @@ public:
     ProcessSymbolizer();
     ~ProcessSymbolizer() override;
     const std::vector<SymbolFrame>& resolve(std::uintptr_t ip) override;
+    /// dladdr's module (no DWARF); "" for code unloaded by dlclose or not in any module.
+    std::string module_of(std::uintptr_t ip) override;
     std::size_t resolved_count() const;
 
 private:

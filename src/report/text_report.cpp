@@ -8,53 +8,60 @@
 #include "report/line_profile.hpp"
 #include "report/oom_advice.hpp"
 #include "report/owner.hpp"
+#include "report/user_code.hpp"
 #include "util/byte_format.hpp"
 
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <unordered_map>
 
 namespace gpumemprof::report {
 
 namespace {
 
+/// Call sites the leak list shows at most (a note gives the number and bytes of the rest).
+constexpr int kLeakSites = 1000;
+
 /// Fragmentation measured at one instant: when reserved bytes peaked (pool::ReservedPeak).
-void fragmentation_line(std::string& out, const char* indent, const pool::ReservedPeak& p) {
+void fragmentation_line(util::BufferedOut& out, const char* indent, const pool::ReservedPeak& p) {
     out += std::string(indent) +
            "fragmentation when reserved peaked: " + util::torch_size_exact(p.reserved - p.allocated) +
            " reserved but not allocated (of " + util::torch_size(p.reserved) + "), of which " +
            util::torch_size_exact(p.inactive_split_bytes) + " free inside split segments\n";
 }
 
-void heading(std::string& out, const std::string& title) {
+void heading(util::BufferedOut& out, const std::string& title) {
     out += "\n== " + title + " ==\n";
 }
 
-/// The innermost `max` frames of a site that the filter does not hide, innermost first,
+/// The innermost `max` frames of a stack that the filter does not hide, innermost first,
 /// indented, then how many were hidden among them and how many outer frames follow.
-void stack_lines(std::string& out, const std::vector<SymbolFrame>& frames, std::size_t max, const char* indent,
-                 const FrameFilter& filter) {
-    if (frames.empty()) {
+void stack_lines(util::BufferedOut& out, const ResolvedReport& r, std::uint32_t stack, std::size_t max,
+                 const char* indent, const FrameFilter& filter) {
+    if (stack == 0) {
         out += indent;
         out += "[no stack captured]\n";
         return;
     }
-    const bool all_hidden =
-        std::all_of(frames.begin(), frames.end(), [&](const SymbolFrame& f) { return filter.hidden(f); });
+    bool all_hidden = true;
+    for (std::uint32_t n = stack; n != 0 && all_hidden; n = r.stacks.parent(n))
+        all_hidden = filter.hidden(r.frames[r.stacks.frame(n)]);
     std::size_t shown = 0, hidden = 0;
-    auto it = frames.rbegin();
-    for (; it != frames.rend() && shown < max; ++it) {
-        if (!all_hidden && filter.hidden(*it)) {
+    std::uint32_t n = stack; // innermost first: up the tree
+    for (; n != 0 && shown < max; n = r.stacks.parent(n)) {
+        const SymbolFrame& f = r.frames[r.stacks.frame(n)];
+        if (!all_hidden && filter.hidden(f)) {
             ++hidden;
             continue;
         }
         out += indent;
         out += shown == 0 ? "at " : "from ";
-        out += frame_label(*it);
+        out += r.frames.label_text(r.frames.label(r.stacks.frame(n)));
         out += '\n';
         ++shown;
     }
-    const auto outer = static_cast<std::size_t>(frames.rend() - it);
+    const std::size_t outer = r.stacks.depth(n);
     if (hidden > 0 || outer > 0) {
         out += std::string(indent) + "(";
         if (hidden > 0)
@@ -68,9 +75,85 @@ void stack_lines(std::string& out, const std::vector<SymbolFrame>& frames, std::
     }
 }
 
+/// The innermost frame of the user's own code in a stack (a FrameTable index + 1), or 0.
+std::uint32_t user_frame(const ResolvedReport& r, std::uint32_t stack, const UserCode& user) {
+    for (std::uint32_t n = stack; n != 0; n = r.stacks.parent(n))
+        if (user.is_user(r.frames[r.stacks.frame(n)]))
+            return r.stacks.frame(n) + 1;
+    return 0;
+}
+
+/// The top sites led by the user's own line: sites with the same innermost line of user code
+/// are one entry (one `loss = model(x)` is not forty sites); beneath it, the library frames of
+/// its largest call stack. Sites without user code stand alone.
 template <typename Key>
-void top_sites(std::string& out, const ResolvedReport& r, int n, Key key, const char* what, const FrameFilter& filter) {
-    const std::vector<std::size_t> v = ranked_sites(r, key);
+void top_user_sites(util::BufferedOut& out, const ResolvedReport& r, int n, Key key, const char* what,
+                    const FrameFilter& filter, const UserCode& user) {
+    struct Group {
+        std::int64_t bytes = 0, count = 0, largest = -1;
+        std::uint32_t frame = 0, stack = 0, stacks = 0;
+    };
+    std::vector<Group> groups;
+    std::unordered_map<std::uint32_t, std::size_t> by_label; // user line label -> group
+    for (const std::uint32_t i : ranked_sites(r, key)) {
+        const ResolvedSite& site = r.sites[i];
+        const auto [bytes, count] = key(site);
+        const std::uint32_t uf = user_frame(r, site.stack, user);
+        std::size_t g = groups.size();
+        if (uf != 0) {
+            auto [it, fresh] = by_label.try_emplace(r.frames.label(uf - 1), groups.size());
+            g = it->second;
+            if (fresh)
+                groups.push_back(Group{});
+        } else {
+            groups.push_back(Group{});
+        }
+        Group& gr = groups[g];
+        gr.bytes += bytes;
+        gr.count += count;
+        gr.frame = uf;
+        ++gr.stacks;
+        if (bytes > gr.largest) {
+            gr.largest = bytes;
+            gr.stack = site.stack;
+        }
+    }
+    if (groups.empty()) {
+        out += "(none)\n";
+        return;
+    }
+    std::stable_sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) { return a.bytes > b.bytes; });
+    for (std::size_t i = 0; i < groups.size() && i < static_cast<std::size_t>(n); ++i) {
+        const Group& g = groups[i];
+        out += "#" + std::to_string(i + 1) + " " + util::torch_size_exact(g.bytes) + " " + what + " in " +
+               std::to_string(g.count) + " block" + (g.count == 1 ? "" : "s");
+        if (g.stacks > 1)
+            out += " from " + std::to_string(g.stacks) + " call stacks";
+        out += "\n";
+        // The user's line first, unless it already is the first frame shown.
+        std::uint32_t first_shown = 0;
+        for (std::uint32_t f = g.stack; f != 0 && first_shown == 0; f = r.stacks.parent(f))
+            if (!filter.hidden(r.frames[r.stacks.frame(f)]))
+                first_shown = r.stacks.frame(f) + 1;
+        if (g.frame != 0 && first_shown != g.frame) {
+            out += "    " + r.frames.label_text(r.frames.label(g.frame - 1)) + "   <- your code\n";
+            out += g.stacks > 1 ? "    the largest of its call stacks:\n" : "    called into:\n";
+        }
+        stack_lines(out, r, g.stack, 6, "    ", filter);
+    }
+    if (groups.size() > static_cast<std::size_t>(n)) {
+        std::int64_t rest = 0;
+        for (std::size_t i = static_cast<std::size_t>(n); i < groups.size(); ++i)
+            rest += groups[i].bytes;
+        out += "(" + std::to_string(groups.size() - static_cast<std::size_t>(n)) + " more, " +
+               util::torch_size_exact(rest) + " " + what + ")\n";
+    }
+}
+
+template <typename Key>
+void top_sites(util::BufferedOut& out, const ResolvedReport& r, int n, Key key, const char* what,
+               const FrameFilter& filter) {
+    const std::vector<std::uint32_t> v = ranked_sites(r, key);
     if (v.empty()) {
         out += "(none)\n";
         return;
@@ -80,14 +163,19 @@ void top_sites(std::string& out, const ResolvedReport& r, int n, Key key, const 
         const auto [bytes, count] = key(site);
         out += "#" + std::to_string(i + 1) + " " + util::torch_size_exact(bytes) + " " + what + " in " +
                std::to_string(count) + " block" + (count == 1 ? "" : "s") + "\n";
-        stack_lines(out, site.frames, 6, "    ", filter);
+        stack_lines(out, r, site.stack, 6, "    ", filter);
     }
-    if (v.size() > static_cast<std::size_t>(n))
-        out += "(" + std::to_string(v.size() - n) + " more call sites)\n";
+    if (v.size() > static_cast<std::size_t>(n)) {
+        std::int64_t rest = 0;
+        for (std::size_t i = static_cast<std::size_t>(n); i < v.size(); ++i)
+            rest += key(r.sites[v[i]]).first;
+        out += "(" + std::to_string(v.size() - static_cast<std::size_t>(n)) + " more call sites, " +
+               util::torch_size_exact(rest) + " " + what + ")\n";
+    }
 }
 
 /// What happens to freed memory: reused at once, or kept until the device is past it, and why.
-void reuse_line(std::string& out, const ReportInput& in, const ResolvedReport& r) {
+void reuse_line(util::BufferedOut& out, const ReportInput& in, const ResolvedReport& r) {
     if (!in.caching)
         return;
     if (in.reuse.at_once) {
@@ -105,7 +193,7 @@ void reuse_line(std::string& out, const ReportInput& in, const ResolvedReport& r
 }
 
 /// Who was profiled, for how long, and the settings that shaped the run.
-void header_lines(std::string& out, const ReportInput& in) {
+void header_lines(util::BufferedOut& out, const ReportInput& in) {
     out += "gpumemprof report for " + (in.exe.empty() ? std::string("?") : in.exe) + " (pid " + std::to_string(in.pid) +
            ")\n";
     char secs[64];
@@ -124,8 +212,9 @@ void header_lines(std::string& out, const ReportInput& in) {
     }
 }
 
-/// CUDA graph and MemPool private pools of PyTorch's allocator, and the check against its own figures.
-void torch_lines(std::string& out, const DeviceSummary& d) {
+/// CUDA graph and MemPool private pools of PyTorch's allocator, what kind its memory was at the
+/// peak, and the check against its own figures.
+void torch_lines(util::BufferedOut& out, const DeviceSummary& d) {
     if (d.allocator != "pytorch")
         return;
     for (const pool::PrivatePoolBytes& p : d.private_pools)
@@ -133,6 +222,20 @@ void torch_lines(std::string& out, const DeviceSummary& d) {
                ") (CUDA graph or MemPool): reserved " + util::torch_size_exact(p.reserved) + ", allocated " +
                util::torch_size_exact(p.allocated) + " now; peak reserved " + util::torch_size_exact(p.peak_reserved) +
                "\n";
+    std::int64_t peak_total = 0;
+    for (const auto& k : d.kinds_at_peak)
+        peak_total += k.second;
+    if (peak_total > 0) {
+        out += "  what the memory was when PyTorch's live total peaked (" + util::torch_size(peak_total) + "):";
+        for (const auto& [kind, bytes] : d.kinds_at_peak)
+            if (bytes > 0)
+                out += " " + kind + " " + util::torch_size(bytes) + ";";
+        out += "\n";
+    }
+    if (d.backward_matched + d.backward_unmatched > 0)
+        out += "  backward-pass allocations charged to the forward line that caused them: " +
+               std::to_string(d.backward_matched) + " of " + std::to_string(d.backward_matched + d.backward_unmatched) +
+               " (the others' forward op allocated nothing; they name the autograd node)\n";
     if (d.mirror_mismatches > 0)
         out += "  " + std::to_string(d.mirror_mismatches) +
                " of PyTorch's allocator events did not fit the state rebuilt from the earlier ones: its figures "
@@ -153,7 +256,7 @@ void torch_lines(std::string& out, const DeviceSummary& d) {
 /// The pool's figures of one device: peaks, fragmentation, counts. With expandable segments the
 /// device calls are page maps/unmaps.
 /// `torch_attached`: the report also shows PyTorch's attached allocator (ours then serves the rest).
-void device_figures(std::string& out, const DeviceSummary& d, const stacks::ReportData& data, bool expandable,
+void device_figures(util::BufferedOut& out, const DeviceSummary& d, const stacks::ReportData& data, bool expandable,
                     bool torch_attached) {
     // Peaks over the whole run, even where the program reset PyTorch's (they are in the JSON).
     const auto& st = d.program_resets > 0 ? d.whole_run : d.stats;
@@ -188,7 +291,7 @@ void device_figures(std::string& out, const DeviceSummary& d, const stacks::Repo
 }
 
 /// What the pool waited for and what went wrong under it on one device (lines only when any).
-void device_troubles(std::string& out, const DeviceSummary& d) {
+void device_troubles(util::BufferedOut& out, const DeviceSummary& d) {
     if (d.pending.blocks.allocated > 0) {
         char waited[64], upkeep[96];
         std::snprintf(waited, sizeof waited, "%.3f ms", static_cast<double>(d.pool_counters.wait_ns) / 1e6);
@@ -217,7 +320,7 @@ void device_troubles(std::string& out, const DeviceSummary& d) {
 }
 
 /// PyTorch's allocator on the same requests (pool::PoolModel), when it ran.
-void device_model(std::string& out, const DeviceSummary& d, bool expandable) {
+void device_model(util::BufferedOut& out, const DeviceSummary& d, bool expandable) {
     if (!d.has_model)
         return;
     const auto& m = d.model;
@@ -235,7 +338,7 @@ void device_model(std::string& out, const DeviceSummary& d, bool expandable) {
 }
 
 /// What capturing the stacks cost, and the allocations kept without one.
-void capture_lines(std::string& out, const stacks::CaptureStats& c) {
+void capture_lines(util::BufferedOut& out, const stacks::CaptureStats& c) {
     char line[256];
     if (c.captures > 0) {
         const double n = static_cast<double>(c.captures);
@@ -265,7 +368,8 @@ void capture_lines(std::string& out, const stacks::CaptureStats& c) {
 }
 
 /// "Summary": process-wide figures, each device's, the call-site count and the capture cost.
-void summary_section(std::string& out, const ReportInput& in, const stacks::ReportData& data, const ResolvedReport& r) {
+void summary_section(util::BufferedOut& out, const ReportInput& in, const stacks::ReportData& data,
+                     const ResolvedReport& r) {
     heading(out, "Summary");
     if (data.events == 0 && !in.devices.empty()) {
         // Call-site accounting was off the whole run (GPUMEMPROF_STACK_DEPTH=0): no process-wide
@@ -292,46 +396,49 @@ void summary_section(std::string& out, const ReportInput& in, const stacks::Repo
 }
 
 /// The two rankings of call sites and the two line profiles.
-void site_sections(std::string& out, const ReportInput& in, const ResolvedReport& r, const FrameFilter& filter) {
+void site_sections(util::BufferedOut& out, const ReportInput& in, const ResolvedReport& r, const FrameFilter& filter) {
+    const UserCode user(in.exe, in.user_code);
     heading(out, "Top call sites by bytes live at the peak");
-    top_sites(
+    top_user_sites(
         out, r, in.top_n,
-        [](const ResolvedSite& s) { return std::make_pair(s.counters.peak_live_bytes, s.counters.peak_live_count); },
-        "live at the peak", filter);
+        [](const ResolvedSite& s) {
+            return std::make_pair(s.counters().peak_live_bytes, s.counters().peak_live_count);
+        },
+        "live at the peak", filter, user);
     heading(out, "Top call sites by total bytes allocated");
-    top_sites(
+    top_user_sites(
         out, r, in.top_n,
-        [](const ResolvedSite& s) { return std::make_pair(s.counters.total_bytes, s.counters.total_count); },
-        "allocated", filter);
+        [](const ResolvedSite& s) { return std::make_pair(s.counters().total_bytes, s.counters().total_count); },
+        "allocated", filter, user);
 
     heading(out, "Line profile, cumulative (used_bytes, acquired_bytes)");
     out += "used_bytes: bytes the pool handed out for requests made under the frame over the whole run;\n"
            "acquired_bytes: device memory the pool obtained from the driver while serving those requests.\n";
-    out += line_profile_tree(r, TreeView::cumulative);
+    write_line_profile(out, r, TreeView::cumulative);
     heading(out, "Line profile at the peak (live_bytes, acquired_bytes)");
     out += "live_bytes: bytes under the frame live when the process-wide total peaked;\n"
            "acquired_bytes: device memory obtained for requests under the frame up to that moment.\n";
-    out += line_profile_tree(r, TreeView::at_peak);
+    write_line_profile(out, r, TreeView::at_peak);
 }
 
-void leak_section(std::string& out, const ResolvedReport& r, const FrameFilter& filter) {
+void leak_section(util::BufferedOut& out, const ResolvedReport& r, const FrameFilter& filter) {
     heading(out, "Leaks at exit (live blocks grouped by call site)");
     // Blocks a library keeps for the whole process (cuBLAS's workspaces, NCCL's buffers,
-    // PyTorch's cached segments' blocks) are no leaks of the program's code: listed apart.
-    const auto program = [](const ResolvedSite& s) { return owning_library(s.frames).empty(); };
+    // PyTorch's cached tensors at exit) are no leaks of the program's code: listed apart.
+    const auto program = [&](const ResolvedSite& s) { return owning_library(r, s.stack).empty(); };
     top_sites(
-        out, r, 1 << 30,
+        out, r, kLeakSites,
         [&](const ResolvedSite& s) {
-            return program(s) ? std::make_pair(s.counters.live_bytes, s.counters.live_count)
+            return program(s) ? std::make_pair(s.counters().live_bytes, s.counters().live_count)
                               : std::make_pair(std::int64_t{0}, std::int64_t{0});
         },
         "leaked", filter);
     std::map<std::string, std::pair<std::int64_t, std::int64_t>> kept;
     for (const ResolvedSite& s : r.sites)
-        if (!program(s) && s.counters.live_bytes > 0) {
-            auto& k = kept[owning_library(s.frames)];
-            k.first += s.counters.live_bytes;
-            k.second += s.counters.live_count;
+        if (s.counters().live_bytes > 0 && !program(s)) {
+            auto& k = kept[owning_library(r, s.stack)];
+            k.first += s.counters().live_bytes;
+            k.second += s.counters().live_count;
         }
     for (const auto& [lib, k] : kept)
         out += "kept by " + lib +
@@ -341,7 +448,7 @@ void leak_section(std::string& out, const ResolvedReport& r, const FrameFilter& 
            "and ELF destructors of the program and its libraries (frees made there are seen).\n";
 }
 
-void oom_section(std::string& out, const ResolvedReport& r, const FrameFilter& filter) {
+void oom_section(util::BufferedOut& out, const ResolvedReport& r, const FrameFilter& filter) {
     heading(out, "Out-of-memory events");
     if (r.ooms.empty())
         out += "(none)\n";
@@ -349,20 +456,20 @@ void oom_section(std::string& out, const ResolvedReport& r, const FrameFilter& f
     for (const ResolvedOom& o : r.ooms) {
         const stacks::OomRecord& rec = *o.record;
         out += "OOM #" + std::to_string(++k) + " on device " + std::to_string(rec.device) + ": request of " +
-               util::torch_size_exact_u(rec.info.requested) + "\n";
+               util::torch_size_exact(static_cast<std::int64_t>(rec.info.requested)) + "\n";
         out += "  " + oom_message(rec.device, rec.info) + "\n";
         out += "  stack:\n";
-        stack_lines(out, o.frames, 32, "    ", filter);
+        stack_lines(out, r, o.stack, 32, "    ", filter);
         out += "  suggestion: " + o.suggestion + "\n";
     }
 }
 
 } // namespace
 
-std::string text_report(const ReportInput& in, const stacks::ReportData& data, const ResolvedReport& r,
-                        const std::string& accounting) {
+bool write_text(util::OutputSink& sink, const ReportInput& in, const stacks::ReportData& data, const ResolvedReport& r,
+                const std::string& accounting) {
     const FrameFilter filter(in.hide_frames ? in.hide_frames->c_str() : nullptr);
-    std::string out;
+    util::BufferedOut out(sink);
     header_lines(out, in);
     reuse_line(out, in, r);
     summary_section(out, in, data, r);
@@ -370,7 +477,15 @@ std::string text_report(const ReportInput& in, const stacks::ReportData& data, c
     site_sections(out, in, r, filter);
     leak_section(out, r, filter);
     oom_section(out, r, filter);
-    return out;
+    return out.flush();
+}
+
+std::string text_report(const ReportInput& in, const stacks::ReportData& data, const ResolvedReport& r,
+                        const std::string& accounting) {
+    std::string s;
+    util::StringSink sink(s);
+    write_text(sink, in, data, r, accounting);
+    return s;
 }
 
 } // namespace gpumemprof::report

@@ -10,22 +10,24 @@
 namespace gpumemprof::report {
 namespace {
 
-using Frames = std::vector<SymbolFrame>; // root first
-
 /// Call stacks by StackId, and writes them innermost first, each list once per pickle.
 class FrameLists {
 public:
-    FrameLists(const stacks::ReportData& data, const ResolvedReport& resolved) {
-        for (std::size_t i = 0; i < data.sites.size() && i < resolved.site_of.size(); ++i)
-            by_id_.emplace(data.sites[i].id, &resolved.sites[resolved.site_of[i]].frames);
+    explicit FrameLists(const ResolvedReport& resolved) : r_(resolved) {
         for (const ResolvedOom& o : resolved.ooms)
             if (o.record)
-                by_id_.emplace(o.record->id, &o.frames);
+                oom_stack_.emplace(o.record->id, o.stack);
     }
 
     void write(ObjectWriter& w, stacks::StackId id) const {
-        auto it = id ? by_id_.find(id) : by_id_.end();
-        if (it == by_id_.end()) {
+        std::int64_t stack = -1;
+        if (id != 0) {
+            if (const std::ptrdiff_t site = r_.site_by_id(id); site >= 0)
+                stack = r_.sites[static_cast<std::size_t>(site)].stack;
+            else if (auto it = oom_stack_.find(id); it != oom_stack_.end())
+                stack = it->second;
+        }
+        if (stack < 0) {
             w.begin_list();
             w.end_list();
             return;
@@ -33,11 +35,12 @@ public:
         if (w.recall(id))
             return;
         w.begin_list();
-        for (auto f = it->second->rbegin(); f != it->second->rend(); ++f) {
+        for (auto n = static_cast<std::uint32_t>(stack); n != 0; n = r_.stacks.parent(n)) {
+            const SymbolFrame& f = r_.frames[r_.stacks.frame(n)];
             w.begin_dict();
-            w.field("filename", f->file.empty() ? std::string_view(f->module) : std::string_view(f->file));
-            w.field("line", f->line);
-            w.field("name", f->function.empty() ? std::string_view("??") : std::string_view(f->function));
+            w.field("filename", f.file.empty() ? std::string_view(f.module) : std::string_view(f.file));
+            w.field("line", f.line);
+            w.field("name", f.function.empty() ? std::string_view("??") : std::string_view(f.function));
             w.end_dict();
         }
         w.end_list();
@@ -45,7 +48,8 @@ public:
     }
 
 private:
-    std::unordered_map<stacks::StackId, const Frames*> by_id_;
+    const ResolvedReport& r_;
+    std::unordered_map<stacks::StackId, std::uint32_t> oom_stack_;
 };
 
 const char* state_name(pool::BlockState s) {
@@ -153,7 +157,7 @@ void write_traces(ObjectWriter& w, const ReportInput& in, const FrameLists& fram
 
 void write_torch_snapshot(ObjectWriter& w, const ReportInput& in, const stacks::ReportData& data,
                           const ResolvedReport& resolved) {
-    const FrameLists frames(data, resolved);
+    const FrameLists frames(resolved);
     w.begin_dict();
     write_segments(w, in, data, frames);
     write_traces(w, in, frames);
@@ -162,6 +166,13 @@ void write_torch_snapshot(ObjectWriter& w, const ReportInput& in, const stacks::
     w.field("PYTORCH_CUDA_ALLOC_CONF", in.alloc_conf);
     w.end_dict();
     w.end_dict();
+}
+
+bool write_torch_snapshot_pickle(util::OutputSink& out, const ReportInput& in, const stacks::ReportData& data,
+                                 const ResolvedReport& resolved) {
+    PickleWriter w(&out);
+    write_torch_snapshot(w, in, data, resolved);
+    return w.finish();
 }
 
 std::string torch_snapshot_pickle(const ReportInput& in, const stacks::ReportData& data,

@@ -15,6 +15,7 @@
 #include "report/report_input.hpp"
 #include "report/resolved_stacks.hpp"
 #include "stacks/report_data.hpp"
+#include "util/output_sink.hpp"
 
 #include <string>
 
@@ -23,8 +24,10 @@ namespace gpumemprof::report {
 void write_torch_snapshot(ObjectWriter& w, const ReportInput& in, const stacks::ReportData& data,
                           const ResolvedReport& resolved);
 
-/// The same dict as pickle bytes (<prefix>.pickle) and as JSON (the C API). Never throw; an
-/// empty string on failure.
+/// The pickle into `out` as it is made (<prefix>.pickle); false when `out` failed. May throw.
+bool write_torch_snapshot_pickle(util::OutputSink& out, const ReportInput& in, const stacks::ReportData& data,
+                                 const ResolvedReport& resolved);
+/// The same dict as pickle bytes and as JSON (the C API). Never throw; an empty string on failure.
 std::string torch_snapshot_pickle(const ReportInput& in, const stacks::ReportData& data,
                                   const ResolvedReport& resolved);
 std::string torch_snapshot_json(const ReportInput& in, const stacks::ReportData& data, const ResolvedReport& resolved);

@@ -25,8 +25,7 @@ bool python_library(const std::string& file) {
 
 } // namespace
 
-UserCode::UserCode(const std::string& exe, const std::string& globs)
-    : exe_module_(util::base_name(exe.c_str())) {
+UserCode::UserCode(const std::string& exe, const std::string& globs) : exe_module_(util::base_name(exe.c_str())) {
     std::string item;
     for (std::size_t i = 0; i <= globs.size(); ++i) {
         if (i == globs.size() || globs[i] == ',') {

@@ -10,6 +10,8 @@
 // thread-specific key and a flag (both documented as callable without the GIL).
 #include "stacks/python_frames.hpp"
 
+#include "util/log.hpp"
+
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -174,8 +176,9 @@ void stderr_sink(const char* message) {
     char buf[512];
     const int n =
         std::snprintf(buf, sizeof buf, "gpumemprof: warning [%d]: %s\n", static_cast<int>(::getpid()), message);
-    if (n > 0)
-        (void)!::write(2, buf, static_cast<std::size_t>(n < static_cast<int>(sizeof buf) ? n : sizeof buf - 1));
+    if (n > 0) // only to the stderr the process started with (log::to_stderr)
+        log::to_stderr(
+            std::string_view(buf, static_cast<std::size_t>(n < static_cast<int>(sizeof buf) ? n : sizeof buf - 1)));
 }
 std::atomic<void (*)(const char*)> g_sink{stderr_sink};
 

@@ -449,7 +449,7 @@ std::vector<std::pair<StackId, std::int64_t>> Recorder::live_by_site(int device)
     return out;
 }
 
-ReportData Recorder::collect() const {
+ReportData Recorder::collect(bool site_frames) const {
     ReportData out;
     try {
         {
@@ -458,8 +458,9 @@ ReportData Recorder::collect() const {
             out.ooms = ooms_;
         }
         // Frames are read outside the accounting lock (the tree has its own; ids never change).
-        for (SiteData& s : out.sites)
-            s.frames = tree_.frames(s.id);
+        if (site_frames)
+            for (SiteData& s : out.sites)
+                s.frames = tree_.frames(s.id);
         for (OomRecord& o : out.ooms)
             o.frames = tree_.frames(o.id);
         out.capture = capture_stats();

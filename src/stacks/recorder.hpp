@@ -108,8 +108,10 @@ public:
     /// Frees memory: not from an atfork handler.
     void reset_after_fork() noexcept;
 
-    /// A consistent copy for the report writers (frames filled in, unsymbolised).
-    ReportData collect() const;
+    /// A consistent copy for the report writers (frames filled in, unsymbolised). With
+    /// `site_frames` false the sites' frames are left empty (read them with frames(id) one at a
+    /// time: a million sites' frames would be copied at once otherwise); OOMs keep theirs.
+    ReportData collect(bool site_frames = true) const;
     /// What is live on `device` now, by call site (empty while accounting is off).
     std::vector<std::pair<StackId, std::int64_t>> live_by_site(int device) const noexcept;
 

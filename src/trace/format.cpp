@@ -79,9 +79,12 @@ void append_varint(std::vector<std::uint8_t>& out, std::uint64_t v) {
     out.insert(out.end(), tmp, e);
 }
 
-void put_str(std::vector<std::uint8_t>& out, const std::string& s) {
+void put_str(std::vector<std::uint8_t>& out, std::string_view s) {
     append_varint(out, s.size());
-    out.insert(out.end(), s.begin(), s.end());
+    const std::size_t at = out.size();
+    out.resize(at + s.size());
+    if (!s.empty())
+        std::memcpy(out.data() + at, s.data(), s.size());
 }
 
 } // namespace
@@ -290,19 +293,27 @@ std::uint64_t now_ns() {
 
 namespace gpumemprof::trace {
 
+void append_stack_head(std::vector<std::uint8_t>& out, std::uint64_t id, std::uint64_t frames) {
+    append_varint(out, id);
+    append_varint(out, frames);
+}
+
+void append_stack_frame(std::vector<std::uint8_t>& out, std::string_view function, std::string_view file,
+                        std::uint32_t line, std::string_view module, std::uint64_t offset, std::string_view kind) {
+    put_str(out, function);
+    put_str(out, file);
+    append_varint(out, line);
+    put_str(out, module);
+    append_varint(out, offset);
+    put_str(out, kind);
+}
+
 std::vector<std::uint8_t> encode_stacks(const std::vector<Stack>& stacks) {
     std::vector<std::uint8_t> out;
     for (const Stack& s : stacks) {
-        append_varint(out, s.id);
-        append_varint(out, s.frames.size());
-        for (const StackFrame& f : s.frames) {
-            put_str(out, f.function);
-            put_str(out, f.file);
-            append_varint(out, f.line);
-            put_str(out, f.module);
-            append_varint(out, f.offset);
-            put_str(out, f.kind);
-        }
+        append_stack_head(out, s.id, s.frames.size());
+        for (const StackFrame& f : s.frames)
+            append_stack_frame(out, f.function, f.file, f.line, f.module, f.offset, f.kind);
     }
     return out;
 }

@@ -108,6 +108,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -182,6 +183,11 @@ struct Stack {
 /// The payload of one stack block for `stacks` (encode), and its reading (decode: false with
 /// `*why` on malformed bytes).
 std::vector<std::uint8_t> encode_stacks(const std::vector<Stack>& stacks);
+/// The same bytes appended piece by piece, with no Stack made: a stack's head (its id and
+/// number of frames), then each of its frames, innermost first.
+void append_stack_head(std::vector<std::uint8_t>& out, std::uint64_t id, std::uint64_t frames);
+void append_stack_frame(std::vector<std::uint8_t>& out, std::string_view function, std::string_view file,
+                        std::uint32_t line, std::string_view module, std::uint64_t offset, std::string_view kind);
 bool decode_stacks(const std::uint8_t* p, const std::uint8_t* end, std::uint32_t count, std::vector<Stack>* out,
                    const char** why);
 

@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,10 +20,16 @@ Writer::~Writer() {
 
 namespace {
 
-/// The pid recorded in the header of an existing trace file (0 when it is not a trace).
+/// The pid recorded in the header of an existing trace file: 0 when it is not a trace, -1 when
+/// its first bytes cannot be read (then nobody may assume it is free).
 int trace_owner(int fd) {
     std::uint8_t head[32];
-    const ssize_t n = ::pread(fd, head, sizeof head, 0);
+    ssize_t n = -1;
+    do
+        n = ::pread(fd, head, sizeof head, 0);
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return -1;
     if (n < 17 || std::memcmp(head, kFileMagic, 8) != 0)
         return 0;
     const std::uint8_t* p = head + 16;
@@ -34,6 +41,22 @@ int trace_owner(int fd) {
 
 bool process_alive(int pid) {
     return ::kill(pid, 0) == 0 || errno == EPERM;
+}
+
+/// flock(LOCK_EX) on a trace being opened, so that two processes opening one path at the same
+/// moment (ranks started together) check and claim it one after the other. Released by closing
+/// `fd` (never by LOCK_UN after the close: the number may be the program's by then). Tries
+/// without blocking for about a second: a fork child made by another thread meanwhile may hold
+/// a copy of a locking fd until it execs.
+bool lock_for_open(int fd) {
+    for (int i = 0; i < 1000; ++i) {
+        if (::flock(fd, LOCK_EX | LOCK_NB) == 0)
+            return true;
+        if (errno != EWOULDBLOCK && errno != EINTR)
+            return false;
+        ::usleep(1000);
+    }
+    return false;
 }
 
 std::string absolute(const std::string& path) {
@@ -68,8 +91,10 @@ bool Writer::open(const std::string& path, const Header& header, WriterOptions o
     state_ = CodecState{};
     path_ = absolute(path); // the program may chdir() later
     // O_NONBLOCK: a FIFO without a reader fails at once (ENXIO) instead of blocking; O_NOFOLLOW:
-    // a symlink planted at the path is refused (ELOOP). No O_TRUNC before the checks below.
-    const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644);
+    // a symlink planted at the path is refused (ELOOP). No O_TRUNC before the checks below. Read
+    // and write: the header of a trace already there names its owner (a write-only fd cannot
+    // read it, and a trace taken as ownerless would be truncated under a live recording).
+    const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644);
     if (fd < 0) {
         error_ = "cannot create trace file " + path + ": " +
                  (errno == ELOOP ? std::string("it is a symbolic link") : std::string(std::strerror(errno)));
@@ -87,8 +112,16 @@ bool Writer::open(const std::string& path, const Header& header, WriterOptions o
         return refuse("not a regular file (a trace is written to a file, never to a FIFO or device)");
     if (st.st_nlink > 1)
         return refuse("it has other hard links");
+    // From the owner check to the end of the header: one process at a time (the lock is released
+    // when fd is closed, below or in refuse).
+    if (!lock_for_open(fd))
+        return refuse(std::string("another process keeps it locked (flock: ") + std::strerror(errno) + ")");
+    if (::fstat(fd, &st) != 0) // its size now that no other process is claiming it
+        return refuse(std::strerror(errno));
     if (st.st_size > 0) {
         const int owner = trace_owner(fd);
+        if (owner < 0)
+            return refuse(std::string("its header cannot be read to tell whose it is: ") + std::strerror(errno));
         if (owner > 0 && owner != static_cast<int>(::getpid()) && process_alive(owner)) {
             busy_pid_ = owner;
             return refuse("process " + std::to_string(owner) + " is recording into it");
@@ -202,34 +235,40 @@ void Writer::flush() {
 }
 
 void Writer::write_stacks(const std::vector<Stack>& stacks) {
+    // Each stack encoded once, packed into blocks of at most the payload limit (a stack larger
+    // than the limit alone is dropped).
+    std::vector<std::uint8_t> payload, one;
+    std::uint32_t count = 0;
+    for (const Stack& s : stacks) {
+        one.clear();
+        append_stack_head(one, s.id, s.frames.size());
+        for (const StackFrame& f : s.frames)
+            append_stack_frame(one, f.function, f.file, f.line, f.module, f.offset, f.kind);
+        if (one.size() > kMaxBlockPayload)
+            continue;
+        if (payload.size() + one.size() > kMaxBlockPayload) {
+            write_stack_block(payload, count);
+            payload.clear();
+            count = 0;
+        }
+        payload.insert(payload.end(), one.begin(), one.end());
+        ++count;
+    }
+    write_stack_block(payload, count);
+}
+
+void Writer::write_stack_block(const std::vector<std::uint8_t>& payload, std::uint32_t count) {
+    if (count == 0 || payload.size() > kMaxBlockPayload)
+        return;
     flush();
     std::lock_guard<std::mutex> lock(mu_);
     if (!open_.load(std::memory_order_relaxed) || failed_.load(std::memory_order_relaxed))
         return;
     std::lock_guard<std::mutex> io(io_mu_);
-    std::size_t i = 0;
-    while (i < stacks.size()) {
-        // As many stacks as fit in one block (a stack larger than the limit alone is dropped).
-        std::vector<Stack> part;
-        std::size_t bytes = 0;
-        for (; i < stacks.size(); ++i) {
-            const std::size_t n = encode_stacks({stacks[i]}).size();
-            if (n > kMaxBlockPayload)
-                continue;
-            if (bytes + n > kMaxBlockPayload)
-                break;
-            bytes += n;
-            part.push_back(stacks[i]);
-        }
-        if (part.empty())
-            continue;
-        const std::vector<std::uint8_t> payload = encode_stacks(part);
-        std::vector<std::uint8_t> block(kBlockHeaderBytes + payload.size());
-        std::copy(payload.begin(), payload.end(), block.begin() + kBlockHeaderBytes);
-        const std::size_t total = seal_block(block.data(), kStackMagic, static_cast<std::uint32_t>(payload.size()),
-                                             static_cast<std::uint32_t>(part.size()));
-        write_all_io_locked(block.data(), total); // not an event block: not counted in the end record
-    }
+    std::vector<std::uint8_t> block(kBlockHeaderBytes + payload.size());
+    std::copy(payload.begin(), payload.end(), block.begin() + kBlockHeaderBytes);
+    const std::size_t total = seal_block(block.data(), kStackMagic, static_cast<std::uint32_t>(payload.size()), count);
+    write_all_io_locked(block.data(), total); // not an event block: not counted in the end record
 }
 
 void Writer::close() {

@@ -47,9 +47,12 @@ public:
 
     /// Create `path` (or empty an existing regular file) and write the file header. Refused, false
     /// with error() set: a symlink at `path` (O_NOFOLLOW), a file that is not regular (a FIFO, a
-    /// device: opened without blocking, then refused) or has other hard links, and an existing
-    /// trace whose recording process is still alive (then busy_pid() is that process: two
-    /// processes must not write one trace).
+    /// device: opened without blocking, then refused) or has other hard links, an existing file
+    /// whose header cannot be read, and an existing trace whose recording process is still alive
+    /// (then busy_pid() is that process: two processes must not write one trace). The check of
+    /// the owner and the writing of the new header hold flock on the file, so that processes
+    /// opening one path at the same moment take turns: the first records there, the others find
+    /// it owned.
     bool open(const std::string& path, const Header& header, WriterOptions options = {});
     /// After a failed open(): the live process that owns the trace at that path, else 0.
     int busy_pid() const { return busy_pid_; }
@@ -61,8 +64,12 @@ public:
     /// Write the pending block now (a no-op if it is empty).
     void flush();
     /// Write the pending events, then the symbolised stacks their stack ids name (stack blocks
-    /// of at most the block payload limit each). Called once, before close().
+    /// of at most the block payload limit each). Called before close(), once or several times
+    /// with a part of the stacks each (so that they need not all be in memory at once).
     void write_stacks(const std::vector<Stack>& stacks);
+    /// One stack block of `count` stacks already encoded (append_stack_head/append_stack_frame),
+    /// after the pending events; ignored when empty or over the block payload limit.
+    void write_stack_block(const std::vector<std::uint8_t>& payload, std::uint32_t count);
     /// Flush, append the end record, close the file. Idempotent.
     void close();
 

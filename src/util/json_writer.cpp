@@ -98,9 +98,18 @@ JsonWriter& JsonWriter::begin_object() {
     first_.push_back(true);
     return *this;
 }
+bool JsonWriter::flush() {
+    if (sink_ != nullptr && !out_.empty()) {
+        sink_ok_ = sink_->write(out_) && sink_ok_;
+        out_.clear();
+    }
+    return sink_ok_;
+}
+
 JsonWriter& JsonWriter::end_object() {
     out_.push_back('}');
     first_.pop_back();
+    spill();
     return *this;
 }
 JsonWriter& JsonWriter::begin_array() {
@@ -112,6 +121,7 @@ JsonWriter& JsonWriter::begin_array() {
 JsonWriter& JsonWriter::end_array() {
     out_.push_back(']');
     first_.pop_back();
+    spill();
     return *this;
 }
 
@@ -126,6 +136,7 @@ JsonWriter& JsonWriter::key(std::string_view k) {
 JsonWriter& JsonWriter::value(std::string_view s) {
     separate();
     out_ += json_quote(s);
+    spill();
     return *this;
 }
 JsonWriter& JsonWriter::value(std::int64_t v) {
@@ -151,6 +162,7 @@ JsonWriter& JsonWriter::null() {
 JsonWriter& JsonWriter::raw(std::string_view json) {
     separate();
     out_ += json;
+    spill();
     return *this;
 }
 

@@ -2,6 +2,8 @@
 // A small streaming JSON writer for our reports (we only ever write JSON, never parse it).
 #pragma once
 
+#include "util/output_sink.hpp"
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -11,8 +13,13 @@ namespace gpumemprof::util {
 
 /// Builds compact JSON text. Commas are inserted automatically; keys only inside objects.
 ///   JsonWriter w; w.begin_object(); w.key("a"); w.value(1); w.end_object(); w.str() == "{\"a\":1}"
+/// Given a sink, the text goes there in chunks of about BufferedOut::kChunk bytes as it is made
+/// (call flush() at the end); str() and take() then hold only what has not gone yet.
 class JsonWriter {
 public:
+    JsonWriter() = default;
+    explicit JsonWriter(OutputSink* sink) : sink_(sink) {}
+
     JsonWriter& begin_object();
     JsonWriter& end_object();
     JsonWriter& begin_array();
@@ -39,9 +46,17 @@ public:
 
     const std::string& str() const { return out_; }
     std::string take() { return std::move(out_); }
+    /// Hands what is buffered to the sink. False once the sink has failed (true without a sink).
+    bool flush();
 
 private:
     void separate();
+    void spill() {
+        if (sink_ != nullptr && out_.size() >= BufferedOut::kChunk)
+            flush();
+    }
+    OutputSink* sink_ = nullptr;
+    bool sink_ok_ = true;
     std::string out_;
     std::vector<bool> first_; ///< per open container: no element written yet
     bool after_key_ = false;

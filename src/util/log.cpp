@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <memory>
+#include <sys/stat.h>
 
 namespace gpumemprof::log {
 namespace {
@@ -16,6 +17,25 @@ namespace {
 std::atomic<int> g_level{static_cast<int>(Level::warning)};
 std::atomic<int> g_budget{100};
 
+/// What fd 2 was when the library was loaded: the stderr the process was started with.
+struct StderrIdentity {
+    bool open = false;
+    unsigned long long dev = 0, ino = 0;
+};
+StderrIdentity g_stderr;
+
+StderrIdentity identity_of_fd2() {
+    struct stat st {};
+    if (::fstat(2, &st) != 0)
+        return {};
+    return {true, static_cast<unsigned long long>(st.st_dev), static_cast<unsigned long long>(st.st_ino)};
+}
+
+// Before the program's main (and before the other constructors of this library).
+__attribute__((constructor(101))) void remember_stderr() {
+    g_stderr = identity_of_fd2();
+}
+
 /// stderr through write(2) on fd 2, raising no SIGPIPE when stderr is a pipe whose reader left
 /// (a warning must not kill the program). The line is dropped then.
 class QuietStderrSink final : public spdlog::sinks::base_sink<std::mutex> {
@@ -23,7 +43,7 @@ protected:
     void sink_it_(const spdlog::details::log_msg& msg) override {
         spdlog::memory_buf_t line;
         formatter_->format(msg, line);
-        (void)util::write_all_quietly(2, line.data(), line.size());
+        to_stderr(std::string_view(line.data(), line.size()));
     }
     void flush_() override {}
 };
@@ -42,6 +62,16 @@ spdlog::logger* logger() {
 }
 
 } // namespace
+
+void to_stderr(std::string_view text) noexcept {
+    // The program may have closed stderr and opened a file of its own as fd 2: our lines would
+    // land in its data. Only the stderr we started with gets them (the same file: device and
+    // inode); otherwise they are dropped.
+    const StderrIdentity now = identity_of_fd2();
+    if (!g_stderr.open || !now.open || now.dev != g_stderr.dev || now.ino != g_stderr.ino)
+        return;
+    (void)util::write_all_quietly(2, text.data(), text.size());
+}
 
 void configure(int level, int max_warnings) noexcept {
     g_level.store(level, std::memory_order_relaxed);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "util/quiet_io.hpp"
 
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <ctime>
@@ -8,6 +9,15 @@
 #include <unistd.h>
 
 namespace gpumemprof::util {
+namespace {
+
+std::atomic<std::uint64_t> g_written{0}; // lock-free: read by signal handlers
+
+} // namespace
+
+std::uint64_t bytes_written_quietly() noexcept {
+    return g_written.load(std::memory_order_relaxed);
+}
 
 int write_all_quietly(int fd, const void* data, std::size_t size) noexcept {
     sigset_t ours, old;
@@ -34,6 +44,7 @@ int write_all_quietly(int fd, const void* data, std::size_t size) noexcept {
         }
         p += n;
         size -= static_cast<std::size_t>(n);
+        g_written.fetch_add(static_cast<std::uint64_t>(n), std::memory_order_relaxed);
     }
     // EPIPE raises SIGPIPE, EFBIG raises SIGXFSZ, both at this thread: take ours back.
     for (int sig : {SIGPIPE, SIGXFSZ}) {

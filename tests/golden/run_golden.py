@@ -11,6 +11,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
+from preload_env import asan_runtime_from_env, preload_env  # noqa: E402
+
 MIB = 1 << 20
 
 
@@ -54,17 +57,9 @@ def golden_env(a, tmp, extra=None):
     """prog_golden's environment: the preload on the simulated 64 MiB device, outputs <tmp>/golden.*,
     then `extra`. -Db_sanitize=address: the instrumented library needs the ASan runtime loaded
     first; meson passes its path (tests/meson.build, default test setup)."""
-    env = dict(os.environ)
-    asan = os.environ.get("GPUMEMPROF_TEST_ASAN_RUNTIME", "")
-    env.update({
-        "LD_PRELOAD": " ".join(([asan] if asan else []) + [os.path.abspath(a.preload)]),
-        "LD_LIBRARY_PATH": a.sim_dir,
-        "SIMCUDA_CAPACITY": "64M",
-        "GPUMEMPROF_OUTPUT": os.path.join(tmp, "golden"),
-        "GPUMEMPROF_STACK_DEPTH": "64",
-    })
-    env.update(extra or {})
-    return env
+    return preload_env(a.sim_dir, a.preload, asan_runtime=asan_runtime_from_env(), clean=False,
+                       output=os.path.join(tmp, "golden"),
+                       extra=dict({"SIMCUDA_CAPACITY": "64M", "GPUMEMPROF_STACK_DEPTH": "64"}, **(extra or {})))
 
 
 def main():

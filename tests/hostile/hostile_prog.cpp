@@ -11,9 +11,11 @@
 #include <csignal>
 #include <cstring>
 #include <ctime>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <spawn.h>
 #include <string>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -100,6 +102,19 @@ int fds(const char* data_path) {
     put("data_bytes", lseek(data, 0, SEEK_END));
     put("done", 1);
     return 0;
+}
+
+// ---- stderr: the program closes fd 2 and opens a data file there ------------------------------
+int stderr_file(const char* data_path) {
+    churn(10);
+    close(2);
+    const int data = open(data_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    EXPECT(data == 2);
+    const char text[] = "the program's own data\n";
+    EXPECT(write(data, text, sizeof text - 1) == static_cast<ssize_t>(sizeof text - 1));
+    churn(10);
+    put("done", 1);
+    return 0; // the exit report cannot be written (its directory is missing): a warning
 }
 
 // ---- signals -------------------------------------------------------------------------------
@@ -312,6 +327,116 @@ int system_child() {
     return 0;
 }
 
+// ---- many call sites, so that the exit report takes a while to write ---------------------------
+// 2^depth allocations from as many distinct stacks (two call sites a level), then exit.
+__attribute__((noinline)) void unique_down(int depth, unsigned bits) {
+    if (depth == 0) {
+        churn(1, 4096);
+        return;
+    }
+    if (bits & 1) {
+        unique_down(depth - 1, bits >> 1);
+        asm volatile("nop" ::: "memory");
+    } else {
+        unique_down(depth - 1, bits >> 1);
+        asm volatile("nop; nop" ::: "memory");
+    }
+}
+
+int unique_stacks(int depth) {
+    for (unsigned n = 0; n < (1u << depth); ++n)
+        unique_down(depth, n);
+    put("done", 1);
+    return 0;
+}
+
+// ---- one GPUMEMPROF_TRACE, two processes that use CUDA ------------------------------------------
+// The parent allocates, starts a second CUDA process by `how`, waits for it to finish, allocates
+// again. The second process records into <trace>.<its pid>: the parent's trace stays whole.
+extern "C" char** environ;
+
+int share_trace(const char* self, const std::string& how) {
+    churn(200);
+    char* child_argv[] = {const_cast<char*>(self), const_cast<char*>("churn"), const_cast<char*>("150"), nullptr};
+    pid_t child = -1;
+    if (how == "posix_spawn") {
+        EXPECT(posix_spawn(&child, self, nullptr, nullptr, child_argv, environ) == 0);
+    } else if (how == "vfork") {
+        child = vfork();
+        if (child == 0) {
+            execv(self, child_argv);
+            _exit(127);
+        }
+    } else if (how == "fork_alloc") {
+        child = fork();
+        if (child == 0) {
+            churn(150); // a fork child (no exec) that allocates: it opens a trace of its own
+            std::exit(0);
+        }
+    } else if (how == "daemon") {
+        // A daemon made the usual way: fork, setsid, fork again; the grandchild allocates after its
+        // parent has exited. Its end is seen as the end of a pipe it holds.
+        int done[2];
+        EXPECT(pipe(done) == 0);
+        child = fork();
+        if (child == 0) {
+            setsid();
+            if (fork() == 0) {
+                close(done[0]);
+                churn(150);
+                std::exit(0); // closes done[1]
+            }
+            _exit(0);
+        }
+        close(done[1]);
+        char c;
+        int status = 0;
+        EXPECT(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        for (ssize_t n = 1; n != 0;)
+            n = read(done[0], &c, 1); // 0 at the grandchild's exit (EINTR: -1, read again)
+        close(done[0]);
+        churn(200);
+        put("done", 1);
+        return 0;
+    } else {
+        std::printf("FAIL unknown share_trace mode %s\n", how.c_str());
+        return 2;
+    }
+    EXPECT(child > 0);
+    int status = 0;
+    EXPECT(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    churn(200);
+    put("done", 1);
+    return 0;
+}
+
+// One of `peers` processes a shell started at once with the same GPUMEMPROF_TRACE (ranks of a
+// launcher): each allocates, says so with a file in `dir`, waits until every peer has, allocates
+// again. So all of them are alive while each opens the trace.
+int trace_peer(const char* dir, int peers) {
+    churn(100);
+    const std::string mine = std::string(dir) + "/ready." + std::to_string(getpid());
+    const int fd = open(mine.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    EXPECT(fd >= 0);
+    close(fd);
+    const double deadline = now_s() + 30;
+    for (;;) {
+        int ready = 0;
+        DIR* d = opendir(dir);
+        EXPECT(d != nullptr);
+        while (const dirent* e = readdir(d))
+            ready += std::strncmp(e->d_name, "ready.", 6) == 0;
+        closedir(d);
+        if (ready >= peers)
+            break;
+        EXPECT(now_s() < deadline);
+        usleep(2000);
+    }
+    churn(100);
+    put("done", 1);
+    return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -322,6 +447,8 @@ int main(int argc, char** argv) {
         return fork_storm(std::atoi(a2));
     if (c == "fds")
         return fds(a2);
+    if (c == "stderr_file")
+        return stderr_file(a2);
     if (c == "usr2_storm")
         return usr2_storm(std::atof(a2));
     if (c == "exit_in_handler")
@@ -344,6 +471,12 @@ int main(int argc, char** argv) {
         return plant(a2, a3);
     if (c == "system_child")
         return system_child();
+    if (c == "unique_stacks")
+        return unique_stacks(std::atoi(a2));
+    if (c == "share_trace")
+        return share_trace(argv[0], a2);
+    if (c == "trace_peer")
+        return trace_peer(a2, std::atoi(a3));
     if (c == "churn") {
         churn(std::atoi(a2));
         put("done", 1);

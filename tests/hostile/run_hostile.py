@@ -16,6 +16,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
+from preload_env import preload_env  # noqa: E402
+
 MIB = 1 << 20
 
 
@@ -53,23 +56,20 @@ class Checks:
 
 
 def env_for(args, tmp, preload=True, extra=None):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUMEMPROF_", "SIMCUDA_"))}
-    env.pop("LD_PRELOAD", None)
-    lib_path = [os.path.abspath(args.sim_dir)] + ([env["LD_LIBRARY_PATH"]] if env.get("LD_LIBRARY_PATH") else [])
-    env["LD_LIBRARY_PATH"] = ":".join(lib_path)
-    env["GPUMEMPROF_OUTPUT"] = os.path.join(tmp, "out-%p")
     # Fork children of a multi-threaded parent: LeakSanitizer's own exit check is not fork-safe.
-    env["ASAN_OPTIONS"] = ":".join(x for x in (env.get("ASAN_OPTIONS", ""), "detect_leaks=0") if x)
-    if preload:
-        env["LD_PRELOAD"] = " ".join(([args.asan_runtime] if args.asan_runtime else []) + [os.path.abspath(args.lib)])
-    env.update(extra or {})
-    return env
+    return preload_env(args.sim_dir, args.lib if preload else None, asan_runtime=args.asan_runtime,
+                       output=os.path.join(tmp, "out-%p"), leak_check=False, extra=extra)
 
 
-def run(args, tmp, argv, preload=True, extra=None, timeout=60, stderr=subprocess.PIPE, cmd=None, cwd=None):
+def run(args, tmp, argv, preload=True, extra=None, timeout=60, stderr=subprocess.PIPE, cmd=None, cwd=None, shim=None):
     start = time.monotonic()
+    env = env_for(args, tmp, preload, extra)
+    if shim:  # an LD_PRELOAD shim of the test, before the library (after the ASan runtime)
+        parts = env.get("LD_PRELOAD", "").split()
+        at = 1 if args.asan_runtime and parts else 0
+        env["LD_PRELOAD"] = " ".join(parts[:at] + [os.path.abspath(shim)] + parts[at:])
     try:
-        p = subprocess.run(cmd or [args.prog, *argv], env=env_for(args, tmp, preload, extra), stdout=subprocess.PIPE,
+        p = subprocess.run(cmd or [args.prog, *argv], env=env, stdout=subprocess.PIPE,
                            stderr=stderr, timeout=timeout, cwd=cwd or tmp)
         rc, out, err = p.returncode, p.stdout, p.stderr or b""
     except subprocess.TimeoutExpired as e:
@@ -122,6 +122,21 @@ def case_fds(args, tmp):
     return c.finish(r.out + r.err[-2000:])
 
 
+def case_stderr_file(args, tmp):
+    """The program closes stderr and opens a data file, which gets fd 2; a warning comes later
+    (the exit report's directory is missing). It must not land in the data file."""
+    c = Checks("stderr_file")
+    data = os.path.join(tmp, "data.txt")
+    before = run(args, tmp, ["churn", "5"], extra={"GPUMEMPROF_OUTPUT": os.path.join(tmp, "missing", "out")})
+    c.true("with stderr in place the warning is there", "reports not written" in before.err, before.err[-400:])
+    r = run(args, tmp, ["stderr_file", data], extra={"GPUMEMPROF_OUTPUT": os.path.join(tmp, "missing", "out")})
+    c.eq("exit code", r.rc, 0)
+    with open(data, "rb") as f:
+        content = f.read()
+    c.eq("data.txt holds only the program's bytes", content, b"the program's own data\n")
+    return c.finish(r.out + r.err[-2000:])
+
+
 def case_system_child(args, tmp):
     c = Checks("system_child")
     trace = os.path.join(tmp, "run.gmt")  # no %p: the README's own example
@@ -138,6 +153,56 @@ def case_system_child(args, tmp):
     c.eq("no other trace file (the shell and true never open one)", sorted(glob.glob(trace + "*")), [trace])
     rep = reports(tmp, "run.json")
     c.true("the parent's report is at run.json", rep and rep[0].get("pid") and rep[0]["pid"] != 0)
+    return c.finish(r.out + r.err[-2000:])
+
+
+def replay_allocations(args, tmp, trace):
+    """(exit code, allocation.all.allocated or the error) of `gpumemprof replay TRACE --json`."""
+    p = subprocess.run([args.cli, "replay", trace, "--json"], capture_output=True, text=True, timeout=120,
+                       env=env_for(args, tmp, preload=False))
+    try:
+        return p.returncode, json.loads(p.stdout)["devices"][0]["memory_stats"].get("allocation.all.allocated")
+    except (ValueError, KeyError, IndexError) as e:
+        return p.returncode, "%s %s" % (e, p.stderr[-300:])
+
+
+def check_two_traces(c, args, tmp, label, trace, counts, r):
+    """`trace` and one `<trace>.<pid>` beside it, holding `counts` allocations (the first process's
+    first), each replayed and reported by the CLI without error, and the newcomer's warning."""
+    others = sorted(p for p in glob.glob(trace + ".*") if p[len(trace) + 1:].isdigit())
+    c.eq("%s: one more trace, <trace>.<pid>" % label, len(others), 1)
+    for path, count in zip([trace] + others, counts):
+        name = os.path.basename(path)
+        c.eq("%s: replay %s" % (label, name), replay_allocations(args, tmp, path), (0, count))
+        p = subprocess.run([args.cli, "report", path, "--txt", path + ".txt", "--html", path + ".html"],
+                           capture_output=True, text=True, timeout=120, env=env_for(args, tmp, preload=False))
+        c.eq("%s: report %s: exit code" % (label, name), p.returncode, 0)
+    if others:
+        c.true("%s: a warning names both files" % label,
+               ("is recording into %s; this process records into %s" % (trace, others[0])) in r.err, r.err[-1500:])
+
+
+def case_shared_trace(args, tmp):
+    """A second CUDA process with the same GPUMEMPROF_TRACE (no %p) while the first records."""
+    c = Checks("shared_trace")
+    for how in ("posix_spawn", "vfork", "fork_alloc", "daemon"):
+        d = os.path.join(tmp, how)
+        os.mkdir(d)
+        trace = os.path.join(d, "run.gmt")
+        r = run(args, d, ["share_trace", how], extra={"GPUMEMPROF_TRACE": trace}, timeout=120)
+        c.eq("%s: exit code" % how, r.rc, 0)
+        c.eq("%s: done" % how, r.val("done"), 1)
+        # The parent allocates 200 + 200 times, the second process 150 times.
+        check_two_traces(c, args, d, how, trace, [400, 150], r)
+    # Two ranks started together by a shell, both alive while each opens the trace.
+    d = os.path.join(tmp, "peers")
+    os.mkdir(d)
+    trace = os.path.join(d, "run.gmt")
+    script = '"$0" trace_peer "$1" 2 & "$0" trace_peer "$1" 2 & wait'
+    r = run(args, d, [], cmd=["sh", "-c", script, args.prog, d], extra={"GPUMEMPROF_TRACE": trace}, timeout=120)
+    c.eq("peers: exit code", r.rc, 0)
+    c.eq("peers: both done", r.out.count("done=1"), 2)
+    check_two_traces(c, args, d, "peers", trace, [200, 200], r)
     return c.finish(r.out + r.err[-2000:])
 
 
@@ -183,6 +248,26 @@ def case_sigterm(args, tmp):
         outcomes.append((rc, len(glob.glob(os.path.join(d, "out-*.json")))))
     c.eq("8 runs killed by SIGTERM: (status, reports)", outcomes, [(-signal.SIGTERM, 1)] * 8)
     return c.finish()
+
+
+def case_sigterm_at_exit(args, tmp):
+    """SIGTERM while the exit report is being written, on a slow disk (tests/hostile/slow_write.c:
+    30 writes of 300 ms, the first one sends the signal): the report goes on while its writes
+    do, every file is whole, then the process dies of the signal."""
+    c = Checks("sigterm_at_exit")
+    extra = {"SLOW_WRITE_SIGTERM": "1", "GPUMEMPROF_PICKLE": "0"}
+    r = run(args, tmp, ["unique_stacks", "13"], extra=extra, timeout=180, shim=args.slow_write)
+    c.eq("killed by the SIGTERM (after the report)", r.rc, -signal.SIGTERM)
+    c.eq("the program had finished", r.val("done"), 1)
+    written = sorted(n.split(".", 1)[1] for n in os.listdir(tmp) if n.startswith("out-"))
+    c.eq("every report file written", written, ["alloc.folded", "folded", "html", "json", "txt"])
+    reps = reports(tmp)
+    c.true("the JSON is whole: 8192 call sites", len(reps) == 1 and len(reps[0].get("sites", [])) >= 8192,
+           [len(x.get("sites", [])) for x in reps])
+    c.eq("no temporary file left", leftovers(tmp), [])
+    c.true("no warning of a call that did not return", "has not left it" not in r.err and "has not returned" not in r.err,
+           r.err[-600:])
+    return c.finish(r.out + r.err[-2000:])
 
 
 def case_own_handler(args, tmp):
@@ -260,6 +345,24 @@ def case_output_names(args, tmp):
     c.true("GPUMEMPROF_OUTPUT= : a warning", 'GPUMEMPROF_OUTPUT="" is not valid' in r.err, r.err[-300:])
     c.true("GPUMEMPROF_OUTPUT= : the default gpumemprof-<pid>.json", glob.glob(os.path.join(e, "gpumemprof-*.json")),
            os.listdir(e))
+    # The longest valid names: <prefix>.alloc.folded is 255 bytes (NAME_MAX), its temporary name
+    # would be longer; a trace name of 255 bytes, whose <trace>.<pid> would be too.
+    lg = os.path.join(tmp, "long")
+    os.mkdir(lg)
+    prefix = os.path.join(lg, "p" * (255 - len(".alloc.folded")))
+    r = run(args, lg, ["churn", "3"], extra={"GPUMEMPROF_OUTPUT": prefix})
+    written = sorted(n[len(os.path.basename(prefix)) + 1:] for n in os.listdir(lg))
+    c.eq("a 242-byte prefix: every report written", written, ["alloc.folded", "folded", "html", "json", "pickle", "txt"])
+    c.true("a 242-byte prefix: no warning", "warning" not in r.err, r.err[-400:])
+    lt = os.path.join(tmp, "longtrace")
+    os.mkdir(lt)
+    trace = os.path.join(lt, "t" * 255)
+    r = run(args, lt, ["share_trace", "posix_spawn"], extra={"GPUMEMPROF_TRACE": trace}, timeout=120)
+    traces = sorted(n for n in os.listdir(lt) if n.startswith("t"))
+    c.eq("a 255-byte trace name and a second process: two traces, each name <= 255 bytes",
+         (len(traces), max(len(n) for n in traces) if traces else 0), (2, 255))
+    c.true("the second trace's name ends with its pid", len(traces) == 2 and traces[0].rsplit(".", 1)[-1].isdigit(),
+           traces)
     # /dev/stdout and a FIFO are not prefixes to write under.
     before = set(os.listdir("/dev"))
     r = run(args, tmp, ["churn", "3"], extra={"GPUMEMPROF_OUTPUT": "/dev/stdout"})
@@ -471,6 +574,7 @@ def main():
     ap.add_argument("--sim-dir", required=True)
     ap.add_argument("--cli", required=True)
     ap.add_argument("--asan-runtime", default="")
+    ap.add_argument("--slow-write", default="", help="tests/hostile/slow_write.c, built")
     args = ap.parse_args()
     args.prog = os.path.abspath(args.prog)
     args.limits_prog = os.path.abspath(args.limits_prog) if args.limits_prog else ""

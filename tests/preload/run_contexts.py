@@ -2,14 +2,14 @@
 # SPDX-License-Identifier: MIT
 # Preload cases of prog_contexts (contexts and what lives in them): each runs the program without
 # and with LD_PRELOAD=libgpumemprof.so on the simulated driver and checks the exit JSON against
-# values computed by hand. Shares run_case.py's runner and checker.
+# values computed by hand. Shares case_common.py's runner and checker.
 import argparse
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import run_case  # noqa: E402
-from run_case import MIB, Checker, run_prog, run_in_tmp  # noqa: E402
+from case_common import MIB, Checker, run_prog  # noqa: E402
+from run_case import run_in_tmp  # noqa: E402
 
 
 def both_ran(c, args, tmp, argv, extra_env=None):

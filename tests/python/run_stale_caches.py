@@ -19,6 +19,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PROG = os.path.join(HERE, "prog_stale.py")
 sys.path.insert(0, os.path.join(HERE, "..", "golden"))
 from run_golden import site_lines  # noqa: E402  (@site: markers)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
+from exit_json import load_report  # noqa: E402
 
 KIB = 1024
 
@@ -56,7 +58,7 @@ def main():
         if p.returncode != 0:
             return 1
         did = json.loads(p.stdout.strip().splitlines()[-1])
-        report = json.load(open(os.path.join(tmp, "out.json")))
+        report = load_report(os.path.join(tmp, "out.json"))
 
     rounds = did["rounds"]
     # (innermost Python frame, the one above it) -> [allocations, requested bytes], summed over sites.

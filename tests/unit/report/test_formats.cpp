@@ -163,7 +163,7 @@ TEST_CASE("frame dropping follows the skip list; equal stacks merge", "[report]"
         s2.add(0x7002, "cudaMalloc", "", 0, "app");
         auto r2 = resolve_report(d2, s2, parse_skip_list(nullptr));
         REQUIRE(r2.sites.size() == 1);
-        CHECK(r2.sites[0].frames.back().function == "alloc_a()"); // innermost kept frame: the caller
+        CHECK(r2.frames_of(r2.sites[0].stack).back().function == "alloc_a()"); // innermost kept frame: the caller
     }
     // An empty skip list keeps the profiler's own frames (a module rule) but not cudaMalloc.
     r = resolve_report(data, sym, {});
@@ -172,14 +172,14 @@ TEST_CASE("frame dropping follows the skip list; equal stacks merge", "[report]"
     data.sites.push_back(site(4, {0x901, 0x400, 0x200, 0x100}, 100, 0, 1000, 0, 0));
     r = resolve_report(data, sym, parse_skip_list(nullptr));
     REQUIRE(r.sites.size() == 3);
-    CHECK(r.sites[1].counters.total_bytes == 1048676);    // 1048576 + 100
-    CHECK(r.sites[1].counters.peak_live_bytes == 525288); // 524288 + 1000
+    CHECK(r.sites[1].counters().total_bytes == 1048676);    // 1048576 + 100
+    CHECK(r.sites[1].counters().peak_live_bytes == 525288); // 524288 + 1000
     // A stack made only of skipped frames is kept whole rather than emptied.
     data.sites.push_back(site(5, {0x901, 0x900}, 64, 0, 0, 0, 0));
     r = resolve_report(data, sym, parse_skip_list(nullptr));
     REQUIRE(r.sites.size() == 4);
-    CHECK(r.sites[3].frames.size() == 2);
-    CHECK(r.sites[3].frames[0].function == "cuMemAlloc_v2"); // root first
+    CHECK(r.frames_of(r.sites[3].stack).size() == 2);
+    CHECK(r.frames_of(r.sites[3].stack)[0].function == "cuMemAlloc_v2"); // root first
     // Stack not captured (id 0, no frames).
     stacks::ReportData none;
     none.sites.push_back(site(0, {}, 4096, 0, 4096, 0, 0));
@@ -323,7 +323,25 @@ TEST_CASE("write_reports writes the three files atomically and reports failures"
     append_json(w, in, data, sym);
     w.end_object();
     const std::string& js = w.str();
-    CHECK(js.rfind("{\"sites\":[{\"frames\":[{\"function\":\"main\",\"file\":\"/src/app.cpp\",\"line\":10,", 0) == 0);
+    // The frame table first, each frame once, in the order the sites first use them (innermost
+    // first within a site): alloc_a 0, train 1, main 2, alloc_b 3, the inlined fill 4 and
+    // alloc_b:41 5 (the fake symbolizer's offset is the address); then the sites, root first.
+    CHECK(js.rfind("{\"frames\":[{\"function\":\"alloc_a()\",\"file\":\"/src/app.cpp\",\"line\":30,"
+                   "\"module\":\"app\",\"offset\":768,\"kind\":\"native\"},{\"function\":\"train(int)\",",
+                   0) == 0);
+    std::size_t kinds = 0;
+    for (std::size_t at = js.find("\"kind\":\"native\""); at != std::string::npos;
+         at = js.find("\"kind\":\"native\"", at + 1))
+        ++kinds;
+    CHECK(kinds == 6);
+    CHECK(
+        js.find(
+            "{\"function\":\"alloc_b()\",\"file\":\"/src/app.cpp\",\"line\":41,\"module\":\"app\",\"offset\":1040,") !=
+        std::string::npos);
+    CHECK(js.find("\"sites\":[{\"frames\":[2,1,0],\"live_bytes\":1048576,") != std::string::npos);
+    CHECK(js.find("{\"frames\":[2,1,3],\"live_bytes\":0,") != std::string::npos);
+    CHECK(js.find("{\"frames\":[2,1,5,4],\"live_bytes\":512,") != std::string::npos);
+    CHECK(js.find("\"suggestion\":\"do less\",\"frames\":[2,1,0]}]") != std::string::npos);
     CHECK(js.find("\"peak\":{\"bytes\":2621440,\"devices\":[],\"sites\":[{\"site\":0,\"bytes\":2097152,\"count\":1},"
                   "{\"site\":1,\"bytes\":524288,\"count\":1}]}") != std::string::npos);
     CHECK(js.find("\"leaks\":{\"bytes\":1049088,\"count\":2,\"sites\":[{\"site\":0,\"bytes\":1048576,\"count\":1},"
@@ -415,4 +433,126 @@ TEST_CASE("frame filter: patterns match the function or the module; interpreter 
     CHECK(custom.hidden(frame("anything", "libfoo.so.1")));
     CHECK(custom.hidden(frame("bar::baz()", "app")));
     CHECK_FALSE(custom.hidden(frame("_PyEval_EvalFrameDefault", "python3.12"))); // replaces the default
+}
+
+namespace {
+
+/// The folded file made the plain way: every line as a string, sorted as byte strings.
+std::string folded_by_sorting_lines(const ResolvedReport& r) {
+    std::vector<std::string> lines;
+    for (const ResolvedSite& s : r.sites) {
+        if (s.counters().total_bytes <= 0)
+            continue;
+        std::string line;
+        for (const SymbolFrame& f : r.frames_of(s.stack))
+            line += (line.empty() ? "" : ";") + folded_frame(f);
+        lines.push_back((line.empty() ? std::string("[no stack]") : line) + " " +
+                        std::to_string(s.counters().total_bytes));
+    }
+    std::sort(lines.begin(), lines.end());
+    std::string out;
+    for (const std::string& l : lines)
+        out += l + "\n";
+    return out;
+}
+
+} // namespace
+
+TEST_CASE("folded lines are in byte order, also where a frame's text begins or equals a sibling's", "[report]") {
+    test::FakeSymbolizer sym;
+    // Without file and function: "libx.so+0x12" begins "libx.so+0x123" (then ';' or ' ' against
+    // '3'); "g" begins "g (zz" with a space; "fn (a.cpp:1)" is the text of two frames whose
+    // labels differ (/x/a.cpp, /y/a.cpp): sites through them are two sites with equal text.
+    sym.add(0x12, "", "", 0, "libx.so");
+    sym.add(0x123, "", "", 0, "libx.so");
+    sym.add(0x1, "g", "", 0, "");
+    sym.add(0x2, "g (zz", "", 0, "");
+    sym.add(0x3, "fn", "/x/a.cpp", 1);
+    sym.add(0x4, "fn", "/y/a.cpp", 1);
+    sym.add(0x5, "main", "/src/m.cpp", 9);
+    const std::uintptr_t ips[] = {0x12, 0x123, 0x1, 0x2, 0x3, 0x4, 0x5};
+    stacks::ReportData data;
+    std::uint64_t x = 88172645463325252ull; // xorshift: the same stacks every run
+    auto next = [&] {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        return x;
+    };
+    for (stacks::StackId id = 1; id <= 400; ++id) {
+        std::vector<std::uintptr_t> frames;
+        const std::size_t depth = 1 + next() % 4;
+        for (std::size_t d = 0; d < depth; ++d)
+            frames.push_back(ips[next() % 7]);
+        // Weights of 1 to 4 digits: their text order is not their numeric order.
+        data.sites.push_back(site(id, frames, static_cast<std::int64_t>(1 + next() % 5000), 0, 0, 0, 0));
+    }
+    data.sites.push_back(site(0, {}, 77, 0, 0, 0, 0)); // no stack
+    const ResolvedReport r = resolve_report(data, sym, {});
+    REQUIRE(r.sites.size() > 100);
+    CHECK(folded_stacks(r, FoldedMetric::total_bytes) == folded_by_sorting_lines(r));
+}
+
+TEST_CASE("a line-profile tree over its line budget shows its largest lines and what was left out", "[report]") {
+    test::FakeSymbolizer sym;
+    sym.add(0x10, "main", "/t.cpp", 1);
+    for (int i = 1; i <= 5; ++i)
+        sym.add(0x20 + static_cast<std::uintptr_t>(i), "c" + std::to_string(i), "/t.cpp", 10 + i);
+    sym.add(0x31, "g1", "/t.cpp", 21);
+    sym.add(0x32, "g2", "/t.cpp", 22);
+    const std::int64_t M = 1048576;
+    stacks::ReportData data;
+    data.sites.push_back(site(1, {0x31, 0x21, 0x10}, 3 * M, 0, 0, 0, 0)); // main > c1 > g1: 3 MiB
+    data.sites.push_back(site(2, {0x32, 0x21, 0x10}, 2 * M, 0, 0, 0, 0)); // main > c1 > g2: 2 MiB
+    data.sites.push_back(site(3, {0x22, 0x10}, 4 * M, 0, 0, 0, 0));
+    data.sites.push_back(site(4, {0x23, 0x10}, 3 * M, 0, 0, 0, 0));
+    data.sites.push_back(site(5, {0x24, 0x10}, 2 * M, 0, 0, 0, 0));
+    data.sites.push_back(site(6, {0x25, 0x10}, 1 * M, 0, 0, 0, 0));
+    const ResolvedReport r = resolve_report(data, sym, {});
+    // Nine lines in all (the root, main, c1..c5, g1, g2): a budget of nine shows them all.
+    const std::string whole = "_root (15.00MB, 0.00B)\n"
+                              "  /t.cpp:1:main (15.00MB, 0.00B)\n"
+                              "    /t.cpp:11:c1 (5.00MB, 0.00B)\n"
+                              "      /t.cpp:21:g1 (3.00MB, 0.00B)\n"
+                              "      /t.cpp:22:g2 (2.00MB, 0.00B)\n"
+                              "    /t.cpp:12:c2 (4.00MB, 0.00B)\n"
+                              "    /t.cpp:13:c3 (3.00MB, 0.00B)\n"
+                              "    /t.cpp:14:c4 (2.00MB, 0.00B)\n"
+                              "    /t.cpp:15:c5 (1.00MB, 0.00B)\n";
+    CHECK(line_profile_tree(r, TreeView::cumulative, 9) == whole);
+    CHECK(line_profile_tree(r, TreeView::cumulative) == whole);
+    // Four lines: the root, main (15), c1 (5), c2 (4); g1 and g2 (3 + 2 MiB) under c1 and c3, c4,
+    // c5 (3 + 2 + 1 MiB) under main are counted in one line each.
+    CHECK(line_profile_tree(r, TreeView::cumulative, 4) ==
+          "_root (15.00MB, 0.00B)\n"
+          "  /t.cpp:1:main (15.00MB, 0.00B)\n"
+          "    /t.cpp:11:c1 (5.00MB, 0.00B)\n"
+          "      [2 more frames not shown] (5.00MB, 0.00B)\n"
+          "    /t.cpp:12:c2 (4.00MB, 0.00B)\n"
+          "    [3 more frames not shown] (6.00MB, 0.00B)\n"
+          "(the tree is cut to its 4 largest lines; each [N more frames not shown] line stands for the frames "
+          "left out under its parent; the JSON, the .folded files and the HTML report have every call site)\n");
+}
+
+TEST_CASE("when the call stacks cannot be resolved, the warning names what was written and what not", "[report]") {
+    char dir[] = "/tmp/gpumemprof_nostacks_XXXXXX";
+    REQUIRE(mkdtemp(dir) != nullptr);
+    ReportInput in;
+    in.prefix = std::string(dir) + "/run";
+    StackReport none; // as prepare_stack_report leaves it when resolving ran out of memory
+    none.failure = "out of memory";
+    std::string error;
+    CHECK_FALSE(write_all_reports(in, none, &error));
+    CHECK(error == "the call stacks could not be resolved (out of memory): " + in.prefix +
+                       ".json is written without call sites; its .txt, .folded and .alloc.folded are not");
+    auto exists = [&](const char* ext) { return ::access((in.prefix + ext).c_str(), F_OK) == 0; };
+    CHECK(exists(".json"));
+    CHECK_FALSE(exists(".txt"));
+    // The whole dump: the HTML is written too (without call sites), the pickle is not.
+    CHECK_FALSE(write_dump(in, none, DumpFiles{true, true}));
+    CHECK(exists(".html"));
+    CHECK_FALSE(exists(".pickle"));
+    for (const char* ext : {".json", ".html"})
+        std::remove((in.prefix + ext).c_str());
+    rmdir(dir);
 }

@@ -163,7 +163,7 @@ TEST_CASE("the JSON's figures are the snapshot's: one moment for every field", "
     Fixture f;
     const std::string js = json_report(f.in, f.stacks);
     REQUIRE(well_formed(js));
-    CHECK(js.rfind("{\"version\":1,\"pid\":42,\"host\":\"node7\",\"exe\":\"/bin/app\","
+    CHECK(js.rfind("{\"version\":2,\"pid\":42,\"host\":\"node7\",\"exe\":\"/bin/app\","
                    "\"rank\":-1,\"local_rank\":-1,\"world_size\":-1,\"rank_from\":\"\",\"cuda_visible_devices\":\"\","
                    "\"start_time_ns\":0,\"steps\":[],\"steps_dropped\":0,"
                    "\"alloc_conf\":\"max_split_size_mb:64\",\"pool\":\"caching\",",

@@ -54,12 +54,12 @@ TEST_CASE("each eval-loop frame is replaced by the Python frames up to the next 
     auto r = resolve(sym, ips);
     REQUIRE(r.sites.size() == 1);
     // Root first: the outer group, the extension that called back into Python, the inner group.
-    CHECK(kinds(r.sites[0].frames) == std::vector<std::string>{"py", "py", "ext_fn", "py", "op"});
-    CHECK(r.sites[0].frames[0].function == "[unknown Python frame]");
+    CHECK(kinds(r.frames_of(r.sites[0].stack)) == std::vector<std::string>{"py", "py", "ext_fn", "py", "op"});
+    CHECK(r.frames_of(r.sites[0].stack)[0].function == "[unknown Python frame]");
 
     // GPUMEMPROF_PYTHON=all keeps the interpreter: each eval loop sits above the code it runs.
     auto all = resolve(sym, ips, report::PythonFrames::all);
-    CHECK(kinds(all.sites[0].frames) ==
+    CHECK(kinds(all.frames_of(all.sites[0].stack)) ==
           std::vector<std::string>{"__libc_start_main", "Py_RunMain", "_PyEval_EvalFrameDefault.cold", "py", "py",
                                    "ext_fn", "PyObject_Call", "_PyEval_EvalFrameDefault", "py", "op"});
 }
@@ -73,10 +73,10 @@ TEST_CASE("a stripped libc's nameless start-up frames do not root a Python stack
     sym.add(0x50, "", "", 0, "libc.so.6");
     sym.add(0x60, "_start", "", 0, "python3.12");
     auto r = resolve(sym, {0x10, 0x20, 0x30, 0x40, 0x50, 0x60, py(5, true)});
-    CHECK(kinds(r.sites[0].frames) == std::vector<std::string>{"py", "op"});
+    CHECK(kinds(r.frames_of(r.sites[0].stack)) == std::vector<std::string>{"py", "op"});
     // A native-only stack keeps them (nothing stands in for them there).
     auto native = resolve(sym, {0x10, 0x40});
-    CHECK(native.sites[0].frames.size() == 2);
+    CHECK(native.frames_of(native.sites[0].stack).size() == 2);
 }
 
 TEST_CASE("Python frames the native stack did not reach go on the outer end", "[python]") {
@@ -84,7 +84,7 @@ TEST_CASE("Python frames the native stack did not reach go on the outer end", "[
     sym.add(0x10, "op", "op.cpp", 1);
     sym.add(0x20, "caller", "caller.cpp", 1);
     auto r = resolve(sym, {0x10, 0x20, py(1, false), py(2, true)});
-    CHECK(kinds(r.sites[0].frames) == std::vector<std::string>{"py", "py", "caller", "op"});
+    CHECK(kinds(r.frames_of(r.sites[0].stack)) == std::vector<std::string>{"py", "py", "caller", "op"});
 }
 
 TEST_CASE("autograd engine threads without Python frames are rooted at [autograd backward]", "[python]") {
@@ -93,12 +93,12 @@ TEST_CASE("autograd engine threads without Python frames are rooted at [autograd
     sym.add(0x20, "torch::autograd::Engine::evaluate_function(...)", "engine.cpp", 1, "libtorch_cpu.so");
     sym.add(0x30, "torch::autograd::Engine::thread_main(...)", "engine.cpp", 1, "libtorch_cpu.so");
     auto r = resolve(sym, {0x10, 0x20, 0x30});
-    REQUIRE(!r.sites[0].frames.empty());
-    CHECK(report::frame_label(r.sites[0].frames.front()) == "[autograd backward]");
-    CHECK(r.sites[0].frames.back().function == "at::native::mm");
+    REQUIRE(!r.frames_of(r.sites[0].stack).empty());
+    CHECK(report::frame_label(r.frames_of(r.sites[0].stack).front()) == "[autograd backward]");
+    CHECK(r.frames_of(r.sites[0].stack).back().function == "at::native::mm");
     // An ordinary native stack gets no label.
     auto plain = resolve(sym, {0x10});
-    CHECK(kinds(plain.sites[0].frames) == std::vector<std::string>{"at::native::mm"});
+    CHECK(kinds(plain.frames_of(plain.sites[0].stack)) == std::vector<std::string>{"at::native::mm"});
 }
 
 TEST_CASE("the 3.11+ location table gives the line of an instruction", "[python]") {

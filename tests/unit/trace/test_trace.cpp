@@ -9,11 +9,13 @@
 
 #include <cstdio>
 #include <cstring>
+#include <fcntl.h>
 #include <fstream>
 #include <iterator>
 #include <limits>
 #include <map>
 #include <string>
+#include <sys/file.h>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -388,7 +390,8 @@ TEST_CASE("open_file reads a block at a time and says what open_memory says, at 
         {
             std::FILE* f = std::fopen(cut.c_str(), "wb");
             REQUIRE(f != nullptr);
-            REQUIRE(std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size());
+            if (!bytes.empty())
+                REQUIRE(std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size());
             std::fclose(f);
         }
         Reader m;
@@ -616,4 +619,67 @@ TEST_CASE("open on an unwritable path fails with a message, record is then a no-
     w.flush();
     w.close();
     REQUIRE(w.events_written() == 0);
+}
+
+TEST_CASE("a trace whose recording process is alive is never truncated by a newcomer") {
+    const std::string path = temp_path("owned");
+    std::remove(path.c_str());
+    Header owner = sample_header();
+    owner.pid = 1; // init: alive, and not this process
+    Writer first;
+    REQUIRE(first.open(path, owner, WriterOptions{1, false}));
+    first.record({EventType::alloc, 0, 0, 0x1000, 512, 512, 0, 10, 0});
+    const std::vector<std::uint8_t> before = slurp(path);
+    REQUIRE(before.size() > 16);
+
+    Writer second;
+    Header mine = sample_header();
+    mine.pid = static_cast<std::uint64_t>(::getpid());
+    CHECK_FALSE(second.open(path, mine));
+    CHECK(second.busy_pid() == 1);
+    CHECK(second.error().find("process 1 is recording into it") != std::string::npos);
+    CHECK(slurp(path) == before); // not truncated, no second header
+
+    // The owner goes on appending to a file that is still one trace.
+    first.record({EventType::free_requested, 0, 0, 0x1000, 512, 512, 0, 11, 0});
+    first.close();
+    Reader r;
+    REQUIRE(r.open_file(path));
+    CHECK(r.header().pid == 1);
+    Event e;
+    int n = 0;
+    while (r.next(e))
+        ++n;
+    CHECK_FALSE(r.failed());
+    CHECK(r.complete());
+    CHECK(n == 2);
+    std::remove(path.c_str());
+}
+
+TEST_CASE("opening a trace waits for another process's claim of it (flock) and then sees its owner") {
+    const std::string path = temp_path("claim");
+    std::remove(path.c_str());
+    // Another process in the middle of open(): it holds the lock and has not written its header.
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    REQUIRE(fd >= 0);
+    REQUIRE(::flock(fd, LOCK_EX) == 0);
+    Writer w;
+    bool opened = true;
+    std::thread opener([&] {
+        Header h = sample_header();
+        h.pid = static_cast<std::uint64_t>(::getpid());
+        opened = w.open(path, h);
+    });
+    ::usleep(100 * 1000);
+    // Its header, naming a live process (init), then its close releases the lock.
+    Header other = sample_header();
+    other.pid = 1;
+    const std::vector<std::uint8_t> head = encode_header(other);
+    REQUIRE(::write(fd, head.data(), head.size()) == static_cast<ssize_t>(head.size()));
+    ::close(fd);
+    opener.join();
+    CHECK_FALSE(opened);
+    CHECK(w.busy_pid() == 1);
+    CHECK(slurp(path) == head);
+    std::remove(path.c_str());
 }

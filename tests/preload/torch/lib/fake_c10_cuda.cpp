@@ -226,6 +226,13 @@ __attribute__((visibility("default"))) void* fake_torch_malloc(std::size_t size,
     return the_allocator()->malloc(size, stream, {pool_first, pool_second});
 }
 
+/// As at::cuda::getCUDABlasLtWorkspace() does: a library's workspace, named so by its function.
+__attribute__((visibility("default"), noinline)) void* fake_getBlasLtWorkspace(std::size_t size) {
+    void* p = the_allocator()->malloc(size, 0, {0, 0});
+    asm volatile("" ::: "memory"); // not a tail call: this frame stays on the stack
+    return p;
+}
+
 __attribute__((visibility("default"))) void fake_torch_free(void* p) {
     the_allocator()->free(p);
 }

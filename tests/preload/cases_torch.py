@@ -1,17 +1,12 @@
-#!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-# Preload cases with PyTorch's own caching allocator attached (GPUMEMPROF_TORCH): the program
-# allocates through a stand-in with torch 2.11's interface (tests/preload/torch/lib) and once
-# itself; run with and without the preload, as run_case.py does.
-import argparse
+"""Preload cases with PyTorch's own caching allocator attached (GPUMEMPROF_TORCH): the program
+allocates through a stand-in with torch 2.11's interface (tests/preload/torch/lib) and once
+itself; run with and without the preload."""
 import json
 import os
 import re
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import run_case  # noqa: E402
-from run_case import MIB, Checker, both_ran  # noqa: E402
+from case_common import MIB, Checker, both_ran, cli_replay
 
 
 def marker_lines(source):
@@ -122,7 +117,7 @@ def case_torch_trace(args, tmp):
     plain, pre = both_ran(c, args, tmp, {"GPUMEMPROF_TRACE": trace})
     theirs = json.loads(pre.values.get("TORCH_STATS") or "{}")
     end = json.loads(pre.values.get("TORCH_STATS_END") or "{}")
-    replayed = run_case.cli_replay(c, args, trace, "replay")
+    replayed = cli_replay(c, args, trace, "replay")
     st = replayed.get("memory_stats") or (replayed.get("devices") or [{}])[0].get("memory_stats", {})
     c.eq("replayed peak reserved = the stand-in's", st.get("reserved_bytes.all.peak"), theirs.get("reserved_bytes.all.peak"))
     c.eq("replayed peak allocated = the stand-in's (whole run)", st.get("allocated_bytes.all.peak"),
@@ -133,24 +128,51 @@ def case_torch_trace(args, tmp):
     return c.finish([plain, pre])
 
 
-CASES = {
-    "torch_attach": case_torch_attach,
-    "torch_trace": case_torch_trace,
-}
-
-
-def main():
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--case", required=True, choices=sorted(CASES))
-    ap.add_argument("--lib", required=True, help="libgpumemprof.so")
-    ap.add_argument("--prog", required=True)
-    ap.add_argument("--sim-dir", required=True, help="directory holding the simulated libcuda.so.1")
-    ap.add_argument("--cli", help="the gpumemprof command-line tool")
-    ap.add_argument("--asan-runtime", default="", help="ASan runtime to preload before the library")
-    ap.add_argument("--keep", action="store_true", help="keep the output directory")
-    args = ap.parse_args()
-    return run_case.run_in_tmp(args, CASES, "gpumemprof-torch")
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def case_torch_autograd(args, tmp):
+    """A backward allocation is charged to the forward line that made its node; the kinds of
+    memory at the peak follow the rules (core/memory_categories.hpp), checked by hand."""
+    c = Checker(args.case)
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "prog_torch_autograd.cpp")
+    lines = marker_lines(src)
+    plain, pre = both_ran(c, args, tmp)
+    c.eq("stdout: the same", pre.values, plain.values)
+    rep = pre.report() or {}
+    fwd = site_at(rep, "prog_torch_autograd.cpp", lines["LINE_FWD"])
+    # The backward line's blocks (one a step; the allocator's own frames may differ between
+    # steps, making more than one call stack) are all charged to the forward line.
+    bwd = [s for s in site_at(rep, "prog_torch_autograd.cpp", lines["LINE_BWD"]) if s["total_count"] > 0]
+    c.true("the backward line has call sites", bwd, [s["frames"] for s in rep.get("sites", [])])
+    for fr in [s["frames"] for s in bwd]:  # root first
+        names = [f.get("function", "") for f in fr]
+        marker = [i for i, n in enumerate(names) if n.startswith("backward of ")]
+        c.eq("its marker names the node", [names[i] for i in marker], ["backward of MmBackward0"])
+        at = lambda line: [i for i, f in enumerate(fr) if f.get("file", "").endswith("prog_torch_autograd.cpp") and
+                           f.get("line") == line]
+        c.true("root first: the forward line, then the marker, then the backward line",
+               marker and at(lines["LINE_FWD"]) and at(lines["LINE_BWD"]) and
+               max(at(lines["LINE_FWD"])) < marker[0] < min(at(lines["LINE_BWD"])),
+               [(f.get("function"), f.get("line")) for f in fr])
+        c.eq("... of kind temporaries (freed within the pass)",
+             [s.get("memory_kind") for s in bwd if s["frames"] is fr], ["temporaries"])
+    c.eq("the backward line: 8 MiB allocated in 2 blocks",
+         (sum(s["total_bytes"] for s in bwd), sum(s["total_count"] for s in bwd)), (8 * MIB, 2))
+    grad = site_at(rep, "prog_torch_autograd.cpp", lines["LINE_GRAD"])
+    c.eq("the gradient site: a gradient, by the AccumulateGrad rule",
+         [(s.get("memory_kind"), s.get("kind_rule")) for s in grad],
+         [("gradients", "allocated while autograd ran AccumulateGrad")])
+    c.eq("the forward output site: activations (freed by the backward pass)",
+         [s.get("memory_kind") for s in fwd
+          if not any(f.get("function", "").startswith("backward of ") for f in s["frames"])], ["activations"])
+    ws = site_at(rep, "prog_torch_autograd.cpp", lines["LINE_WS"])
+    c.eq("the workspace site: a library workspace, by its function's name",
+         [(s.get("memory_kind"), s.get("kind_rule")) for s in ws],
+         [("library workspaces", "allocated by a library's workspace function")])
+    dev = [d for d in rep.get("devices", []) if d.get("allocator") == "pytorch"]
+    kinds = (dev[0].get("memory_kinds") or {}).get("at_peak", {}) if dev else {}
+    # The peak is step 2's backward: weight 4 + gradient 4 + the output 8 (an activation, as
+    # step 1 showed) + the backward block 4 MiB, beside the 2 MiB workspace.
+    c.eq("kinds at the peak (MiB)", {k: v // MIB for k, v in kinds.items() if v},
+         {"temporaries": 8, "gradients": 4, "activations": 8, "library workspaces": 2})
+    c.eq("backward attribution: to a forward line / unseen",
+         dev[0].get("backward_attribution") if dev else None, {"to_forward_line": 2, "forward_op_unseen": 1})
+    return c.finish([plain, pre])
