@@ -196,7 +196,7 @@ void helper_loop() {
 
 /// The helper is born with every signal blocked: a thread inherits its creator's mask, and a
 /// fatal signal delivered to the new thread before helper_loop blocks them would make the helper
-/// wait for its own reports (seen under load: 5 s, then death without reports).
+/// wait for its own reports (seen under load: the process then died without reports).
 void start_helper() {
     sigset_t all, old;
     sigfillset(&all);

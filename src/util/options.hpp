@@ -28,8 +28,8 @@ struct Options {
     std::string trace;   ///< GPUMEMPROF_TRACE: event log path, "" = off
     int dump_signal = 0; ///< GPUMEMPROF_DUMP_SIGNAL: 0 = none
     /// GPUMEMPROF_MODEL: also run PyTorch's allocator on the same requests (pool::PoolModel).
-    /// Unset = on while stack capture is on (the model costs about 90 ns per allocation+free
-    /// pair, which the lean stacks-off mode keeps out).
+    /// Unset = on while stack capture is on (its cost per allocation+free pair, in
+    /// docs/measurements.md, is kept out of the lean stacks-off mode).
     bool model = false;
     /// GPUMEMPROF_REUSE: true ("auto", "fenced") = a freed block is reused only after the device
     /// has passed the free; false ("immediate") = at once, as PyTorch does within one stream.
