@@ -73,6 +73,8 @@ private:
 
     /// This thread's event origin with this listener's context.
     EventOrigin origin() const noexcept;
+    void traced(trace::EventType type, int device, std::uintptr_t ptr, std::size_t size, std::size_t block_size,
+                std::uint64_t stack, std::uint64_t device_free, std::uint64_t largest_free);
 
     int device_;
     std::uint64_t context_;

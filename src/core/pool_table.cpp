@@ -142,4 +142,17 @@ void PoolTable::abandon_after_fork() {
     mutex_.unlock();
 }
 
+PoolSlot* PoolTable::find_live_beyond(CUcontext ctx, int n) const {
+    const LiveChunk* c = first_.next.load(std::memory_order_acquire);
+    for (int base = kChunk; base < n && c; base += kChunk, c = c->next.load(std::memory_order_acquire)) {
+        const int m = n - base < kChunk ? n - base : kChunk;
+        for (int i = 0; i < m; ++i) {
+            PoolSlot* s = c->slots[i].load(std::memory_order_acquire);
+            if (s && s->ctx.load(std::memory_order_acquire) == ctx)
+                return s;
+        }
+    }
+    return nullptr;
+}
+
 } // namespace gpumemprof::core

@@ -88,14 +88,21 @@ public:
             }
         }
     }
-    /// The live pool of `ctx`, or null. No lock (the hot path's lookup).
+    /// The live pool of `ctx`, or null. No lock (the hot path's lookup: the first chunk is read
+    /// here, inline; the later ones by find_live_beyond).
     PoolSlot* find_live(CUcontext ctx) const {
-        PoolSlot* found = nullptr;
-        for_each_live([&](PoolSlot* s) {
-            found = s->ctx.load(std::memory_order_acquire) == ctx ? s : nullptr;
-            return found != nullptr;
-        });
-        return found;
+        if (!ctx)
+            return nullptr;
+        const int n = live_count_.load(std::memory_order_acquire);
+        const int first = n < kChunk ? n : kChunk;
+        for (int i = 0; i < first; ++i) {
+            PoolSlot* s = first_.slots[i].load(std::memory_order_acquire);
+            if (s && s->ctx.load(std::memory_order_acquire) == ctx)
+                return s;
+        }
+        if (n > kChunk) [[unlikely]]
+            return find_live_beyond(ctx, n);
+        return nullptr;
     }
 
     /// The live pool of `ctx`; if there is none, make(index) builds one (with `ctx` not yet
@@ -150,6 +157,8 @@ public:
     void abandon_after_fork();
 
 private:
+    /// find_live in the chunks after the first (`n`: the live count read there).
+    PoolSlot* find_live_beyond(CUcontext ctx, int n) const;
     struct LiveChunk {
         std::atomic<PoolSlot*> slots[kChunk] = {};
         std::atomic<LiveChunk*> next{nullptr};

@@ -181,18 +181,23 @@ int Profiler::free_in_pools(std::uintptr_t ptr, bool apply) noexcept {
     if (ptr == 0)
         return pool::kNotOwned;
     int result = pool::kNotOwned;
-    pools_.for_each_live([&](PoolSlot* s) {
+    if (apply) [[likely]]
+        pools_.for_each_live([&](PoolSlot* s) {
+            const int r = s->pool->free(ptr);
+            if (r == pool::kNotOwned)
+                return false;
+            result = r;
+            return true;
+        });
+    else
         // Frozen for the final report: the free is answered as it would be, and changes nothing.
-        auto answer = [&] {
+        pools_.for_each_live([&](PoolSlot* s) {
             const pool::Lookup l = s->pool->lookup(ptr);
-            return !l.in_pool ? pool::kNotOwned : l.is_block_start ? pool::kSuccess : pool::kInvalidValue;
-        };
-        int r = apply ? s->pool->free(ptr) : answer();
-        if (r == pool::kNotOwned)
-            return false;
-        result = r;
-        return true;
-    });
+            if (!l.in_pool)
+                return false;
+            result = l.is_block_start ? pool::kSuccess : pool::kInvalidValue;
+            return true;
+        });
     if (result == pool::kInvalidValue)
         log::warn("cuMemFree/cudaFree of {:#x}: not the start of a live allocation (double or interior free); "
                   "returning CUDA_ERROR_INVALID_VALUE as the driver does",

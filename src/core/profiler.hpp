@@ -53,7 +53,11 @@ public:
     /// The process's profiler: made at the first call (from the library's constructor or an
     /// earlier hook) from the environment's options, with the process's exit, fork and exec
     /// handlers (profiler_lifetime.cpp). Never destroyed.
-    static Profiler& instance() noexcept;
+    static Profiler& instance() noexcept {
+        if (Profiler* p = made_.load(std::memory_order_acquire)) [[likely]]
+            return *p;
+        return make_instance();
+    }
     /// A profiler with these options, touching nothing process-wide (no handler, no environment):
     /// what instance() makes, and what a unit test can make.
     explicit Profiler(const util::Options& options);
@@ -210,6 +214,9 @@ public:
 private:
     /// exit, quick_exit and fork handlers for instance()'s profiler.
     static void install_process_handlers() noexcept;
+    /// instance()'s first call: makes the profiler (once, whichever threads race) and publishes it.
+    static Profiler& make_instance() noexcept;
+    static inline std::atomic<Profiler*> made_{nullptr};
     static void torch_sink(const TorchEvent& ev) noexcept;
     bool read_driver_used(const DriverApi& api, int device, AccountingReading* r) noexcept;
     void accounting_buckets(int device, AccountingReading* r) const;

@@ -52,7 +52,7 @@ void atfork_child() {
 
 } // namespace
 
-Profiler& Profiler::instance() noexcept {
+Profiler& Profiler::make_instance() noexcept {
     // Created on first use from whichever hook runs first (possibly before our constructor and
     // before main) and never destroyed: hooks may run during the host's static destruction.
     static Profiler* p = [] {
@@ -73,6 +73,7 @@ Profiler& Profiler::instance() noexcept {
         install_process_handlers();
         return made;
     }();
+    made_.store(p, std::memory_order_release);
     return *p;
 }
 
