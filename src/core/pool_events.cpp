@@ -79,7 +79,7 @@ inline __attribute__((always_inline)) void PoolEvents::remember(stats::PoolActio
 // The series count a block by the bytes it occupies in the pool (its rounded size), as
 // allocated_bytes does; the events carry the size the program asked for, as PyTorch's trace does.
 void PoolEvents::on_alloc(std::uintptr_t ptr, std::size_t size, std::size_t requested, std::uintptr_t stream) {
-    stacks::Recorder::instance().on_alloc(device_, ptr, size, requested, t_request_stack);
+    sites_.on_alloc(device_, ptr, size, requested, t_request_stack);
     if (model_)
         model_->on_alloc(ptr, requested, stream);
     traced(trace::EventType::alloc, device_, ptr, requested, size, t_request_stack, 0, 0);
@@ -88,7 +88,7 @@ void PoolEvents::on_alloc(std::uintptr_t ptr, std::size_t size, std::size_t requ
 }
 
 void PoolEvents::on_free_requested(std::uintptr_t ptr, std::size_t size, std::size_t requested) {
-    const stacks::StackId site = stacks::Recorder::instance().on_free(device_, ptr);
+    const stacks::StackId site = sites_.on_free(device_, ptr);
     if (model_)
         model_->on_free(ptr);
     traced(trace::EventType::free_requested, device_, ptr, requested, size, 0, 0, 0);
@@ -105,7 +105,7 @@ void PoolEvents::on_free_completed(std::uintptr_t ptr, std::size_t size, std::si
 
 void PoolEvents::device_memory_acquired(trace::EventType type, stats::PoolAction action, std::uintptr_t ptr,
                                         std::size_t size) {
-    stacks::Recorder::instance().on_acquire(device_, size, t_request_stack);
+    sites_.on_acquire(device_, size, t_request_stack);
     note_device_memory_acquired(device_);
     traced(type, device_, ptr, size, size, 0, 0, 0);
     remember(action, ptr, size, size, 0, t_request_stack, stats::Series::reserved, static_cast<std::int64_t>(size));
@@ -181,9 +181,9 @@ void PoolEvents::on_segment_unmap(std::uintptr_t ptr, std::size_t size) {
 void PoolEvents::on_oom(const pool::OomInfo& info) {
     std::string suggestion = report::oom_suggestion(info, conf_);
     log::warn("{} (request: {} bytes) Suggestion: {}", report::oom_message(device_, info), info.requested, suggestion);
-    stacks::Recorder::instance().on_oom(device_, info, t_request_stack, suggestion);
-    OomNotices::instance().add(OomNotice{device_, static_cast<std::int64_t>(info.requested), info.allocated,
-                                         static_cast<std::int64_t>(info.device_free)});
+    sites_.on_oom(device_, info, t_request_stack, suggestion);
+    ooms_.add(OomNotice{device_, static_cast<std::int64_t>(info.requested), info.allocated,
+                        static_cast<std::int64_t>(info.device_free)});
     traced(trace::EventType::oom, device_, 0, info.requested, info.allocation_size, t_request_stack, info.device_free,
            info.largest_free_block);
     if (history_) {

@@ -17,7 +17,21 @@
 #include <functional>
 #include <string>
 
+namespace gpumemprof::stacks {
+class Recorder;
+}
+
 namespace gpumemprof::core {
+
+class OomNotices;
+
+/// What PoolEvents feeds besides its own history, each handed to it (none looked up).
+struct PoolEventSinks {
+    stacks::Recorder& sites; ///< the call sites' bytes, acquisitions and OOM records
+    OomNotices& ooms;        ///< the OOM notices for observers outside the hook
+    trace::Writer* trace;    ///< the GPUMEMPROF_TRACE log, or null
+    pool::PoolModel* model;  ///< PyTorch's allocator on the same requests (fed in the pool's order), or null
+};
 
 /// The stream and pool of the PyTorch event being handled on this thread (0 and the default
 /// pool otherwise); PoolEvents writes them, with its own context number, into the trace.
@@ -26,14 +40,14 @@ void set_current_request_stack(stacks::StackId id) noexcept;
 
 class PoolEvents final : public pool::PoolListener {
 public:
-    /// `model` (may be null) is fed every allocation and free, in the pool's order.
     /// `start`: time zero of the time series and event times (the process start). `history`:
     /// keep the series and the latest events (the HTML report or the snapshot wants them).
     /// `context`: the context's number in the trace (the pool slot's index).
-    PoolEvents(int device, const pool::AllocConf& conf, trace::Writer* trace, pool::PoolModel* model,
+    PoolEvents(int device, const pool::AllocConf& conf, const PoolEventSinks& sinks,
                std::chrono::steady_clock::time_point start, bool history, std::uint64_t context = 0)
-        : device_(device), context_(context), conf_(conf), trace_(trace), model_(model), start_(start),
-          ticks0_(util::CycleClock::now()), time0_(std::chrono::steady_clock::now()), history_(history),
+        : device_(device), context_(context), conf_(conf), sites_(sinks.sites), ooms_(sinks.ooms), trace_(sinks.trace),
+          model_(sinks.model), start_(start), ticks0_(util::CycleClock::now()),
+          time0_(std::chrono::steady_clock::now()), history_(history),
           series_(history ? stats::TimeSeries::kDefaultCapacity : 4),
           ring_(history ? stats::EventRing::kDefaultCapacity : 0) {}
     void on_alloc(std::uintptr_t ptr, std::size_t size, std::size_t requested, std::uintptr_t stream) override;
@@ -79,6 +93,8 @@ private:
     int device_;
     std::uint64_t context_;
     const pool::AllocConf& conf_;
+    stacks::Recorder& sites_;
+    OomNotices& ooms_;
     trace::Writer* trace_;
     pool::PoolModel* model_;
     std::chrono::steady_clock::time_point start_;

@@ -103,9 +103,12 @@ PoolSlot* Profiler::create_slot(const DriverApi& api, CUcontext ctx) noexcept {
                 slot->model = std::make_unique<pool::PoolModel>(conf_, slot->device, total);
             // Attached to PyTorch's allocator, the trace records its events (what `replay` is for);
             // the few requests of other libraries our pool serves then stay out of it.
-            slot->events = std::make_unique<PoolEvents>(
-                slot->device, conf_, torch_.attached() ? nullptr : trace_.load(std::memory_order_acquire),
-                slot->model.get(), start_, options_.html || options_.pickle, static_cast<std::uint64_t>(index));
+            const PoolEventSinks sinks{stacks::Recorder::instance(), OomNotices::instance(),
+                                       torch_.attached() ? nullptr : trace_.load(std::memory_order_acquire),
+                                       slot->model.get()};
+            slot->events =
+                std::make_unique<PoolEvents>(slot->device, conf_, sinks, start_, options_.html || options_.pickle,
+                                             static_cast<std::uint64_t>(index));
             emit(trace_.load(std::memory_order_acquire), trace::EventType::device_info, slot->device, 0, total, total);
             pool::PoolOptions po;
             po.conf = conf_;
