@@ -6,7 +6,7 @@
 # device, whose events complete SIMCUDA_EVENT_DELAY_US after they are recorded:
 #   at once: no stream is created, freed blocks are reused at once (PyTorch's own order);
 #   fenced:  a non-blocking stream exists, freed blocks wait for fences that trail the host.
-# Goal (issue 9): the fenced reserved peak <= 1.10x the at-once peak, for each delay.
+# Goal: the fenced reserved peak <= 1.10x the at-once peak, for each delay.
 import argparse
 import json
 import glob

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-# Stack bytes one warm cudaMalloc+cudaFree uses on the calling thread (issue 14, item 3): the
+# Stack bytes one warm cudaMalloc+cudaFree uses on the calling thread: the
 # program paints its thread's stack below its frame, allocates and frees once, and counts the
 # bytes touched (tests/hostile/limits_prog.cpp stack_use). Measured without the preload (the
 # baseline of the same run), with it and stacks on, and with stacks off. Goal: the profiler's

@@ -200,9 +200,9 @@ bool DriverBackend::make_join_stream() {
 // One event per fence, whatever the number of streams: a mark recorded on each stream the fence
 // covers (and each event a destroyed stream left) is waited for by the profiler's join stream,
 // on which the fence's own event is then recorded. A wait takes the mark as it is at the call,
-// so one mark serves every stream. Recording and waiting only queue work (a fraction of a
-// microsecond each on the H200); a query, made once per poll, costs 1.5 us while the device is
-// busy (docs/measurements.md), so a fence is polled with one query rather than one per stream.
+// so one mark serves every stream. Recording and waiting only queue work; a query, made once
+// per poll, costs several times as much while the device is busy (docs/measurements.md), so a
+// fence is polled with one query rather than one per stream.
 pool::FenceId DriverBackend::fence_record() {
     // Recording on the legacy stream during a capture would invalidate the capture
     // (cudaErrorStreamCaptureImplicit); pending blocks simply wait until it ends.

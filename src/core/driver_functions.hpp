@@ -43,6 +43,10 @@
     CALL(cuMemSetAccess)                                                                                               \
     CALL(cuMemGetAllocationGranularity)                                                                                \
     HOOK(cuIpcGetMemHandle, 4010)                                                                                      \
+    /* pointer queries: a pooled block answers as a plain allocation would */                                          \
+    HOOK(cuMemGetAddressRange_v2, 3020)                                                                                \
+    HOOK(cuPointerGetAttribute, 4000)                                                                                  \
+    HOOK(cuPointerGetAttributes, 7000)                                                                                 \
     /* streams, captures, events */                                                                                    \
     HOOK(cuStreamCreate, 2000)                                                                                         \
     HOOK(cuStreamCreateWithPriority, 5050)                                                                             \

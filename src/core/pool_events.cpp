@@ -23,27 +23,6 @@ thread_local trace::PoolId t_event_pool __attribute__((tls_model("initial-exec")
 
 } // namespace
 
-void emit_to(trace::Writer* w, trace::EventType type, int device, std::uintptr_t ptr, std::size_t size,
-             std::size_t block_size, std::uint64_t stack, std::uint64_t device_free, std::uint64_t largest_free,
-             const EventOrigin& origin) {
-    trace::Event ev;
-    ev.stream = origin.stream;
-    ev.context = origin.context;
-    ev.pool_id = origin.pool;
-    ev.type = type;
-    ev.device = static_cast<std::uint32_t>(std::max(device, 0));
-    ev.ptr = ptr;
-    ev.size = size;
-    ev.block_size = block_size;
-    ev.stack_id = stack;
-    ev.device_free = device_free;
-    ev.largest_free = largest_free;
-    w->record(ev);
-}
-
-stacks::StackId current_request_stack() noexcept {
-    return t_request_stack;
-}
 void set_current_request_stack(stacks::StackId id) noexcept {
     t_request_stack = id;
 }
@@ -53,6 +32,15 @@ void set_event_origin(std::uint64_t stream, trace::PoolId pool) noexcept {
 }
 EventOrigin PoolEvents::origin() const noexcept {
     return EventOrigin{t_event_stream, context_, t_event_pool};
+}
+
+// The trace's copy of an event, when there is a trace: the origin is read only then.
+inline __attribute__((always_inline)) void PoolEvents::traced(trace::EventType type, int device, std::uintptr_t ptr,
+                                                              std::size_t size, std::size_t block_size,
+                                                              std::uint64_t stack, std::uint64_t device_free,
+                                                              std::uint64_t largest_free) {
+    if (trace_) [[unlikely]]
+        emit_to(trace_, type, device, ptr, size, block_size, stack, device_free, largest_free, origin());
 }
 
 // Inlined into each caller, where the action, the series and the deltas' signs are constants:
@@ -91,42 +79,42 @@ inline __attribute__((always_inline)) void PoolEvents::remember(stats::PoolActio
 // The series count a block by the bytes it occupies in the pool (its rounded size), as
 // allocated_bytes does; the events carry the size the program asked for, as PyTorch's trace does.
 void PoolEvents::on_alloc(std::uintptr_t ptr, std::size_t size, std::size_t requested, std::uintptr_t stream) {
-    stacks::Recorder::instance().on_alloc(device_, ptr, size, requested, t_request_stack);
+    sites_.on_alloc(device_, ptr, size, requested, t_request_stack);
     if (model_)
         model_->on_alloc(ptr, requested, stream);
-    emit(trace_, trace::EventType::alloc, device_, ptr, requested, size, t_request_stack, 0, 0, origin());
+    traced(trace::EventType::alloc, device_, ptr, requested, size, t_request_stack, 0, 0);
     remember(stats::PoolAction::alloc, ptr, requested, size, stream, t_request_stack, stats::Series::allocated,
              static_cast<std::int64_t>(size));
 }
 
 void PoolEvents::on_free_requested(std::uintptr_t ptr, std::size_t size, std::size_t requested) {
-    const stacks::StackId site = stacks::Recorder::instance().on_free(device_, ptr);
+    const stacks::StackId site = sites_.on_free(device_, ptr);
     if (model_)
         model_->on_free(ptr);
-    emit(trace_, trace::EventType::free_requested, device_, ptr, requested, size, 0, 0, 0, origin());
+    traced(trace::EventType::free_requested, device_, ptr, requested, size, 0, 0, 0);
     // Freed but not yet reusable: out of allocated, into waiting until free_completed.
     remember(stats::PoolAction::free_requested, ptr, requested, size, 0, site, stats::Series::allocated,
              -static_cast<std::int64_t>(size), stats::Series::waiting, static_cast<std::int64_t>(size));
 }
 
 void PoolEvents::on_free_completed(std::uintptr_t ptr, std::size_t size, std::size_t requested) {
-    emit(trace_, trace::EventType::free_completed, device_, ptr, requested, size, 0, 0, 0, origin());
+    traced(trace::EventType::free_completed, device_, ptr, requested, size, 0, 0, 0);
     remember(stats::PoolAction::free_completed, ptr, requested, size, 0, 0, stats::Series::waiting,
              -static_cast<std::int64_t>(size));
 }
 
 void PoolEvents::device_memory_acquired(trace::EventType type, stats::PoolAction action, std::uintptr_t ptr,
                                         std::size_t size) {
-    stacks::Recorder::instance().on_acquire(device_, size, t_request_stack);
+    sites_.on_acquire(device_, size, t_request_stack);
     note_device_memory_acquired(device_);
-    emit(trace_, type, device_, ptr, size, size, 0, 0, 0, origin());
+    traced(type, device_, ptr, size, size, 0, 0, 0);
     remember(action, ptr, size, size, 0, t_request_stack, stats::Series::reserved, static_cast<std::int64_t>(size));
 }
 
 void PoolEvents::device_memory_released(trace::EventType type, stats::PoolAction action, std::uintptr_t ptr,
                                         std::size_t size) {
     note_device_memory_released(device_);
-    emit(trace_, type, device_, ptr, size, size, 0, 0, 0, origin());
+    traced(type, device_, ptr, size, size, 0, 0, 0);
     remember(action, ptr, size, size, 0, 0, stats::Series::reserved, -static_cast<std::int64_t>(size));
 }
 
@@ -194,12 +182,11 @@ void PoolEvents::on_segment_unmap(std::uintptr_t ptr, std::size_t size) {
 void PoolEvents::on_oom(const pool::OomInfo& info) {
     std::string suggestion = report::oom_suggestion(info, conf_);
     log::warn("{} (request: {} bytes) Suggestion: {}", report::oom_message(device_, info), info.requested, suggestion);
-    note_oom(device_, stacks::Recorder::instance().on_oom(device_, info, t_request_stack, suggestion), info.device_free,
-             info.device_total);
-    OomNotices::instance().add(OomNotice{device_, static_cast<std::int64_t>(info.requested), info.allocated,
-                                         static_cast<std::int64_t>(info.device_free)});
-    emit(trace_, trace::EventType::oom, device_, 0, info.requested, info.allocation_size, t_request_stack,
-         info.device_free, info.largest_free_block, origin());
+    note_oom(device_, sites_.on_oom(device_, info, t_request_stack, suggestion), info.device_free, info.device_total);
+    ooms_.add(OomNotice{device_, static_cast<std::int64_t>(info.requested), info.allocated,
+                        static_cast<std::int64_t>(info.device_free)});
+    traced(trace::EventType::oom, device_, 0, info.requested, info.allocation_size, t_request_stack, info.device_free,
+           info.largest_free_block);
     if (history_) {
         try {
             const std::int64_t t = now_ticks();

@@ -5,6 +5,7 @@
 // also guards the history (readers take it through DevicePool::with_lock); never calls back.
 #pragma once
 
+#include "core/trace_events.hpp"
 #include "pool/device_pool.hpp"
 #include "pool/pool_model.hpp"
 #include "stacks/trace_tree.hpp"
@@ -16,35 +17,22 @@
 #include <functional>
 #include <string>
 
-#include "trace/format.hpp"
-
-namespace gpumemprof::trace {
-class Writer;
+namespace gpumemprof::stacks {
+class Recorder;
 }
 
 namespace gpumemprof::core {
 
-/// The call stack of the request being served on this thread (set around DevicePool::malloc so
-/// that segment acquisitions and OOMs are charged to it).
-stacks::StackId current_request_stack() noexcept;
-/// Where an event happened beyond its device: the stream and memory pool PyTorch's allocator
-/// names (its events carry them; our own pool's requests have none) and the context's number.
-struct EventOrigin {
-    std::uint64_t stream = 0;
-    std::uint64_t context = 0;
-    trace::PoolId pool = trace::kDefaultPool;
+class OomNotices;
+
+/// What PoolEvents feeds besides its own history, each handed to it (none looked up).
+struct PoolEventSinks {
+    stacks::Recorder& sites; ///< the call sites' bytes, acquisitions and OOM records
+    OomNotices& ooms;        ///< the OOM notices for observers outside the hook
+    trace::Writer* trace;    ///< the GPUMEMPROF_TRACE log, or null
+    pool::PoolModel* model;  ///< PyTorch's allocator on the same requests (fed in the pool's order), or null
 };
-/// Append one event to the trace `w` (not null).
-void emit_to(trace::Writer* w, trace::EventType type, int device, std::uintptr_t ptr, std::size_t size,
-             std::size_t block_size, std::uint64_t stack, std::uint64_t device_free, std::uint64_t largest_free,
-             const EventOrigin& origin);
-/// Append one event to the trace, if there is one (`w` may be null; checked here, inline).
-inline void emit(trace::Writer* w, trace::EventType type, int device, std::uintptr_t ptr, std::size_t size,
-                 std::size_t block_size, std::uint64_t stack = 0, std::uint64_t device_free = 0,
-                 std::uint64_t largest_free = 0, const EventOrigin& origin = {}) {
-    if (w)
-        emit_to(w, type, device, ptr, size, block_size, stack, device_free, largest_free, origin);
-}
+
 /// The stream and pool of the PyTorch event being handled on this thread (0 and the default
 /// pool otherwise); PoolEvents writes them, with its own context number, into the trace.
 void set_event_origin(std::uint64_t stream, trace::PoolId pool) noexcept;
@@ -52,14 +40,14 @@ void set_current_request_stack(stacks::StackId id) noexcept;
 
 class PoolEvents final : public pool::PoolListener {
 public:
-    /// `model` (may be null) is fed every allocation and free, in the pool's order.
     /// `start`: time zero of the time series and event times (the process start). `history`:
     /// keep the series and the latest events (the HTML report or the snapshot wants them).
     /// `context`: the context's number in the trace (the pool slot's index).
-    PoolEvents(int device, const pool::AllocConf& conf, trace::Writer* trace, pool::PoolModel* model,
+    PoolEvents(int device, const pool::AllocConf& conf, const PoolEventSinks& sinks,
                std::chrono::steady_clock::time_point start, bool history, std::uint64_t context = 0)
-        : device_(device), context_(context), conf_(conf), trace_(trace), model_(model), start_(start),
-          ticks0_(util::CycleClock::now()), time0_(std::chrono::steady_clock::now()), history_(history),
+        : device_(device), context_(context), conf_(conf), sites_(sinks.sites), ooms_(sinks.ooms), trace_(sinks.trace),
+          model_(sinks.model), start_(start), ticks0_(util::CycleClock::now()),
+          time0_(std::chrono::steady_clock::now()), history_(history),
           series_(history ? stats::TimeSeries::kDefaultCapacity : 4),
           ring_(history ? stats::EventRing::kDefaultCapacity : 0) {}
     void on_alloc(std::uintptr_t ptr, std::size_t size, std::size_t requested, std::uintptr_t stream) override;
@@ -99,10 +87,14 @@ private:
 
     /// This thread's event origin with this listener's context.
     EventOrigin origin() const noexcept;
+    void traced(trace::EventType type, int device, std::uintptr_t ptr, std::size_t size, std::size_t block_size,
+                std::uint64_t stack, std::uint64_t device_free, std::uint64_t largest_free);
 
     int device_;
     std::uint64_t context_;
     const pool::AllocConf& conf_;
+    stacks::Recorder& sites_;
+    OomNotices& ooms_;
     trace::Writer* trace_;
     pool::PoolModel* model_;
     std::chrono::steady_clock::time_point start_;

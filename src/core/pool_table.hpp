@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The pools, one per CUDA context: every slot ever made (a destroyed context's slot stays, dead,
-// for the report) and the live ones, which the hot path reads without a lock.
+// The pools, one per CUDA context: the live ones, which the hot path reads without a lock, as
+// many as the program keeps live at once, and the latest dead ones (destroyed contexts), kept for
+// the report; older dead ones are folded into one entry per device and deleted.
 #pragma once
 
 #include "core/driver_backend.hpp"
@@ -13,6 +14,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -21,8 +23,8 @@ namespace gpumemprof::core {
 
 class PoolEvents;
 
-/// One CUDA context's pool. Never deleted while the process runs: a destroyed context's slot is
-/// marked dead (its statistics stay for the report).
+/// One CUDA context's pool. A destroyed context's slot is marked dead (its statistics stay for the
+/// report); it is deleted only once kKeptDead contexts have died after it (PoolTable::drop).
 struct PoolSlot {
     std::atomic<CUcontext> ctx{nullptr}; ///< null once the context is gone
     int device = 0;
@@ -53,57 +55,94 @@ struct PoolSlot {
 
 class PoolTable {
 public:
-    static constexpr int kMaxLive = 64;
+    /// The live pools are listed in chunks of this many entries: the first is part of the table
+    /// (the hot path's lookup reads it without a pointer hop), later ones are allocated as more
+    /// contexts are live at once, and never freed.
+    static constexpr int kChunk = 64;
+    /// Destroyed contexts whose pools are kept whole for the report (the latest ones); each older
+    /// one is handed to drop()'s `retire` and deleted. Never deleted: the newest pool of a device
+    /// (it carries the device's pass-through figures) and a pool with PyTorch's mirror attached
+    /// (read without the table lock).
+    static constexpr std::size_t kKeptDead = 16;
+    /// Receives a dead slot just before it is deleted, under the table lock.
+    using Retire = std::function<void(const PoolSlot&)>;
 
     /// Call fn(slot) for each live pool until it returns true. No allocation, no lock.
     template <typename Fn> void for_each_live(Fn&& fn) const {
         const int n = live_count_.load(std::memory_order_acquire);
-        for (int i = 0; i < n; ++i) {
-            PoolSlot* s = live_[i].load(std::memory_order_acquire);
+        const int first = n < kChunk ? n : kChunk;
+        for (int i = 0; i < first; ++i) {
+            PoolSlot* s = first_.slots[i].load(std::memory_order_acquire);
             if (s && s->ctx.load(std::memory_order_acquire) && fn(s))
                 return;
         }
+        if (n > kChunk) [[unlikely]] {
+            const LiveChunk* c = first_.next.load(std::memory_order_acquire);
+            for (int base = kChunk; base < n && c; base += kChunk, c = c->next.load(std::memory_order_acquire)) {
+                const int m = n - base < kChunk ? n - base : kChunk;
+                for (int i = 0; i < m; ++i) {
+                    PoolSlot* s = c->slots[i].load(std::memory_order_acquire);
+                    if (s && s->ctx.load(std::memory_order_acquire) && fn(s))
+                        return;
+                }
+            }
+        }
     }
-    /// The live pool of `ctx`, or null. No lock (the hot path's lookup).
+    /// The live pool of `ctx`, or null. No lock (the hot path's lookup: the first chunk is read
+    /// here, inline; the later ones by find_live_beyond).
     PoolSlot* find_live(CUcontext ctx) const {
-        PoolSlot* found = nullptr;
-        for_each_live([&](PoolSlot* s) {
-            found = s->ctx.load(std::memory_order_acquire) == ctx ? s : nullptr;
-            return found != nullptr;
-        });
-        return found;
+        if (!ctx)
+            return nullptr;
+        const int n = live_count_.load(std::memory_order_acquire);
+        const int first = n < kChunk ? n : kChunk;
+        for (int i = 0; i < first; ++i) {
+            PoolSlot* s = first_.slots[i].load(std::memory_order_acquire);
+            if (s && s->ctx.load(std::memory_order_acquire) == ctx)
+                return s;
+        }
+        if (n > kChunk) [[unlikely]]
+            return find_live_beyond(ctx, n);
+        return nullptr;
     }
 
     /// The live pool of `ctx`; if there is none, make(index) builds one (with `ctx` not yet
-    /// set), which is then published. Null when kMaxLive contexts are live or make returns null.
+    /// set), which is then published. `index` numbers the table's pools in the order they were
+    /// made (the JSON's "context"). Null when make returns null or host memory runs out.
     /// Takes the table lock (make runs under it).
     template <typename Make> PoolSlot* find_or_add(CUcontext ctx, Make&& make) {
         std::lock_guard lock(mutex_);
         if (PoolSlot* p = find_live(ctx)) // another thread may have won the race
             return p;
-        const int free_index = free_live_index();
-        if (free_index < 0)
+        std::atomic<PoolSlot*>* entry = free_live_entry();
+        if (!entry)
             return nullptr;
-        std::unique_ptr<PoolSlot> slot = make(static_cast<int>(all_.size()));
+        std::unique_ptr<PoolSlot> slot = make(next_index_);
         if (!slot)
             return nullptr;
-        return publish(std::move(slot), ctx, free_index);
+        ++next_index_;
+        return publish(std::move(slot), ctx, entry);
     }
 
-    /// Mark ctx's pool dead: its blocks and fences are forgotten without driver calls.
-    void drop(CUcontext ctx);
+    /// Mark ctx's pool dead: its blocks and fences are forgotten without driver calls. Dead pools
+    /// beyond the latest kKeptDead are handed to `retire`, then deleted: a thread may still hold
+    /// a slot it found live only while kKeptDead more contexts die (CUDA forbids using a context
+    /// while it is destroyed, so a program that keeps to that rule never does).
+    void drop(CUcontext ctx, const Retire& retire);
     /// The live primary contexts of `device`.
     std::vector<CUcontext> primary_contexts(int device) const;
 
-    /// Call fn(slot) for every pool `device` ever had, live or dead, outside the table lock.
+    /// Call fn(slot) for every pool of `device` in the table, live or dead, under the table lock
+    /// (fn may take the pools' own locks: they come after it).
     template <typename Fn> void for_each_pool_of(int device, Fn&& fn) const {
-        for (PoolSlot* s : slots_of(device))
-            fn(*s);
+        std::lock_guard lock(mutex_);
+        for (const auto& s : all_)
+            if (s->device == device)
+                fn(*s);
     }
 
     // ---- under the lock (lock()): reports and the C API's stats -----------------------------
     std::unique_lock<std::mutex> lock() const { return std::unique_lock(mutex_); }
-    /// Every slot, oldest first (slots are only ever appended). Requires lock().
+    /// Every slot in the table, oldest first. Requires lock().
     const std::vector<std::unique_ptr<PoolSlot>>& all() const { return all_; }
     /// The pass-through ledger is kept per device; of the pools a device had (a reset makes a new
     /// one), the newest carries its figures, so each is counted once. Requires lock().
@@ -118,14 +157,33 @@ public:
     void abandon_after_fork();
 
 private:
-    std::vector<PoolSlot*> slots_of(int device) const;
-    int free_live_index() const;                                                      // requires mutex_
-    PoolSlot* publish(std::unique_ptr<PoolSlot> slot, CUcontext ctx, int live_index); // requires mutex_
+    /// find_live in the chunks after the first (`n`: the live count read there).
+    PoolSlot* find_live_beyond(CUcontext ctx, int n) const;
+    struct LiveChunk {
+        std::atomic<PoolSlot*> slots[kChunk] = {};
+        std::atomic<LiveChunk*> next{nullptr};
+    };
+    /// Entry `i` of the live list (i < live_count_ or the next one to use); requires mutex_.
+    std::atomic<PoolSlot*>* live_entry(int i) const;
+    /// Calls fn(entry) for each used entry of the live list; requires mutex_.
+    template <typename Fn> void for_each_entry(Fn&& fn) const {
+        const int n = live_count_.load(std::memory_order_relaxed);
+        for (int i = 0; i < n; ++i)
+            fn(*live_entry(i));
+    }
+    /// Hands the dead slots beyond the latest kKeptDead that may go to `retire` and deletes them.
+    void retire_old(const Retire& retire); // requires mutex_
+    /// An entry of the live list whose pool is dead or that was never used (a new chunk when all
+    /// are taken); null when host memory runs out. Requires mutex_.
+    std::atomic<PoolSlot*>* free_live_entry();
+    PoolSlot* publish(std::unique_ptr<PoolSlot> slot, CUcontext ctx, std::atomic<PoolSlot*>* entry); // requires mutex_
 
     mutable std::mutex mutex_;
-    std::atomic<PoolSlot*> live_[kMaxLive] = {};
-    std::atomic<int> live_count_{0}; ///< entries [0, live_count_) of live_ have ever been used
+    mutable LiveChunk first_;        ///< atomics: written under mutex_, read without it
+    std::atomic<int> live_count_{0}; ///< entries [0, live_count_) of the live list have ever been used
+    int next_index_ = 0;             ///< the next pool's number (requires mutex_)
     std::vector<std::unique_ptr<PoolSlot>> all_;
+    std::vector<PoolSlot*> dead_; ///< the dead slots in all_, in the order their contexts died
 };
 
 } // namespace gpumemprof::core

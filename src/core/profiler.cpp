@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 #include "core/profiler.hpp"
 
+#include "core/framework_env.hpp"
 #include "core/oom_notices.hpp"
 #include "core/pool_events.hpp"
+#include "core/process_images.hpp"
 #include "core/process_state.hpp"
 #include "core/signals.hpp"
 #include "core/stream_origin.hpp"
@@ -23,6 +25,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -34,168 +37,22 @@
 namespace gpumemprof::core {
 namespace {
 
-void exit_handler() {
-    Profiler::instance().on_exit();
-}
-void late_exit_handler(void*) {
-    Profiler::instance().on_exit();
-}
-// Tied to this library: runs at its turn in _dl_fini (or earlier), before the CUDA libraries'
-// own finalisation; from then on we make no CUDA calls (frees are still accounted).
-void teardown_handler() {
-    set_process_exiting();
-}
-void atfork_prepare() {
-    Profiler::instance().fork_prepare();
-}
-void atfork_parent() {
-    Profiler::instance().fork_parent();
-}
-void atfork_child() {
-    Profiler::instance().fork_child();
-}
-
-std::string read_exe() {
-    char buf[4096];
-    ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-    return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
-}
-
 constexpr std::size_t kPitchAlignment = 512;
-
-report::PassthroughCounters figures(const KindCounters& k) {
-    return {k.calls, k.frees, k.current_bytes, k.peak_bytes, k.total_bytes};
-}
-
-report::PassthroughSummary passthrough_figures(const DeviceLedger* ledger) {
-    if (!ledger)
-        return {};
-    auto kind = [&](Kind k) { return figures(ledger->kinds[static_cast<int>(k)]); };
-    return {kind(Kind::async), kind(Kind::managed), kind(Kind::vmm_physical), kind(Kind::vmm_mapped)};
-}
 
 } // namespace
 
-Profiler& Profiler::instance() noexcept {
-    // Created on first use from whichever hook runs first (possibly before our constructor and
-    // before main) and never destroyed: hooks may run during the host's static destruction.
-    static Profiler* p = new Profiler();
-    return *p;
-}
-
-Profiler::Profiler() : start_(std::chrono::steady_clock::now()) {
-    std::string warnings;
-    options_ = util::read_options(&warnings);
-    log::configure(options_.log_level, options_.max_warnings);
+Profiler::Profiler(const util::Options& options) : options_(options), start_(std::chrono::steady_clock::now()) {
     std::vector<std::string> conf_warnings;
     conf_ = pool::parse_alloc_conf(options_.alloc_conf, &conf_warnings);
-    std::istringstream lines(warnings);
-    for (std::string line; std::getline(lines, line);)
-        if (!line.empty())
-            log::warn("{}", line);
     for (const auto& w : conf_warnings)
         log::warn("GPUMEMPROF_ALLOC_CONF: {}", w);
     if (conf_.expandable_segments && !options_.pool)
         log::warn("GPUMEMPROF_ALLOC_CONF: expandable_segments:True has no effect with GPUMEMPROF_POOL=0 "
                   "(every allocation goes to the driver as the program made it)");
-    if (log::enabled(log::Level::debug))
-        for (const std::string& line : util::describe_options(options_))
-            log::debug("{}", line);
-    stacks::python::set_warning_sink([](const char* message) { log::warn("{}", message); });
-    stacks::python::set_enabled(options_.python != 0);
-    stacks::Recorder::instance().configure(options_.stack_depth);
-    if (options_.stack_sample > 1)
-        stacks::Recorder::instance().set_sampling(static_cast<std::size_t>(options_.stack_sample_from),
-                                                  static_cast<std::uint32_t>(options_.stack_sample));
-    // The exit report lists what is still live: it must come after the program's and its
-    // libraries' global destructors, which may free device memory. std::atexit from here would
-    // tie the handler to this library, whose finalisation the loader runs (in _dl_fini) before
-    // that of the program's own libraries (a preload comes early in the search list): their
-    // destructors' frees would come after the report, as false leaks. Registered with no DSO,
-    // before _dl_fini itself is (our constructor runs before __libc_start_main registers it),
-    // the handler runs after _dl_fini: after every global and ELF destructor (docs/outputs.md).
-    // Everything the dump uses is leaked, never destroyed, so it is all still there.
-    abi::__cxa_atexit(late_exit_handler, nullptr, nullptr);
-    std::atexit(teardown_handler);
-    // quick_exit skips atexit handlers but runs these: a profiled program that ends that way
-    // still gets its report (docs/guarantees.md).
-    std::at_quick_exit(exit_handler);
-    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 
-static void trace_failed(const char* message) {
-    log::warn("GPUMEMPROF_TRACE: {}", message);
-}
-
-void Profiler::open_trace() noexcept {
-    try {
-        if (options_.trace.empty())
-            return;
-        trace::Header h;
-        h.pid = static_cast<std::uint64_t>(::getpid());
-        h.host = util::host_name();
-        h.exe = read_exe();
-        // Attached to PyTorch's allocator, the events are its own: replay them under its settings.
-        h.alloc_conf = pool::format_alloc_conf(torch_.attached() ? torch_.rules().conf : conf_);
-        h.start_time_ns = static_cast<std::uint64_t>(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-                .count());
-        h.metadata.push_back({"source", "libgpumemprof"});
-        h.metadata.push_back({"pool", options_.pool ? "caching" : "passthrough"});
-        h.metadata.push_back({"allocator", torch_.attached() ? "pytorch" : "gpumemprof"});
-        // Where this process stands in its job (`gpumemprof merge` reads traces too).
-        const util::RankInfo& rank = util::rank_info();
-        h.metadata.push_back({"rank", std::to_string(rank.rank)});
-        h.metadata.push_back({"local_rank", std::to_string(rank.local_rank)});
-        h.metadata.push_back({"world_size", std::to_string(rank.world_size)});
-        h.metadata.push_back({"rank_from", rank.from});
-        h.metadata.push_back({"cuda_visible_devices", rank.cuda_visible_devices});
-        trace::WriterOptions wo;
-        wo.on_failure = trace_failed;
-        auto w = std::make_unique<trace::Writer>();
-        const std::string path = util::expand_output_prefix(options_.trace, static_cast<int>(::getpid()));
-        if (!w->open(path, h, wo) && w->busy_pid() > 0) {
-            // Another live process (our parent, typically, with a path without %p) records there.
-            const std::string own = util::with_suffix(path, "." + std::to_string(::getpid())); // fits NAME_MAX
-            log::warn("GPUMEMPROF_TRACE: process {} is recording into {}; this process records into {}", w->busy_pid(),
-                      path, own);
-            w->open(own, h, wo);
-        }
-        if (w->error().empty())
-            trace_.store(w.release(), std::memory_order_release);
-        else
-            log::warn("GPUMEMPROF_TRACE: {}; recording no trace", w->error());
-    } catch (...) {
-    }
-}
-
-// At the first CUDA allocation, so that processes that never touch CUDA (shells and other
-// children that inherit LD_PRELOAD) get no trace file, no thread, no handlers and no reports.
-void Profiler::on_first_cuda_use() noexcept {
-    if (signal_thread_started_.load(std::memory_order_acquire))
-        return;
-    std::lock_guard lock(first_use_mutex_);
-    if (signal_thread_started_.load(std::memory_order_relaxed))
-        return;
-    if (child_reset_pending_) {
-        // A fork child's first CUDA use: forget the parent's passthrough blocks, streams and live
-        // call sites (freeing memory is fine now: the program is allocating itself).
-        child_reset_pending_ = false;
-        ledger_.clear();
-        streams_.clear();
-        stacks::Recorder::instance().reset_after_fork();
-        steps_.clear();
-    }
-    cuda_seen_.store(true, std::memory_order_relaxed);
-    open_trace();
-    if (!options_.output.empty())
-        install_signal_handlers(options_.dump_signal, [this](bool fatal) {
-            if (fatal)
-                set_process_exiting(); // the process dies right after: no CUDA calls from here on
-            if (dump(std::string(), !fatal))
-                flush_trace();
-        });
-    signal_thread_started_.store(true, std::memory_order_release);
+void Profiler::set_framework_env() noexcept {
+    framework_env_ = core::set_framework_env(options_);
 }
 
 // ---- pools ------------------------------------------------------------------------------------
@@ -246,9 +103,12 @@ PoolSlot* Profiler::create_slot(const DriverApi& api, CUcontext ctx) noexcept {
                 slot->model = std::make_unique<pool::PoolModel>(conf_, slot->device, total);
             // Attached to PyTorch's allocator, the trace records its events (what `replay` is for);
             // the few requests of other libraries our pool serves then stay out of it.
-            slot->events = std::make_unique<PoolEvents>(
-                slot->device, conf_, torch_.attached() ? nullptr : trace_.load(std::memory_order_acquire),
-                slot->model.get(), start_, options_.html || options_.pickle, static_cast<std::uint64_t>(index));
+            const PoolEventSinks sinks{stacks::Recorder::instance(), OomNotices::instance(),
+                                       torch_.attached() ? nullptr : trace_.load(std::memory_order_acquire),
+                                       slot->model.get()};
+            slot->events =
+                std::make_unique<PoolEvents>(slot->device, conf_, sinks, start_, options_.html || options_.pickle,
+                                             static_cast<std::uint64_t>(index));
             emit(trace_.load(std::memory_order_acquire), trace::EventType::device_info, slot->device, 0, total, total);
             pool::PoolOptions po;
             po.conf = conf_;
@@ -260,8 +120,9 @@ PoolSlot* Profiler::create_slot(const DriverApi& api, CUcontext ctx) noexcept {
             return slot;
         });
         if (!raw) {
-            log::warn("more than {} live CUDA contexts: allocations of the newest pass through unpooled",
-                      PoolTable::kMaxLive);
+            log::warn("no pool could be made for CUDA context {} (out of host memory): its allocations pass "
+                      "through unpooled",
+                      static_cast<void*>(ctx));
             return nullptr;
         }
         log::debug("new pool for context {} on device {} ({})", static_cast<void*>(ctx), raw->device,
@@ -319,17 +180,27 @@ CUresult Profiler::mem_alloc_pitch(const DriverApi& api, CUdeviceptr* dptr, std:
     return r;
 }
 
-int Profiler::free_in_pools(std::uintptr_t ptr) noexcept {
+int Profiler::free_in_pools(std::uintptr_t ptr, bool apply) noexcept {
     if (ptr == 0)
         return pool::kNotOwned;
     int result = pool::kNotOwned;
-    pools_.for_each_live([&](PoolSlot* s) {
-        int r = s->pool->free(ptr);
-        if (r == pool::kNotOwned)
-            return false;
-        result = r;
-        return true;
-    });
+    if (apply) [[likely]]
+        pools_.for_each_live([&](PoolSlot* s) {
+            const int r = s->pool->free(ptr);
+            if (r == pool::kNotOwned)
+                return false;
+            result = r;
+            return true;
+        });
+    else
+        // Frozen for the final report: the free is answered as it would be, and changes nothing.
+        pools_.for_each_live([&](PoolSlot* s) {
+            const pool::Lookup l = s->pool->lookup(ptr);
+            if (!l.in_pool)
+                return false;
+            result = l.is_block_start ? pool::kSuccess : pool::kInvalidValue;
+            return true;
+        });
     if (result == pool::kInvalidValue)
         log::warn("cuMemFree/cudaFree of {:#x}: not the start of a live allocation (double or interior free); "
                   "returning CUDA_ERROR_INVALID_VALUE as the driver does",
@@ -337,27 +208,16 @@ int Profiler::free_in_pools(std::uintptr_t ptr) noexcept {
     return result;
 }
 
-void Profiler::forget_passthrough(std::uintptr_t ptr) noexcept {
-    int device = 0;
-    Kind kind = Kind::async;
-    if (ledger_.remove(ptr, {Kind::managed, Kind::async, Kind::torch_segment}, &kind, &device) && in_recorder(kind))
-        stacks::Recorder::instance().on_free(device, ptr);
-}
-
-bool Profiler::in_recorder(Kind kind) const noexcept {
-    // Physical VMM handles are not addresses the program frees; what it uses is the mapping. An
-    // attached PyTorch allocator's blocks are recorded one by one, not its segments.
-    return kind != Kind::vmm_physical && kind != Kind::torch_physical &&
-           !(kind == Kind::torch_segment && torch_.attached());
-}
-
 CUresult Profiler::mem_free(const DriverApi& api, CUdeviceptr ptr) noexcept {
-    int r = free_in_pools(static_cast<std::uintptr_t>(ptr));
+    const LateUpdate update;
+    int r = free_in_pools(static_cast<std::uintptr_t>(ptr), update.allowed());
     if (r != pool::kNotOwned)
         return static_cast<CUresult>(r);
     CUresult d = api.cuMemFree_v2(ptr);
+    if (!update.allowed())
+        return d;
     if (d == CUDA_SUCCESS)
-        forget_passthrough(static_cast<std::uintptr_t>(ptr));
+        ledger_.freed_by_driver(static_cast<std::uintptr_t>(ptr));
     else
         invalid_foreign_frees_.fetch_add(1, std::memory_order_relaxed);
     return d;
@@ -368,12 +228,15 @@ CUresult Profiler::mem_free_async(const DriverApi& api, CUdeviceptr ptr, CUstrea
     // per-thread default stream is one order per thread: no more reuse at once.
     if ((ptsz || stream == CU_STREAM_PER_THREAD) && !streams_.unordered())
         streams_.mark_unordered(OrderLoss::per_thread_stream, origin_stack());
-    int r = free_in_pools(static_cast<std::uintptr_t>(ptr));
+    const LateUpdate update;
+    int r = free_in_pools(static_cast<std::uintptr_t>(ptr), update.allowed());
     if (r != pool::kNotOwned)
         return static_cast<CUresult>(r);
     CUresult d = (ptsz ? api.cuMemFreeAsync_ptsz : api.cuMemFreeAsync)(ptr, stream);
+    if (!update.allowed())
+        return d;
     if (d == CUDA_SUCCESS)
-        forget_passthrough(static_cast<std::uintptr_t>(ptr));
+        ledger_.freed_by_driver(static_cast<std::uintptr_t>(ptr));
     else
         invalid_foreign_frees_.fetch_add(1, std::memory_order_relaxed);
     return d;
@@ -423,92 +286,100 @@ CUresult Profiler::ipc_get_mem_handle(const DriverApi& api, CUipcMemHandle* hand
     return refused ? CUDA_ERROR_INVALID_VALUE : api.cuIpcGetMemHandle(handle, ptr);
 }
 
-// ---- pass-through ---------------------------------------------------------------------------
+// ---- pointer queries ----------------------------------------------------------------------------
 
-// The stack of a rare event the reports point at (what ended reuse at once): with stack capture
-// off (GPUMEMPROF_STACK_DEPTH=0) the native frames are still kept: `ips` when the caller has
-// unwound already, else unwound here.
-std::uint32_t Profiler::origin_stack(const std::uintptr_t* ips, int n) noexcept {
-    if (const std::uint32_t id = capture_stack())
-        return id;
-    std::uintptr_t own[kOriginFrames];
-    if (ips == nullptr) {
-        n = stacks::capture_backtrace(own, kOriginFrames, 0);
-        ips = own;
+namespace {
+
+/// A host address the driver has no record of (unregistered memory of this library): asked about
+/// it, the driver answers as it does for memory it does not know, as a freed block now is.
+const char kUnknownMemory = 0;
+CUdeviceptr unknown_memory() {
+    return reinterpret_cast<CUdeviceptr>(&kUnknownMemory);
+}
+
+/// The bytes of `block` the program asked for, as a plain allocation of that size would span.
+bool live_at(const pool::Lookup& block, std::uintptr_t ptr) {
+    return block.block_allocated && ptr - block.block_address < block.block_requested;
+}
+
+} // namespace
+
+pool::Lookup Profiler::pooled_block(std::uintptr_t ptr) const noexcept {
+    pool::Lookup found;
+    pools_.for_each_live([&](PoolSlot* s) {
+        found = s->pool->lookup(ptr);
+        return found.in_pool;
+    });
+    return found;
+}
+
+CUresult Profiler::address_range(const DriverApi& api, CUdeviceptr* pbase, std::size_t* psize,
+                                 CUdeviceptr ptr) noexcept {
+    const pool::Lookup b = pooled_block(static_cast<std::uintptr_t>(ptr));
+    if (!b.in_pool)
+        return api.cuMemGetAddressRange_v2(pbase, psize, ptr);
+    if (!live_at(b, static_cast<std::uintptr_t>(ptr)))
+        return api.cuMemGetAddressRange_v2(pbase, psize, unknown_memory());
+    // The driver checks the context and arguments; then the block's range replaces the segment's.
+    const CUresult r = api.cuMemGetAddressRange_v2(pbase, psize, ptr);
+    if (r == CUDA_SUCCESS) {
+        if (pbase)
+            *pbase = static_cast<CUdeviceptr>(b.block_address);
+        if (psize)
+            *psize = b.block_requested;
     }
-    return n > 0 ? stacks::Recorder::instance().intern(ips, n) : 0;
+    return r;
 }
 
-bool Profiler::note_stream_created() noexcept {
-    std::uintptr_t ips[kOriginFrames];
-    const int n = stacks::capture_backtrace(ips, kOriginFrames, 0);
-    if (created_by_joining_library(ips, n)) {
-        streams_.add_library_stream();
-        return true;
+CUresult Profiler::pointer_attribute(const DriverApi& api, void* data, CUpointer_attribute attribute,
+                                     CUdeviceptr ptr) noexcept {
+    const pool::Lookup b = pooled_block(static_cast<std::uintptr_t>(ptr));
+    if (!b.in_pool)
+        return api.cuPointerGetAttribute(data, attribute, ptr);
+    if (!live_at(b, static_cast<std::uintptr_t>(ptr)))
+        return api.cuPointerGetAttribute(data, attribute, unknown_memory());
+    const CUresult r = api.cuPointerGetAttribute(data, attribute, ptr);
+    if (r == CUDA_SUCCESS && attribute == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)
+        *static_cast<CUdeviceptr*>(data) = static_cast<CUdeviceptr>(b.block_address);
+    else if (r == CUDA_SUCCESS && attribute == CU_POINTER_ATTRIBUTE_RANGE_SIZE)
+        *static_cast<std::size_t*>(data) = b.block_requested;
+    return r;
+}
+
+CUresult Profiler::pointer_attributes(const DriverApi& api, unsigned count, CUpointer_attribute* attributes,
+                                      void** data, CUdeviceptr ptr) noexcept {
+    const pool::Lookup b = pooled_block(static_cast<std::uintptr_t>(ptr));
+    if (!b.in_pool)
+        return api.cuPointerGetAttributes(count, attributes, data, ptr);
+    if (!live_at(b, static_cast<std::uintptr_t>(ptr)))
+        return api.cuPointerGetAttributes(count, attributes, data, unknown_memory());
+    const CUresult r = api.cuPointerGetAttributes(count, attributes, data, ptr);
+    if (r != CUDA_SUCCESS || !attributes || !data)
+        return r;
+    for (unsigned i = 0; i < count; ++i) {
+        if (!data[i])
+            continue;
+        if (attributes[i] == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)
+            *static_cast<CUdeviceptr*>(data[i]) = static_cast<CUdeviceptr>(b.block_address);
+        else if (attributes[i] == CU_POINTER_ATTRIBUTE_RANGE_SIZE)
+            *static_cast<std::size_t*>(data[i]) = b.block_requested;
     }
-    if (!streams_.unordered())
-        streams_.mark_unordered(OrderLoss::stream_created, origin_stack(ips, n));
-    return false;
-}
-
-std::uint32_t Profiler::capture_stack() noexcept {
-    return stacks::Recorder::instance().capture();
-}
-
-std::uint32_t Profiler::capture_stack(std::size_t requested) noexcept {
-    return stacks::Recorder::instance().capture(requested); // sampled (GPUMEMPROF_STACK_SAMPLE)
-}
-
-void Profiler::record_alloc(Kind kind, const DriverApi& api, std::uintptr_t key, std::size_t bytes,
-                            int device) noexcept {
-    record_alloc_with_stack(kind, api, key, bytes, device, 0);
-}
-
-void Profiler::record_alloc_with_stack(Kind kind, const DriverApi& api, std::uintptr_t key, std::size_t bytes,
-                                       int device, std::uint32_t stack) noexcept {
-    try {
-        if (device == kDeviceOfCurrentContext) {
-            CUdevice dev = 0;
-            device = (api.cuCtxGetDevice(&dev) == CUDA_SUCCESS) ? static_cast<int>(dev) : 0;
-        }
-        on_first_cuda_use();
-        ledger_.add(kind, device, key, bytes);
-        if (in_recorder(kind))
-            stacks::Recorder::instance().on_alloc(device, key, bytes, bytes, stack);
-        // PyTorch's segments are read once its event has reached the mirror (profiler_torch.cpp).
-        if (kind == Kind::async || kind == Kind::vmm_physical) {
-            note_device_memory_acquired(device);
-            account_if_acquired(api);
-        }
-        if (kind == Kind::vmm_mapped)
-            emit(trace_.load(std::memory_order_acquire), trace::EventType::vmm_map, device, key, bytes, bytes, stack);
-    } catch (...) {
-    }
-}
-
-void Profiler::record_free(Kind kind, std::uintptr_t key) noexcept {
-    try {
-        int device = 0;
-        std::size_t bytes = 0;
-        if (!ledger_.remove(key, {kind}, nullptr, &device, &bytes))
-            return;
-        if (in_recorder(kind))
-            stacks::Recorder::instance().on_free(device, key);
-        if (kind == Kind::vmm_mapped)
-            emit(trace_.load(std::memory_order_acquire), trace::EventType::vmm_unmap, device, key, bytes, bytes);
-    } catch (...) {
-    }
-}
-
-void Profiler::flush_trace() noexcept {
-    if (trace::Writer* t = trace_.load(std::memory_order_acquire))
-        t->flush();
+    return r;
 }
 
 // ---- contexts ---------------------------------------------------------------------------------
 
 void Profiler::drop_context(CUcontext ctx) noexcept {
-    pools_.drop(ctx);
+    const LateUpdate update;
+    if (!update.allowed())
+        return;
+    ledger_.context_gone(ctx);
+    try {
+        // Under the table's lock: a destroyed context's pool that the table no longer keeps
+        // whole leaves its figures in its device's folded entry.
+        pools_.drop(ctx, [this](const PoolSlot& s) { retired_.fold(device_summary(s, {}, false)); });
+    } catch (...) {
+    }
     streams_.forget_context(ctx);
 }
 
@@ -525,9 +396,46 @@ void Profiler::context_lost(PoolSlot* slot, CUresult code) noexcept {
     drop_context(ctx);
 }
 
-void Profiler::drop_primary(int device) noexcept {
-    for (CUcontext c : pools_.primary_contexts(device))
+std::vector<CUcontext> Profiler::primary_contexts(const DriverApi& api, int device) noexcept {
+    std::vector<CUcontext> out;
+    try {
+        out = pools_.primary_contexts(device);
+        // The device's primary context even without a pool (a program that made only
+        // stream-ordered or managed allocations there). Retain and release: the count is unchanged.
+        unsigned flags = 0;
+        int active = 0;
+        CUcontext ctx = nullptr;
+        if (!process_exiting() && api.cuDevicePrimaryCtxGetState &&
+            api.cuDevicePrimaryCtxGetState(device, &flags, &active) == CUDA_SUCCESS && active &&
+            api.cuDevicePrimaryCtxRetain(&ctx, device) == CUDA_SUCCESS) {
+            api.cuDevicePrimaryCtxRelease_v2(device);
+            if (ctx && std::find(out.begin(), out.end(), ctx) == out.end())
+                out.push_back(ctx);
+        }
+    } catch (...) {
+    }
+    return out;
+}
+
+CUresult Profiler::primary_reset(const DriverApi& api, CUdevice device) noexcept {
+    for (CUcontext c : primary_contexts(api, static_cast<int>(device)))
         drop_context(c);
+    return api.cuDevicePrimaryCtxReset_v2(device);
+}
+
+CUresult Profiler::primary_release(const DriverApi& api, CUdevice device) noexcept {
+    // Found before the release: after the last one the context is gone, and retaining it to
+    // learn its handle would make it again.
+    const std::vector<CUcontext> ctxs = primary_contexts(api, static_cast<int>(device));
+    const CUresult r = api.cuDevicePrimaryCtxRelease_v2(device);
+    unsigned flags = 0;
+    int active = 1;
+    // Only the last release destroys the primary context.
+    if (r == CUDA_SUCCESS && api.cuDevicePrimaryCtxGetState &&
+        api.cuDevicePrimaryCtxGetState(device, &flags, &active) == CUDA_SUCCESS && !active)
+        for (CUcontext c : ctxs)
+            drop_context(c);
+    return r;
 }
 
 // ---- C API -------------------------------------------------------------------------------------
@@ -598,6 +506,9 @@ bool Profiler::device_stats(int device, stats::DeviceStats* out) noexcept {
 }
 
 void Profiler::reset_peak(int device) noexcept {
+    const LateUpdate update;
+    if (!update.allowed())
+        return;
     try {
         device = resolve_device(device);
         pools_.for_each_pool_of(device, [](PoolSlot& s) {
@@ -612,6 +523,9 @@ void Profiler::reset_peak(int device) noexcept {
 }
 
 void Profiler::reset_accumulated(int device) noexcept {
+    const LateUpdate update;
+    if (!update.allowed())
+        return;
     try {
         device = resolve_device(device);
         pools_.for_each_pool_of(device, [](PoolSlot& s) {
@@ -663,326 +577,6 @@ void Profiler::empty_cache() noexcept {
         s->events->on_empty_cache(*s->pool, reserved); // after the model's: its reserved bytes drop too
         return false;
     });
-}
-
-// ---- zero configuration for frameworks ------------------------------------------------------
-
-void Profiler::set_framework_env() noexcept {
-    if (!options_.pool || !options_.framework_env)
-        return;
-    // Only at load time (our constructor, before the program's main and before Python starts),
-    // so no other thread can be reading the environment. A value the user set always wins.
-    static const std::pair<const char*, const char*> kVars[] = {
-        {"PYTORCH_NO_CUDA_MEMORY_CACHING", "1"},     // PyTorch (GPUMEMPROF_TORCH=pool only): one cudaMalloc per tensor
-        {"XLA_PYTHON_CLIENT_ALLOCATOR", "platform"}, // JAX (GPUMEMPROF_JAX=platform): one cudaMalloc per buffer
-    };
-    try {
-        // What a parent process under the preload set (a launcher, pyenv's shim, torchrun) is
-        // ours too: it is listed in GPUMEMPROF_FRAMEWORK_ENV_SET and still has our value.
-        const char* inherited = std::getenv("GPUMEMPROF_FRAMEWORK_ENV_SET");
-        std::string set_list;
-        for (const auto& [name, value] : kVars) {
-            // Attached (or off), PyTorch keeps its own allocator: it is never switched off; JAX keeps
-            // its BFC arena unless GPUMEMPROF_JAX=platform.
-            if (options_.torch != util::kTorchPool && std::strcmp(name, "PYTORCH_NO_CUDA_MEMORY_CACHING") == 0)
-                continue;
-            if (!options_.jax_platform && std::strcmp(name, "XLA_PYTHON_CLIENT_ALLOCATOR") == 0)
-                continue;
-            const std::string entry = std::string(name) + "=" + value;
-            const char* now = std::getenv(name);
-            bool ours = false;
-            if (now == nullptr) {
-                ours = ::setenv(name, value, 0) == 0;
-                if (ours)
-                    log::info("set {} so that the framework allocates through the pool (GPUMEMPROF_FRAMEWORK_ENV=0 "
-                              "leaves the environment alone)",
-                              entry);
-            } else if (inherited != nullptr && std::strcmp(now, value) == 0) {
-                for (const std::string& e : util::split_list(inherited))
-                    ours = ours || e == entry;
-            }
-            if (ours) {
-                framework_env_.push_back(entry);
-                set_list += (set_list.empty() ? "" : ",") + entry;
-            }
-        }
-        if (!set_list.empty())
-            ::setenv("GPUMEMPROF_FRAMEWORK_ENV_SET", set_list.c_str(), 1);
-    } catch (...) {
-    }
-}
-
-// ---- reports ----------------------------------------------------------------------------------
-
-report::ReportInput Profiler::snapshot(const std::string& prefix) const {
-    report::ReportInput in;
-    in.prefix = prefix;
-    in.pid = static_cast<int>(::getpid());
-    in.host = util::host_name();
-    in.exe = read_exe();
-    in.alloc_conf = options_.alloc_conf;
-    in.effective_alloc_conf = pool::format_alloc_conf(conf_);
-    in.caching = options_.pool;
-    in.reuse.mode = !options_.fenced_reuse ? "immediate" : options_.reuse_when_ordered ? "auto" : "fenced";
-    in.reuse.at_once = !options_.fenced_reuse || (options_.reuse_when_ordered && !streams_.unordered());
-    if (options_.reuse_when_ordered && streams_.unordered()) {
-        in.reuse.lost_by = order_loss_text(streams_.lost_by());
-        in.reuse.lost_stack = streams_.lost_stack();
-    }
-    in.reuse.library_streams = streams_.library_streams();
-    in.stack_skip = options_.stack_skip;
-    in.hide_frames = options_.hide_frames;
-    in.user_code = options_.user_code;
-    in.python_frames = options_.python;
-    in.framework_env = framework_env_;
-    for (auto& [device, d] : accounting_.snapshot()) {
-        report::DeviceAccountingSummary a;
-        a.device = device;
-        a.has_peak = d.has_peak;
-        a.has_exit = d.has_exit;
-        a.peak = std::move(d.peak);
-        a.exit = std::move(d.exit);
-        a.readings = d.readings;
-        a.history = std::move(d.history);
-        in.accounting.push_back(std::move(a));
-    }
-    in.oom_splits = accounting_.oom_splits();
-    in.rank = util::rank_info();
-    in.steps = steps_.marks(&in.steps_dropped);
-    auto lock = pools_.lock();
-    const auto since_start = std::chrono::steady_clock::now() - start_;
-    in.seconds_profiled = std::chrono::duration<double>(since_start).count();
-    in.start_time_ns =
-        static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                       (std::chrono::system_clock::now() -
-                                        std::chrono::duration_cast<std::chrono::system_clock::duration>(since_start))
-                                           .time_since_epoch())
-                                       .count());
-    in.doors = {doors_.dlsym_substitutions.load(), doors_.proc_address_substitutions.load(),
-                doors_.runtime_calls.load()};
-    in.foreign_invalid_frees = invalid_foreign_frees_.load();
-    const DumpSignalState ds = dump_signal_state();
-    in.dump_signal = ds.signal;
-    in.dump_signal_installed = ds.installed;
-    in.dump_signal_refused = ds.installed ? "" : ds.why_not;
-    const auto ledgers = ledger_.snapshot();
-    if (auto host = ledgers.find(kHostMemory); host != ledgers.end())
-        in.host_pinned = figures(host->second.kinds[static_cast<int>(Kind::host_pinned)]);
-    std::set<int> with_pool;
-    for (const auto& s : pools_.all()) {
-        with_pool.insert(s->device);
-        if (!s->torch_ready.load(std::memory_order_acquire)) {
-            in.devices.push_back(device_summary(*s, ledgers));
-            continue;
-        }
-        // PyTorch's allocator first; our pool beside it when it served anything (the memory
-        // PyTorch does not count: other libraries' cudaMalloc).
-        report::DeviceSummary ours = device_summary(*s, ledgers);
-        report::DeviceSummary theirs = torch_summary(*s);
-        const bool served = ours.stats.segment[stats::kAll].allocated > 0;
-        if (!served)
-            theirs.passthrough = ours.passthrough;
-        in.devices.push_back(std::move(theirs));
-        if (served)
-            in.devices.push_back(std::move(ours));
-    }
-    for (const auto& [device, ledger] : ledgers) {
-        if (device < 0 || with_pool.count(device))
-            continue;
-        report::DeviceSummary d;
-        d.device = device;
-        d.stats = ledger_only_stats(&ledger);
-        d.passthrough = passthrough_figures(&ledger);
-        in.devices_without_pool.push_back(std::move(d));
-    }
-    return in;
-}
-
-report::DeviceSummary Profiler::device_summary(const PoolSlot& s, const std::map<int, DeviceLedger>& ledgers) const {
-    report::DeviceSummary d;
-    d.device = s.device;
-    d.context = s.index;
-    d.context_alive = s.ctx.load() != nullptr;
-    d.stats = merged_stats(&s, ledgers);
-    d.invalid_frees = s.pool->invalid_frees();
-    d.ipc_refused = s.ipc_refused.load();
-    d.pool_counters = s.pool->counters();
-    d.total_capacity = s.total_bytes;
-    d.at_reserved_peak = s.pool->reserved_peak();
-    d.pending = s.pool->pending();
-    if (s.model) {
-        d.has_model = true;
-        d.model = s.model->stats();
-        d.model_unserved = s.model->unserved();
-        d.model_at_reserved_peak = s.model->reserved_peak();
-    }
-    if (pools_.carries_ledger(&s)) {
-        auto it = ledgers.find(s.device);
-        d.passthrough = passthrough_figures(it != ledgers.end() ? &it->second : nullptr);
-    }
-    d.history.segments = s.pool->snapshot();
-    d.history.segments_known = true;
-    // Right after the segments (the viewer replays the trace backwards from them; an allocation
-    // made by another thread in between would appear in the events only).
-    s.events->history([&](const std::function<void()>& fn) { s.pool->with_lock(fn); }, &d.history.series,
-                      &d.history.events, &d.history.events_overwritten);
-    return d;
-}
-
-namespace {
-
-/// Where a dump's files go: <prefix>.json etc. Empty (with *why set) when the prefix cannot be
-/// used as it stands.
-std::string report_prefix(const std::string& pattern, bool forked_child, std::string* why) {
-    std::string prefix = util::expand_output_prefix(pattern, static_cast<int>(::getpid()));
-    // "dir/" names a directory: files inside it, not hidden ".json" files.
-    if (!prefix.empty() && prefix.back() == '/')
-        prefix += "gpumemprof-" + std::to_string(::getpid());
-    // A fork child's files carry its pid even if the pattern does not: they must not replace
-    // the parent's.
-    else if (forked_child && pattern.find("%p") == std::string::npos)
-        prefix += "." + std::to_string(::getpid());
-    // /dev/stdout, a FIFO, a device: the prefix is a name stem, never a file written to.
-    struct stat st {};
-    if (::stat(prefix.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-        *why = prefix + " is a device, FIFO or directory; GPUMEMPROF_OUTPUT is a file name prefix (reports are "
-                        "<prefix>.json, <prefix>.txt, ...)";
-        return {};
-    }
-    return prefix;
-}
-
-} // namespace
-
-bool Profiler::dump(const std::string& prefix_pattern, bool on_demand) noexcept {
-    try {
-        CoreScope scope; // no cancellation point fires while our locks are held
-        // One dump at a time (the exit handler, the signal thread and gpumemprof_dump may race):
-        // they would write the same temporary file.
-        std::lock_guard dump_lock(dump_mutex_);
-        // Checked under the lock: on_exit marks the process exiting before it takes it, so a
-        // dump asked for by signal either finished before the exit report or does not start.
-        if (on_demand && process_exiting())
-            return false;
-        const std::string& pattern = prefix_pattern.empty() ? options_.output : prefix_pattern;
-        // Nothing to say for a process that never allocated device memory (unless asked).
-        if (pattern.empty() || (prefix_pattern.empty() && !cuda_seen_.load()))
-            return true;
-        std::string error;
-        const std::string prefix = report_prefix(pattern, forked_child_, &error);
-        if (prefix.empty()) {
-            log::warn("reports not written: {}", error);
-            return false;
-        }
-        const report::ReportInput in = snapshot(prefix);
-        // Collected and symbolised once, outside the pool-table lock, for every file.
-        const report::StackReport stacks = report::prepare_stack_report(in);
-        return report::write_dump(in, stacks, {options_.pickle, options_.html});
-    } catch (...) {
-        return false;
-    }
-}
-
-std::string Profiler::snapshot_json() noexcept {
-    try {
-        std::lock_guard dump_lock(dump_mutex_);
-        const report::ReportInput in = snapshot(std::string());
-        const report::StackReport stacks = report::prepare_stack_report(in);
-        return report::torch_snapshot_json(in, stacks.data, stacks.resolved);
-    } catch (...) {
-        return {};
-    }
-}
-
-void Profiler::on_exit() noexcept {
-    set_process_exiting();
-    if (CoreScope::inside()) {
-        // exit() was called on a thread interrupted inside the profiler (from a signal handler):
-        // the interrupted frame may hold any of our locks and will never release them.
-        log::warn("exit() was called from a signal handler that interrupted a CUDA call: no report is written "
-                  "(the profiler's state is in the middle of an update)");
-        return;
-    }
-    CoreScope scope;      // no cancellation point fires while the report is written
-    exit_report_begins(); // a fatal signal from here on waits for this report
-    if (options_.report_at_exit)
-        dump(std::string());
-    else {
-        std::lock_guard wait_for_dump(dump_mutex_); // a dump asked for by signal finishes first
-    }
-    if (trace::Writer* t = trace_.load(std::memory_order_acquire)) {
-        write_trace_stacks();
-        t->close();
-    }
-    exit_report_ends();
-}
-
-void Profiler::write_trace_stacks() noexcept {
-    try {
-        std::lock_guard dump_lock(dump_mutex_);
-        report::ReportInput in;
-        in.alloc_conf = options_.alloc_conf;
-        const report::StackReport r = report::prepare_stack_report(in); // symbols cached by the dump
-        report::write_trace_stacks(r, *trace_.load(std::memory_order_acquire));
-    } catch (...) {
-    }
-}
-
-// ---- fork ---------------------------------------------------------------------------------------
-
-// Every lock another thread could hold at fork is taken here, in the library's lock order
-// (dump -> slots -> pools -> ledger -> recorder -> streams), so the child finds them all free.
-// The PyTorch-allocator models' locks are not: the child abandons the parent's slots, models
-// included, without touching them (fork_child).
-void Profiler::fork_prepare() noexcept {
-    dump_mutex_.lock(); // no report (and so no symbolizer lock) is being written across fork
-    first_use_mutex_.lock();
-    pools_.lock_for_fork();
-    ledger_.lock_for_fork();
-    stacks::Recorder::instance().lock_for_fork();
-    streams_.lock_for_fork();
-    steps_.lock_for_fork();
-}
-
-void Profiler::fork_parent() noexcept {
-    steps_.unlock_after_fork();
-    streams_.unlock_after_fork();
-    stacks::Recorder::instance().unlock_after_fork();
-    ledger_.unlock_after_fork();
-    pools_.unlock_after_fork();
-    first_use_mutex_.unlock();
-    dump_mutex_.unlock();
-}
-
-// The child of a fork() may be the child of a multi-threaded program: until it calls CUDA
-// itself, nothing here allocates or frees memory, in this handler or at its exit (an allocator
-// lock held by another thread of the parent stays held in the child: glibc resets its malloc at
-// fork, ASan's allocator and others do not). A child that never allocates device
-// memory writes no report and no trace: the parent's allocations are the parent's. Its state is
-// reset (freeing the parent's) at its first CUDA allocation, in on_first_cuda_use.
-void Profiler::fork_child() noexcept {
-    steps_.unlock_after_fork();
-    streams_.unlock_after_fork();
-    stacks::Recorder::instance().unlock_after_fork();
-    OomNotices::instance().reset_after_fork(); // closes the shared eventfd; frees nothing
-    ledger_.unlock_after_fork();
-    // The child cannot use the parent's CUDA state. The parent's pools (backends, fence lists,
-    // models) are abandoned without a call into them: released, not destroyed.
-    pools_.abandon_after_fork();
-    doors_.dlsym_substitutions = 0;
-    doors_.proc_address_substitutions = 0;
-    doors_.runtime_calls = 0;
-    invalid_foreign_frees_ = 0;
-    start_ = std::chrono::steady_clock::now();
-    // The parent's trace belongs to the parent (abandoned, not closed: closing writes and frees).
-    trace_.store(nullptr, std::memory_order_relaxed);
-    forked_child_ = true;
-    child_reset_pending_ = true;
-    // Threads do not survive fork: the child starts its own report thread when it uses CUDA.
-    cuda_seen_ = false;
-    signal_thread_started_ = false;
-    first_use_mutex_.unlock();
-    dump_mutex_.unlock();
 }
 
 } // namespace gpumemprof::core

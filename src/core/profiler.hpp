@@ -10,14 +10,19 @@
 #include "core/passthrough_ledger.hpp"
 #include "core/pool_table.hpp"
 #include "core/process_state.hpp"
+#include "core/retired_contexts.hpp"
 #include "core/step_marks.hpp"
 #include "core/stream_registry.hpp"
 #include "core/torch_attach.hpp"
 #include "core/torch_autograd.hpp"
+#include "stacks/recorder.hpp"
 #include "util/options.hpp"
 
 namespace gpumemprof::trace {
 class Writer;
+}
+namespace gpumemprof::stacks {
+struct ReportData;
 }
 namespace gpumemprof::report {
 struct DeviceSummary;
@@ -27,6 +32,7 @@ struct ReportInput;
 #include "core/cuda_api.hpp"
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -44,7 +50,17 @@ struct DoorCounters {
 
 class Profiler {
 public:
-    static Profiler& instance() noexcept;
+    /// The process's profiler: made at the first call (from the library's constructor or an
+    /// earlier hook) from the environment's options, with the process's exit, fork and exec
+    /// handlers (profiler_lifetime.cpp). Never destroyed.
+    static Profiler& instance() noexcept {
+        if (Profiler* p = made_.load(std::memory_order_acquire)) [[likely]]
+            return *p;
+        return make_instance();
+    }
+    /// A profiler with these options, touching nothing process-wide (no handler, no environment):
+    /// what instance() makes, and what a unit test can make.
+    explicit Profiler(const util::Options& options);
 
     // ---- plain allocations: served by the pool -------------------------------------------
     /// `caller`: the return address of the program's call (core/caller_modules.hpp).
@@ -67,8 +83,36 @@ public:
         return r;
     }
     CUresult ipc_get_mem_handle(const DriverApi& api, CUipcMemHandle* handle, CUdeviceptr ptr) noexcept;
+    /// Pointer queries (cuMemGetAddressRange, cuPointerGetAttribute(s), and so the runtime's
+    /// cudaPointerGetAttributes): a pointer into a pooled block gets the block's own base and the
+    /// size the program asked for, as a plain cuMemAlloc's would; one into a freed (cached or
+    /// waiting) block gets the driver's answer for memory it does not know. Other attributes are
+    /// the segment's: the context, device, memory type, and BUFFER_ID (the physical memory under
+    /// the block stays the segment's while the pool holds it).
+    CUresult address_range(const DriverApi& api, CUdeviceptr* pbase, std::size_t* psize, CUdeviceptr ptr) noexcept;
+    CUresult pointer_attribute(const DriverApi& api, void* data, CUpointer_attribute attribute,
+                               CUdeviceptr ptr) noexcept;
+    CUresult pointer_attributes(const DriverApi& api, unsigned count, CUpointer_attribute* attributes, void** data,
+                                CUdeviceptr ptr) noexcept;
 
-    // ---- pass-through, recorded ----------------------------------------------------------
+    // ---- pass-through, recorded (profiler_passthrough.cpp) -----------------------------------
+    CUresult managed_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_t bytes, unsigned flags) noexcept;
+    /// cuMemAllocAsync(_ptsz), or cuMemAllocFromPoolAsync(_ptsz) with `from_pool`.
+    CUresult async_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_t bytes, CUmemoryPool pool, CUstream stream,
+                         bool from_pool, bool ptsz) noexcept;
+    /// cuMemAllocHost_v2, or cuMemHostAlloc with `with_flags`.
+    CUresult host_alloc(const DriverApi& api, void** pp, std::size_t bytes, unsigned flags, bool with_flags) noexcept;
+    CUresult host_free(const DriverApi& api, void* p) noexcept;
+    /// cuMemCreate, cuMemRelease, cuMemMap, cuMemUnmap (`caller` as mem_alloc's).
+    CUresult vmm_create(const DriverApi& api, CUmemGenericAllocationHandle* handle, std::size_t size,
+                        const CUmemAllocationProp* prop, unsigned long long flags, std::uintptr_t caller) noexcept;
+    CUresult vmm_release(const DriverApi& api, CUmemGenericAllocationHandle handle) noexcept;
+    CUresult vmm_map(const DriverApi& api, CUdeviceptr ptr, std::size_t size, std::size_t offset,
+                     CUmemGenericAllocationHandle handle, unsigned long long flags, std::uintptr_t caller) noexcept;
+    CUresult vmm_unmap(const DriverApi& api, CUdeviceptr ptr, std::size_t size) noexcept;
+    /// cuStreamCreate*: the driver answered `r` for *stream.
+    CUresult stream_created(const DriverApi& api, CUresult r, CUstream* stream, unsigned flags) noexcept;
+    CUresult stream_destroy(const DriverApi& api, CUstream stream) noexcept;
     /// `device`: an ordinal, kHostMemory, or kDeviceOfCurrentContext (looked up).
     void record_alloc(Kind kind, const DriverApi& api, std::uintptr_t key, std::size_t bytes,
                       int device = kDeviceOfCurrentContext) noexcept;
@@ -109,11 +153,20 @@ public:
 
     // ---- streams, captures, contexts ----------------------------------------------------
     StreamRegistry& streams() { return streams_; }
+    /// The context is about to go (cuCtxDestroy): its pool and the memory the driver frees with it.
     void drop_context(CUcontext ctx) noexcept;
+    /// cuCtxDestroy_v2: drop_context, then the driver's call.
+    CUresult ctx_destroy(const DriverApi& api, CUcontext ctx) noexcept {
+        drop_context(ctx);
+        return api.cuCtxDestroy_v2(ctx);
+    }
     /// The driver answered `code` (the context is invalid or destroyed) to a request of `slot`'s
     /// pool: the context died outside our view; warn and drop its pool.
     void context_lost(PoolSlot* slot, CUresult code) noexcept;
-    void drop_primary(int device) noexcept;
+    /// cuDevicePrimaryCtxReset_v2 (cudaDeviceReset): the primary context's pool and memory go first.
+    CUresult primary_reset(const DriverApi& api, CUdevice device) noexcept;
+    /// cuDevicePrimaryCtxRelease_v2: the last release destroys the primary context.
+    CUresult primary_release(const DriverApi& api, CUdevice device) noexcept;
 
     // ---- C API -------------------------------------------------------------------------
     bool device_stats(int device, stats::DeviceStats* out) noexcept;
@@ -139,15 +192,33 @@ public:
     void write_trace_stacks() noexcept;
     /// Write what a crash would lose (the trace's pending block), after a fatal signal's dump.
     void flush_trace() noexcept;
+    /// exec() without fork is about to replace the program (not in a vfork child): this
+    /// program's report is written and its trace closed. after_failed_exec: exec returned.
+    void before_exec() noexcept;
+    void after_failed_exec() noexcept;
+    /// An exec hook: `exec` calls libc's function, which returns only when it failed.
+    template <typename Exec> int exec_image(Exec&& exec) noexcept {
+        before_exec();
+        const int r = exec();
+        const int saved = errno;
+        after_failed_exec();
+        errno = saved;
+        return r;
+    }
     void fork_prepare() noexcept;
     void fork_parent() noexcept;
     void fork_child() noexcept;
 
-    /// GPUMEMPROF_FRAMEWORK_ENV: called once from the library's constructor.
+    /// GPUMEMPROF_FRAMEWORK_ENV (core/framework_env.hpp): called once from the library's
+    /// constructor.
     void set_framework_env() noexcept;
 
 private:
-    Profiler();
+    /// exit, quick_exit and fork handlers for instance()'s profiler.
+    static void install_process_handlers() noexcept;
+    /// instance()'s first call: makes the profiler (once, whichever threads race) and publishes it.
+    static Profiler& make_instance() noexcept;
+    static inline std::atomic<Profiler*> made_{nullptr};
     static void torch_sink(const TorchEvent& ev) noexcept;
     bool read_driver_used(const DriverApi& api, int device, AccountingReading* r) noexcept;
     void accounting_buckets(int device, AccountingReading* r) const;
@@ -165,34 +236,45 @@ private:
     /// At the first device allocation (never in processes that do not use CUDA): open the trace,
     /// start the report thread and take the signals.
     void on_first_cuda_use() noexcept;
-    void open_trace() noexcept; // requires first_use_mutex_
+    void open_trace() noexcept;          // requires first_use_mutex_
+    void choose_image_suffix() noexcept; // requires first_use_mutex_
+    /// The final report's moment (exit, a fatal signal): no change from now on (freeze_state).
+    void freeze_final_state() noexcept;
     PoolSlot* current_slot(const DriverApi& api) noexcept;
     PoolSlot* create_slot(const DriverApi& api, CUcontext ctx) noexcept;
-    /// Free `ptr` in whichever pool owns it: kSuccess, kInvalidValue, or kNotOwned.
-    int free_in_pools(std::uintptr_t ptr) noexcept;
-    /// A pass-through allocation freed by the driver leaves the ledger and the recorder.
-    void forget_passthrough(std::uintptr_t ptr) noexcept;
-    /// Whether memory of `kind` is charged to call stacks as it is allocated.
-    bool in_recorder(Kind kind) const noexcept;
+    /// The pooled block holding `ptr`: in_pool false when no pool's segment does.
+    pool::Lookup pooled_block(std::uintptr_t ptr) const noexcept;
+    /// Free `ptr` in whichever pool owns it: kSuccess, kInvalidValue, or kNotOwned. `apply`
+    /// false (the state is frozen): the same answer, nothing freed.
+    int free_in_pools(std::uintptr_t ptr, bool apply) noexcept;
+    /// The device's primary contexts known to us or to the driver now.
+    std::vector<CUcontext> primary_contexts(const DriverApi& api, int device) noexcept;
     int resolve_device(int device) noexcept;
     stats::DeviceStats merged_stats(const PoolSlot* slot,
                                     const std::map<int, DeviceLedger>& ledgers) const; // requires pools_.lock()
     stats::DeviceStats ledger_only_stats(const DeviceLedger* ledger) const;
     /// Everything the reports say, at one moment (takes the pool table's lock).
     report::ReportInput snapshot(const std::string& prefix) const;
-    /// One pool's figures for the reports (requires pools_.lock()).
-    report::DeviceSummary device_summary(const PoolSlot& s, const std::map<int, DeviceLedger>& ledgers) const;
+    /// snapshot() and the call sites' data, read again while they disagree (frozen state only).
+    void consistent_snapshot(const std::string& prefix, report::ReportInput* in, stacks::ReportData* data) const;
+    /// Allocations and frees counted so far, pools and pass-through (grows with every one).
+    std::int64_t changes() const;
+    /// One pool's figures for the reports (requires pools_.lock()); `with_history`: its segments,
+    /// memory over time and latest events too.
+    report::DeviceSummary device_summary(const PoolSlot& s, const std::map<int, DeviceLedger>& ledgers,
+                                         bool with_history = true) const;
 
     std::vector<std::string> framework_env_; ///< "NAME=value" set by set_framework_env
     util::Options options_;
     pool::AllocConf conf_;
     StreamRegistry streams_;
-    PassthroughLedger ledger_;
+    PassthroughLedger ledger_{PassthroughConsumers{&stacks::Recorder::instance(), &trace_, &torch_}};
     DoorCounters doors_;
     StepMarks steps_;
 
-    std::mutex dump_mutex_; ///< one report writer at a time; first in the lock order
-    PoolTable pools_;       ///< second in the lock order (then each pool's own lock)
+    std::mutex dump_mutex_;   ///< one report writer at a time; first in the lock order
+    PoolTable pools_;         ///< second in the lock order (then each pool's own lock)
+    RetiredContexts retired_; ///< destroyed contexts the table no longer keeps (requires pools_.lock())
     std::atomic<std::int64_t> invalid_foreign_frees_{0};
     std::chrono::steady_clock::time_point start_;
     std::atomic<trace::Writer*> trace_{nullptr}; ///< GPUMEMPROF_TRACE, null when off or not yet opened
@@ -200,6 +282,12 @@ private:
     bool forked_child_ = false;                  ///< this process is a fork() child (no exec) of a profiled one
     bool child_reset_pending_ = false;           ///< fork child: the parent's state is dropped at first CUDA use
     std::atomic<bool> cuda_seen_{false};         ///< the process allocated through us at least once
+    /// GPUMEMPROF_OUTPUT anchored to the directory the process was in at its first CUDA use (set
+    /// before cuda_seen_).
+    std::string output_pattern_;
+    int owner_pid_ = 0;        ///< the process that set cuda_seen_ (a vfork child is not it)
+    std::string image_suffix_; ///< ".exec<k>" after an earlier program image's report, else ""
+    std::atomic<bool> trace_closed_at_exec_{false};
     std::atomic<bool> signal_thread_started_{false};
 
     TorchAttach torch_;

@@ -4,6 +4,7 @@
 // attached, its block events rebuild its state in a pool::TorchMirror per device, whose listener
 // (PoolEvents) feeds the call sites, the trace and the history as our own pool's does.
 #include "core/caller_modules.hpp"
+#include "core/oom_notices.hpp"
 #include "core/pool_events.hpp"
 #include "core/process_state.hpp"
 #include "core/profiler.hpp"
@@ -153,9 +154,11 @@ PoolSlot* Profiler::torch_slot(int device) noexcept {
         if (!s->torch_ready.load(std::memory_order_acquire)) {
             pool::TorchRules rules = torch_.rules();
             s->torch_conf = rules.conf;
-            s->torch_events = std::make_unique<PoolEvents>(
-                device, s->torch_conf, trace_.load(std::memory_order_acquire), nullptr, start_,
-                options_.html || options_.pickle, static_cast<std::uint64_t>(s->index));
+            const PoolEventSinks sinks{stacks::Recorder::instance(), OomNotices::instance(),
+                                       trace_.load(std::memory_order_acquire), nullptr};
+            s->torch_events =
+                std::make_unique<PoolEvents>(device, s->torch_conf, sinks, start_, options_.html || options_.pickle,
+                                             static_cast<std::uint64_t>(s->index));
             s->torch = std::make_unique<pool::TorchMirror>(std::move(rules), s->torch_events.get());
             s->categories = std::make_unique<MemoryCategories>();
             if (!autograd_.ready() && torch_.layout())

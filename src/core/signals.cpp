@@ -196,7 +196,7 @@ void helper_loop() {
 
 /// The helper is born with every signal blocked: a thread inherits its creator's mask, and a
 /// fatal signal delivered to the new thread before helper_loop blocks them would make the helper
-/// wait for its own reports (seen under load: 5 s, then death without reports).
+/// wait for its own reports (seen under load: the process then died without reports).
 void start_helper() {
     sigset_t all, old;
     sigfillset(&all);
@@ -242,10 +242,6 @@ void after_fork_in_child() {
 } // namespace
 
 namespace detail {
-
-__thread int t_core_depth __attribute__((tls_model("initial-exec"))) = 0;
-__thread int t_core_deferred __attribute__((tls_model("initial-exec"))) = 0;
-__thread int t_core_cancel __attribute__((tls_model("initial-exec"))) = PTHREAD_CANCEL_ENABLE;
 
 void leave_core_fatal() noexcept {
     const int sig = t_core_deferred;

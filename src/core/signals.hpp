@@ -3,12 +3,13 @@
 // (SIGTERM, SIGINT, SIGABRT, SIGQUIT, SIGHUP). A handler never blocks and never touches a file
 // descriptor: it sets a flag and posts a semaphore (both async-signal-safe); a helper thread
 // writes the reports. A fatal signal that lands on a thread inside the profiler (holding its
-// locks) is deferred to the moment that thread leaves the profiler (CoreScope), then re-raised
-// with its default action after the reports are written. See docs/guarantees.md.
+// locks) is deferred to the moment that thread leaves the profiler (core/core_scope.hpp), then
+// re-raised with its default action after the reports are written. See docs/guarantees.md.
 #pragma once
 
+#include "core/core_scope.hpp"
+
 #include <functional>
-#include <pthread.h>
 
 namespace gpumemprof::core {
 
@@ -32,40 +33,5 @@ DumpSignalState dump_signal_state() noexcept;
 /// (no second report); one that comes after it kills at once.
 void exit_report_begins() noexcept;
 void exit_report_ends() noexcept;
-
-namespace detail {
-// Per thread (initial-exec: read by the signal handlers, where a lazily allocated TLS block would
-// not do; __thread: no TLS wrapper call from other translation units).
-extern __thread int t_core_depth __attribute__((tls_model("initial-exec")));    ///< CoreScopes entered
-extern __thread int t_core_deferred __attribute__((tls_model("initial-exec"))); ///< a fatal signal waiting
-extern __thread int t_core_cancel __attribute__((tls_model("initial-exec")));   ///< the program's cancel state
-/// The outermost scope's exit with a deferred fatal signal: reports, then death.
-[[noreturn]] void leave_core_fatal() noexcept;
-} // namespace detail
-
-/// Marks the calling thread as inside the profiler for the scope's lifetime (nestable): thread
-/// cancellation is disabled (no cancellation point can fire under our locks), a fatal signal is
-/// deferred to the end of the outermost scope, and exit() called on this thread from a signal
-/// handler skips the report rather than wait for a lock the interrupted frame holds. Only the
-/// outermost scope changes the cancel state (inline: every hook call enters one).
-class CoreScope {
-public:
-    CoreScope() noexcept {
-        if (detail::t_core_depth++ == 0)
-            pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &detail::t_core_cancel);
-    }
-    ~CoreScope() noexcept {
-        if (--detail::t_core_depth == 0) {
-            if (detail::t_core_deferred != 0) [[unlikely]]
-                detail::leave_core_fatal(); // our locks are released now; cancellation stays off
-            pthread_setcancelstate(detail::t_core_cancel, nullptr);
-        }
-    }
-    CoreScope(const CoreScope&) = delete;
-    CoreScope& operator=(const CoreScope&) = delete;
-
-    /// True when the calling thread is inside a CoreScope (it may hold the profiler's locks).
-    static bool inside() noexcept { return detail::t_core_depth > 0; }
-};
 
 } // namespace gpumemprof::core

@@ -16,6 +16,41 @@ const char* order_loss_text(OrderLoss why) noexcept {
     return "";
 }
 
+void StreamRegistry::created(const DriverApi& api, CUcontext ctx, CUstream stream, unsigned flags,
+                             bool library_stream) noexcept {
+    if (!(flags & CU_STREAM_NON_BLOCKING))
+        return;
+    if (!library_stream)
+        add(ctx, stream);
+    if (captures.load(std::memory_order_acquire) > 0 || !api.cuStreamWaitEvent)
+        return;
+    CUevent e = nullptr;
+    if (api.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+        return;
+    if (api.cuEventRecord(e, nullptr) == CUDA_SUCCESS)
+        api.cuStreamWaitEvent(stream, e, 0);
+    api.cuEventDestroy_v2(e);
+}
+
+CUresult StreamRegistry::capture_begun(CUresult r) noexcept {
+    if (r == CUDA_SUCCESS)
+        captures.fetch_add(1, std::memory_order_acq_rel);
+    return r;
+}
+
+bool StreamRegistry::capturing(const DriverApi& api, CUstream s, bool ptsz) noexcept {
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    auto fn = ptsz ? api.cuStreamIsCapturing_ptsz : api.cuStreamIsCapturing;
+    return fn && fn(s, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+void StreamRegistry::capture_ended() noexcept {
+    // Never below zero: a capture begun before we were loaded ends uncounted.
+    int c = captures.load(std::memory_order_acquire);
+    while (c > 0 && !captures.compare_exchange_weak(c, c - 1, std::memory_order_acq_rel)) {
+    }
+}
+
 void StreamRegistry::add(CUcontext ctx, CUstream stream) {
     try {
         std::lock_guard lock(mutex_);

@@ -23,6 +23,26 @@ const char* order_loss_text(OrderLoss why) noexcept;
 /// Non-blocking streams per context, and the number of stream captures in progress.
 class StreamRegistry {
 public:
+    // ---- what the stream and capture hooks tell it ----------------------------------------------
+    /// A stream was created in `ctx` (the driver answered CUDA_SUCCESS). A non-blocking one runs
+    /// apart from the legacy stream, so it must get fence events of its own, unless a joining
+    /// library made it (`library_stream`, core/stream_origin.hpp: its work is joined into a
+    /// program stream, which is fenced). Before anything runs on it, it waits for what the legacy
+    /// stream has queued: blocks freed and reused at once before it existed may still be in use
+    /// there (cudaFree would have waited for that work). No event is recorded during a capture.
+    void created(const DriverApi& api, CUcontext ctx, CUstream stream, unsigned flags, bool library_stream) noexcept;
+    /// A capture began when `r` is CUDA_SUCCESS; returns `r`.
+    CUresult capture_begun(CUresult r) noexcept;
+    /// cuStreamEndCapture(_ptsz) of `s`: `end` is the driver's call. One capture fewer when the
+    /// stream was capturing before and is not after.
+    template <typename End> CUresult end_capture(const DriverApi& api, CUstream s, bool ptsz, End&& end) noexcept {
+        const bool was = capturing(api, s, ptsz);
+        const CUresult r = end();
+        if (was && !capturing(api, s, ptsz))
+            capture_ended();
+        return r;
+    }
+
     void add(CUcontext ctx, CUstream stream);
     /// Before a stream is destroyed: if it is registered, record an event on it so that the next
     /// fence of its context still covers the work queued there.
@@ -60,6 +80,10 @@ public:
     int library_streams() const noexcept { return library_streams_.load(std::memory_order_relaxed); }
 
 private:
+    /// Whether the driver says `s` is capturing (false when it cannot tell).
+    static bool capturing(const DriverApi& api, CUstream s, bool ptsz) noexcept;
+    void capture_ended() noexcept;
+
     std::mutex mutex_;
     std::unordered_map<CUstream, CUcontext> stream_ctx_;
     std::unordered_map<CUcontext, std::vector<CUevent>> orphans_;

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
-// The gpumemprof_* C API (include/gpumemprof/gpumemprof.h), and the library's load-time setup.
+// The gpumemprof_* C API (include/gpumemprof/gpumemprof.h).
 #include "gpumemprof/gpumemprof.h"
 
+#include "core/core_scope.hpp"
 #include "core/oom_notices.hpp"
 #include "core/profiler.hpp"
-#include "core/signals.hpp"
 #include "report/scoped_profile.hpp"
 #include "stacks/recorder.hpp"
 #include "stats/device_stats.hpp"
@@ -39,13 +39,6 @@ std::size_t copy_out(const std::string& text, char* buf, std::size_t size) {
         buf[n] = '\0';
     }
     return text.size() + 1;
-}
-
-// Create the core (reads the options, installs the exit and fork handlers) when the library is
-// loaded, without any CUDA call. Hooks that run earlier create it themselves.
-// Also sets the frameworks' allocator variables while the process is still single-threaded.
-__attribute__((constructor)) void gpumemprof_load() {
-    Profiler::instance().set_framework_env();
 }
 
 } // namespace

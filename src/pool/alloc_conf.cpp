@@ -43,7 +43,9 @@ bool is_separator(std::string_view t) {
     return t == "," || t == ":" || t == "[" || t == "]";
 }
 
-bool parse_size(std::string_view s, std::size_t* out) {
+// A plain decimal number, as PyTorch reads its settings: the key names the unit (max_split_size_mb),
+// so no suffix is taken (util::parse_size reads sizes that carry theirs).
+bool parse_number(std::string_view s, std::size_t* out) {
     if (s.empty())
         return false;
     std::size_t v = 0;
@@ -94,14 +96,14 @@ std::string parse_division_list(const std::vector<std::string_view>& v,
         if (i + 2 >= end || v[i + 1] != ":" || is_separator(v[i]) || is_separator(v[i + 2]))
             return "expected key:value in the list";
         std::size_t value = 0;
-        if (!parse_size(v[i + 2], &value) || (value != 0 && !std::has_single_bit(value)))
+        if (!parse_number(v[i + 2], &value) || (value != 0 && !std::has_single_bit(value)))
             return "divisions must be 0 or a power of two";
         if (v[i] == ">") {
             for (std::size_t k = last_index + 1; k < t.size(); ++k)
                 t[k] = value;
         } else {
             std::size_t boundary = 0;
-            if (!parse_size(v[i], &boundary) || !std::has_single_bit(boundary))
+            if (!parse_number(v[i], &boundary) || !std::has_single_bit(boundary))
                 return "interval keys must be a power of two (MB)";
             std::size_t index = static_cast<std::size_t>(std::bit_width(boundary) - 1);
             if (index > t.size() - 1)
@@ -139,7 +141,7 @@ std::string parse_divisions(const std::vector<std::string_view>& v,
     std::array<std::size_t, kRoundUpPowerOfTwoIntervals> t{};
     if (v.size() == 1 && !is_separator(v[0])) {
         std::size_t d = 0;
-        if (!parse_size(v[0], &d) || !std::has_single_bit(d))
+        if (!parse_number(v[0], &d) || !std::has_single_bit(d))
             return "divisions must be a power of two";
         t.fill(d);
         *table = t;
@@ -203,7 +205,7 @@ std::vector<std::string_view> next_entry(const std::vector<std::string_view>& to
 /// PyTorch's std::min(val, SIZE_MAX / MB).
 std::string parse_mb(const Value& v, std::size_t* bytes) {
     std::size_t mb = 0;
-    if (!v.single || !parse_size(v.tokens[0], &mb))
+    if (!v.single || !parse_number(v.tokens[0], &mb))
         return "expected a whole number of MB";
     if (mb < kMaxSplitSizeMinMb)
         return "must be >= 20";

@@ -11,9 +11,9 @@ namespace gpumemprof::pool::detail {
 namespace {
 
 /// A split of a cached block this many times the request or larger (three quarters or more of
-/// it left over) waits for a freed block that fits whole (retire_before_split). Measured on a
-/// recorded PyTorch loop with a side stream (bench/fenced_footprint.py): 4 keeps the reserved
-/// peak within 1.1x of reuse at once with the device 1 ms and 4 ms behind; 8 does not at 4 ms.
+/// it left over) waits for a freed block that fits whole (retire_before_split). Chosen with
+/// bench/fenced_footprint.py on a recorded PyTorch loop with a side stream: the smallest ratio
+/// that keeps its goal with the device 1 ms and 4 ms behind (figures in docs/measurements.md).
 constexpr std::size_t kSplitWaitRatio = 4;
 
 } // namespace
@@ -271,7 +271,7 @@ bool CachingPolicy::serves_whole(const Block* c, const BlockPool& pool, std::uin
 
 /// Freed blocks wait and the best cached fit would be split. PyTorch, reusing at once, would have
 /// the freed blocks back already; a split made instead cuts a larger block for good and the pool
-/// grows later (a recorded PyTorch loop with a side stream grew 1.5x that way). So first retire
+/// grows later (a recorded PyTorch loop with a side stream grew that way: docs/measurements.md). So first retire
 /// what the device has passed (a query of the oldest fences' events). If the split would still
 /// leave most of a block unused (the best fit is kSplitWaitRatio times the request or more, or
 /// there is none) and a waiting block would serve the request whole, fence it if it is not yet

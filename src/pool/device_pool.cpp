@@ -125,12 +125,16 @@ Lookup DevicePool::lookup(std::uintptr_t ptr) const {
         r.is_block_start = true;
         r.block_address = b->ptr;
         r.block_size = b->size;
+        r.block_allocated = true;
+        r.block_requested = b->requested;
         return r;
     }
     for (const Block* b = s->head; b != nullptr; b = b->next) {
         if (ptr - b->ptr < b->size) {
             r.block_address = b->ptr;
             r.block_size = b->size;
+            r.block_allocated = b->state == BState::allocated;
+            r.block_requested = b->requested;
             std::tie(r.segment_base, r.segment_size) = impl_->supply().range_of(*s, b);
             break;
         }

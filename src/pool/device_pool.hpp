@@ -104,6 +104,8 @@ struct Lookup {
     std::size_t segment_size = 0;
     std::uintptr_t block_address = 0;
     std::size_t block_size = 0;
+    bool block_allocated = false;    ///< the block holding the address is allocated (not free or pending)
+    std::size_t block_requested = 0; ///< ... and the bytes the program asked for
 };
 
 /// How the deferred-free machinery behaved (not torch stats; for tuning and reports).

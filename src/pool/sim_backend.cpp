@@ -200,11 +200,6 @@ void SimBackend::fail_next_allocate(int code) {
     fail_next_ = code;
 }
 
-void SimBackend::set_capacity(std::size_t bytes) {
-    std::lock_guard<std::mutex> lock(mu_);
-    capacity_ = bytes;
-}
-
 void SimBackend::set_total(std::size_t bytes) {
     std::lock_guard<std::mutex> lock(mu_);
     total_ = bytes;

@@ -80,7 +80,6 @@ public:
     void set_address_plan(PlanSource next, std::uintptr_t top);
     /// The next allocate() fails with `code` (once).
     void fail_next_allocate(int code);
-    void set_capacity(std::size_t bytes);
     /// The page_create after `successes` more successful ones fails with `code` (once).
     void fail_page_create_after(std::size_t successes, int code);
     /// The next page_map fails with `code` (once).

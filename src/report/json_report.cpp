@@ -43,6 +43,8 @@ void write_pool_device(util::JsonWriter& w, const DeviceSummary& d, const Report
     w.field("device", d.device);
     w.field("context", d.context);
     w.field("context_alive", d.context_alive);
+    if (d.folded_contexts > 0)
+        w.field("folded_contexts", d.folded_contexts);
     write_allocator(w, d);
     w.key("memory_stats").raw(stats::to_json(d.stats));
     w.field("invalid_frees", d.invalid_frees);

@@ -73,8 +73,12 @@ struct DeviceSummary {
     /// PyTorch's own statistics read at exit, and ours at that moment (pytorch, when read).
     bool has_torch_check = false;
     stats::DeviceStats torch_reported, torch_mirrored;
-    int context = -1; ///< the pool's index in the table; -1: no pool (pass-through only)
+    int context = -1; ///< the pool's number (order of creation); -1: no pool (pass-through only)
     bool context_alive = false;
+    /// > 0: this entry is that many destroyed contexts folded into one (the older ones beyond
+    /// those the report keeps whole): counts summed, peaks the largest of any one, no history;
+    /// `context` is the newest of them.
+    int folded_contexts = 0;
     stats::DeviceStats stats;
     std::int64_t invalid_frees = 0;
     std::int64_t ipc_refused = 0;

@@ -226,10 +226,18 @@ ResolvedReport resolve_stacks(const stacks::ReportData& data, const char* stack_
 }
 
 StackReport prepare_stack_report(const ReportInput& in) {
-    StackReport report;
     try {
         // Without the sites' frames: resolving reads them from the recorder one site at a time.
-        report.data = stacks::Recorder::instance().collect(false);
+        return prepare_stack_report(in, stacks::Recorder::instance().collect(false));
+    } catch (...) {
+        return StackReport{};
+    }
+}
+
+StackReport prepare_stack_report(const ReportInput& in, stacks::ReportData data) {
+    StackReport report;
+    try {
+        report.data = std::move(data);
         std::lock_guard<std::mutex> lock(symbolizer_mutex());
         resolve_into(report, in, process_symbolizer(), [](stacks::StackId id, std::vector<std::uintptr_t>* out) {
             *out = stacks::Recorder::instance().frames(id);

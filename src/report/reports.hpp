@@ -40,6 +40,8 @@ struct StackReport {
 /// The sites' raw frames are read from the recorder one site at a time, never all copied.
 /// Never throws.
 StackReport prepare_stack_report(const ReportInput& in);
+/// The same from data collected already (Recorder::collect(false), beside the core's snapshot).
+StackReport prepare_stack_report(const ReportInput& in, stacks::ReportData data);
 
 /// Which files a dump writes besides the JSON and the stack reports.
 struct DumpFiles {

@@ -313,7 +313,10 @@ void device_troubles(util::BufferedOut& out, const DeviceSummary& d) {
     if (d.pool_counters.host_failures > 0)
         out += "  host memory ran out " + std::to_string(d.pool_counters.host_failures) +
                " time(s) for the pool's bookkeeping: those requests got out-of-memory\n";
-    if (!d.context_alive && d.context >= 0)
+    if (d.folded_contexts > 0)
+        out += "  " + std::to_string(d.folded_contexts) +
+               " destroyed contexts in one: counts are their sums, peaks the largest of any one\n";
+    else if (!d.context_alive && d.context >= 0)
         out += "  its context is gone (destroyed, reset or lost): what it held was dropped with it\n";
 }
 

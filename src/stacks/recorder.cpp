@@ -16,8 +16,8 @@ namespace gpumemprof::stacks {
 
 namespace {
 
-/// Stack a capture may need below the caller's frame: libunwind's cursor and context (about
-/// 1.5 KB), its DWARF state while it reads .eh_frame, the Python walk and the interning. Below
+/// Stack a capture may need below the caller's frame: libunwind's cursor and context, its
+/// DWARF state while it reads .eh_frame, the Python walk and the interning. Below
 /// this much room, or off the thread's own stack, the allocation is kept without a stack.
 constexpr std::uintptr_t kUnwindStackRoom = 32 * 1024;
 

@@ -249,12 +249,4 @@ std::size_t TraceTree::size() const {
     return nodes_.size() - 1;
 }
 
-void TraceTree::reinit_lock_after_fork() noexcept {
-    // Only the forking thread exists in the child; a lock held by another thread at fork time
-    // would never be released. Re-creating the mutex is the usual remedy (glibc does the same
-    // for its own locks); the tree may be mid-update only if that other thread was inside
-    // intern(), which the core prevents by taking the lock in its prepare handler.
-    new (&mutex_) std::mutex();
-}
-
 } // namespace gpumemprof::stacks

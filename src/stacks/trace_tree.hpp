@@ -46,8 +46,6 @@ public:
     /// Tells this tree from every other one in the process (ids of one tree mean nothing in another).
     std::uint64_t generation() const noexcept { return generation_; }
 
-    /// After fork the child's copy of the mutex may be held by a thread that no longer exists.
-    void reinit_lock_after_fork() noexcept;
     std::mutex& mutex() { return mutex_; }
 
 private:

@@ -85,41 +85,6 @@ const char* const kReplayHelp =
     "exit status: 0 done, 1 unreadable/truncated/corrupt trace, 2 bad arguments or settings,\n"
     "             3 out of memory or internal error\n";
 
-/// "80G", "1536M", "4096", "2T", "512KiB" -> bytes (powers of 1024). False on anything else.
-bool parse_size(const std::string& text, std::uint64_t* out) {
-    if (text.empty() || text[0] < '0' || text[0] > '9')
-        return false;
-    std::size_t i = 0;
-    std::uint64_t v = 0;
-    while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
-        const std::uint64_t d = static_cast<std::uint64_t>(text[i] - '0');
-        if (v > (UINT64_MAX - d) / 10)
-            return false;
-        v = v * 10 + d;
-        ++i;
-    }
-    std::string suffix = text.substr(i);
-    for (auto& c : suffix)
-        c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    int shift = 0;
-    if (suffix.empty() || suffix == "B")
-        shift = 0;
-    else if (suffix == "K" || suffix == "KB" || suffix == "KIB")
-        shift = 10;
-    else if (suffix == "M" || suffix == "MB" || suffix == "MIB")
-        shift = 20;
-    else if (suffix == "G" || suffix == "GB" || suffix == "GIB")
-        shift = 30;
-    else if (suffix == "T" || suffix == "TB" || suffix == "TIB")
-        shift = 40;
-    else
-        return false;
-    if (shift && v > (UINT64_MAX >> shift))
-        return false;
-    *out = v << shift;
-    return *out != 0;
-}
-
 struct Args {
     std::string trace;
     bool have_conf = false;
@@ -448,7 +413,7 @@ int cmd_replay(int argc, char** argv) {
             const char* v = arg == "--capacity" ? need("--capacity") : argv[i] + 11;
             if (!v)
                 return usage_error("--capacity needs a value");
-            if (!parse_size(v, &a.capacity))
+            if (!util::parse_size(v, &a.capacity) || a.capacity == 0)
                 return usage_error(std::string("--capacity '") + v +
                                    "' is not a size (bytes, or a number with K, M, G or T)");
         } else if (arg == "--jobs" || arg == "-j") {

@@ -2,7 +2,9 @@
 // Byte count formatting (see byte_format.hpp).
 #include "util/byte_format.hpp"
 
+#include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 
 namespace gpumemprof::util {
@@ -84,6 +86,40 @@ std::string iec_size(std::int64_t bytes) {
     else
         std::snprintf(buf, sizeof buf, "%.2f %s", v, kUnits[u]);
     return buf;
+}
+
+bool parse_size(std::string_view text, std::uint64_t* out) {
+    if (text.empty() || text[0] < '0' || text[0] > '9')
+        return false;
+    std::size_t i = 0;
+    std::uint64_t v = 0;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+        const std::uint64_t d = static_cast<std::uint64_t>(text[i] - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return false;
+        v = v * 10 + d;
+        ++i;
+    }
+    std::string suffix(text.substr(i));
+    for (auto& c : suffix)
+        c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    int shift = 0;
+    if (suffix.empty() || suffix == "B")
+        shift = 0;
+    else if (suffix == "K" || suffix == "KB" || suffix == "KIB")
+        shift = 10;
+    else if (suffix == "M" || suffix == "MB" || suffix == "MIB")
+        shift = 20;
+    else if (suffix == "G" || suffix == "GB" || suffix == "GIB")
+        shift = 30;
+    else if (suffix == "T" || suffix == "TB" || suffix == "TIB")
+        shift = 40;
+    else
+        return false;
+    if (shift && v > (UINT64_MAX >> shift))
+        return false;
+    *out = v << shift;
+    return true;
 }
 
 } // namespace gpumemprof::util

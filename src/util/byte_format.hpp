@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
-// Human-readable byte counts: the one formatter, in the conventions our outputs imitate.
+// Human-readable byte counts: the one formatter, in the conventions our outputs imitate, and the
+// one parser of a size a user writes.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace gpumemprof::util {
 
@@ -25,5 +27,10 @@ std::string torch_size_exact_u(std::uint64_t bytes);
 
 /// IEC units up to TiB, whichever sign: "512 B", "1.00 KiB", "-3.50 GiB" (the CLI's tables).
 std::string iec_size(std::int64_t bytes);
+
+/// A size as a user writes it: decimal digits, then no suffix or B (bytes), K/KB/KiB, M/MB/MiB,
+/// G/GB/GiB or T/TB/TiB (powers of 1024, any case): "4096", "512KiB", "1536M", "80G". False (and
+/// *out unchanged) on anything else, or when the bytes do not fit 64 bits.
+bool parse_size(std::string_view text, std::uint64_t* out);
 
 } // namespace gpumemprof::util

@@ -348,6 +348,8 @@ Options read_options(std::string* warnings) {
             *warnings += std::string(s.name) + "=\"" + raw + "\" is not valid (" + s.expected +
                          "); using the default " + (s.default_value ? s.default_value : s.default_doc) + "\n";
     }
+    if (const char* inherited = ::secure_getenv("GPUMEMPROF_FRAMEWORK_ENV_SET"))
+        o.framework_env_set = inherited;
     (void)rank_state(warnings); // the rank (and %r's text), read now, once
     return o;
 }

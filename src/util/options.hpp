@@ -30,8 +30,8 @@ struct Options {
     std::string trace;   ///< GPUMEMPROF_TRACE: event log path, "" = off
     int dump_signal = 0; ///< GPUMEMPROF_DUMP_SIGNAL: 0 = none
     /// GPUMEMPROF_MODEL: also run PyTorch's allocator on the same requests (pool::PoolModel).
-    /// Unset = on while stack capture is on (the model costs about 90 ns per allocation+free
-    /// pair, which the lean stacks-off mode keeps out).
+    /// Unset = on while stack capture is on (its cost per allocation+free pair, in
+    /// docs/measurements.md, is kept out of the lean stacks-off mode).
     bool model = false;
     /// GPUMEMPROF_REUSE: true ("auto", "fenced") = a freed block is reused only after the device
     /// has passed the free; false ("immediate") = at once, as PyTorch does within one stream.
@@ -56,6 +56,10 @@ struct Options {
     int torch = 0;
     /// GPUMEMPROF_JAX: true ("platform") = set XLA_PYTHON_CLIENT_ALLOCATOR=platform at load time.
     bool jax_platform = false;
+    /// GPUMEMPROF_FRAMEWORK_ENV_SET: not a setting but the library's note to its children, the
+    /// framework variables ("NAME=value,...") an ancestor process under the preload set; "" when
+    /// absent. Read with the others; not in the table (no one sets it by hand).
+    std::string framework_env_set;
     /// GPUMEMPROF_USER_CODE: globs naming the user's own code ("" = the default rule,
     /// report/user_code.hpp).
     std::string user_code;

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-# The fault-injection suite (issue 12): prog_faults runs one workload with and without
+# The fault-injection suite: prog_faults runs one workload with and without
 # LD_PRELOAD=libgpumemprof.so while the simulated driver fails chosen calls (SIMCUDA_FAULTS, see
 # tests/sim/faults.cpp) or a write shim fails writes to the outputs. For every case:
 #  - the program is never hung (each run has a timeout) and exits as it does without the preload;

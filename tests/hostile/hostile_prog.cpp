@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Programs that are hostile but fair to a library living inside them (issues 12, 13, 14): one
+// Programs that are hostile but fair to a library living inside them: one
 // executable, one case per argument. Each prints key=value lines that run_hostile.py checks; the
 // same program runs without the preload as the baseline.
 #include "../preload/common.hpp"
@@ -41,7 +41,7 @@ double now_s() {
     return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-// ---- fork: the child of a multi-threaded CUDA program exits (issue 13) ------------------------
+// ---- fork: the child of a multi-threaded CUDA program exits -------------------------------------
 // A second thread allocates host memory without pause, so that fork() often lands while it holds
 // an allocator lock; each child only calls exit(0). A child that hangs is killed and counted.
 int fork_storm(int forks) {
@@ -82,7 +82,7 @@ int fork_storm(int forks) {
     return 0;
 }
 
-// ---- fds: the program closes every fd and reuses the numbers (issue 12 item 1) --------------
+// ---- fds: the program closes every fd and reuses the numbers ------------------------------------
 int fds(const char* data_path) {
     churn(10);                             // the trace (if any) is open, the report thread and handlers are installed
     syscall(SYS_close_range, 3u, ~0u, 0u); // a daemon closes everything it did not open itself
@@ -104,7 +104,7 @@ int fds(const char* data_path) {
     return 0;
 }
 
-// ---- stderr: the program closes fd 2 and opens a data file there ------------------------------
+// ---- stderr: the program closes fd 2 and opens a data file there --------------------------------
 int stderr_file(const char* data_path) {
     churn(10);
     close(2);
@@ -117,7 +117,7 @@ int stderr_file(const char* data_path) {
     return 0; // the exit report cannot be written (its directory is missing): a warning
 }
 
-// ---- signals -------------------------------------------------------------------------------
+// ---- signals ------------------------------------------------------------------------------------
 // A storm of the dump signal from another process while the program allocates (item 4).
 int usr2_storm(double seconds) {
     churn(1); // the profiler is set up (its handler installed) before the storm starts
@@ -182,7 +182,7 @@ int own_usr2() {
     return 0;
 }
 
-// ---- limits, pipes, cancellation, lifetimes (issue 14) ---------------------------------------
+// ---- limits, pipes, cancellation, lifetimes -----------------------------------------------------
 int fsize(long limit, int allocations) {
     rlimit rl{static_cast<rlim_t>(limit), static_cast<rlim_t>(limit)};
     EXPECT(setrlimit(RLIMIT_FSIZE, &rl) == 0);
@@ -327,7 +327,7 @@ int system_child() {
     return 0;
 }
 
-// ---- many call sites, so that the exit report takes a while to write ---------------------------
+// ---- many call sites, so that the exit report takes a while to write ----------------------------
 // 2^depth allocations from as many distinct stacks (two call sites a level), then exit.
 __attribute__((noinline)) void unique_down(int depth, unsigned bits) {
     if (depth == 0) {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Programs that are fair to a library living inside them but leave it little room (issue 14,
-// items 3 and 4): small stacks (a PTHREAD_STACK_MIN thread, an 8 KiB makecontext coroutine, an
+// Programs that are fair to a library living inside them but leave it little room:
+// small stacks (a PTHREAD_STACK_MIN thread, an 8 KiB makecontext coroutine, an
 // 8 KiB sigaltstack handler), the stack bytes one allocation costs, and an exit under RLIMIT_AS
 // after the heap was filled. Prints key=value lines that run_hostile.py checks.
 #include "../preload/common.hpp"

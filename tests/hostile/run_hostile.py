@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: MIT
 # Hostile-but-fair programs (hostile_prog) under LD_PRELOAD=libgpumemprof.so against the simulated
 # driver: the library must not write into the program's files, hang it, kill it, replace its
-# signal handlers, follow planted symlinks or lose its reports (issues 12, 13, 14;
-# docs/guarantees.md). Every run has a timeout; a hang is a failure, never a stuck test.
+# signal handlers, follow planted symlinks or lose its reports
+# (docs/guarantees.md). Every run has a timeout; a hang is a failure, never a stuck test.
 import argparse
 import glob
 import json
@@ -89,7 +89,7 @@ def leftovers(tmp):
     return [p for p in os.listdir(tmp) if ".tmp." in p]
 
 
-# ---- issue 13 -----------------------------------------------------------------------------------
+# ---- fork children and files ---------------------------------------------------------------------
 def case_fork_exit(args, tmp):
     c = Checks("fork_exit")
     r = run(args, tmp, ["fork_storm", "40"], timeout=300)
@@ -100,7 +100,7 @@ def case_fork_exit(args, tmp):
     return c.finish(r.out + r.err[-3000:])
 
 
-# ---- issue 12 -----------------------------------------------------------------------------------
+# ---- fds, signals and names ----------------------------------------------------------------------
 def case_fds(args, tmp):
     c = Checks("fds")
     data = os.path.join(tmp, "data.txt")
@@ -390,7 +390,7 @@ def case_output_names(args, tmp):
     return c.finish()
 
 
-# ---- issue 14 -----------------------------------------------------------------------------------
+# ---- limits, pipes, lifetimes --------------------------------------------------------------------
 def case_fsize(args, tmp):
     c = Checks("fsize")
     for limit, trace in ((4096, False), (65536, True)):
@@ -491,7 +491,7 @@ def case_lifetimes(args, tmp):
     return c.finish()
 
 
-# ---- issue 14, items 3 and 4 ---------------------------------------------------------------------
+# ---- small stacks, many threads ------------------------------------------------------------------
 def asan_skip(args, why):
     # 77: meson's "skipped". The preloaded ASan runtime makes these cases meaningless, not failing.
     if args.asan_runtime:

@@ -19,7 +19,7 @@ def case_fork_child(args, tmp):
     for r in (plain, pre):
         c.eq("%s: child exit status" % r.label, r.val("child_status"), 0)
     parent, child = pre.val("parent_pid"), pre.val("child_pid")
-    # The child made no allocation of its own: it writes nothing (docs/guarantees.md, issue 13).
+    # The child made no allocation of its own: it writes nothing (docs/guarantees.md).
     c.eq("preload: reports written (the parent's only)", len(pre.reports), 1)
     pids = [r.get("pid") for r in pre.reports]
     c.true("no report of the child", pre.report(child) is None, pids)

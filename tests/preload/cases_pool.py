@@ -500,7 +500,7 @@ def case_device_reset(args, tmp):
     # then the pool refuses it, else the driver does. Either way exactly one invalid free is counted.
     invalid = sum(d.get("invalid_frees", 0) for d in entries) + rep.get("foreign_invalid_frees", 0)
     c.eq("preload: invalid_frees + foreign_invalid_frees (the pre-reset free)", invalid, 1)
-    # The memory the reset dropped is not live any more (issue 14.8): a (1 MiB) died with the old
+    # The memory the reset dropped is not live any more: a (1 MiB) died with the old
     # context before c (5 MiB) was made, so at most 5 MiB were ever live at once, none at exit.
     c.eq("preload: process-wide peak of live bytes", (rep.get("peak") or {}).get("bytes"), 5 * MIB)
     c.eq("preload: leaks at exit (bytes)", (rep.get("leaks") or {}).get("bytes"), 0)

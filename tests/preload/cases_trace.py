@@ -8,7 +8,7 @@ from cases_pool import SEQUENCE_STATS
 
 
 def case_fenced_replay(args, tmp):
-    """Issue 12: a run whose freed blocks waited for fences (a non-blocking stream exists; events
+    """A run whose freed blocks waited for fences (a non-blocking stream exists; events
     complete 2 ms after they are recorded, so the pool waits and grows) replays to its own
     figures: the trace says where each block became reusable (free_completed)."""
     c = Checker(args.case)
@@ -39,7 +39,7 @@ TRAILING_MODEL_RESERVED = (120 + 192 + 60 + 2 + 48) * MIB
 
 
 def case_trailing_device(args, tmp):
-    """Issue 9: the device trails the host by a full step (events complete 5 ms after they are
+    """The device trails the host by a full step (events complete 5 ms after they are
     recorded; the program's step is 5 ms of host time). The pool's reserved peak against PyTorch's
     allocator on the same requests (the model), by value, without and with a live non-blocking
     stream."""

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Issue 12's loop under fenced reuse: a non-blocking stream exists, so every freed block waits
+// The allocation loop under fenced reuse: a non-blocking stream exists, so every freed block waits
 // for a fence; 1000 allocations of (i % 97 + 1) pages, each freed at once.
 #include "common.hpp"
 

@@ -22,7 +22,7 @@ int main() {
     MUST(cudaDeviceSynchronize());
     MUST(cudaMemGetInfo(&f, &t));
     put("drop_none_live", static_cast<long long>(f0 - f));
-    // Issue 14's case, with a stream so that freed blocks wait for fences: 100 x 10 MiB allocated
+    // The case, with a stream so that freed blocks wait for fences: 100 x 10 MiB allocated
     // and freed, a device-wide synchronize, then the first query must see all of it free.
     cudaStream_t s;
     MUST(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));

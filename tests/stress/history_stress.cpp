@@ -4,10 +4,12 @@
 // listener it is (feeding the PyTorch-allocator model too), while a reader copies the history and
 // calls empty_cache as the report thread and torch.cuda.empty_cache do. The history has no lock of its own (the pool's
 // guards it), so this is meant to run under TSan. At the end the history must agree with the pool's own stats.
+#include "core/oom_notices.hpp"
 #include "core/pool_events.hpp"
 #include "pool/device_pool.hpp"
 #include "pool/pool_model.hpp"
 #include "pool/sim_backend.hpp"
+#include "stacks/recorder.hpp"
 #include "stress_check.hpp"
 
 #include <algorithm>
@@ -35,7 +37,8 @@ void run(const char* label, bool defer, int threads, int ops) {
     o.defer_frees = defer;
     const AllocConf conf;
     PoolModel model(conf, 0, std::size_t{16} << 30); // the PyTorch-allocator model, fed by the listener
-    core::PoolEvents events(0, conf, nullptr, &model, std::chrono::steady_clock::now(), true);
+    const core::PoolEventSinks sinks{stacks::Recorder::instance(), core::OomNotices::instance(), nullptr, &model};
+    core::PoolEvents events(0, conf, sinks, std::chrono::steady_clock::now(), true);
     DevicePool pool(dev, o, &events);
     std::atomic<int> done{0};
     std::atomic<long> mallocs{0}, frees{0}, bad{0};

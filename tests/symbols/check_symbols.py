@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 # Check the dynamic interface of libgpumemprof.so: every defined dynamic symbol matches the
-# allow-list of src/intercept/exports.map (cu[A-Z]*, cuda[A-Z]*, dlsym, dlclose, gpumemprof_*), none is a C++
+# allow-list of src/intercept/exports.map (cu[A-Z]*, cuda[A-Z]*, dlsym, dlclose, the exec functions,
+# gpumemprof_*), none is a C++
 # name, the expected doors are there, and no DT_NEEDED entry names libcuda or libcudart (the
 # library is loaded into every process, most of which have no CUDA at all). The exported driver
 # names are exactly the HOOK entries of src/core/driver_functions.hpp: a hook missing from the list
@@ -10,11 +11,12 @@ import re
 import subprocess
 import sys
 
-ALLOWED = [re.compile(p) for p in (r"cu[A-Z]\w*", r"cuda[A-Z]\w*", r"dlsym", r"dlclose", r"gpumemprof_\w+")]
+ALLOWED = [re.compile(p) for p in (r"cu[A-Z]\w*", r"cuda[A-Z]\w*", r"dlsym", r"dlclose", r"exec(l|le|lp|v|ve|veat|vp|vpe)", r"fexecve",
+                                        r"gpumemprof_\w+")]
 # A few names each door must export (driver, runtime, dlsym, C API), so that an empty or wrong
 # list cannot pass.
 REQUIRED = ["cuMemAlloc_v2", "cuMemFree_v2", "cuGetProcAddress_v2", "cuGetProcAddress", "cudaMalloc",
-            "cudaFree", "dlsym", "dlclose", "gpumemprof_memory_stats", "gpumemprof_is_active"]
+            "cudaFree", "dlsym", "dlclose", "execve", "execl", "gpumemprof_memory_stats", "gpumemprof_is_active"]
 FORBIDDEN_WORDS = ["spdlog", "fmt", "unw", "std", "dwfl", "dwarf"]
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""`gpumemprof replay` and the snapshot converter on hostile input (issue 12 items 8, 11, 13):
+"""`gpumemprof replay` and the snapshot converter on hostile input:
 files that are not traces, traces that claim absurd sizes, a host-memory limit, malformed snapshots.
 
 usage: test_replay_limits.py PATH/TO/gpumemprof PATH/TO/scripts

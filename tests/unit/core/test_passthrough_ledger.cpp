@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 using namespace gpumemprof::core;
 
 namespace {
@@ -63,4 +65,46 @@ TEST_CASE("ledger: VMM handles apart from addresses; maps count as device alloca
     CHECK(l.handle_device(0x7000) == -1);
     l.clear();
     CHECK(l.snapshot().empty());
+}
+
+TEST_CASE("ledger: a context's stream-ordered and managed memory goes with it", "[ledger]") {
+    PassthroughLedger l;
+    const std::uintptr_t a = 0xa0, b = 0xb0;
+    l.add(Kind::async, 0, 0x1000, 4096, a);
+    l.add(Kind::managed, 0, 0x3000, 1024, a);
+    l.add(Kind::host_pinned, -1, 0x5000, 512, a); // not freed with the context
+    l.add(Kind::vmm_physical, 0, 0x1000, 2048, a);
+    l.add(Kind::async, 0, 0x7000, 256, b);
+    std::vector<PassthroughLedger::Dropped> dropped;
+    l.drop_context(a, &dropped);
+    REQUIRE(dropped.size() == 2);
+    std::sort(dropped.begin(), dropped.end(), [](const auto& x, const auto& y) { return x.key < y.key; });
+    CHECK(dropped[0].key == 0x1000);
+    CHECK(dropped[0].kind == Kind::async);
+    CHECK(dropped[1].key == 0x3000);
+    CHECK(dropped[1].kind == Kind::managed);
+    const auto m = l.snapshot();
+    CHECK(of(m, 0, Kind::async).current_bytes == 256);
+    CHECK(of(m, 0, Kind::async).frees == 1);
+    CHECK(of(m, 0, Kind::managed).current_bytes == 0);
+    CHECK(of(m, -1, Kind::host_pinned).current_bytes == 512);
+    CHECK(of(m, 0, Kind::vmm_physical).current_bytes == 2048);
+    CHECK(l.handle_device(0x1000) == 0);
+    CHECK_FALSE(l.remove(0x1000, {Kind::async})); // gone with the context
+    dropped.clear();
+    l.drop_context(0, &dropped); // no context known: nothing
+    CHECK(dropped.empty());
+}
+
+TEST_CASE("ledger: an address handed out again while still listed replaces the stale entry", "[ledger]") {
+    PassthroughLedger l;
+    l.add(Kind::async, 0, 0x1000, 4096, 0xa0);
+    l.add(Kind::managed, 0, 0x1000, 1024, 0xb0); // the driver freed the first without our seeing it
+    const auto m = l.snapshot();
+    CHECK(of(m, 0, Kind::async).current_bytes == 0);
+    CHECK(of(m, 0, Kind::async).frees == 1);
+    CHECK(of(m, 0, Kind::managed).current_bytes == 1024);
+    Kind kind = Kind::count;
+    REQUIRE(l.remove(0x1000, {Kind::async, Kind::managed}, &kind));
+    CHECK(kind == Kind::managed);
 }

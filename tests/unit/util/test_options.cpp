@@ -120,7 +120,7 @@ TEST_CASE("empty values: the frame lists take them, OUTPUT warns, the others ign
         CHECK(read_options(nullptr).output.empty());
     }
     {
-        // GPUMEMPROF_OUTPUT=$UNSET_VARIABLE is a mistake, not a request for silence (issue 12):
+        // GPUMEMPROF_OUTPUT=$UNSET_VARIABLE is a mistake, not a request for silence:
         // one warning naming it, then the default.
         Env env({{"GPUMEMPROF_OUTPUT", ""}});
         std::string warnings;
@@ -181,7 +181,7 @@ TEST_CASE("signals by number or name", "[options]") {
     CHECK(parse_signal("0") == 0);
     CHECK(parse_signal("65") == -1);
     CHECK(parse_signal("") == -1);
-    // Only signals that mean nothing else (issue 12 item 12).
+    // Only signals that mean nothing else.
     for (const char* bad : {"11", "SIGSEGV", "TERM", "INT", "9", "KILL", "19", "STOP", "32", "33", "PIPE", "CHLD",
                             "ABRT", "7", "PROF", "ALRM"})
         CHECK(parse_signal(bad) == -1);
