@@ -2,6 +2,7 @@
 #include "core/framework_env.hpp"
 
 #include "util/log.hpp"
+#include "util/swallowed.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -52,6 +53,7 @@ std::vector<std::string> set_framework_env(const util::Options& options) noexcep
         if (!set_list.empty())
             ::setenv("GPUMEMPROF_FRAMEWORK_ENV_SET", set_list.c_str(), 1);
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
     return ours_list;
 }

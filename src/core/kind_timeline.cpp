@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "core/kind_timeline.hpp"
 
+#include "util/swallowed.hpp"
+
 #include <algorithm>
 #include <cstdlib>
 
@@ -12,6 +14,7 @@ KindTimeline::KindTimeline(std::size_t capacity, std::int64_t min_step)
     try {
         points_.reserve(capacity_); // sized once: a change never allocates
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
 }
 
@@ -91,6 +94,7 @@ KindTimelineData KindTimeline::data() const {
                 d.points.push_back(latest_);
         }
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
     return d;
 }

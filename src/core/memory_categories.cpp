@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "core/memory_categories.hpp"
 
+#include "util/swallowed.hpp"
+
 #include <algorithm>
 
 namespace gpumemprof::core {
@@ -92,6 +94,7 @@ void MemoryCategories::on_alloc(std::int64_t t_ns, std::uintptr_t ptr, std::int6
         }
         timeline_.change(t_ns, now_);
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
 }
 
@@ -111,6 +114,7 @@ void MemoryCategories::on_free(std::int64_t t_ns, std::uintptr_t ptr, bool in_ba
         live_.erase(it);
         timeline_.change(t_ns, now_);
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
 }
 

@@ -2,6 +2,8 @@
 // OomNotices (see oom_notices.hpp).
 #include "core/oom_notices.hpp"
 
+#include "util/swallowed.hpp"
+
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -23,6 +25,7 @@ void OomNotices::add(const OomNotice& n) noexcept {
             if (kept_.size() < kMaxKept)
                 kept_.push_back(n);
         } catch (...) {
+            GPUMEMPROF_SWALLOWED();
         }
         fd = fd_;
     }

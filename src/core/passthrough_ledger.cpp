@@ -4,6 +4,7 @@
 #include "core/torch_attach.hpp"
 #include "core/trace_events.hpp"
 #include "stacks/recorder.hpp"
+#include "util/swallowed.hpp"
 
 #include <algorithm>
 #include <iterator>
@@ -86,6 +87,7 @@ void PassthroughLedger::drop_context(std::uintptr_t ctx, std::vector<Dropped>* o
             // Address kinds: the key is the address itself.
             out->push_back(Dropped{static_cast<std::uintptr_t>(it->first), e.kind, e.device});
         } catch (...) {
+            GPUMEMPROF_SWALLOWED();
         }
         it = live_.erase(it);
     }
@@ -116,6 +118,7 @@ int PassthroughLedger::record(Kind kind, const DriverApi& api, std::uintptr_t ke
             emit(consumers_.trace->load(std::memory_order_acquire), trace::EventType::vmm_map, device, key, bytes,
                  bytes, stack);
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
     return device;
 }
@@ -132,6 +135,7 @@ void PassthroughLedger::release(Kind kind, std::uintptr_t key) noexcept {
             emit(consumers_.trace->load(std::memory_order_acquire), trace::EventType::vmm_unmap, device, key, bytes,
                  bytes);
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
 }
 
@@ -143,6 +147,7 @@ void PassthroughLedger::freed_by_driver(std::uintptr_t ptr) noexcept {
             in_recorder(kind))
             consumers_.recorder->on_free(device, ptr);
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
 }
 
@@ -155,6 +160,7 @@ void PassthroughLedger::context_gone(CUcontext ctx) noexcept {
                 if (in_recorder(d.kind))
                     consumers_.recorder->on_free(d.device, d.key);
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
 }
 

@@ -8,6 +8,7 @@
 #include "trace/writer.hpp"
 #include "util/byte_format.hpp"
 #include "util/log.hpp"
+#include "util/swallowed.hpp"
 
 #include <algorithm>
 #include <limits>
@@ -73,6 +74,7 @@ inline __attribute__((always_inline)) void PoolEvents::remember(stats::PoolActio
         e.site = site;
         ring_.push(e);
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
 }
 
@@ -137,6 +139,7 @@ void PoolEvents::on_empty_cache(const pool::DevicePool& pool, std::int64_t reser
                 series_.set(t, stats::Series::model_reserved, static_cast<std::int64_t>(model_->reserved_bytes()));
         });
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
 }
 
@@ -200,6 +203,7 @@ void PoolEvents::on_oom(const pool::OomInfo& info) {
             e.site = t_request_stack;
             ring_.push(e);
         } catch (...) {
+            GPUMEMPROF_SWALLOWED();
         }
     }
 }

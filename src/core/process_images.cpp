@@ -2,6 +2,7 @@
 #include "core/process_images.hpp"
 
 #include "trace/format.hpp"
+#include "util/swallowed.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -109,6 +110,7 @@ std::string name_after_earlier_images(const std::string& stem, const std::string
                 return name;
         }
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
     return stem;
 }

@@ -18,6 +18,7 @@
 #include "trace/writer.hpp"
 #include "util/atomic_file.hpp"
 #include "util/log.hpp"
+#include "util/swallowed.hpp"
 
 #include <cxxabi.h>
 #include <pthread.h>
@@ -379,6 +380,7 @@ void Profiler::drop_context(CUcontext ctx) noexcept {
         // whole leaves its figures in its device's folded entry.
         pools_.drop(ctx, [this](const PoolSlot& s) { retired_.fold(device_summary(s, {}, false)); });
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
     streams_.forget_context(ctx);
 }
@@ -413,6 +415,7 @@ std::vector<CUcontext> Profiler::primary_contexts(const DriverApi& api, int devi
                 out.push_back(ctx);
         }
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
     return out;
 }
@@ -519,6 +522,7 @@ void Profiler::reset_peak(int device) noexcept {
                 s.torch->reset_peak_stats();
         });
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
 }
 
@@ -536,6 +540,7 @@ void Profiler::reset_accumulated(int device) noexcept {
                 s.torch->reset_accumulated_stats();
         });
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
 }
 

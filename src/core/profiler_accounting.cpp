@@ -8,6 +8,8 @@
 #include "core/signals.hpp"
 #include "stacks/recorder.hpp"
 
+#include "util/swallowed.hpp"
+
 #include <condition_variable>
 #include <cstdlib>
 #include <memory>
@@ -52,6 +54,7 @@ void exit_reading() {
         std::unique_lock lock(done->m);
         done->cv.wait_for(lock, std::chrono::milliseconds(300), [&] { return done->done; });
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
 }
 
@@ -123,6 +126,7 @@ void Profiler::account_if_acquired(const DriverApi& api) noexcept {
                 }
             accounting_.add_oom(std::move(split));
         } catch (...) {
+            GPUMEMPROF_SWALLOWED();
         }
     }
     int device = t_acquired_device;
@@ -145,6 +149,7 @@ void Profiler::account_if_acquired(const DriverApi& api) noexcept {
         r.pool_sites = stacks::Recorder::instance().live_by_site(device);
         accounting_.add(device, std::move(r));
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
 }
 
@@ -239,6 +244,7 @@ void Profiler::accounting_exit() noexcept {
             }
         }
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
 }
 

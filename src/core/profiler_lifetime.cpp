@@ -16,6 +16,7 @@
 #include "trace/writer.hpp"
 #include "util/atomic_file.hpp"
 #include "util/log.hpp"
+#include "util/swallowed.hpp"
 
 #include <cxxabi.h>
 #include <pthread.h>
@@ -146,6 +147,7 @@ void Profiler::open_trace() noexcept {
         else
             log::warn("GPUMEMPROF_TRACE: {}; recording no trace", w->error());
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
 }
 
@@ -256,6 +258,7 @@ void Profiler::write_trace_stacks() noexcept {
         const report::StackReport r = report::prepare_stack_report(in); // symbols cached by the dump
         report::write_trace_stacks(r, *trace_.load(std::memory_order_acquire));
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
 }
 

@@ -8,6 +8,7 @@
 #include "core/stream_origin.hpp"
 #include "stacks/backtrace.hpp"
 #include "stacks/recorder.hpp"
+#include "util/swallowed.hpp"
 
 namespace gpumemprof::core {
 
@@ -171,6 +172,7 @@ void Profiler::record_alloc_with_stack(Kind kind, const DriverApi& api, std::uin
             account_if_acquired(api);
         }
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
 }
 

@@ -15,6 +15,7 @@
 #include "stats/device_stats.hpp"
 #include "util/atomic_file.hpp"
 #include "util/log.hpp"
+#include "util/swallowed.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -55,6 +56,7 @@ void Profiler::choose_image_suffix() noexcept {
                   "program's goes to {}.json",
                   stem, named);
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
 }
 
@@ -107,6 +109,7 @@ report::ReportInput Profiler::snapshot(const std::string& prefix) const {
     in.doors = {doors_.dlsym_substitutions.load(), doors_.proc_address_substitutions.load(),
                 doors_.runtime_calls.load()};
     in.foreign_invalid_frees = invalid_foreign_frees_.load();
+    in.internal_errors = util::swallowed_count();
     const DumpSignalState ds = dump_signal_state();
     in.dump_signal = ds.signal;
     in.dump_signal_installed = ds.installed;

@@ -15,6 +15,8 @@
 #include "stacks/recorder.hpp"
 #include "util/log.hpp"
 
+#include "util/swallowed.hpp"
+
 #include <cxxabi.h>
 #include <dlfcn.h>
 #include <link.h>
@@ -287,6 +289,7 @@ MemoryCategories::SiteTraits Profiler::site_traits(stacks::StackId id) noexcept 
         std::lock_guard lock(mutex);
         cache->emplace(id, t);
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
     return t;
 }
@@ -309,6 +312,7 @@ void Profiler::torch_final_check() noexcept {
             s->torch_checked = true;
         }
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
 }
 

@@ -4,6 +4,7 @@
 #include "util/atomic_file.hpp"
 #include "util/log.hpp"
 #include "util/quiet_io.hpp"
+#include "util/swallowed.hpp"
 
 #include <atomic>
 #include <cerrno>
@@ -188,6 +189,7 @@ void helper_loop() {
                 if (g_dump)
                     (*g_dump)((req & kFatalRequest) != 0);
             } catch (...) {
+                GPUMEMPROF_SWALLOWED();
             }
             g_done.fetch_add(1);
         }

@@ -3,6 +3,7 @@
 
 #include "core/process_state.hpp"
 #include "core/scoped_context.hpp"
+#include "util/swallowed.hpp"
 
 namespace gpumemprof::core {
 
@@ -84,6 +85,7 @@ void StreamRegistry::remove(const DriverApi& api, CUstream stream) {
         std::lock_guard lock(mutex_);
         orphans_[ctx].push_back(e);
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
 }
 

@@ -4,6 +4,7 @@
 #include "core/driver_api.hpp"
 #include "core/process_state.hpp"
 #include "util/log.hpp"
+#include "util/swallowed.hpp"
 
 #include <dlfcn.h>
 #include <sys/mman.h>
@@ -176,6 +177,7 @@ void TorchAttach::give_up(State why, std::string text) noexcept {
         std::lock_guard lock(text_mutex_);
         text_ = "not attached: " + text;
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
     state_.store(why, std::memory_order_release);
 }

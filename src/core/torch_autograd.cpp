@@ -4,6 +4,7 @@
 #include "core/driver_api.hpp"
 #include "stacks/autograd_frames.hpp"
 #include "stacks/recorder.hpp"
+#include "util/swallowed.hpp"
 
 #include <dlfcn.h>
 
@@ -81,6 +82,7 @@ std::uint32_t TorchAutograd::name_of(const void* node) noexcept {
     try {
         names_.emplace(type_info, id);
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
     return id;
 }
@@ -100,6 +102,7 @@ TorchAutograd::Node TorchAutograd::current() const noexcept {
         n.accumulate_grad = n.name_id == accumulate_grad_id_;
         n.present = true;
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
     return n;
 }

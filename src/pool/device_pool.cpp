@@ -12,6 +12,7 @@
 #include "pool/pending_frees.hpp"
 #include "pool/plain_segments.hpp"
 #include "pool/pool_state.hpp"
+#include "util/swallowed.hpp"
 
 #include <mutex>
 #include <tuple>
@@ -66,6 +67,7 @@ int DevicePool::malloc(std::size_t size, std::uintptr_t stream, std::uintptr_t* 
             if (s.listener)
                 s.listener->on_oom(oom_record(s, size, size, size, kOutOfMemory));
         } catch (...) {
+            GPUMEMPROF_SWALLOWED();
         }
         return kOutOfMemory;
     }
@@ -151,6 +153,7 @@ void DevicePool::process_fences() {
         impl_->pending.fence_unfenced();
         impl_->pending.process();
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
 }
 
@@ -178,6 +181,7 @@ void DevicePool::retire_through(std::uint64_t mark) {
         impl_->state.ensure_spares();
         impl_->pending.retire_through(mark);
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
 }
 
@@ -187,6 +191,7 @@ void DevicePool::empty_cache() {
         impl_->state.ensure_spares();
         impl_->policy.release_cached_blocks();
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
 }
 
@@ -251,6 +256,7 @@ std::vector<SegmentInfo> DevicePool::snapshot() const {
         for (const auto& [base, s] : store.segments)
             impl_->supply().snapshot(s, out);
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
     return out;
 }

@@ -146,6 +146,7 @@ bool write_json(util::OutputSink& out, const ReportInput& in, const StackReport&
     w.key("host_pinned");
     write_counters(w, in.host_pinned);
     w.field("foreign_invalid_frees", in.foreign_invalid_frees);
+    w.field("internal_errors", in.internal_errors);
     w.key("dump_signal").begin_object();
     w.field("signal", in.dump_signal);
     w.field("installed", in.dump_signal_installed);

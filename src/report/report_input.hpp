@@ -185,6 +185,8 @@ struct ReportInput {
     DoorCounts doors;
     PassthroughCounters host_pinned;
     std::int64_t foreign_invalid_frees = 0;
+    /// Exceptions the profiler caught inside its own code and carried on past (util/swallowed.hpp).
+    std::uint64_t internal_errors = 0;
     /// GPUMEMPROF_DUMP_SIGNAL: the signal (0 = none), whether our handler is installed, and why
     /// not ("the program handles it"): the JSON's "dump_signal" and a line in the .txt.
     int dump_signal = 0;

@@ -14,6 +14,7 @@
 #include "trace/writer.hpp"
 #include "util/atomic_file.hpp"
 #include "util/log.hpp"
+#include "util/swallowed.hpp"
 
 #include <chrono>
 #include <mutex>
@@ -210,6 +211,7 @@ void resolve_into(StackReport& report, const ReportInput& in, Symbolizer& symbol
         try {
             report.failure = failure_text(e);
         } catch (...) {
+            GPUMEMPROF_SWALLOWED();
         }
     } catch (...) {
         report.resolved = ResolvedReport{};
@@ -247,6 +249,7 @@ StackReport prepare_stack_report(const ReportInput& in, stacks::ReportData data)
         try {
             report.failure = failure_text(e);
         } catch (...) {
+            GPUMEMPROF_SWALLOWED();
         }
     } catch (...) {
         report.ok = false;
@@ -309,6 +312,7 @@ void write_trace_stacks(const StackReport& r, trace::Writer& trace) noexcept {
                 add(o.record->id, o.stack);
         trace.write_stack_block(payload, count);
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
 }
 

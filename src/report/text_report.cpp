@@ -402,6 +402,10 @@ void summary_section(util::BufferedOut& out, const ReportInput& in, const stacks
     out += "\nunique call sites: " + std::to_string(r.sites.size()) +
            ", OOMs recorded: " + std::to_string(data.ooms.size()) + "\n";
     capture_lines(out, data.capture);
+    if (in.internal_errors > 0)
+        out += "the profiler caught " + std::to_string(in.internal_errors) +
+               " exceptions inside its own code (out of memory, mostly) and carried on; what they were doing is "
+               "missing from these figures (GPUMEMPROF_LOG=debug names the places)\n";
 }
 
 /// The two rankings of call sites and the two line profiles.

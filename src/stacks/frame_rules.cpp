@@ -16,6 +16,7 @@
 #include "stacks/frame_rules.hpp"
 
 #include "stacks/unwinder_fds.hpp"
+#include "util/swallowed.hpp"
 
 #include <libunwind.h> // the generic (remote-capable) API: no UNW_LOCAL_ONLY in this file
 
@@ -459,6 +460,7 @@ FrameRule frame_rule(const FrameRegs& at, const StackWindow& w) noexcept {
         if (r.kind != FrameRule::stop || !g_modules.segments.empty())
             remember(at.pc, r);
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
     return r;
 }
@@ -540,6 +542,7 @@ void forget_frame_rules(std::uintptr_t lo, std::uintptr_t hi) noexcept {
             unw_flush_cache(g_as, lo, hi);
         g_modules.adds = g_modules.subs = ~0ull; // look at the modules again
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
 }
 

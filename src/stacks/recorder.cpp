@@ -5,6 +5,7 @@
 #include "stacks/backtrace.hpp"
 #include "stacks/frame_rules.hpp"
 #include "stacks/python_frames.hpp"
+#include "util/swallowed.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -345,6 +346,7 @@ CaptureStats Recorder::capture_stats() const noexcept {
             intern += b->intern_ticks.load(std::memory_order_relaxed);
         }
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
     const FrameRuleStats rules = frame_rule_stats();
     s.unwind_rules = rules.rules;
@@ -390,6 +392,7 @@ void Recorder::on_acquire(int device, std::size_t bytes, StackId id) noexcept {
         std::lock_guard<std::mutex> lock(mutex_);
         table_.on_acquire(device, bytes, id);
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
 }
 
@@ -468,6 +471,7 @@ ReportData Recorder::collect(bool site_frames) const {
             o.frames = tree_.frames(o.id);
         out.capture = capture_stats();
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
     return out;
 }

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "stats/time_series.hpp"
 
+#include "util/swallowed.hpp"
+
 #include <algorithm>
 
 namespace gpumemprof::stats {
@@ -10,6 +12,7 @@ TimeSeries::TimeSeries(std::size_t capacity) : capacity_(std::max<std::size_t>(4
     try {
         buckets_.reserve(capacity_);
     } catch (...) {
+        GPUMEMPROF_SWALLOWED();
     }
 }
 

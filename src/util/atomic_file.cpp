@@ -2,6 +2,7 @@
 #include "util/atomic_file.hpp"
 
 #include "util/quiet_io.hpp"
+#include "util/swallowed.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -178,6 +179,7 @@ bool commit_all(const std::vector<AtomicFile*>& files, std::string* error) noexc
                 if (error)
                     *error = files[i]->error() + (i > 0 ? " (the files before it were written)" : "");
             } catch (...) {
+                GPUMEMPROF_SWALLOWED();
             }
             for (AtomicFile* g : files)
                 g->discard();
@@ -205,6 +207,7 @@ bool write_files_atomic(const std::vector<std::pair<std::string, std::string>>& 
             if (error)
                 *error = "out of memory writing the reports";
         } catch (...) {
+            GPUMEMPROF_SWALLOWED();
         }
         return false;
     }

@@ -5,6 +5,7 @@
 // segment back. (The promise of ensure_spares: nothing allocates after the state began to change.)
 #include "counting_new.hpp"
 #include "pool_test_util.hpp"
+#include "util/swallowed.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -92,4 +93,21 @@ TEST_CASE("host out of memory inside malloc/free leaves the pool whole", "[pool]
         CHECK((rc != kSuccess || pool.counters().fence_waits > 0));
     }
     CHECK(thrown_total > 0); // the failure was injected at least once
+}
+
+TEST_CASE("a host OOM caught inside the pool is counted as an internal error", "[pool][host_oom]") {
+    SimBackend dev;
+    DevicePool pool(dev, opts("", true));
+    const std::uintptr_t p = must_malloc(pool, 4096);
+    REQUIRE(pool.snapshot().size() == 1);
+    const std::uint64_t before = gpumemprof::util::swallowed_count();
+    std::vector<SegmentInfo> seen;
+    {
+        counting_new::FailAfter armed(0); // the snapshot's first allocation fails
+        seen = pool.snapshot();
+    }
+    CHECK(seen.empty()); // what it could not build is missing, the pool goes on
+    CHECK(gpumemprof::util::swallowed_count() == before + 1);
+    CHECK(pool.free(p) == kSuccess);
+    CHECK(pool.snapshot().size() == 1);
 }
