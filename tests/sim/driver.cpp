@@ -453,6 +453,10 @@ static CUresult ctx_destroy(CUcontext ctx) {
         return CUDA_ERROR_INVALID_CONTEXT; // primary contexts go through Release
     drop_context_memory(ctx);
     ctx->alive = false;
+    // Kept (a stale handle must still read as destroyed: CUDA_ERROR_INVALID_CONTEXT), and
+    // reachable, so that LeakSanitizer does not charge the program with it.
+    static auto* destroyed = new std::vector<CUctx_st*>();
+    destroyed->push_back(ctx);
     for (auto it = ctx_stack().begin(); it != ctx_stack().end();) {
         it = *it == ctx ? ctx_stack().erase(it) : std::next(it);
     }
