@@ -100,8 +100,12 @@ def main():
         })
         p = subprocess.run([a.python, PROG], env=env, capture_output=True, text=True, timeout=120)
         # The same program forking a child that allocates: the child's own report names its line.
+        # Not under ASan: GCC 12's ASan runtime takes no lock of its allocator around fork(), and
+        # a child once hung at its first malloc on an allocator lock the parent's other threads
+        # held at the fork (seen in the ASan stage, 1 run in many); glibc's malloc is fork-safe.
         fork_env = dict(env, GPUMEMPROF_OUTPUT=os.path.join(tmp, "fork-%p"))
-        pf = subprocess.run([a.python, PROG, "--fork"], env=fork_env, capture_output=True, text=True, timeout=120)
+        pf = None if asan else subprocess.run([a.python, PROG, "--fork"], env=fork_env, capture_output=True,
+                                              text=True, timeout=120)
         check("program exits 0 and allocated 7 blocks", p.returncode == 0 and "allocated=7" in p.stdout,
               (p.returncode, p.stdout, p.stderr[-2000:]))
         warnings = [l for l in p.stderr.splitlines() if "cannot read this Python" in l]
@@ -222,9 +226,12 @@ def main():
                 if any(f.get("kind") == "python" and f["line"] == L["fork_child"] and f["function"] == "forked"
                        for f in site["frames"]):
                     child_sites.append(site)
-        check("fork: the child's report names prog_lines.py:%d:forked for its 2 MiB" % L["fork_child"],
-              pf.returncode == 0 and [s["total_bytes"] for s in child_sites] == [2 << 20],
-              (pf.returncode, pf.stderr[-1500:], [s["total_bytes"] for s in child_sites]))
+        if pf is None:
+            print("  skip fork: the child's report (not under ASan, see above)")
+        else:
+            check("fork: the child's report names prog_lines.py:%d:forked for its 2 MiB" % L["fork_child"],
+                  pf.returncode == 0 and [s["total_bytes"] for s in child_sites] == [2 << 20],
+                  (pf.returncode, pf.stderr[-1500:], [s["total_bytes"] for s in child_sites]))
         check("report says Python frames were found in all 7 stacks",
               "Python frames: found in 7 stacks" in txt, "")
     print("%d failures" % len(failures))
