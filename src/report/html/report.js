@@ -87,6 +87,34 @@ const css = getComputedStyle(document.documentElement);
 let selectedTime = null;
 const charts = [];
 
+// A chart's canvas sized to its element at the device's pixel ratio, and cleared; sets the
+// chart's plot area (c.w, c.h: room on the right for the byte labels, below for the times).
+function freshCanvas(c) {
+  const w = c.chart.clientWidth || 800, h = c.chart.clientHeight || 240;
+  c.w = w - 70; c.h = h - 18;
+  const dpr = window.devicePixelRatio || 1;
+  c.canvas.width = w * dpr; c.canvas.height = h * dpr;
+  c.canvas.style.width = w + "px"; c.canvas.style.height = h + "px";
+  const g = c.canvas.getContext("2d");
+  g.setTransform(dpr, 0, 0, dpr, 0, 0);
+  g.clearRect(0, 0, w, h);
+  return {g, w, h};
+}
+
+// Grid lines labelled in bytes (Y maps bytes to pixels), and times along the bottom of c's view.
+function drawAxes(g, c, ymax, Y, h) {
+  g.strokeStyle = "#dde"; g.fillStyle = "#667"; g.font = "11px sans-serif"; g.lineWidth = 1;
+  for (let k = 0; k <= 4; ++k) {
+    const v = ymax * k / 4, y = Y(v);
+    g.beginPath(); g.moveTo(0, y); g.lineTo(c.w, y); g.stroke();
+    g.fillText(human(Math.round(v)), c.w + 4, Math.max(y + 4, 10));
+  }
+  for (let k = 0; k <= 5; ++k) {
+    const t = c.view[0] + (c.view[1] - c.view[0]) * k / 5;
+    g.fillText(seconds(t), Math.min(c.x(t), c.w - 40), h - 4);
+  }
+}
+
 class Timeline {
   constructor(dev, index) {
     this.dev = dev;
@@ -123,30 +151,13 @@ class Timeline {
   t(x) { return this.view[0] + x / this.w * (this.view[1] - this.view[0]); }
 
   draw() {
-    const w = this.chart.clientWidth || 800, h = this.chart.clientHeight || 240;
-    this.w = w - 70; this.h = h - 18;
+    const {g, h} = freshCanvas(this);
     if (!this.view) this.view = this.full.slice();
-    const dpr = window.devicePixelRatio || 1;
-    this.canvas.width = w * dpr; this.canvas.height = h * dpr;
-    this.canvas.style.width = w + "px"; this.canvas.style.height = h + "px";
-    const g = this.canvas.getContext("2d");
-    g.setTransform(dpr, 0, 0, dpr, 0, 0);
-    g.clearRect(0, 0, w, h);
     let ymax = 1;
     for (const [key] of SERIES) if (this.show[key]) for (const v of this.s[key].max) ymax = Math.max(ymax, v);
     ymax *= 1.08;
     const Y = (v) => this.h - v / ymax * this.h;
-    // axes
-    g.strokeStyle = "#dde"; g.fillStyle = "#667"; g.font = "11px sans-serif"; g.lineWidth = 1;
-    for (let k = 0; k <= 4; ++k) {
-      const v = ymax * k / 4, y = Y(v);
-      g.beginPath(); g.moveTo(0, y); g.lineTo(this.w, y); g.stroke();
-      g.fillText(human(Math.round(v)), this.w + 4, Math.max(y + 4, 10));
-    }
-    for (let k = 0; k <= 5; ++k) {
-      const t = this.view[0] + (this.view[1] - this.view[0]) * k / 5;
-      g.fillText(seconds(t), Math.min(this.x(t), this.w - 40), h - 4);
-    }
+    drawAxes(g, this, ymax, Y, h);
     let drawn = 0;
     for (const [key, , color] of SERIES) {
       if (!this.show[key]) continue;
@@ -296,14 +307,7 @@ class StackedChart {
   tAt(x) { return this.view[0] + x / this.w * (this.view[1] - this.view[0]); }
 
   draw() {
-    const w = this.chart.clientWidth || 800, h = this.chart.clientHeight || 240;
-    this.w = w - 70; this.h = h - 18;
-    const dpr = window.devicePixelRatio || 1;
-    this.canvas.width = w * dpr; this.canvas.height = h * dpr;
-    this.canvas.style.width = w + "px"; this.canvas.style.height = h + "px";
-    const g = this.canvas.getContext("2d");
-    g.setTransform(dpr, 0, 0, dpr, 0, 0);
-    g.clearRect(0, 0, w, h);
+    const {g, h} = freshCanvas(this);
     let ymax = 1;
     for (let i = 0; i < this.n; ++i) {
       ymax = Math.max(ymax, this.totals[i]);
@@ -311,16 +315,7 @@ class StackedChart {
     }
     ymax *= 1.08;
     const Y = (v) => this.h - v / ymax * this.h;
-    g.strokeStyle = "#dde"; g.fillStyle = "#667"; g.font = "11px sans-serif"; g.lineWidth = 1;
-    for (let k = 0; k <= 4; ++k) {
-      const v = ymax * k / 4, y = Y(v);
-      g.beginPath(); g.moveTo(0, y); g.lineTo(this.w, y); g.stroke();
-      g.fillText(human(Math.round(v)), this.w + 4, Math.max(y + 4, 10));
-    }
-    for (let k = 0; k <= 5; ++k) {
-      const tt = this.view[0] + (this.view[1] - this.view[0]) * k / 5;
-      g.fillText(seconds(tt), Math.min(this.x(tt), this.w - 40), h - 4);
-    }
+    drawAxes(g, this, ymax, Y, h);
     // The points in view (and the one before it, which holds at its left edge).
     let lo = 0;
     while (lo + 1 < this.n && this.t[lo + 1] <= this.view[0]) ++lo;
