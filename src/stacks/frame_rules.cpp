@@ -432,9 +432,14 @@ struct Holding {
     bool held() const noexcept { return lock.owns_lock(); }
 };
 
-/// Before the first call into libunwind: its validation pipe is refused (unwinder_fds.hpp).
-void prepare() noexcept {
+/// Under g_mutex, before calling into libunwind: its validation pipe guarded (unwinder_fds.hpp),
+/// its address space made, the module table current. False: no unwinding now.
+bool ready_for_libunwind() noexcept {
     (void)guard_unwinder_fds();
+    if (!address_space())
+        return false;
+    refresh_modules();
+    return true;
 }
 
 } // namespace
@@ -450,10 +455,8 @@ FrameRule frame_rule(const FrameRegs& at, const StackWindow& w) noexcept {
             return r;
         if (find(g_table.load(std::memory_order_relaxed), at.pc, &r))
             return r;
-        prepare();
-        if (!address_space())
+        if (!ready_for_libunwind())
             return r;
-        refresh_modules();
         r = learn(at, w);
         g_learnt.fetch_add(1, std::memory_order_relaxed);
         // "stop" without a module table (out of memory) says nothing about the address: not kept.
@@ -470,10 +473,8 @@ int step_with_libunwind(FrameRegs* regs, const StackWindow& w) noexcept {
         Holding lock;
         if (!lock.held())
             return 0;
-        prepare();
-        if (!address_space())
+        if (!ready_for_libunwind())
             return 0;
-        refresh_modules();
         Stepped s;
         const int r = step_once(*regs, w.hi, &s);
         if (r == -2)
@@ -497,10 +498,8 @@ int unwind_with_libunwind(const ucontext_t* uc, std::uintptr_t* out, int max, in
         Holding lock;
         if (!lock.held())
             return 0;
-        prepare();
-        if (!address_space())
+        if (!ready_for_libunwind())
             return 0;
-        refresh_modules();
         g_full.fetch_add(1, std::memory_order_relaxed);
         Probe p;
         p.uc = uc;
