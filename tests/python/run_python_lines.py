@@ -20,6 +20,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "golden"))
 from run_golden import section, site_lines  # noqa: E402  (the .txt's sections, @site: markers)
 sys.path.insert(0, os.path.join(HERE, "..", "harness"))
 from exit_json import load_report  # noqa: E402
+from preload_env import asan_runtime_from_env, preload_env  # noqa: E402
 
 
 class Node:
@@ -90,14 +91,10 @@ def main():
                              capture_output=True, text=True).stdout.strip()
     print("interpreter %s (Python %s)" % (a.python, version))
     with tempfile.TemporaryDirectory() as tmp:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUMEMPROF_", "PYTHON"))}
-        asan = os.environ.get("GPUMEMPROF_TEST_ASAN_RUNTIME", "")
-        env.update({
-            "LD_PRELOAD": " ".join(([asan] if asan else []) + [os.path.abspath(a.lib)]),
-            "LD_LIBRARY_PATH": os.path.abspath(a.sim_dir),
-            "GPUMEMPROF_OUTPUT": os.path.join(tmp, "out"),
-            "ASAN_OPTIONS": "detect_leaks=0",
-        })
+        # The interpreter under test must not see this one's PYTHON* settings.
+        asan = asan_runtime_from_env()
+        env = {k: v for k, v in preload_env(a.sim_dir, a.lib, asan, output=os.path.join(tmp, "out"),
+                                            leak_check=False).items() if not k.startswith("PYTHON")}
         p = subprocess.run([a.python, PROG], env=env, capture_output=True, text=True, timeout=120)
         # The same program forking a child that allocates: the child's own report names its line.
         # Not under ASan: GCC 12's ASan runtime takes no lock of its allocator around fork(), and

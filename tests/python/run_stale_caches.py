@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "golden"))
 from run_golden import site_lines  # noqa: E402  (@site: markers)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
 from exit_json import load_report  # noqa: E402
+from preload_env import asan_runtime_from_env, preload_env  # noqa: E402
 
 KIB = 1024
 
@@ -43,16 +44,10 @@ def main():
             failures.append(what)
 
     with tempfile.TemporaryDirectory() as tmp:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUMEMPROF_", "PYTHON"))}
-        asan = os.environ.get("GPUMEMPROF_TEST_ASAN_RUNTIME", "")
-        env.update({
-            "LD_PRELOAD": " ".join(([asan] if asan else []) + [os.path.abspath(a.lib)]),
-            "LD_LIBRARY_PATH": os.path.abspath(a.sim_dir),
-            "GPUMEMPROF_OUTPUT": os.path.join(tmp, "out"),
-            "GPUMEMPROF_HTML": "0",
-            "GPUMEMPROF_PICKLE": "0",
-            "ASAN_OPTIONS": "detect_leaks=0",
-        })
+        # The interpreter under test must not see this one's PYTHON* settings.
+        asan = asan_runtime_from_env()
+        env = {k: v for k, v in preload_env(a.sim_dir, a.lib, asan, output=os.path.join(tmp, "out"),
+                                            leak_check=False, extra={"GPUMEMPROF_HTML": "0", "GPUMEMPROF_PICKLE": "0"}).items() if not k.startswith("PYTHON")}
         p = subprocess.run([a.python, PROG], env=env, capture_output=True, text=True, timeout=180)
         check("program exits 0", p.returncode == 0, (p.returncode, p.stdout[-2000:], p.stderr[-2000:]))
         if p.returncode != 0:
