@@ -105,11 +105,19 @@ bool parse_bool(const char* s, bool* out) {
     return false;
 }
 
-bool parse_int(const char* s, long lo, long hi, int* out) {
+bool parse_long(const char* s, long lo, long hi, long* out) {
     errno = 0;
     char* end = nullptr;
-    long v = std::strtol(s, &end, 10);
+    const long v = std::strtol(s, &end, 10);
     if (errno || end == s || *end != '\0' || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+bool parse_int(const char* s, long lo, long hi, int* out) {
+    long v = 0;
+    if (!parse_long(s, lo, hi, &v))
         return false;
     *out = static_cast<int>(v);
     return true;
@@ -132,13 +140,7 @@ template <int Options::*M> std::string show_int(const Options& o) {
 }
 
 template <long Options::*M, long Lo, long Hi> bool set_long(const char* v, Options& o) {
-    errno = 0;
-    char* end = nullptr;
-    const long n = std::strtol(v, &end, 10);
-    if (errno || end == v || *end != '\0' || n < Lo || n > Hi)
-        return false;
-    o.*M = n;
-    return true;
+    return parse_long(v, Lo, Hi, &(o.*M));
 }
 template <long Options::*M> std::string show_long(const Options& o) {
     return std::to_string(o.*M);
