@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Contexts and what lives in them, run by run_contexts.py with one mode as argv[1]:
+// Contexts and what lives in them, run by cases_contexts.py (through run_case.py) with one mode as argv[1]:
 //   many N                 N created contexts live at once, context i leaking 4096*(i+1) bytes
 //   cycles N               N times: create a context, allocate and free 1 MiB, destroy it
 //   passthrough reset|destroy

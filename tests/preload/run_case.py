@@ -19,6 +19,7 @@ from cases_lifetime import (case_c_api, case_dtor_free, case_fork_child, case_fo
 from cases_pool import (case_bad_config, case_bad_free, case_capture, case_cross_stream_reuse,  # noqa: E402
                         case_device_reset, case_driver_direct, case_expandable, case_ipc, case_library_stream,
                         case_mem_get_info, case_oom, case_passthrough_kinds, case_pool_off, case_sequence)
+from cases_contexts import CONTEXT_CASES  # noqa: E402
 from cases_torch import case_torch_attach, case_torch_autograd, case_torch_trace  # noqa: E402
 from cases_trace import case_fenced_replay, case_stack_sampling, case_trace_replay, case_trailing_device  # noqa: E402
 
@@ -59,6 +60,7 @@ CASES = {
     "torch_trace": case_torch_trace,
     "torch_autograd": case_torch_autograd,
 }
+CASES.update(CONTEXT_CASES)
 
 
 def run_in_tmp(args, cases, prefix):

@@ -1,15 +1,8 @@
-#!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-# Preload cases of prog_contexts (contexts and what lives in them): each runs the program without
-# and with LD_PRELOAD=libgpumemprof.so on the simulated driver and checks the exit JSON against
-# values computed by hand. Shares case_common.py's runner and checker.
-import argparse
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from case_common import MIB, Checker, run_prog  # noqa: E402
-from run_case import run_in_tmp  # noqa: E402
+"""Preload cases of prog_contexts (contexts and what lives in them), run by run_case.py: each runs
+the program without and with LD_PRELOAD=libgpumemprof.so on the simulated driver and checks the
+exit JSON against values computed by hand."""
+from case_common import MIB, Checker, run_prog
 
 
 def both_ran(c, args, tmp, argv, extra_env=None):
@@ -140,27 +133,10 @@ def case_pointer_queries(args, tmp):
     return c.finish([plain, pre])
 
 
-CASES = {
+CONTEXT_CASES = {
     "contexts_many": case_contexts_many,
     "context_cycles": case_context_cycles,
     "reset_passthrough": case_reset_passthrough,
     "destroy_passthrough": case_destroy_passthrough,
     "pointer_queries": case_pointer_queries,
 }
-
-
-def main():
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--case", required=True, choices=sorted(CASES))
-    ap.add_argument("--lib", required=True, help="libgpumemprof.so")
-    ap.add_argument("--prog", required=True)
-    ap.add_argument("--sim-dir", required=True, help="directory holding the simulated libcuda.so.1")
-    ap.add_argument("--asan-runtime", default="",
-                    help="ASan runtime to preload before the library (builds with -Db_sanitize=address)")
-    ap.add_argument("--keep", action="store_true", help="keep the output directory")
-    args = ap.parse_args()
-    return run_in_tmp(args, CASES, "gpumemprof")
-
-
-if __name__ == "__main__":
-    sys.exit(main())
