@@ -67,6 +67,34 @@
     CALL(cuEventQuery)                                                                                                 \
     CALL(cuEventSynchronize)                                                                                           \
     CALL(cuEventDestroy_v2)                                                                                            \
+    /* what the driver takes for itself (core/driver_footprint.hpp) */                                                 \
+    HOOK(cuModuleLoad, 2000)                                                                                           \
+    HOOK(cuModuleLoadData, 2000)                                                                                       \
+    HOOK(cuModuleLoadDataEx, 2010)                                                                                     \
+    HOOK(cuModuleLoadFatBinary, 2000)                                                                                  \
+    HOOK(cuModuleUnload, 2000)                                                                                         \
+    HOOK(cuModuleGetFunction, 2000)                                                                                    \
+    HOOK(cuLibraryLoadData, 12000)                                                                                     \
+    HOOK(cuLibraryLoadFromFile, 12000)                                                                                 \
+    HOOK(cuLibraryUnload, 12000)                                                                                       \
+    HOOK(cuLibraryGetKernel, 12000)                                                                                    \
+    HOOK(cuLibraryGetModule, 12000)                                                                                    \
+    HOOK(cuKernelGetFunction, 12000)                                                                                   \
+    HOOK(cuLaunchKernel, 4000)                                                                                         \
+    HOOK(cuLaunchKernel_ptsz, 7000)                                                                                    \
+    HOOK(cuLaunchKernelEx, 11060)                                                                                      \
+    HOOK(cuLaunchKernelEx_ptsz, 11060)                                                                                 \
+    HOOK(cuLaunchCooperativeKernel, 9000)                                                                              \
+    HOOK(cuLaunchCooperativeKernel_ptsz, 9000)                                                                         \
+    HOOK(cuGraphInstantiateWithFlags, 11040)                                                                           \
+    HOOK(cuGraphInstantiateWithParams, 12000)                                                                          \
+    HOOK(cuGraphInstantiateWithParams_ptsz, 12000)                                                                     \
+    HOOK(cuGraphUpload, 11010)                                                                                         \
+    HOOK(cuGraphUpload_ptsz, 11010)                                                                                    \
+    HOOK(cuGraphLaunch, 10000)                                                                                         \
+    HOOK(cuGraphLaunch_ptsz, 10000)                                                                                    \
+    HOOK(cuGraphExecDestroy, 10000)                                                                                    \
+    HOOK(cuCtxSetLimit, 3010)                                                                                          \
     /* contexts and devices */                                                                                         \
     HOOK(cuCtxSynchronize, 2000)                                                                                       \
     HOOK(cuCtxSynchronize_v2, 13000)                                                                                   \

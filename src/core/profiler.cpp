@@ -375,6 +375,10 @@ void Profiler::drop_context(CUcontext ctx) noexcept {
     if (!update.allowed())
         return;
     ledger_.context_gone(ctx);
+    // The driver's own memory goes with the context, and a later one loads its kernels anew.
+    if (const PoolSlot* s = pools_.find_live(ctx))
+        footprint_.clear_device(s->device);
+    footprint_.forget_handles();
     try {
         // Under the table's lock: a destroyed context's pool that the table no longer keeps
         // whole leaves its figures in its device's folded entry.

@@ -7,6 +7,7 @@
 
 #include "core/device_accounting.hpp"
 #include "core/driver_api.hpp"
+#include "core/driver_footprint.hpp"
 #include "core/passthrough_ledger.hpp"
 #include "core/pool_table.hpp"
 #include "core/process_state.hpp"
@@ -150,6 +151,20 @@ public:
     void account_if_acquired(const DriverApi& api) noexcept;
     /// Each device's reading at exit, before teardown (an atexit handler).
     void accounting_exit() noexcept;
+    /// A driver call that may take device memory for the driver itself (core/driver_footprint.hpp):
+    /// when `measure`, what the driver's used figure moved by across `call`, less what our
+    /// accounting moved meanwhile, goes to `cause`'s bucket.
+    template <typename Call>
+    CUresult driver_footprint(const DriverApi& api, FootprintCause cause, bool measure, Call&& call) noexcept {
+        FootprintWindow w;
+        if (measure) [[unlikely]]
+            footprint_begin(api, &w);
+        const CUresult r = call();
+        if (w.active) [[unlikely]]
+            footprint_end(api, cause, w);
+        return r;
+    }
+    DriverFootprint& footprint() { return footprint_; }
 
     // ---- streams, captures, contexts ----------------------------------------------------
     StreamRegistry& streams() { return streams_; }
@@ -221,6 +236,13 @@ private:
     static inline std::atomic<Profiler*> made_{nullptr};
     static void torch_sink(const TorchEvent& ev) noexcept;
     bool read_driver_used(const DriverApi& api, int device, AccountingReading* r) noexcept;
+    struct FootprintWindow {
+        bool active = false;
+        int device = 0;
+        std::int64_t unexplained = 0; ///< the driver's used figure less our buckets, before the call
+    };
+    void footprint_begin(const DriverApi& api, FootprintWindow* w) noexcept;
+    void footprint_end(const DriverApi& api, FootprintCause cause, const FootprintWindow& w) noexcept;
     void accounting_buckets(int device, AccountingReading* r) const;
     static TorchControlSink torch_control() noexcept;
     void torch_event(const TorchEvent& ev) noexcept;
@@ -293,6 +315,7 @@ private:
     TorchAttach torch_;
     TorchAutograd autograd_; ///< initialised with the first device's mirror
     DeviceAccounting accounting_;
+    DriverFootprint footprint_;
     static constexpr int kMaxTorchDevices = 128; ///< PyTorch's DeviceIndex is an int8
     std::atomic<PoolSlot*> torch_slots_[kMaxTorchDevices] = {};
     std::mutex torch_mutex_; ///< making a device's mirror; taken under PyTorch's allocator mutex

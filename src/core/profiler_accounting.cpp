@@ -211,6 +211,55 @@ void Profiler::accounting_buckets(int device, AccountingReading* r) const {
         pool_cached);
     add("stream-ordered (cudaMallocAsync, memory pools)", kind(Kind::async));
     add("VMM physical memory (cuMemCreate)", kind(Kind::vmm_physical));
+    for (int c = 0; c < kFootprintCauses; ++c)
+        add(footprint_bucket(static_cast<FootprintCause>(c)), footprint_.bytes(device, static_cast<FootprintCause>(c)));
+}
+
+void Profiler::footprint_begin(const DriverApi& api, FootprintWindow* w) noexcept {
+    // Not before the device's baseline (which holds all the driver took until then), never
+    // during a stream capture (no driver call of ours may join it), never in teardown.
+    if (process_exiting() || streams_.captures.load(std::memory_order_acquire) > 0)
+        return;
+    try {
+        CUdevice dev = 0;
+        if (api.cuCtxGetDevice(&dev) != CUDA_SUCCESS || !accounting_.has_baseline(static_cast<int>(dev)))
+            return;
+        AccountingReading r;
+        accounting_buckets(static_cast<int>(dev), &r);
+        if (!read_driver_used(api, static_cast<int>(dev), &r))
+            return;
+        w->device = static_cast<int>(dev);
+        w->unexplained = r.unexplained();
+        w->active = true;
+    } catch (...) {
+        GPUMEMPROF_SWALLOWED();
+    }
+}
+
+void Profiler::footprint_end(const DriverApi& api, FootprintCause cause, const FootprintWindow& w) noexcept {
+    if (process_exiting() || streams_.captures.load(std::memory_order_acquire) > 0)
+        return;
+    try {
+        // The current context may have changed inside the call (an unload that popped it): the
+        // reading must be of the window's device.
+        CUdevice dev = 0;
+        if (api.cuCtxGetDevice(&dev) != CUDA_SUCCESS || static_cast<int>(dev) != w.device)
+            return;
+        AccountingReading r;
+        accounting_buckets(w.device, &r);
+        if (!read_driver_used(api, w.device, &r))
+            return;
+        // Another thread's allocation in the window moved both the driver's figure and our
+        // buckets: only what is still unexplained is the driver's own.
+        const std::int64_t moved = r.unexplained() - w.unexplained;
+        footprint_.add(w.device, cause, moved);
+        if (moved != 0) {
+            note_device_memory_acquired(w.device);
+            account_if_acquired(api);
+        }
+    } catch (...) {
+        GPUMEMPROF_SWALLOWED();
+    }
 }
 
 void Profiler::accounting_exit() noexcept {

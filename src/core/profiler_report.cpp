@@ -91,6 +91,7 @@ report::ReportInput Profiler::snapshot(const std::string& prefix) const {
         a.peak = std::move(d.peak);
         a.exit = std::move(d.exit);
         a.readings = d.readings;
+        a.driver_calls_measured = footprint_.measured_calls();
         a.history = std::move(d.history);
         in.accounting.push_back(std::move(a));
     }

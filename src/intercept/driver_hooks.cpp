@@ -28,6 +28,18 @@ Profiler& prof() {
     return Profiler::instance();
 }
 
+// Keys of the handles whose first use is measured (core/driver_footprint.hpp); handles are
+// aligned, so a tag in the low bits keeps the kinds apart.
+std::uintptr_t handle_key(const void* h, std::uintptr_t tag = 0) {
+    return reinterpret_cast<std::uintptr_t>(h) | tag;
+}
+bool first_kernel(const void* f) {
+    return prof().footprint().first_use(handle_key(f));
+}
+bool first_graph_run(CUgraphExec g) {
+    return prof().footprint().first_use(handle_key(g, 1));
+}
+
 // The program's call that reached this hook (directly, or through the runtime door).
 #define GPUMEMPROF_CALLER gpumemprof::core::entry_caller(reinterpret_cast<std::uintptr_t>(__builtin_return_address(0)))
 
@@ -207,6 +219,171 @@ CUresult cuStreamEndCapture(CUstream s, CUgraph* g) {
 CUresult cuStreamEndCapture_ptsz(CUstream s, CUgraph* g) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuStreamEndCapture_ptsz);
     return prof().streams().end_capture(*api, s, true, [&] { return api->cuStreamEndCapture_ptsz(s, g); });
+}
+
+// ---- what the driver takes for itself: measured (core/driver_footprint.hpp) ---------------------
+// Module loads and unloads, graph instantiation and destruction, and limits at every call; a
+// kernel's launch or lookup, and a graph's first upload or launch, once per handle.
+
+#define GPUMEMPROF_FOOTPRINT(cause, measure, call)                                                                     \
+    prof().driver_footprint(*api, gpumemprof::core::FootprintCause::cause, (measure), [&] { return api->call; })
+
+CUresult cuModuleLoad(CUmodule* module, const char* fname) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuModuleLoad);
+    return GPUMEMPROF_FOOTPRINT(code, true, cuModuleLoad(module, fname));
+}
+
+CUresult cuModuleLoadData(CUmodule* module, const void* image) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuModuleLoadData);
+    return GPUMEMPROF_FOOTPRINT(code, true, cuModuleLoadData(module, image));
+}
+
+CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int n, CUjit_option* options, void** values) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuModuleLoadDataEx);
+    return GPUMEMPROF_FOOTPRINT(code, true, cuModuleLoadDataEx(module, image, n, options, values));
+}
+
+CUresult cuModuleLoadFatBinary(CUmodule* module, const void* fat_cubin) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuModuleLoadFatBinary);
+    return GPUMEMPROF_FOOTPRINT(code, true, cuModuleLoadFatBinary(module, fat_cubin));
+}
+
+CUresult cuModuleUnload(CUmodule module) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuModuleUnload);
+    return GPUMEMPROF_FOOTPRINT(code, true, cuModuleUnload(module));
+}
+
+CUresult cuModuleGetFunction(CUfunction* f, CUmodule module, const char* name) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuModuleGetFunction);
+    return GPUMEMPROF_FOOTPRINT(code, prof().footprint().first_use(handle_key(module), name),
+                                cuModuleGetFunction(f, module, name));
+}
+
+CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option* jit_options, void** jit_values,
+                           unsigned int n_jit, CUlibraryOption* library_options, void** library_values,
+                           unsigned int n_library) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuLibraryLoadData);
+    return GPUMEMPROF_FOOTPRINT(
+        code, true,
+        cuLibraryLoadData(library, code, jit_options, jit_values, n_jit, library_options, library_values, n_library));
+}
+
+CUresult cuLibraryLoadFromFile(CUlibrary* library, const char* file, CUjit_option* jit_options, void** jit_values,
+                               unsigned int n_jit, CUlibraryOption* library_options, void** library_values,
+                               unsigned int n_library) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuLibraryLoadFromFile);
+    return GPUMEMPROF_FOOTPRINT(code, true,
+                                cuLibraryLoadFromFile(library, file, jit_options, jit_values, n_jit, library_options,
+                                                      library_values, n_library));
+}
+
+CUresult cuLibraryUnload(CUlibrary library) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuLibraryUnload);
+    return GPUMEMPROF_FOOTPRINT(code, true, cuLibraryUnload(library));
+}
+
+CUresult cuLibraryGetKernel(CUkernel* kernel, CUlibrary library, const char* name) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuLibraryGetKernel);
+    return GPUMEMPROF_FOOTPRINT(code, prof().footprint().first_use(handle_key(library), name),
+                                cuLibraryGetKernel(kernel, library, name));
+}
+
+CUresult cuLibraryGetModule(CUmodule* module, CUlibrary library) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuLibraryGetModule);
+    return GPUMEMPROF_FOOTPRINT(code, prof().footprint().first_use(handle_key(library, 3)),
+                                cuLibraryGetModule(module, library));
+}
+
+CUresult cuKernelGetFunction(CUfunction* f, CUkernel kernel) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuKernelGetFunction);
+    return GPUMEMPROF_FOOTPRINT(code, prof().footprint().first_use(handle_key(kernel, 2)),
+                                cuKernelGetFunction(f, kernel));
+}
+
+CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                        unsigned int by, unsigned int bz, unsigned int shared, CUstream s, void** params,
+                        void** extra) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuLaunchKernel);
+    return GPUMEMPROF_FOOTPRINT(code, first_kernel(f),
+                                cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, s, params, extra));
+}
+
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                             unsigned int by, unsigned int bz, unsigned int shared, CUstream s, void** params,
+                             void** extra) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuLaunchKernel_ptsz);
+    return GPUMEMPROF_FOOTPRINT(code, first_kernel(f),
+                                cuLaunchKernel_ptsz(f, gx, gy, gz, bx, by, bz, shared, s, params, extra));
+}
+
+CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuLaunchKernelEx);
+    return GPUMEMPROF_FOOTPRINT(code, first_kernel(f), cuLaunchKernelEx(config, f, params, extra));
+}
+
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuLaunchKernelEx_ptsz);
+    return GPUMEMPROF_FOOTPRINT(code, first_kernel(f), cuLaunchKernelEx_ptsz(config, f, params, extra));
+}
+
+CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                                   unsigned int by, unsigned int bz, unsigned int shared, CUstream s, void** params) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuLaunchCooperativeKernel);
+    return GPUMEMPROF_FOOTPRINT(code, first_kernel(f),
+                                cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shared, s, params));
+}
+
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                        unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
+                                        CUstream s, void** params) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuLaunchCooperativeKernel_ptsz);
+    return GPUMEMPROF_FOOTPRINT(code, first_kernel(f),
+                                cuLaunchCooperativeKernel_ptsz(f, gx, gy, gz, bx, by, bz, shared, s, params));
+}
+
+CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph, unsigned long long flags) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuGraphInstantiateWithFlags);
+    return GPUMEMPROF_FOOTPRINT(graphs, true, cuGraphInstantiateWithFlags(exec, graph, flags));
+}
+
+CUresult cuGraphInstantiateWithParams(CUgraphExec* exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuGraphInstantiateWithParams);
+    return GPUMEMPROF_FOOTPRINT(graphs, true, cuGraphInstantiateWithParams(exec, graph, params));
+}
+
+CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec* exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuGraphInstantiateWithParams_ptsz);
+    return GPUMEMPROF_FOOTPRINT(graphs, true, cuGraphInstantiateWithParams_ptsz(exec, graph, params));
+}
+
+CUresult cuGraphUpload(CUgraphExec exec, CUstream s) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuGraphUpload);
+    return GPUMEMPROF_FOOTPRINT(graphs, first_graph_run(exec), cuGraphUpload(exec, s));
+}
+
+CUresult cuGraphUpload_ptsz(CUgraphExec exec, CUstream s) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuGraphUpload_ptsz);
+    return GPUMEMPROF_FOOTPRINT(graphs, first_graph_run(exec), cuGraphUpload_ptsz(exec, s));
+}
+
+CUresult cuGraphLaunch(CUgraphExec exec, CUstream s) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuGraphLaunch);
+    return GPUMEMPROF_FOOTPRINT(graphs, first_graph_run(exec), cuGraphLaunch(exec, s));
+}
+
+CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream s) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuGraphLaunch_ptsz);
+    return GPUMEMPROF_FOOTPRINT(graphs, first_graph_run(exec), cuGraphLaunch_ptsz(exec, s));
+}
+
+CUresult cuGraphExecDestroy(CUgraphExec exec) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuGraphExecDestroy);
+    return GPUMEMPROF_FOOTPRINT(graphs, true, cuGraphExecDestroy(exec));
+}
+
+CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuCtxSetLimit);
+    return GPUMEMPROF_FOOTPRINT(limits, true, cuCtxSetLimit(limit, value));
 }
 
 // ---- device-wide synchronization: every block freed before it is free --------------------------

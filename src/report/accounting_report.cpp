@@ -65,7 +65,7 @@ void moment_text(std::string& out, const char* when, const AccountingMoment& m, 
         out += "    " + util::torch_size_exact(bytes) + "  " + name + "\n";
     out += "    " + util::torch_size_exact(m.unexplained()) + "  unexplained (" +
            percent(m.unexplained(), m.driver_used) +
-           "; kernels loaded since, the driver's own buffers, other processes on the device)\n";
+           "; the driver's own buffers, kernels loaded during a stream capture, other processes on the device)\n";
     const auto libs = resolved ? bytes_by_library(m, *resolved) : std::map<std::string, std::int64_t>{};
     if (libs.size() > 1 || (libs.size() == 1 && !libs.begin()->first.empty())) {
         out += "    live blocks outside PyTorch's allocator, by owner:";
@@ -111,6 +111,7 @@ void write_accounting_json(util::JsonWriter& w, const DeviceAccountingSummary& a
         w.end_object();
     }
     w.field("readings", static_cast<std::int64_t>(a.readings));
+    w.field("driver_calls_measured", a.driver_calls_measured);
     timeline_json(w, a.history);
     w.end_object();
 }

@@ -121,6 +121,9 @@ struct DeviceAccountingSummary {
     bool has_peak = false, has_exit = false;
     AccountingMoment peak, exit;
     int readings = 0;
+    /// Driver calls measured for what the driver took for itself (core/driver_footprint.hpp),
+    /// in the whole process.
+    std::int64_t driver_calls_measured = 0;
     std::vector<AccountingMoment> history; ///< buckets only, bounded
 };
 

@@ -17,7 +17,7 @@ from cases_doors import (case_dlclose_reuse, case_dlsym_lookup, case_early_ctor,
 from cases_lifetime import (case_c_api, case_dtor_free, case_fork_child, case_fork_child_alloc,  # noqa: E402
                             case_sigterm, case_signal_dump)
 from cases_pool import (case_bad_config, case_bad_free, case_capture, case_cross_stream_reuse,  # noqa: E402
-                        case_device_reset, case_driver_direct, case_expandable, case_ipc, case_library_stream,
+                        case_device_reset, case_driver_direct, case_driver_footprint, case_expandable, case_ipc, case_library_stream,
                         case_mem_get_info, case_oom, case_passthrough_kinds, case_pool_off, case_sequence)
 from cases_contexts import CONTEXT_CASES  # noqa: E402
 from cases_torch import case_torch_attach, case_torch_autograd, case_torch_trace  # noqa: E402
@@ -28,6 +28,7 @@ CASES = {
     "shared_cudart": lambda a, t: case_sequence(a, t, static=False),
     "static_cudart": lambda a, t: case_sequence(a, t, static=True),
     "driver_direct": case_driver_direct,
+    "driver_footprint": case_driver_footprint,
     "dlsym_lookup": case_dlsym_lookup,
     "hook_doors": case_hook_doors,
     "passthrough_kinds": case_passthrough_kinds,

@@ -174,6 +174,7 @@ void drop_context_memory(CUctx_st* ctx) {
         }
     }
     drop_context_events(ctx);
+    drop_context_modules(ctx);
 }
 
 } // namespace gpumemprof::sim

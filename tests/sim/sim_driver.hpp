@@ -173,6 +173,9 @@ CUresult require_ctx(CUctx_st** out);
 /// Release every allocation and event that belongs to `ctx` (context destroy / primary reset),
 /// as the real driver does.
 void drop_context_memory(CUctx_st* ctx);
+/// The same for the driver's own memory: modules, kernels, local memory, graph executables and
+/// limits (modules.cpp).
+void drop_context_modules(CUctx_st* ctx);
 
 // ---- stream helpers (streams.cpp) ----
 /// Destroy the events created in `ctx` (part of drop_context_memory).

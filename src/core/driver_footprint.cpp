@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: MIT
+#include "core/driver_footprint.hpp"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace gpumemprof::core {
+namespace {
+
+constexpr std::uintptr_t kEmpty = 0;
+constexpr int kProbes = 64; ///< slots looked at before the set counts as full for a key
+
+std::uintptr_t mix(std::uintptr_t x) noexcept {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return x;
+}
+
+} // namespace
+
+const char* footprint_bucket(FootprintCause c) noexcept {
+    switch (c) {
+    case FootprintCause::code: return "the driver: modules and kernels loaded after the first allocation, local memory";
+    case FootprintCause::graphs: return "the driver: CUDA graph executables";
+    case FootprintCause::limits: return "the driver: context limits (malloc heap, printf FIFO, stack)";
+    case FootprintCause::kCount: break;
+    }
+    return "the driver";
+}
+
+DriverFootprint::~DriverFootprint() {
+    std::free(slots_.load(std::memory_order_acquire));
+}
+
+std::atomic<std::uintptr_t>* DriverFootprint::slots() noexcept {
+    std::atomic<std::uintptr_t>* s = slots_.load(std::memory_order_acquire);
+    if (s != nullptr) [[likely]]
+        return s;
+    // calloc: the pages are the kernel's zero pages until a key lands on them.
+    auto* made = static_cast<std::atomic<std::uintptr_t>*>(std::calloc(kSlots, sizeof(std::atomic<std::uintptr_t>)));
+    if (made == nullptr)
+        return nullptr;
+    if (slots_.compare_exchange_strong(s, made, std::memory_order_acq_rel, std::memory_order_acquire))
+        return made;
+    std::free(made); // another thread made it first
+    return s;
+}
+
+bool DriverFootprint::first_use(std::uintptr_t key) noexcept {
+    std::atomic<std::uintptr_t>* s = slots();
+    if (s == nullptr)
+        return false;
+    const std::uintptr_t k = key == kEmpty ? 1 : key;
+    std::size_t i = mix(k) & (kSlots - 1);
+    for (int probe = 0; probe < kProbes; ++probe, i = (i + 1) & (kSlots - 1)) {
+        std::uintptr_t cur = s[i].load(std::memory_order_acquire);
+        if (cur == k)
+            return false;
+        if (cur == kEmpty) {
+            if (s[i].compare_exchange_strong(cur, k, std::memory_order_acq_rel, std::memory_order_acquire))
+                return true;
+            if (cur == k)
+                return false; // another thread offered the same key first
+        }
+    }
+    return false; // full around this key: not measured
+}
+
+bool DriverFootprint::first_use(std::uintptr_t handle, const char* name) noexcept {
+    // FNV-1a over the name, mixed with the handle: collisions only cost a measurement.
+    std::uint64_t h = 0xcbf29ce484222325ull;
+    if (name != nullptr)
+        for (const char* p = name; *p != '\0'; ++p)
+            h = (h ^ static_cast<unsigned char>(*p)) * 0x100000001b3ull;
+    return first_use(mix(handle) ^ h);
+}
+
+void DriverFootprint::forget_handles() noexcept {
+    if (std::atomic<std::uintptr_t>* s = slots_.load(std::memory_order_acquire))
+        for (std::size_t i = 0; i < kSlots; ++i)
+            if (s[i].load(std::memory_order_relaxed) != kEmpty)
+                s[i].store(kEmpty, std::memory_order_relaxed);
+}
+
+void DriverFootprint::add(int device, FootprintCause cause, std::int64_t bytes) noexcept {
+    measured_.fetch_add(1, std::memory_order_relaxed);
+    if (device < 0 || device >= kMaxDevices || bytes == 0)
+        return;
+    bytes_[device][static_cast<int>(cause)].fetch_add(bytes, std::memory_order_relaxed);
+}
+
+std::int64_t DriverFootprint::bytes(int device, FootprintCause cause) const noexcept {
+    if (device < 0 || device >= kMaxDevices)
+        return 0;
+    const std::int64_t b = bytes_[device][static_cast<int>(cause)].load(std::memory_order_relaxed);
+    return b > 0 ? b : 0;
+}
+
+void DriverFootprint::clear_device(int device) noexcept {
+    if (device < 0 || device >= kMaxDevices)
+        return;
+    for (auto& b : bytes_[device])
+        b.store(0, std::memory_order_relaxed);
+}
+
+} // namespace gpumemprof::core

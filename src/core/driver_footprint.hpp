@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: MIT
+// What the driver takes for itself inside calls that allocate nothing: the code of modules, the
+// kernels it loads lazily at their first use (CUDA_MODULE_LOADING=LAZY, the default) and the local
+// memory it grows for them, CUDA graph executables, and the context limits (malloc heap, printf
+// FIFO, stack). No allocation call names these bytes; the device accounting would show them as
+// "unexplained". Each such call is measured instead: the driver's used figure across the call,
+// less what our own accounting moved in the same window (another thread's allocation), goes to
+// the call's cause. Launches and function lookups are measured the first time each handle is
+// seen (a lock-free set), the rest at every call (they are rare). See docs/design.md.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace gpumemprof::core {
+
+enum class FootprintCause : int {
+    /// cuModuleLoad*, cuLibraryLoad* and their unloads, and a kernel's first lookup or launch:
+    /// code and globals loaded (lazily, the default), local memory grown for a kernel. One cause,
+    /// so that an unload gives back what the lookups of its kernels took.
+    code,
+    graphs, ///< cuGraphInstantiate*, the first upload or launch of an executable, its destroy
+    limits, ///< cuCtxSetLimit (malloc heap, printf FIFO, stack size)
+    kCount
+};
+inline constexpr int kFootprintCauses = static_cast<int>(FootprintCause::kCount);
+
+/// The name of a cause's bucket in the accounting (JSON, .txt, HTML).
+const char* footprint_bucket(FootprintCause c) noexcept;
+
+class DriverFootprint {
+public:
+    DriverFootprint() noexcept = default;
+    ~DriverFootprint();
+    DriverFootprint(const DriverFootprint&) = delete;
+    DriverFootprint& operator=(const DriverFootprint&) = delete;
+
+    /// True the first time `key` is offered, false afterwards, and false once the set is full
+    /// (then nothing more is measured: the bytes stay unexplained). Lock-free; a few loads on a
+    /// handle already seen.
+    bool first_use(std::uintptr_t key) noexcept;
+    /// The same for a handle and a name (cuModuleGetFunction, cuLibraryGetKernel).
+    bool first_use(std::uintptr_t handle, const char* name) noexcept;
+    /// Every handle is new again (its context went: the driver loads its kernels anew).
+    void forget_handles() noexcept;
+
+    /// A measured call of `cause` on `device` moved the unexplained part by `bytes` (either way).
+    void add(int device, FootprintCause cause, std::int64_t bytes) noexcept;
+    /// What `cause` holds on `device` now (never below 0).
+    std::int64_t bytes(int device, FootprintCause cause) const noexcept;
+    /// The device's context went, and the driver's own memory with it.
+    void clear_device(int device) noexcept;
+    /// Calls measured so far (for the reports' accounting note).
+    std::int64_t measured_calls() const noexcept { return measured_.load(std::memory_order_relaxed); }
+
+    static constexpr int kMaxDevices = 64;
+    static constexpr std::size_t kSlots = std::size_t{1} << 15;
+
+private:
+    std::atomic<std::uintptr_t>* slots() noexcept;
+
+    std::atomic<std::atomic<std::uintptr_t>*> slots_{nullptr}; ///< kSlots keys, made at first use
+    std::atomic<std::int64_t> bytes_[kMaxDevices][kFootprintCauses] = {};
+    std::atomic<std::int64_t> measured_{0};
+};
+
+} // namespace gpumemprof::core

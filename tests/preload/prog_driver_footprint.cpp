@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: MIT
+// Device memory the driver takes for itself, with no allocation call: modules, kernels loaded
+// lazily at their first lookup or launch, the local memory grown for them, CUDA graph executables
+// and the malloc-heap limit. The simulated driver charges what sim_module_image.hpp says; the case
+// checks that the accounting names every byte (cases_pool.py, case_driver_footprint).
+#include "common.hpp"
+
+#include "../sim/sim_module_image.hpp"
+
+#include <cuda.h>
+
+extern "C" long long simcuda_stat(const char* key);
+
+using gpumemprof::sim::SimModuleImage;
+
+namespace {
+SimModuleImage image(unsigned long long module, unsigned long long function, unsigned long long local) {
+    SimModuleImage i;
+    i.module_bytes = module;
+    i.function_bytes = function;
+    i.local_bytes = local;
+    return i;
+}
+void launch(CUfunction f, CUstream s = nullptr) {
+    MUST(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, nullptr, nullptr));
+}
+void used(const char* key) {
+    put(key, simcuda_stat("bytes_in_use") / static_cast<long long>(kMiB));
+}
+} // namespace
+
+int main() {
+    MUST(cuInit(0));
+    CUdevice dev;
+    MUST(cuDeviceGet(&dev, 0));
+    CUcontext ctx;
+    MUST(cuDevicePrimaryCtxRetain(&ctx, dev));
+    MUST(cuCtxSetCurrent(ctx));
+
+    // Before the first allocation: 4 MiB of module A's code (loaded at its first lookup).
+    const SimModuleImage ia = image(4 * kMiB, 2 * kMiB, 8 * kMiB);
+    CUmodule ma, mb;
+    CUfunction fa, fb;
+    MUST(cuModuleLoadData(&ma, &ia));
+    MUST(cuModuleGetFunction(&fa, ma, "a"));
+    used("used_before_first_alloc_mib");
+
+    CUdeviceptr d = 0;
+    MUST(cuMemAlloc_v2(&d, 16 * kMiB));
+    // a's first launch: its code (2 MiB) and the context's local memory (8 MiB).
+    launch(fa);
+    launch(fa);
+    // Module B: 6 MiB of code at b's lookup; its launch needs less local memory than a's.
+    const SimModuleImage ib = image(6 * kMiB, 0, 4 * kMiB);
+    MUST(cuModuleLoadData(&mb, &ib));
+    MUST(cuModuleGetFunction(&fb, mb, "b"));
+    launch(fb);
+    // A library's kernel launched as a function: 2 MiB of module and 2 MiB of function code.
+    const SimModuleImage il = image(2 * kMiB, 2 * kMiB, 0);
+    CUlibrary lib;
+    CUkernel k;
+    MUST(cuLibraryLoadData(&lib, &il, nullptr, nullptr, 0, nullptr, nullptr, 0));
+    MUST(cuLibraryGetKernel(&k, lib, "k"));
+    launch(reinterpret_cast<CUfunction>(k));
+    used("used_after_kernels_mib");
+
+    // Two graph executables of 2 MiB each; one is destroyed.
+    CUstream s;
+    MUST(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    MUST(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    launch(fa, s);
+    CUgraph g;
+    MUST(cuStreamEndCapture(s, &g));
+    CUgraphExec e1, e2;
+    MUST(cuGraphInstantiateWithFlags(&e1, g, 0));
+    MUST(cuGraphInstantiateWithFlags(&e2, g, 0));
+    MUST(cuGraphLaunch(e1, s));
+    MUST(cuGraphExecDestroy(e2));
+    // An 8 MiB device malloc heap.
+    MUST(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 8 * kMiB));
+    // B's 6 MiB of code go back.
+    MUST(cuModuleUnload(mb));
+    MUST(cuMemFree_v2(d));
+    MUST(cuStreamSynchronize(s));
+    used("used_at_exit_mib");
+    return 0;
+}
