@@ -91,7 +91,7 @@ TEST_CASE("accounting columns: one per bucket in the report's order, 0 where a r
     write_accounting_json(w, a, StackReport{});
     w.end_object();
     // 42 MiB = 44040192; unexplained: 20-20, 42-42, 22-22.
-    CHECK(w.str().find("\"readings\":3,\"timeline\":{\"t_ns\":[1,2,3],"
+    CHECK(w.str().find("\"readings\":3,\"driver_calls_measured\":0,\"timeline\":{\"t_ns\":[1,2,3],"
                        "\"driver_used_bytes\":[20971520,44040192,23068672],\"unexplained_bytes\":[0,0,0],"
                        "\"buckets\":{\"allocated\":[0,18874368,10485760],\"cached\":[20971520,25165824,10485760],"
                        "\"VMM\":[0,0,2097152]}}") != std::string::npos);
