@@ -15,6 +15,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = []
+KEEP = None  # --keep: a folder for the reports
 
 CUPY = r'''
 import sys, cupy as cp
@@ -45,6 +46,9 @@ def run(name, cmd, lib, extra=None):
     env["GPUMEMPROF_OUTPUT"] = os.path.join(out, "r-%p")
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
     reports = [json.load(open(f)) for f in glob.glob(os.path.join(out, "r-*.json"))]
+    if KEEP:
+        for f in glob.glob(os.path.join(out, "r-*.json")) + glob.glob(os.path.join(out, "r-*.txt")):
+            shutil.copy(f, os.path.join(KEEP, name.replace(" ", "_") + "-" + os.path.basename(f)))
     shutil.rmtree(out, ignore_errors=True)
     record(name + ": ran", p.returncode == 0 and bool(reports), rc=p.returncode, stderr=p.stderr[-800:])
     for rep in reports:
@@ -66,19 +70,29 @@ def main():
     ap.add_argument("--lib", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--bindir", default="/tmp/acct-bin")
+    ap.add_argument("--keep", default=None, help="copy the reports (.json, .txt) here")
+    ap.add_argument("--only", default=None, help="comma-separated: nvcc,cupy,jax")
     a = ap.parse_args()
+    global KEEP
+    KEEP = a.keep
+    if KEEP:
+        os.makedirs(KEEP, exist_ok=True)
+    only = set((a.only or "nvcc,cupy,jax").split(","))
     lib = os.path.abspath(a.lib)
     os.makedirs(a.bindir, exist_ok=True)
     exe = os.path.join(a.bindir, "accounting_mix")
-    p = subprocess.run(["nvcc", "-O2", "-arch=sm_90", "-cudart=shared", os.path.join(HERE, "accounting_mix.cu"),
-                        "-o", exe, "-lcublas", "-lcuda"], capture_output=True, text=True)
-    record("nvcc build", p.returncode == 0, stderr=p.stderr[-800:])
-    if p.returncode == 0:
-        run("nvcc mix", [exe], lib)
-        run("nvcc mix with a graph", [exe, "graph"], lib)
-    run("cupy", [sys.executable, "-c", CUPY, "plain"], lib)
-    run("cupy with a graph", [sys.executable, "-c", CUPY, "graph"], lib)
-    run("jax", [sys.executable, os.path.join(HERE, "probe", "jax_probe.py"), "bfc"], lib)
+    if "nvcc" in only:
+        p = subprocess.run(["nvcc", "-O2", "-arch=sm_90", "-cudart=shared", os.path.join(HERE, "accounting_mix.cu"),
+                            "-o", exe, "-lcublas", "-lcuda"], capture_output=True, text=True)
+        record("nvcc build", p.returncode == 0, stderr=p.stderr[-800:])
+        if p.returncode == 0:
+            run("nvcc mix", [exe], lib)
+            run("nvcc mix with a graph", [exe, "graph"], lib)
+    if "cupy" in only:
+        run("cupy", [sys.executable, "-c", CUPY, "plain"], lib)
+        run("cupy with a graph", [sys.executable, "-c", CUPY, "graph"], lib)
+    if "jax" in only:
+        run("jax", [sys.executable, os.path.join(HERE, "probe", "jax_probe.py"), "bfc"], lib)
     with open(a.out, "w") as f:
         json.dump(RESULTS, f, indent=1)
     failed = [r for r in RESULTS if not r["pass"]]

@@ -26,6 +26,8 @@ const char* footprint_bucket(FootprintCause c) noexcept {
     case FootprintCause::code: return "the driver: modules and kernels loaded after the first allocation, local memory";
     case FootprintCause::graphs: return "the driver: CUDA graph executables";
     case FootprintCause::limits: return "the driver: context limits (malloc heap, printf FIFO, stack)";
+    case FootprintCause::captures:
+        return "the driver: taken during stream captures (kernels first launched there, its bookkeeping)";
     case FootprintCause::kCount: break;
     }
     return "the driver";

@@ -22,6 +22,10 @@ enum class FootprintCause : int {
     code,
     graphs, ///< cuGraphInstantiate*, the first upload or launch of an executable, its destroy
     limits, ///< cuCtxSetLimit (malloc heap, printf FIFO, stack size)
+    /// From the first of overlapping stream captures' begin to the last one's end: what the
+    /// driver took in them (kernels first launched there, its own bookkeeping), measured around
+    /// them, since no driver call of ours may run inside a capture.
+    captures,
     kCount
 };
 inline constexpr int kFootprintCauses = static_cast<int>(FootprintCause::kCount);

@@ -52,6 +52,10 @@ public:
     /// The bytes of each kind are `now` since `t_ns` (non-decreasing across calls: an earlier
     /// time is taken as the latest one).
     void change(std::int64_t t_ns, const TimelineBytes& now);
+    /// `bytes` allocated at `since_ns` and live since then turn out to have been kind `to`, not
+    /// `from`, all along (a temporary that outlived its phase): every point from then on, the
+    /// peak's and the latest state move them.
+    void reclassify(std::int64_t since_ns, int from, int to, std::int64_t bytes);
     KindTimelineData data() const;
     std::size_t size() const { return points_.size(); }
 

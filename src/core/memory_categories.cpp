@@ -28,6 +28,13 @@ const char* kind_rule_text(KindRule r) {
 }
 
 void MemoryCategories::set_kind(Block& b, std::uintptr_t, MemoryKind k, KindRule r) {
+    // A survivor was of its new kind all along: live now, so live at every moment since its
+    // allocation, the peak's too when it came no later.
+    if (b.seq <= peak_seq_) {
+        at_peak_[static_cast<int>(b.kind)] -= b.bytes;
+        at_peak_[static_cast<int>(k)] += b.bytes;
+    }
+    timeline_.reclassify(b.t_ns, static_cast<int>(b.kind), static_cast<int>(k), b.bytes);
     now_[static_cast<int>(b.kind)] -= b.bytes;
     SiteLearned& s = sites_[b.site];
     s.bytes[static_cast<int>(b.kind)] -= b.bytes;
@@ -82,7 +89,7 @@ void MemoryCategories::on_alloc(std::int64_t t_ns, std::uintptr_t ptr, std::int6
             backward_blocks_.push_back(ptr);
         if (phase == Phase::optimizer && k == MemoryKind::temporaries)
             optimizer_blocks_.push_back(ptr);
-        live_[ptr] = Block{bytes, site, k, r, phase};
+        live_[ptr] = Block{bytes, site, k, r, phase, t_ns, ++allocs_};
         now_[static_cast<int>(k)] += bytes;
         s.bytes[static_cast<int>(k)] += bytes;
         s.ever[static_cast<int>(k)] += bytes;
@@ -91,6 +98,7 @@ void MemoryCategories::on_alloc(std::int64_t t_ns, std::uintptr_t ptr, std::int6
         if (total_ > peak_total_) {
             peak_total_ = total_;
             at_peak_ = now_;
+            peak_seq_ = allocs_;
         }
         timeline_.change(t_ns, now_);
     } catch (...) {

@@ -15,7 +15,8 @@
 //                     freed (learned from the earlier steps)
 //   8 temporaries     anything else allocated in a forward or backward pass or an optimizer step
 // Kinds move only forward in that list of later facts (5, 6): a temporary that outlives its
-// phase.
+// phase. Such a later fact says what the block was since its allocation: the split at the peak
+// and the points of the timeline since then move its bytes too.
 #pragma once
 
 #include "core/kind_timeline.hpp"
@@ -98,6 +99,8 @@ private:
         MemoryKind kind;
         KindRule rule;
         Phase phase;
+        std::int64_t t_ns; ///< when it was allocated
+        std::uint64_t seq; ///< the allocation's number (on_alloc calls so far)
     };
     struct SiteLearned {
         std::int64_t freed_in_backward = 0, freed_elsewhere = 0;
@@ -117,6 +120,8 @@ private:
     Phase phase_ = Phase::forward;
     KindBytes now_{}, at_peak_{};
     std::int64_t total_ = 0, peak_total_ = 0;
+    std::uint64_t allocs_ = 0;   ///< on_alloc calls so far
+    std::uint64_t peak_seq_ = 0; ///< the allocation that reached peak_total_
     KindTimeline timeline_;
 };
 

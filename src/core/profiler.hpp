@@ -165,6 +165,25 @@ public:
         return r;
     }
     DriverFootprint& footprint() { return footprint_; }
+    /// cuStreamBeginCapture*: the first of overlapping captures opens a window whose end (the
+    /// last capture's end) measures what the driver took meanwhile (kernels loaded in the
+    /// capture, its bookkeeping): no driver call of ours may run inside a capture.
+    template <typename Begin> CUresult capture_begin(const DriverApi& api, Begin&& begin) noexcept {
+        FootprintWindow w;
+        if (streams_.captures.load(std::memory_order_acquire) == 0)
+            footprint_begin(api, &w);
+        const CUresult r = streams_.capture_begun(begin());
+        if (r == CUDA_SUCCESS && w.active)
+            capture_window_opened(w);
+        return r;
+    }
+    /// cuStreamEndCapture*.
+    template <typename End> CUresult capture_end(const DriverApi& api, CUstream s, bool ptsz, End&& end) noexcept {
+        const CUresult r = streams_.end_capture(api, s, ptsz, static_cast<End&&>(end));
+        if (streams_.captures.load(std::memory_order_acquire) == 0)
+            capture_window_closed(api);
+        return r;
+    }
 
     // ---- streams, captures, contexts ----------------------------------------------------
     StreamRegistry& streams() { return streams_; }
@@ -243,6 +262,10 @@ private:
     };
     void footprint_begin(const DriverApi& api, FootprintWindow* w) noexcept;
     void footprint_end(const DriverApi& api, FootprintCause cause, const FootprintWindow& w) noexcept;
+    void capture_window_opened(const FootprintWindow& w) noexcept;
+    void capture_window_closed(const DriverApi& api) noexcept;
+    std::mutex capture_window_mutex_;
+    FootprintWindow capture_window_; ///< open while captures are under way (requires the mutex)
     void accounting_buckets(int device, AccountingReading* r) const;
     static TorchControlSink torch_control() noexcept;
     void torch_event(const TorchEvent& ev) noexcept;

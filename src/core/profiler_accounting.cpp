@@ -298,3 +298,25 @@ void Profiler::accounting_exit() noexcept {
 }
 
 } // namespace gpumemprof::core
+
+namespace gpumemprof::core {
+
+void Profiler::capture_window_opened(const FootprintWindow& w) noexcept {
+    std::lock_guard lock(capture_window_mutex_);
+    if (!capture_window_.active)
+        capture_window_ = w; // another thread's overlapping capture may have opened it already
+}
+
+void Profiler::capture_window_closed(const DriverApi& api) noexcept {
+    FootprintWindow w;
+    {
+        std::lock_guard lock(capture_window_mutex_);
+        if (!capture_window_.active || streams_.captures.load(std::memory_order_acquire) != 0)
+            return;
+        w = capture_window_;
+        capture_window_ = {};
+    }
+    footprint_end(api, FootprintCause::captures, w);
+}
+
+} // namespace gpumemprof::core

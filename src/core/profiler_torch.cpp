@@ -35,7 +35,8 @@ namespace {
 // (SEGMENT_ALLOC / SEGMENT_MAP come first, in the same malloc call on the same thread).
 thread_local stacks::StackId t_segment_stack __attribute__((tls_model("initial-exec"))) = 0;
 
-// Whether a native frame is a library's workspace function ("...Workspace..."). dladdr walks
+// Whether a native frame is a library's workspace function ("...Workspace...", or a handle's
+// getter "...Handle..."). dladdr walks
 // the module's whole symbol table (libtorch_cpu.so exports some 10^5 symbols: about a
 // millisecond a call), so only frames of modules that can hold one are looked up (CUDA
 // libraries and libtorch_cuda; not PyTorch's CPU and Python layers, nor the interpreter), once
@@ -60,7 +61,11 @@ bool workspace_frame(std::uintptr_t ip) {
                              std::strstr(base, "gpumemprof");
         Dl_info info{};
         if (!skipped && dladdr(reinterpret_cast<const void*>(ip), &info) && info.dli_sname)
-            workspace = std::strstr(info.dli_sname, "Workspace") || std::strstr(info.dli_sname, "workspace");
+            // A handle's getter (getCurrentCUDABlasHandle, getCudnnHandle...) allocates only the
+            // handle's workspace through PyTorch's allocator; the function that sizes it may be
+            // hidden (setWorkspaceForHandle), which dladdr does not see.
+            workspace = std::strstr(info.dli_sname, "Workspace") || std::strstr(info.dli_sname, "workspace") ||
+                        std::strstr(info.dli_sname, "Handle");
     }
     std::lock_guard lock(mutex);
     if (memo->size() < (1u << 16))

@@ -181,44 +181,44 @@ CUresult cuStreamDestroy_v2(CUstream s) {
 
 CUresult cuStreamBeginCapture(CUstream s) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuStreamBeginCapture);
-    return prof().streams().capture_begun(api->cuStreamBeginCapture(s));
+    return prof().capture_begin(*api, [&] { return api->cuStreamBeginCapture(s); });
 }
 
 CUresult cuStreamBeginCapture_ptsz(CUstream s) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuStreamBeginCapture_ptsz);
-    return prof().streams().capture_begun(api->cuStreamBeginCapture_ptsz(s));
+    return prof().capture_begin(*api, [&] { return api->cuStreamBeginCapture_ptsz(s); });
 }
 
 CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuStreamBeginCapture_v2);
-    return prof().streams().capture_begun(api->cuStreamBeginCapture_v2(s, mode));
+    return prof().capture_begin(*api, [&] { return api->cuStreamBeginCapture_v2(s, mode); });
 }
 
 CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode mode) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuStreamBeginCapture_v2_ptsz);
-    return prof().streams().capture_begun(api->cuStreamBeginCapture_v2_ptsz(s, mode));
+    return prof().capture_begin(*api, [&] { return api->cuStreamBeginCapture_v2_ptsz(s, mode); });
 }
 
 CUresult cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUgraphNode* deps, const CUgraphEdgeData* data,
                                      size_t n, CUstreamCaptureMode mode) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuStreamBeginCaptureToGraph);
-    return prof().streams().capture_begun(api->cuStreamBeginCaptureToGraph(s, g, deps, data, n, mode));
+    return prof().capture_begin(*api, [&] { return api->cuStreamBeginCaptureToGraph(s, g, deps, data, n, mode); });
 }
 
 CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream s, CUgraph g, const CUgraphNode* deps, const CUgraphEdgeData* data,
                                           size_t n, CUstreamCaptureMode mode) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuStreamBeginCaptureToGraph_ptsz);
-    return prof().streams().capture_begun(api->cuStreamBeginCaptureToGraph_ptsz(s, g, deps, data, n, mode));
+    return prof().capture_begin(*api, [&] { return api->cuStreamBeginCaptureToGraph_ptsz(s, g, deps, data, n, mode); });
 }
 
 CUresult cuStreamEndCapture(CUstream s, CUgraph* g) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuStreamEndCapture);
-    return prof().streams().end_capture(*api, s, false, [&] { return api->cuStreamEndCapture(s, g); });
+    return prof().capture_end(*api, s, false, [&] { return api->cuStreamEndCapture(s, g); });
 }
 
 CUresult cuStreamEndCapture_ptsz(CUstream s, CUgraph* g) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuStreamEndCapture_ptsz);
-    return prof().streams().end_capture(*api, s, true, [&] { return api->cuStreamEndCapture_ptsz(s, g); });
+    return prof().capture_end(*api, s, true, [&] { return api->cuStreamEndCapture_ptsz(s, g); });
 }
 
 // ---- what the driver takes for itself: measured (core/driver_footprint.hpp) ---------------------

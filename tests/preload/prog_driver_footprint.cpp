@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // Device memory the driver takes for itself, with no allocation call: modules, kernels loaded
 // lazily at their first lookup or launch, the local memory grown for them, CUDA graph executables
-// and the malloc-heap limit. The simulated driver charges what sim_module_image.hpp says; the case
-// checks that the accounting names every byte (cases_pool.py, case_driver_footprint).
+// and the malloc-heap limit, and a kernel first launched in a stream capture. The simulated driver charges what
+// sim_module_image.hpp says; the case checks that the accounting names every byte (cases_pool.py,
+// case_driver_footprint).
 #include "common.hpp"
 
 #include "../sim/sim_module_image.hpp"
@@ -64,11 +65,18 @@ int main() {
     launch(reinterpret_cast<CUfunction>(k));
     used("used_after_kernels_mib");
 
-    // Two graph executables of 2 MiB each; one is destroyed.
+    // Module C's 2 MiB of code at c's lookup; c's first launch is in a stream capture: its 2 MiB
+    // are taken there. Two graph executables of 2 MiB each; one is destroyed.
+    const SimModuleImage ic = image(2 * kMiB, 2 * kMiB, 0);
+    CUmodule mc;
+    CUfunction fc;
+    MUST(cuModuleLoadData(&mc, &ic));
+    MUST(cuModuleGetFunction(&fc, mc, "c"));
     CUstream s;
     MUST(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     MUST(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
     launch(fa, s);
+    launch(fc, s);
     CUgraph g;
     MUST(cuStreamEndCapture(s, &g));
     CUgraphExec e1, e2;

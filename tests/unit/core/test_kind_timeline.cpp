@@ -135,8 +135,8 @@ TEST_CASE("memory categories over time: a step's blocks and their kinds as timel
     t3[k(MemoryKind::temporaries)] = 2 * MiB;
     t4 = t1; // the backward block freed, the gradient made
     t4[k(MemoryKind::gradients)] = 4 * MiB;
-    t5 = t4;
-    t5[k(MemoryKind::temporaries)] = 8 * MiB;
+    t5 = t4; // the optimizer's block outlives its step: optimizer state since it was allocated
+    t5[k(MemoryKind::optimizer_state)] = 8 * MiB;
     t6 = t4;
     t6[k(MemoryKind::optimizer_state)] = 8 * MiB;
     t6[k(MemoryKind::activations)] = 8 * MiB; // site 12's block was freed by the backward pass: rule 7
@@ -147,4 +147,42 @@ TEST_CASE("memory categories over time: a step's blocks and their kinds as timel
     CHECK(got == std::vector<std::pair<std::int64_t, KindBytes>>{{1, t1}, {2, t2}, {3, t3}, {4, t4}, {5, t5}, {6, t6}});
     CHECK(s.timeline.changes == 8);
     CHECK(m.live_now() == t6);
+}
+
+TEST_CASE("memory categories: the peak's split names what a block turned out to be") {
+    MemoryCategories m;
+    const MemoryCategories::SiteTraits plain{}, params{false, true, false}, optim{true, false, false};
+    // A parameter (4 MiB); the first optimizer step allocates its state (8 MiB) and a temporary
+    // (8 MiB): the peak, 20 MiB; the temporary is freed; the next forward allocates 2 MiB, and the
+    // state, still live, is optimizer state, also at the peak. A block allocated after the peak
+    // that turns into optimizer state leaves the peak alone.
+    m.on_alloc(1, 0x1000, 4 * MiB, 11, false, false, false, params);
+    m.on_alloc(2, 0x2000, 8 * MiB, 15, false, false, false, optim);
+    m.on_alloc(3, 0x3000, 8 * MiB, 16, false, false, false, optim);
+    m.on_free(4, 0x3000, false);
+    m.on_alloc(5, 0x4000, 2 * MiB, 12, false, false, false, plain);
+    m.on_free(6, 0x4000, false);
+    m.on_alloc(7, 0x5000, 1 * MiB, 15, false, false, false, optim); // a second step's new state
+    m.on_alloc(8, 0x6000, 1 * MiB, 12, false, false, false, plain);
+    const MemoryCategories::Summary s = m.summary();
+    const auto k = [](MemoryKind kind) { return static_cast<int>(kind); };
+    KindBytes peak{};
+    peak[k(MemoryKind::parameters)] = 4 * MiB;
+    peak[k(MemoryKind::optimizer_state)] = 8 * MiB;
+    peak[k(MemoryKind::temporaries)] = 8 * MiB;
+    CHECK(s.peak_total == 20 * MiB);
+    CHECK(s.at_peak == peak);
+    KindBytes now{};
+    now[k(MemoryKind::parameters)] = 4 * MiB;
+    now[k(MemoryKind::optimizer_state)] = 9 * MiB;
+    now[k(MemoryKind::temporaries)] = 1 * MiB;
+    CHECK(s.now == now);
+    // The timeline's point at t=3 (the peak) says the same.
+    bool found = false;
+    for (const KindPoint& q : s.timeline.points)
+        if (q.t_ns == 3) {
+            found = true;
+            CHECK(q.bytes == peak);
+        }
+    CHECK(found);
 }
