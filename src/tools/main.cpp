@@ -308,6 +308,17 @@ void write_replay_device(util::JsonWriter& w, const DeviceResult& r, const PlanD
     w.field("alloc_requests", r.allocs);
     w.field("failed_allocs", r.failed_allocs);
     w.field("skipped_frees", r.skipped_frees);
+    w.field("address_mismatches", r.address_mismatches);
+    if (r.address_mismatches > 0) {
+        const auto& m = r.first_mismatch;
+        w.key("first_mismatch").begin_object();
+        w.field("alloc_index", m.alloc_index);
+        w.field("requested", m.requested);
+        w.field("rounded", m.rounded);
+        w.field("recorded_ptr", m.recorded_ptr);
+        w.field("replayed_ptr", m.replayed_ptr);
+        w.end_object();
+    }
     w.end_object();
     w.key("recorded").begin_object();
     if (rec.baseline_known || pd.live_blocks == 0)

@@ -3,6 +3,7 @@
 // the trace a block at a time: memory follows the allocations live at a time, not the trace.
 #include "tools/replay.hpp"
 
+#include "pool/rounding.hpp"
 #include "pool/sim_backend.hpp"
 #include "trace/reader.hpp"
 #include "util/flat_map.hpp"
@@ -306,7 +307,8 @@ private:
 
 class Replayer {
 public:
-    Replayer(const Plan& plan, const ReplayOptions& options) : plan_(plan), results_(plan.devices.size()) {
+    Replayer(const Plan& plan, const ReplayOptions& options)
+        : plan_(plan), conf_(options.conf), results_(plan.devices.size()) {
         std::map<std::uint32_t, pool::SimBackend*> backend_of;
         for (std::size_t i = 0; i < plan.devices.size(); ++i) {
             const PlanDevice& pd = plan.devices[i];
@@ -371,10 +373,14 @@ private:
         ++r.allocs;
         std::uintptr_t p = 0;
         const pool::PoolId id{e.pool_id.first, e.pool_id.second};
-        if (pools_[d].pool->malloc(static_cast<std::size_t>(e.size), e.stream, &p, id) == pool::kSuccess)
-            return p;
-        ++r.failed_allocs;
-        return 0;
+        const std::uint64_t index = r.allocs - 1;
+        if (pools_[d].pool->malloc(static_cast<std::size_t>(e.size), e.stream, &p, id) != pool::kSuccess) {
+            ++r.failed_allocs;
+            return 0;
+        }
+        if (e.type == trace::EventType::alloc && p != e.ptr && r.address_mismatches++ == 0)
+            r.first_mismatch = {index, e.size, pool::round_size(conf_, static_cast<std::size_t>(e.size)), e.ptr, p};
+        return p;
     }
 
     void apply(int d, const trace::Event& e) {
@@ -419,6 +425,7 @@ private:
     }
 
     const Plan& plan_;
+    pool::AllocConf conf_;
     std::vector<DeviceResult> results_;
     std::vector<std::unique_ptr<pool::SimBackend>> backends_;
     std::vector<ReplayPool> pools_;

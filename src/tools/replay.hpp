@@ -75,6 +75,19 @@ struct DeviceResult {
     std::uint64_t allocs = 0;            ///< alloc requests replayed
     std::uint64_t failed_allocs = 0;     ///< replayed requests that ran out of memory
     std::uint64_t skipped_frees = 0;     ///< frees of allocations that failed in the replay
+    /// Replayed allocations handed out at another address than the trace recorded. The replay
+    /// places segments where the trace's segment events did, so a replay that follows the
+    /// recorded allocator hands out every block where it did: the first mismatch is where the
+    /// two part (a rule that differs, or a request the trace does not show).
+    std::uint64_t address_mismatches = 0;
+    struct Divergence {
+        std::uint64_t alloc_index = 0; ///< 0-based among this device's replayed requests (live blocks first)
+        std::uint64_t requested = 0;
+        std::uint64_t rounded = 0; ///< round_size under the replayed settings
+        std::uint64_t recorded_ptr = 0;
+        std::uint64_t replayed_ptr = 0;
+    };
+    Divergence first_mismatch; ///< valid when address_mismatches > 0
 };
 
 struct ReplayOptions {

@@ -132,6 +132,8 @@ def _replay(args, r, trace_path, w):
                         "unmatched_frees": rep.get("unmatched_frees"), "capacity": dev.get("capacity"),
                         "failed_allocs": dev.get("replay", {}).get("failed_allocs"),
                         "skipped_frees": dev.get("replay", {}).get("skipped_frees"),
+                        "address_mismatches": dev.get("replay", {}).get("address_mismatches"),
+                        "first_mismatch": dev.get("replay", {}).get("first_mismatch"),
                         "recorded_reserved_peak": dev.get("recorded", {}).get("reserved_bytes_peak")})
     return rep
 
@@ -149,6 +151,14 @@ def _compare(args, r, w, rep):
     if rp.get("failed_allocs"):
         r["notes"].append(("invalid", "%d requests ran out of memory in the replay (capacity %s)"
                            % (rp["failed_allocs"], rp.get("capacity"))))
+    if rp.get("address_mismatches"):
+        # Segments are replayed at their recorded addresses, so a replay that follows PyTorch hands
+        # every block out where PyTorch did: the first other address is where the two part.
+        m = rp.get("first_mismatch") or {}
+        r["notes"].append(("info", "%d allocations replayed at another address than recorded; the first: request "
+                                   "#%s of %s B (rounded %s B) at 0x%x, recorded at 0x%x"
+                           % (rp["address_mismatches"], m.get("alloc_index"), m.get("requested"), m.get("rounded"),
+                              m.get("replayed_ptr") or 0, m.get("recorded_ptr") or 0)))
     if rep.get("unmatched_frees"):
         r["notes"].append(("info", "%d frees of addresses the trace never allocated" % rep["unmatched_frees"]))
     if facts.get("recorded_from_first_alloc"):

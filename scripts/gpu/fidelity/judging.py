@@ -110,11 +110,11 @@ def _deferred_free_notes(entries, facts, notes):
 
 
 def _address_order_notes(entries, facts, notes):
-    """PyTorch breaks best-fit ties between equal free blocks by address. The replay's simulated
-    device hands out segment addresses in increasing order, so ties resolve alike only when the
-    real cudaMalloc addresses also increased in allocation order (no segment was freed here).
-    Only order within one pool of one stream matters (small-pool segments are exactly 2 MiB;
-    large-pool ones are 20 MiB or >= 10 MiB)."""
+    """PyTorch breaks best-fit ties between equal free blocks by address. The replay puts each
+    segment at the address the trace recorded for it (while its size matches and the range is
+    free), so ties resolve alike as long as the replay follows the recording; counted here
+    because once it departs (the replay's address_mismatches), later segments fall back to the
+    simulated increasing order. Only order within one pool of one stream matters."""
     seg_addrs = [e for e in entries if e.get("action") == "segment_alloc"]
     inversions, top = 0, {}
     for e in seg_addrs:
@@ -124,9 +124,9 @@ def _address_order_notes(entries, facts, notes):
         top[key] = max(top.get(key, -1), a)
     facts["segment_address_inversions"] = inversions
     if inversions:
-        notes.append(("info", "%d of %d segments got a lower address than an earlier one: where equal-sized free "
-                              "blocks tie, PyTorch picks the lowest real address and the replay its simulated "
-                              "order, which can differ" % (inversions, len(seg_addrs))))
+        notes.append(("info", "%d of %d segments got a lower address than an earlier one: the replay places "
+                              "segments at their recorded addresses, so best-fit ties break as on the device "
+                              "until the replay departs from the recording" % (inversions, len(seg_addrs))))
 
 
 def _settings_notes(snap, device, counts, conf, torch_stats, facts, notes):

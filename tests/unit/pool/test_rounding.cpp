@@ -111,3 +111,96 @@ TEST_CASE("allocation_size (get_allocation_size)", "[rounding]") {
     CHECK(allocation_size(10 * MiB + 512) == 12 * MiB);
     CHECK(allocation_size(21 * MiB) == 22 * MiB);
 }
+
+// Size class by size class, for roundup_power2_divisions 1, 2, 4, 8 and 16, values worked out by
+// hand from PyTorch's round_size (CUDACachingAllocator.cpp): below 512 B -> 512; with d > 1 and
+// size > 512 * d, the next multiple of floor_pow2(size) / d (powers of two stay); else the next
+// multiple of 512. The divisions come from the interval floor(log2(size)) - 20, clamped to 0..15.
+TEST_CASE("round_size size classes for 1, 2, 4, 8, 16 divisions", "[rounding]") {
+    struct Case {
+        std::size_t divisions, size, rounded;
+    };
+    const Case cases[] = {
+        // 1 division: never power-of-two rounding (PyTorch needs divisions > 1).
+        {1, 1, 512},
+        {1, 2049, 2560},
+        {1, MiB - 1, MiB},
+        {1, MiB + 1, MiB + 512},
+        {1, 3 * MiB, 3 * MiB},
+        {1, 10 * MiB + 1, 10 * MiB + 512},
+        // 2 divisions: guard 1024 B, steps of floor / 2.
+        {2, 1024, 1024},
+        {2, 1025, 1536},             // floor 1024, step 512
+        {2, 1537, 2048},             // next step is the next power of two
+        {2, 600 * 1024, 768 * 1024}, // floor 512 KiB, step 256 KiB
+        {2, MiB - 1, MiB},
+        {2, MiB, MiB},
+        {2, MiB + 1, MiB + MiB / 2},
+        {2, 2 * MiB - 1, 2 * MiB},
+        {2, 2 * MiB + 1, 3 * MiB},
+        {2, 10 * MiB, 12 * MiB}, // floor 8 MiB, step 4 MiB
+        {2, 20 * MiB, 24 * MiB}, // floor 16 MiB, step 8 MiB
+        // 4 divisions: guard 2048 B.
+        {4, 1200, 1536}, // <= 2048: plain 512 rounding
+        {4, 2048, 2048},
+        {4, 2049, 2560},     // floor 2048, step 512
+        {4, 36864, 40960},   // 36 KiB: floor 32 KiB, step 8 KiB -> 40 KiB
+        {4, 147456, 163840}, // 144 KiB (a 3x3x64x64 fp32 weight) -> 160 KiB
+        {4, 600000, 655360}, // floor 512 KiB, step 128 KiB -> 640 KiB
+        {4, 786433, 917504}, // just above 768 KiB -> 896 KiB
+        {4, 917505, MiB},    // just above 896 KiB -> 1 MiB (still the small pool)
+        {4, MiB - 1, MiB},
+        {4, MiB, MiB},
+        {4, MiB + 1, MiB + MiB / 4}, // floor 1 MiB, step 256 KiB
+        {4, 2 * MiB - 1, 2 * MiB},
+        {4, 2 * MiB, 2 * MiB},
+        {4, 2 * MiB + 1, 2 * MiB + MiB / 2}, // floor 2 MiB, step 512 KiB
+        {4, 9 * MiB, 10 * MiB},              // floor 8 MiB, step 2 MiB
+        {4, 10 * MiB - 1, 10 * MiB},
+        {4, 10 * MiB, 10 * MiB},
+        {4, 10 * MiB + 1, 12 * MiB},
+        {4, 12845056, 14 * MiB}, // 12.25 MiB (16x64x56x56 fp32) -> 14 MiB
+        {4, 20 * MiB, 20 * MiB}, // floor 16 MiB, step 4 MiB: on a step
+        {4, 20 * MiB + 1, 24 * MiB},
+        {4, 51380224, 56 * MiB},                               // 49 MiB (16x64x112x112 fp32): floor 32, step 8
+        {4, 300 * MiB, 320 * MiB},                             // floor 256 MiB, step 64 MiB
+        {4, (std::size_t{5} << 30) + 1, std::size_t{6} << 30}, // floor 4 GiB, step 1 GiB
+        // 8 divisions: guard 4096 B.
+        {8, 4096, 4096},
+        {8, 4097, 4608},             // floor 4096, step 512
+        {8, MiB + 1, MiB + MiB / 8}, // floor 1 MiB, step 128 KiB
+        {8, 10 * MiB + 1, 11 * MiB}, // floor 8 MiB, step 1 MiB
+        {8, 20 * MiB + 1, 22 * MiB}, // floor 16 MiB, step 2 MiB
+        // 16 divisions: guard 8192 B.
+        {16, 8192, 8192},
+        {16, 8193, 8704},              // floor 8192, step 512
+        {16, 5000, 5120},              // <= 8192: plain 512 rounding
+        {16, MiB + 1, MiB + MiB / 16}, // floor 1 MiB, step 64 KiB
+        {16, 20 * MiB + 1, 21 * MiB},  // floor 16 MiB, step 1 MiB
+    };
+    for (const Case& k : cases) {
+        INFO("divisions " << k.divisions << ", size " << k.size);
+        CHECK(round_size(all_divisions(k.divisions), k.size) == k.rounded);
+    }
+}
+
+TEST_CASE("round_size with a list: each interval its own divisions", "[rounding]") {
+    std::vector<std::string> w;
+    // PyTorch's test vector (AllocatorConfig_test.cpp): 64:8 also fills below 64 MiB.
+    const AllocConf c = parse_alloc_conf("roundup_power2_divisions:[64:8,128:2,256:4,512:2,1024:4,>:1]", &w);
+    CHECK(w.empty());
+    CHECK(round_size(c, MiB + 1) == MiB + MiB / 8);           // entry 0 (from 64:8): 8 divisions
+    CHECK(round_size(c, 100 * MiB) == 104 * MiB);             // [64, 128) MiB: 8 -> step 8 MiB
+    CHECK(round_size(c, 130 * MiB) == 192 * MiB);             // [128, 256): 2 -> step 64 MiB
+    CHECK(round_size(c, 300 * MiB) == 320 * MiB);             // [256, 512): 4 -> step 64 MiB
+    CHECK(round_size(c, 600 * MiB) == 768 * MiB);             // [512, 1024): 2 -> step 256 MiB
+    CHECK(round_size(c, 1100 * MiB) == 1280 * MiB);           // [1024, 2048): 4 -> step 256 MiB
+    CHECK(round_size(c, 3000 * MiB + 1) == 3000 * MiB + 512); // '>' gives 1: plain rounding
+    // An interval no key names keeps 0 (PyTorch's [128:8,256:16,512:1,2048:8,>:2] vector).
+    const AllocConf d = parse_alloc_conf("roundup_power2_divisions:[128:8,256:16,512:1,2048:8,>:2]", &w);
+    CHECK(w.empty());
+    CHECK(round_size(d, 1100 * MiB + 1) == 1100 * MiB + 512); // [1024, 2048): 0
+    CHECK(round_size(d, 2100 * MiB) == 2304 * MiB);           // [2048, 4096): 8 -> step 256 MiB
+    CHECK(round_size(d, 5000 * MiB) == 6144 * MiB);           // [4096, ...): 2 -> step 2 GiB
+    CHECK(round_size(d, 300 * MiB) == 304 * MiB);             // [256, 512): 16 -> step 16 MiB
+}
