@@ -21,5 +21,8 @@ done
 # The CPU sampler that finds where a profiled program's time goes (there is no perf there).
 g++ -O2 -shared -fPIC -o "$dest/libsampler.so" "$root/scripts/gpu/sampler.cpp" -ldl -lrt
 strip --strip-debug "$dest/libgpumemprof.so" "$dest/gpumemprof"
-patchelf --set-rpath '$ORIGIN' "$dest/gpumemprof" 2>/dev/null || true
+# The CLI finds the libraries beside it (no patchelf here to give it an RPATH of $ORIGIN).
+mv "$dest/gpumemprof" "$dest/gpumemprof.bin"
+printf '#!/bin/sh\nhere=$(dirname "$(readlink -f "$0")")\nLD_LIBRARY_PATH="$here${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "$here/gpumemprof.bin" "$@"\n' >"$dest/gpumemprof"
+chmod +x "$dest/gpumemprof"
 ls -la "$dest"

@@ -190,8 +190,14 @@ bool DriverBackend::make_join_stream() {
         return false;
     // The real driver's function, not our hook: this stream is the profiler's, not the program's.
     // Non-blocking, so that the legacy stream never waits for it.
+    // The driver takes device memory for a stream's queue; read around the creation (a driver
+    // call, no lock of ours), so that the accounting can say the profiler made it.
+    std::size_t free_before = 0, free_after = 0, total = 0;
+    const bool measured = api_.cuMemGetInfo_v2 && api_.cuMemGetInfo_v2(&free_before, &total) == CUDA_SUCCESS;
     if (api_.cuStreamCreate(&join_, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
         join_ = nullptr;
+    if (join_ && measured && api_.cuMemGetInfo_v2(&free_after, &total) == CUDA_SUCCESS && free_before > free_after)
+        own_stream_bytes_.store(static_cast<std::int64_t>(free_before - free_after), std::memory_order_relaxed);
     if (mark_ == nullptr && api_.cuEventCreate(&mark_, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
         mark_ = nullptr;
     return join_ != nullptr && mark_ != nullptr;

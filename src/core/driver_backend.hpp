@@ -11,6 +11,8 @@
 
 #include "core/cuda_api.hpp"
 
+#include <atomic>
+#include <cstdint>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -45,6 +47,9 @@ public:
 
     /// Forget all events without driver calls (the context is gone, or we are in a fork child).
     void forget();
+    /// Device memory the driver took for the profiler's own join stream (the driver's used
+    /// figure across its creation; 0 before it exists): the device accounting names it.
+    std::int64_t own_stream_bytes() const { return own_stream_bytes_.load(std::memory_order_relaxed); }
 
 private:
     /// One fence: its event on the join stream. Slots and events are reused, so recording a
@@ -70,6 +75,7 @@ private:
     std::vector<CUevent> scratch_orphans_;  ///< reused by fence_record
     CUstream join_ = nullptr;               ///< the profiler's own non-blocking stream
     CUevent mark_ = nullptr;                ///< recorded on each covered stream in turn
+    std::atomic<std::int64_t> own_stream_bytes_{0};
     std::uint64_t next_fence_ = 1;
     int device_ = -1; ///< cached by device()
 };

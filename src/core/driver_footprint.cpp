@@ -28,6 +28,7 @@ const char* footprint_bucket(FootprintCause c) noexcept {
     case FootprintCause::limits: return "the driver: context limits (malloc heap, printf FIFO, stack)";
     case FootprintCause::captures:
         return "the driver: taken during stream captures (kernels first launched there, its bookkeeping)";
+    case FootprintCause::streams: return "the driver: streams";
     case FootprintCause::kCount: break;
     }
     return "the driver";

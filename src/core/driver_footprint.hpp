@@ -26,6 +26,7 @@ enum class FootprintCause : int {
     /// driver took in them (kernels first launched there, its own bookkeeping), measured around
     /// them, since no driver call of ours may run inside a capture.
     captures,
+    streams, ///< cuStreamCreate*, cuStreamDestroy: a stream's queue (2 MiB and more on an H200)
     kCount
 };
 inline constexpr int kFootprintCauses = static_cast<int>(FootprintCause::kCount);
@@ -55,11 +56,17 @@ public:
     std::int64_t bytes(int device, FootprintCause cause) const noexcept;
     /// The device's context went, and the driver's own memory with it.
     void clear_device(int device) noexcept;
+    /// Whether one more stream creation or destruction is measured: the first kMaxStreamCalls
+    /// are (a program that makes a stream per task pays no more after them).
+    bool stream_call_measured() noexcept {
+        return stream_calls_.fetch_add(1, std::memory_order_relaxed) < kMaxStreamCalls;
+    }
     /// Calls measured so far (for the reports' accounting note).
     std::int64_t measured_calls() const noexcept { return measured_.load(std::memory_order_relaxed); }
 
     static constexpr int kMaxDevices = 64;
     static constexpr std::size_t kSlots = std::size_t{1} << 15;
+    static constexpr std::int64_t kMaxStreamCalls = 4096;
 
 private:
     std::atomic<std::uintptr_t>* slots() noexcept;
@@ -67,6 +74,7 @@ private:
     std::atomic<std::atomic<std::uintptr_t>*> slots_{nullptr}; ///< kSlots keys, made at first use
     std::atomic<std::int64_t> bytes_[kMaxDevices][kFootprintCauses] = {};
     std::atomic<std::int64_t> measured_{0};
+    std::atomic<std::int64_t> stream_calls_{0};
 };
 
 } // namespace gpumemprof::core

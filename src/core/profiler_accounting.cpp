@@ -171,7 +171,7 @@ void Profiler::accounting_buckets(int device, AccountingReading* r) const {
             r->buckets.emplace_back(name, bytes);
     };
     add("context and modules loaded before the first allocation", accounting_.baseline(device));
-    std::int64_t pool_allocated = 0, pool_cached = 0;
+    std::int64_t pool_allocated = 0, pool_cached = 0, own_streams = 0;
     std::int64_t torch_allocated = 0, torch_cached = 0, torch_private = 0;
     bool attached = false;
     pools_.for_each_live([&](PoolSlot* s) {
@@ -180,6 +180,8 @@ void Profiler::accounting_buckets(int device, AccountingReading* r) const {
         const stats::DeviceStats st = s->pool->stats();
         pool_allocated += st.allocated_bytes[stats::kAll].current;
         pool_cached += st.reserved_bytes[stats::kAll].current - st.allocated_bytes[stats::kAll].current;
+        if (s->backend)
+            own_streams += s->backend->own_stream_bytes();
         if (s->torch_ready.load(std::memory_order_acquire)) {
             attached = true;
             const stats::DeviceStats t = s->torch->stats();
@@ -209,6 +211,7 @@ void Profiler::accounting_buckets(int device, AccountingReading* r) const {
     add(attached ? "gpumemprof's pool (other libraries): allocated" : "gpumemprof's pool: allocated", pool_allocated);
     add(attached ? "gpumemprof's pool (other libraries): cached, free" : "gpumemprof's pool: cached, free",
         pool_cached);
+    add("gpumemprof's own stream (the pool's fences)", own_streams);
     add("stream-ordered (cudaMallocAsync, memory pools)", kind(Kind::async));
     add("VMM physical memory (cuMemCreate)", kind(Kind::vmm_physical));
     for (int c = 0; c < kFootprintCauses; ++c)

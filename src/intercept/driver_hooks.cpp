@@ -43,6 +43,10 @@ bool first_graph_run(CUgraphExec g) {
 // The program's call that reached this hook (directly, or through the runtime door).
 #define GPUMEMPROF_CALLER gpumemprof::core::entry_caller(reinterpret_cast<std::uintptr_t>(__builtin_return_address(0)))
 
+// A driver call whose own device memory is measured (core/driver_footprint.hpp) when `measure`.
+#define GPUMEMPROF_FOOTPRINT(cause, measure, call)                                                                     \
+    prof().driver_footprint(*api, gpumemprof::core::FootprintCause::cause, (measure), [&] { return api->call; })
+
 } // namespace
 
 extern "C" {
@@ -166,17 +170,24 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
 // ---- streams and captures: what a fence must cover -----------------------------------------------
 CUresult cuStreamCreate(CUstream* phStream, unsigned int flags) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuStreamCreate);
-    return prof().stream_created(*api, api->cuStreamCreate(phStream, flags), phStream, flags);
+    return prof().stream_created(
+        *api, GPUMEMPROF_FOOTPRINT(streams, prof().footprint().stream_call_measured(), cuStreamCreate(phStream, flags)),
+        phStream, flags);
 }
 
 CUresult cuStreamCreateWithPriority(CUstream* phStream, unsigned int flags, int priority) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuStreamCreateWithPriority);
-    return prof().stream_created(*api, api->cuStreamCreateWithPriority(phStream, flags, priority), phStream, flags);
+    return prof().stream_created(*api,
+                                 GPUMEMPROF_FOOTPRINT(streams, prof().footprint().stream_call_measured(),
+                                                      cuStreamCreateWithPriority(phStream, flags, priority)),
+                                 phStream, flags);
 }
 
 CUresult cuStreamDestroy_v2(CUstream s) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuStreamDestroy_v2);
-    return prof().stream_destroy(*api, s);
+    return prof().driver_footprint(*api, gpumemprof::core::FootprintCause::streams,
+                                   prof().footprint().stream_call_measured(),
+                                   [&] { return prof().stream_destroy(*api, s); });
 }
 
 CUresult cuStreamBeginCapture(CUstream s) {
@@ -224,9 +235,6 @@ CUresult cuStreamEndCapture_ptsz(CUstream s, CUgraph* g) {
 // ---- what the driver takes for itself: measured (core/driver_footprint.hpp) ---------------------
 // Module loads and unloads, graph instantiation and destruction, and limits at every call; a
 // kernel's launch or lookup, and a graph's first upload or launch, once per handle.
-
-#define GPUMEMPROF_FOOTPRINT(cause, measure, call)                                                                     \
-    prof().driver_footprint(*api, gpumemprof::core::FootprintCause::cause, (measure), [&] { return api->call; })
 
 CUresult cuModuleLoad(CUmodule* module, const char* fname) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuModuleLoad);

@@ -121,17 +121,19 @@ def case_driver_footprint(args, tmp):
     """What the driver takes inside calls that allocate nothing, bucket by bucket (the simulated
     driver charges what prog_driver_footprint.cpp's module images say)."""
     c = Checker(args.case)
-    plain, pre = both_ran(c, args, tmp)
+    plain, pre = both_ran(c, args, tmp, {"SIMCUDA_STREAM_BYTES": str(2 * MIB)})
     # Module A's 4 MiB before the first allocation; then a's code 2 + local memory 8, B's code 6,
     # the library's 2 + 2 (40 MiB with the 16 MiB block); C's code 2 at its lookup and its
-    # function's 2 at its first launch, in a capture; two graphs of 2 MiB, one destroyed; the
-    # 8 MiB heap (54 MiB); B's 6 MiB unloaded and the block freed.
+    # function's 2 at its first launch, in a capture; a stream of 2 MiB (another made and
+    # destroyed); two graphs of 2 MiB, one destroyed; the 8 MiB heap (56 MiB); B's 6 MiB unloaded
+    # and the block freed.
     same_values(c, plain, pre, ["used_before_first_alloc_mib"])
     c.eq("plain: the driver's used figure (MiB)", [plain.val(k) for k in (
-        "used_before_first_alloc_mib", "used_after_kernels_mib", "used_at_exit_mib")], [4, 40, 32])
-    # Under the preload the pool keeps the 16 MiB segment cached at exit.
+        "used_before_first_alloc_mib", "used_after_kernels_mib", "used_at_exit_mib")], [4, 40, 34])
+    # Under the preload the pool keeps the 16 MiB segment cached at exit, and the block's free,
+    # fenced once the program made a stream, made the profiler's own join stream (2 MiB).
     c.eq("preload: the driver's used figure (MiB)", [pre.val(k) for k in (
-        "used_before_first_alloc_mib", "used_after_kernels_mib", "used_at_exit_mib")], [4, 40, 48])
+        "used_before_first_alloc_mib", "used_after_kernels_mib", "used_at_exit_mib")], [4, 40, 52])
     dev = pre.report()["devices"][0]
     acc = dev.get("device_accounting", {})
     ex = acc.get("at_exit", {})
@@ -139,18 +141,21 @@ def case_driver_footprint(args, tmp):
     graphs = "the driver: CUDA graph executables"
     captures = "the driver: taken during stream captures (kernels first launched there, its bookkeeping)"
     limits = "the driver: context limits (malloc heap, printf FIFO, stack)"
+    streams = "the driver: streams"
     base = "context and modules loaded before the first allocation"
     split = lambda m: (m.get("driver_used_bytes", 0) // MIB,  # noqa: E731
                        {k: v // MIB for k, v in m.get("buckets", {}).items()}, m.get("unexplained_bytes"))
     c.eq("at exit: the driver's used figure split (MiB)", split(ex),
-         (48, {base: 4, "gpumemprof's pool: cached, free": 16, code: 16, captures: 2, graphs: 2, limits: 8}, 0))
+         (52, {base: 4, "gpumemprof's pool: cached, free": 16, code: 16, captures: 2, streams: 2, graphs: 2,
+               limits: 8, "gpumemprof's own stream (the pool's fences)": 2}, 0))
     c.eq("at the peak (B loaded, the block live): the split (MiB)", split(acc),
-         (54, {base: 4, "gpumemprof's pool: allocated": 16, code: 22, captures: 2, graphs: 2, limits: 8}, 0))
+         (56, {base: 4, "gpumemprof's pool: allocated": 16, code: 22, captures: 2, streams: 2, graphs: 2,
+               limits: 8}, 0))
     # Measured: a's lookup is before the baseline; a's first launch, B's load, lookup and launch,
-    # the library's load, kernel lookup and launch, C's load and lookup, the capture, two
-    # instantiations, e1's first launch, the destroy, the limit and the unload (a's second launch
-    # and the launches in the capture are not).
-    c.eq("driver calls measured", acc.get("driver_calls_measured"), 16)
+    # the library's load, kernel lookup and launch, C's load and lookup, three stream calls, the
+    # capture, two instantiations, e1's first launch, the destroy, the limit and the unload (a's
+    # second launch and the launches in the capture are not).
+    c.eq("driver calls measured", acc.get("driver_calls_measured"), 19)
     txt = report_text(pre)
     c.true(".txt: the driver's own buckets", graphs in txt and code in txt and captures in txt,
            txt[txt.find("device memory"):][:1500])

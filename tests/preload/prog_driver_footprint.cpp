@@ -72,8 +72,11 @@ int main() {
     CUfunction fc;
     MUST(cuModuleLoadData(&mc, &ic));
     MUST(cuModuleGetFunction(&fc, mc, "c"));
-    CUstream s;
+    // Each stream takes 2 MiB of its own (SIMCUDA_STREAM_BYTES): s stays, t goes.
+    CUstream s, t;
     MUST(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    MUST(cuStreamCreateWithPriority(&t, CU_STREAM_NON_BLOCKING, -1));
+    MUST(cuStreamDestroy_v2(t));
     MUST(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
     launch(fa, s);
     launch(fc, s);

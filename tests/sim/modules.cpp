@@ -4,7 +4,8 @@
 // code (at load when CUDA_MODULE_LOADING=EAGER, else at its first function lookup), a function's
 // code at its first launch, the context's local memory grown to the largest a launched function
 // needs, each graph executable, and the malloc heap, printf FIFO and stack limits. Sizes come
-// from the image (sim_module_image.hpp). Launches run nothing.
+// from the image (sim_module_image.hpp). Launches run nothing. Each stream takes
+// SIMCUDA_STREAM_BYTES (default 0) while it lives, as a real driver takes its queue's memory.
 #include "sim_driver.hpp"
 #include "sim_module_image.hpp"
 
@@ -51,6 +52,7 @@ struct Modules {
     std::map<const void*, std::pair<int, std::size_t>> charges; // owner -> (device, bytes)
     std::map<CUctx_st*, std::size_t> local_bytes;
     std::map<std::pair<CUctx_st*, int>, std::size_t> limits;
+    std::map<const void*, CUctx_st*> streams; ///< streams charged SIMCUDA_STREAM_BYTES, by context
 };
 Modules& modules() {
     static Modules* m = new Modules; // never destroyed, like State
@@ -374,12 +376,46 @@ CUresult set_limit(CUlimit limit, std::size_t value) {
     return CUDA_SUCCESS;
 }
 
+std::size_t stream_bytes() {
+    static const std::size_t bytes = [] {
+        const char* v = std::getenv("SIMCUDA_STREAM_BYTES");
+        return v ? static_cast<std::size_t>(std::strtoull(v, nullptr, 0)) : 0;
+    }();
+    return bytes;
+}
+
 } // namespace
+
+CUresult charge_stream(CUctx_st* ctx, const void* stream) {
+    if (stream_bytes() == 0)
+        return CUDA_SUCCESS;
+    State& st = state();
+    std::lock_guard lk(st.mu);
+    if (CUresult r = charge_locked(st, ctx, stream, stream_bytes()))
+        return r;
+    modules().streams[stream] = ctx;
+    return CUDA_SUCCESS;
+}
+
+void release_stream(const void* stream) {
+    State& st = state();
+    std::lock_guard lk(st.mu);
+    release_charge_locked(st, stream);
+    modules().streams.erase(stream);
+}
 
 void drop_context_modules(CUctx_st* ctx) {
     State& st = state();
     std::lock_guard lk(st.mu);
     Modules& ms = modules();
+    for (auto it = ms.streams.begin(); it != ms.streams.end();) {
+        if (it->second == ctx) {
+            release_charge_locked(st, it->first);
+            it = ms.streams.erase(it);
+        } else {
+            ++it;
+        }
+    }
     for (const void* h : ms.modules) {
         auto* m = const_cast<CUmod_st*>(static_cast<const CUmod_st*>(h));
         if (m->ctx == ctx && m->alive)

@@ -176,6 +176,10 @@ void drop_context_memory(CUctx_st* ctx);
 /// The same for the driver's own memory: modules, kernels, local memory, graph executables and
 /// limits (modules.cpp).
 void drop_context_modules(CUctx_st* ctx);
+/// A stream's own device memory (SIMCUDA_STREAM_BYTES, 0 by default): taken at its creation,
+/// given back at its destruction or its context's (modules.cpp).
+CUresult charge_stream(CUctx_st* ctx, const void* stream);
+void release_stream(const void* stream);
 
 // ---- stream helpers (streams.cpp) ----
 /// Destroy the events created in `ctx` (part of drop_context_memory).

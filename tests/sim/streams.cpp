@@ -201,6 +201,10 @@ CUresult stream_create(CUstream* ph, unsigned flags, int priority) {
     if (!ph || (flags & ~static_cast<unsigned>(CU_STREAM_NON_BLOCKING)))
         return CUDA_ERROR_INVALID_VALUE;
     auto* s = new CUstream_st;
+    if (CUresult r = charge_stream(ctx, s)) {
+        delete s;
+        return r;
+    }
     s->ctx = ctx;
     s->flags = flags;
     s->priority = priority;
@@ -225,6 +229,7 @@ CUresult stream_destroy(CUstream h) {
         std::lock_guard lk(g_registry_mu);
         g_streams.erase(h);
     }
+    release_stream(h);
     // Like the real driver, return at once; queued work still completes, then the worker exits.
     // The object is kept (the legacy stream may still order against its last work).
     std::lock_guard lk(h->ctx->mu);
