@@ -24,6 +24,9 @@ import tempfile
 import time
 
 MODES = ("off", "ours", "plain", "torch")
+# Also available with --modes: "pool" (LD_PRELOAD=<lib>, GPUMEMPROF_TORCH=pool: gpumemprof's pool
+# serves every tensor, PyTorch's caching off: issue 18's step-time baseline) and "nopy"
+# (LD_PRELOAD=<lib>, GPUMEMPROF_PYTHON=0: native frames only).
 
 
 # ---- the workloads (run in a child process) ------------------------------------------------------
@@ -90,11 +93,17 @@ def child(args):
 def run_one(args, workload, mode, out_dir):
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUMEMPROF_")}
     env.pop("LD_PRELOAD", None)
-    if mode in ("off", "ours"):
+    if mode in ("off", "ours", "pool", "nopy"):
         env["LD_PRELOAD"] = os.path.abspath(args.lib)
         env["GPUMEMPROF_OUTPUT"] = os.path.join(out_dir, "%s-%s-%%p" % (workload, mode))
+        env["GPUMEMPROF_HTML"] = "0"  # the reports' writing is not part of a step
+        env["GPUMEMPROF_PICKLE"] = "0"
         if mode == "off":
             env["GPUMEMPROF_STACK_DEPTH"] = "0"
+        if mode == "pool":
+            env["GPUMEMPROF_TORCH"] = "pool"
+        if mode == "nopy":
+            env["GPUMEMPROF_PYTHON"] = "0"
     cmd = [sys.executable, os.path.abspath(__file__), "--child", workload, "--layers", str(args.layers),
            "--batch", str(args.batch if workload == "train" else args.gen_batch), "--seq", str(args.seq),
            "--steps", str(args.steps if workload == "train" else args.gen_steps),
@@ -134,6 +143,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--timeout", type=int, default=900)
     ap.add_argument("--keep", help="keep our reports in this directory")
+    ap.add_argument("--modes", default=",".join(MODES), help="comma-separated; off,ours,plain,torch always run")
     ap.add_argument("--child", choices=("train", "generate"), help=argparse.SUPPRESS)
     ap.add_argument("--torch-history", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -144,27 +154,34 @@ def main():
         ap.error("--lib: libgpumemprof.so not found")
     out_dir = args.keep or tempfile.mkdtemp(prefix="stacks-check-")
     os.makedirs(out_dir, exist_ok=True)
-    result = {"lib": os.path.abspath(args.lib), "rounds": args.rounds, "workloads": {}}
+    modes = tuple(dict.fromkeys(list(MODES) + [m for m in args.modes.split(",") if m]))
+    result = {"lib": os.path.abspath(args.lib), "rounds": args.rounds, "modes": modes, "workloads": {}}
     for workload in args.workloads.split(","):
         per_round = []
         for r in range(args.rounds):
             row = {}
             # Alternate the order too, so that no mode always runs first (warm caches, clocks).
-            order = MODES if r % 2 == 0 else tuple(reversed(MODES))
+            order = modes if r % 2 == 0 else tuple(reversed(modes))
             for mode in order:
                 row[mode] = run_one(args, workload, mode, out_dir)
             per_round.append(row)
             print("%s round %d: %s" % (workload, r + 1, {m: row[m].get("median_s", row[m].get("error"))
-                                                         for m in MODES}), file=sys.stderr)
-        ok_rounds = [row for row in per_round if all("median_s" in row[m] for m in MODES)]
-        w = {"errors": [row[m]["error"] for row in per_round for m in MODES if "error" in row[m]]}
+                                                         for m in modes}), file=sys.stderr)
+        ok_rounds = [row for row in per_round if all("median_s" in row[m] for m in modes)]
+        w = {"errors": [row[m]["error"] for row in per_round for m in modes if "error" in row[m]]}
         if ok_rounds:
             med = statistics.median
-            w["median_step_s"] = {m: med(row[m]["median_s"] for row in ok_rounds) for m in MODES}
+            w["median_step_s"] = {m: med(row[m]["median_s"] for row in ok_rounds) for m in modes}
             w["ours_over_off"] = med(row["ours"]["median_s"] / row["off"]["median_s"] for row in ok_rounds)
             w["torch_over_plain"] = med(row["torch"]["median_s"] / row["plain"]["median_s"] for row in ok_rounds)
             w["off_over_plain"] = med(row["off"]["median_s"] / row["plain"]["median_s"] for row in ok_rounds)
-            w["per_round"] = [{m: row[m]["median_s"] for m in MODES} for row in ok_rounds]
+            w["ours_over_plain"] = med(row["ours"]["median_s"] / row["plain"]["median_s"] for row in ok_rounds)
+            if "pool" in modes:
+                w["ours_over_pool"] = med(row["ours"]["median_s"] / row["pool"]["median_s"] for row in ok_rounds)
+                w["pool_over_plain"] = med(row["pool"]["median_s"] / row["plain"]["median_s"] for row in ok_rounds)
+            if "nopy" in modes:
+                w["nopy_over_off"] = med(row["nopy"]["median_s"] / row["off"]["median_s"] for row in ok_rounds)
+            w["per_round"] = [{m: row[m]["median_s"] for m in modes} for row in ok_rounds]
             w["goal_ours_le_1.02"] = w["ours_over_off"] <= 1.02
             w["goal_ours_below_torch"] = w["ours_over_off"] < w["torch_over_plain"]
         w["our_capture_stats"] = capture_figures(out_dir, workload)
