@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "core/driver_footprint.hpp"
 
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 
@@ -10,13 +11,11 @@ namespace {
 constexpr std::uintptr_t kEmpty = 0;
 constexpr int kProbes = 64; ///< slots looked at before the set counts as full for a key
 
-std::uintptr_t mix(std::uintptr_t x) noexcept {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return x;
+/// Fibonacci hashing, as util::FlatMap's: the top bits of key x 2^64/phi, so that aligned
+/// handles spread over the slots.
+std::size_t slot_of(std::uintptr_t key) noexcept {
+    constexpr int kBits = std::countr_zero(DriverFootprint::kSlots);
+    return static_cast<std::size_t>((static_cast<std::uint64_t>(key) * 0x9e3779b97f4a7c15ull) >> (64 - kBits));
 }
 
 } // namespace
@@ -57,7 +56,7 @@ bool DriverFootprint::first_use(std::uintptr_t key) noexcept {
     if (s == nullptr)
         return false;
     const std::uintptr_t k = key == kEmpty ? 1 : key;
-    std::size_t i = mix(k) & (kSlots - 1);
+    std::size_t i = slot_of(k);
     for (int probe = 0; probe < kProbes; ++probe, i = (i + 1) & (kSlots - 1)) {
         std::uintptr_t cur = s[i].load(std::memory_order_acquire);
         if (cur == k)
@@ -78,7 +77,7 @@ bool DriverFootprint::first_use(std::uintptr_t handle, const char* name) noexcep
     if (name != nullptr)
         for (const char* p = name; *p != '\0'; ++p)
             h = (h ^ static_cast<unsigned char>(*p)) * 0x100000001b3ull;
-    return first_use(mix(handle) ^ h);
+    return first_use((static_cast<std::uint64_t>(handle) * 0x9e3779b97f4a7c15ull) ^ h);
 }
 
 void DriverFootprint::forget_handles() noexcept {
