@@ -359,7 +359,7 @@ int CachingPolicy::free(std::uintptr_t ptr) {
 }
 
 void CachingPolicy::check_around(const Block* b) {
-#ifdef GPUMEMPROF_POOL_CHECKS
+#if GPUMEMPROF_POOL_CHECKS
     BlockStore::check_links(b);
     if (b->prev)
         BlockStore::check_links(b->prev);

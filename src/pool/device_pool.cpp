@@ -253,8 +253,10 @@ std::vector<SegmentInfo> DevicePool::snapshot() const {
         std::lock_guard<std::mutex> lock(impl_->mu);
         const BlockStore& store = impl_->state.store;
         out.reserve(store.segments.size());
-        for (const auto& [base, s] : store.segments)
+        for (const auto& [base, s] : store.segments) {
+            BlockStore::check_segment(s);
             impl_->supply().snapshot(s, out);
+        }
     } catch (...) {
         GPUMEMPROF_SWALLOWED();
     }
