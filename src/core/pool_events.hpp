@@ -75,8 +75,8 @@ public:
     }
 
 private:
-    /// Event times are CPU time-stamp-counter ticks since construction (a few ns to read, where
-    /// the steady clock costs about 20): converted to nanoseconds when copied out.
+    /// Event times are CPU time-stamp-counter ticks since construction (util::CycleClock: cheaper
+    /// to read than the steady clock): converted to nanoseconds when copied out.
     std::int64_t now_ticks() const { return static_cast<std::int64_t>(util::CycleClock::now() - ticks0_); }
     /// One pool event: series change(s) and the ring (only with history_ on).
     /// A segment allocated or pages mapped (charged to the requesting stack), or given back.
