@@ -216,7 +216,8 @@ public:
     /// the chain being contiguous, the sizes sum to the segment's), and no free neighbour that
     /// the policy would have merged with b was left unmerged. Aborts with a message otherwise.
     static void check_links(const Block* b);
-    /// Every block of `s`, from its head: check_links, and the sizes sum to the segment's.
+    /// Every block of `s`, from its head: check_links, and the sizes sum to the segment's. Between
+    /// pool calls only (inside one, a block about to be handed out is free and in no set).
     static void check_segment(const Segment& s);
 #else
     static void check_links(const Block*) {
