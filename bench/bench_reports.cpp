@@ -38,7 +38,7 @@ int main() {
     // 40 mid-level variants.
     const std::uintptr_t bases[] = {
         reinterpret_cast<std::uintptr_t>(&report::text_report),
-        reinterpret_cast<std::uintptr_t>(&report::folded_stacks),
+        reinterpret_cast<std::uintptr_t>(&report::write_folded),
         reinterpret_cast<std::uintptr_t>(&report::line_profile_tree),
         reinterpret_cast<std::uintptr_t>(&report::resolve_report),
         reinterpret_cast<std::uintptr_t>(
@@ -62,14 +62,19 @@ int main() {
     const auto t0 = std::chrono::steady_clock::now();
     report::ProcessSymbolizer sym;
     std::string err;
-    const bool ok = report::write_reports(in, data, sym, &err);
+    // What prepare_stack_report does with the process's symbolizer, then the dump's writer.
+    report::StackReport stacks;
+    stacks.data = std::move(data);
+    stacks.resolved = report::resolve_report(stacks.data, sym, report::parse_skip_list(nullptr));
+    stacks.ok = true;
+    const bool ok = report::write_all_reports(in, stacks, &err);
     const auto t1 = std::chrono::steady_clock::now();
     const double secs = std::chrono::duration<double>(t1 - t0).count();
-    std::printf("stacks: %zu, frames per stack: %d, unique addresses resolved: %zu\n", data.sites.size(), outer_n + 2,
-                sym.resolved_count());
-    std::printf("symbolise + write .txt/.folded/.alloc.folded: %.3f s (target < 2 s: %s)%s\n", secs,
+    std::printf("stacks: %zu, frames per stack: %d, unique addresses resolved: %zu\n", stacks.data.sites.size(),
+                outer_n + 2, sym.resolved_count());
+    std::printf("symbolise + write .json/.txt/.folded/.alloc.folded: %.3f s (target < 2 s: %s)%s\n", secs,
                 secs < 2.0 ? "met" : "NOT met", ok ? "" : (" write failed: " + err).c_str());
-    for (const char* ext : {".txt", ".folded", ".alloc.folded"})
+    for (const char* ext : {".json", ".txt", ".folded", ".alloc.folded"})
         std::remove((in.prefix + ext).c_str());
     return ok ? 0 : 1;
 }

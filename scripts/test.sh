@@ -183,7 +183,8 @@ echo "CUDA headers: $CUDA_DIR/include"
 command -v meson >/dev/null || die "meson not found after installing packages"
 
 T0=$SECONDS
-COMMON="-Dtoolkit_dir=$CUDA_DIR"
+# Every stage runs with the pool's block-chain checks on (debug-only; src/pool/block_store.hpp).
+COMMON="-Dtoolkit_dir=$CUDA_DIR -Dpool_checks=true"
 
 # The normal stage treats warnings as errors (-Dwerror=true): a warning fails CI, not a user's build.
 stage normal "$BUILD_ROOT/normal" "$COMMON --buildtype=debugoptimized -Dwerror=true" "" ""

@@ -12,21 +12,21 @@
 
 #include <algorithm>
 #include <limits>
+#include <type_traits>
 
 namespace gpumemprof::core {
 namespace {
 
+// The pool's request sites are our call-stack ids, handed through unchanged.
+static_assert(std::is_same_v<pool::RequestSite, stacks::StackId>);
+
 // initial-exec: a plain %fs-relative access (the library is preloaded, so its TLS is static),
-// where the default model calls __tls_get_addr at each use; the hot path reads it three times.
-thread_local stacks::StackId t_request_stack __attribute__((tls_model("initial-exec"))) = 0;
+// where the default model calls __tls_get_addr at each use.
 thread_local std::uint64_t t_event_stream __attribute__((tls_model("initial-exec"))) = 0;
 thread_local trace::PoolId t_event_pool __attribute__((tls_model("initial-exec"))) = trace::kDefaultPool;
 
 } // namespace
 
-void set_current_request_stack(stacks::StackId id) noexcept {
-    t_request_stack = id;
-}
 void set_event_origin(std::uint64_t stream, trace::PoolId pool) noexcept {
     t_event_stream = stream;
     t_event_pool = pool;
@@ -80,12 +80,13 @@ inline __attribute__((always_inline)) void PoolEvents::remember(stats::PoolActio
 
 // The series count a block by the bytes it occupies in the pool (its rounded size), as
 // allocated_bytes does; the events carry the size the program asked for, as PyTorch's trace does.
-void PoolEvents::on_alloc(std::uintptr_t ptr, std::size_t size, std::size_t requested, std::uintptr_t stream) {
-    sites_.on_alloc(device_, ptr, size, requested, t_request_stack);
+void PoolEvents::on_alloc(std::uintptr_t ptr, std::size_t size, std::size_t requested, std::uintptr_t stream,
+                          stacks::StackId site) {
+    sites_.on_alloc(device_, ptr, size, requested, site);
     if (model_)
         model_->on_alloc(ptr, requested, stream);
-    traced(trace::EventType::alloc, device_, ptr, requested, size, t_request_stack, 0, 0);
-    remember(stats::PoolAction::alloc, ptr, requested, size, stream, t_request_stack, stats::Series::allocated,
+    traced(trace::EventType::alloc, device_, ptr, requested, size, site, 0, 0);
+    remember(stats::PoolAction::alloc, ptr, requested, size, stream, site, stats::Series::allocated,
              static_cast<std::int64_t>(size));
 }
 
@@ -106,11 +107,11 @@ void PoolEvents::on_free_completed(std::uintptr_t ptr, std::size_t size, std::si
 }
 
 void PoolEvents::device_memory_acquired(trace::EventType type, stats::PoolAction action, std::uintptr_t ptr,
-                                        std::size_t size) {
-    sites_.on_acquire(device_, size, t_request_stack);
+                                        std::size_t size, stacks::StackId site) {
+    sites_.on_acquire(device_, size, site);
     note_device_memory_acquired(device_);
     traced(type, device_, ptr, size, size, 0, 0, 0);
-    remember(action, ptr, size, size, 0, t_request_stack, stats::Series::reserved, static_cast<std::int64_t>(size));
+    remember(action, ptr, size, size, 0, site, stats::Series::reserved, static_cast<std::int64_t>(size));
 }
 
 void PoolEvents::device_memory_released(trace::EventType type, stats::PoolAction action, std::uintptr_t ptr,
@@ -120,8 +121,8 @@ void PoolEvents::device_memory_released(trace::EventType type, stats::PoolAction
     remember(action, ptr, size, size, 0, 0, stats::Series::reserved, -static_cast<std::int64_t>(size));
 }
 
-void PoolEvents::on_segment_alloc(std::uintptr_t ptr, std::size_t size) {
-    device_memory_acquired(trace::EventType::segment_alloc, stats::PoolAction::segment_alloc, ptr, size);
+void PoolEvents::on_segment_alloc(std::uintptr_t ptr, std::size_t size, stacks::StackId site) {
+    device_memory_acquired(trace::EventType::segment_alloc, stats::PoolAction::segment_alloc, ptr, size, site);
 }
 
 void PoolEvents::on_segment_free(std::uintptr_t ptr, std::size_t size) {
@@ -174,21 +175,21 @@ void PoolEvents::history(const WithLock& with_lock, stats::SeriesData* series, s
         e.t_ns = ns(e.t_ns);
 }
 
-void PoolEvents::on_segment_map(std::uintptr_t ptr, std::size_t size) {
-    device_memory_acquired(trace::EventType::vmm_map, stats::PoolAction::segment_map, ptr, size);
+void PoolEvents::on_segment_map(std::uintptr_t ptr, std::size_t size, stacks::StackId site) {
+    device_memory_acquired(trace::EventType::vmm_map, stats::PoolAction::segment_map, ptr, size, site);
 }
 
 void PoolEvents::on_segment_unmap(std::uintptr_t ptr, std::size_t size) {
     device_memory_released(trace::EventType::vmm_unmap, stats::PoolAction::segment_unmap, ptr, size);
 }
 
-void PoolEvents::on_oom(const pool::OomInfo& info) {
+void PoolEvents::on_oom(const pool::OomInfo& info, stacks::StackId site) {
     std::string suggestion = report::oom_suggestion(info, conf_);
     log::warn("{} (request: {} bytes) Suggestion: {}", report::oom_message(device_, info), info.requested, suggestion);
-    note_oom(device_, sites_.on_oom(device_, info, t_request_stack, suggestion), info.device_free, info.device_total);
+    note_oom(device_, sites_.on_oom(device_, info, site, suggestion), info.device_free, info.device_total);
     ooms_.add(OomNotice{device_, static_cast<std::int64_t>(info.requested), info.allocated,
                         static_cast<std::int64_t>(info.device_free)});
-    traced(trace::EventType::oom, device_, 0, info.requested, info.allocation_size, t_request_stack, info.device_free,
+    traced(trace::EventType::oom, device_, 0, info.requested, info.allocation_size, site, info.device_free,
            info.largest_free_block);
     if (history_) {
         try {
@@ -200,7 +201,7 @@ void PoolEvents::on_oom(const pool::OomInfo& info) {
             e.addr = info.device_free;
             e.size = info.requested;
             e.block_size = info.rounded;
-            e.site = t_request_stack;
+            e.site = site;
             ring_.push(e);
         } catch (...) {
             GPUMEMPROF_SWALLOWED();

@@ -36,7 +36,6 @@ struct PoolEventSinks {
 /// The stream and pool of the PyTorch event being handled on this thread (0 and the default
 /// pool otherwise); PoolEvents writes them, with its own context number, into the trace.
 void set_event_origin(std::uint64_t stream, trace::PoolId pool) noexcept;
-void set_current_request_stack(stacks::StackId id) noexcept;
 
 class PoolEvents final : public pool::PoolListener {
 public:
@@ -50,14 +49,16 @@ public:
           time0_(std::chrono::steady_clock::now()), history_(history),
           series_(history ? stats::TimeSeries::kDefaultCapacity : 4),
           ring_(history ? stats::EventRing::kDefaultCapacity : 0) {}
-    void on_alloc(std::uintptr_t ptr, std::size_t size, std::size_t requested, std::uintptr_t stream) override;
+    // `site`: the call stack the request was captured with (the pool's RequestSite), 0 for none.
+    void on_alloc(std::uintptr_t ptr, std::size_t size, std::size_t requested, std::uintptr_t stream,
+                  stacks::StackId site) override;
     void on_free_requested(std::uintptr_t ptr, std::size_t size, std::size_t requested) override;
     void on_free_completed(std::uintptr_t ptr, std::size_t size, std::size_t requested) override;
-    void on_segment_alloc(std::uintptr_t ptr, std::size_t size) override;
+    void on_segment_alloc(std::uintptr_t ptr, std::size_t size, stacks::StackId site) override;
     void on_segment_free(std::uintptr_t ptr, std::size_t size) override;
-    void on_segment_map(std::uintptr_t ptr, std::size_t size) override;
+    void on_segment_map(std::uintptr_t ptr, std::size_t size, stacks::StackId site) override;
     void on_segment_unmap(std::uintptr_t ptr, std::size_t size) override;
-    void on_oom(const pool::OomInfo& info) override;
+    void on_oom(const pool::OomInfo& info, stacks::StackId site) override;
     /// empty_cache on `pool` (this listener's pool) released reserved bytes down from
     /// `reserved_before`. Called outside the pool's lock: takes it.
     void on_empty_cache(const pool::DevicePool& pool, std::int64_t reserved_before) noexcept;
@@ -74,12 +75,13 @@ public:
     }
 
 private:
-    /// Event times are CPU time-stamp-counter ticks since construction (a few ns to read, where
-    /// the steady clock costs about 20): converted to nanoseconds when copied out.
+    /// Event times are CPU time-stamp-counter ticks since construction (util::CycleClock: cheaper
+    /// to read than the steady clock): converted to nanoseconds when copied out.
     std::int64_t now_ticks() const { return static_cast<std::int64_t>(util::CycleClock::now() - ticks0_); }
     /// One pool event: series change(s) and the ring (only with history_ on).
     /// A segment allocated or pages mapped (charged to the requesting stack), or given back.
-    void device_memory_acquired(trace::EventType type, stats::PoolAction action, std::uintptr_t ptr, std::size_t size);
+    void device_memory_acquired(trace::EventType type, stats::PoolAction action, std::uintptr_t ptr, std::size_t size,
+                                stacks::StackId site);
     void device_memory_released(trace::EventType type, stats::PoolAction action, std::uintptr_t ptr, std::size_t size);
     void remember(stats::PoolAction action, std::uint64_t addr, std::uint64_t size, std::uint64_t block_size,
                   std::uint64_t stream, stacks::StackId site, stats::Series s, std::int64_t delta,

@@ -146,10 +146,9 @@ CUresult Profiler::mem_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_
         return api.cuMemAlloc_v2(dptr, bytes);
     // Unwind before any lock: the pool's listener charges the block (and any segment the pool
     // has to obtain for it) to this stack.
-    set_current_request_stack(capture_stack(bytes)); // 0 at once when capture is off
+    const stacks::StackId stack = capture_stack(bytes); // 0 at once when capture is off
     std::uintptr_t p = 0;
-    int r = slot->pool->malloc(bytes, 0, &p);
-    set_current_request_stack(0);
+    int r = slot->pool->malloc(bytes, 0, &p, stack);
     account_if_acquired(api);
     if (r == pool::kSuccess) {
         *dptr = static_cast<CUdeviceptr>(p);

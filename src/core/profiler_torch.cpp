@@ -202,12 +202,10 @@ void Profiler::torch_event(const TorchEvent& ev) noexcept {
         case TorchAction::segment_alloc:
         case TorchAction::segment_map:
             t_segment_stack = capture_stack();
-            set_current_request_stack(t_segment_stack);
             if (ev.action == TorchAction::segment_alloc)
-                m.segment_alloc(ev.addr, ev.size, ev.stream, ev.pool);
+                m.segment_alloc(ev.addr, ev.size, ev.stream, ev.pool, t_segment_stack);
             else
-                m.segment_map(ev.addr, ev.size, ev.stream, ev.pool);
-            set_current_request_stack(0);
+                m.segment_map(ev.addr, ev.size, ev.stream, ev.pool, t_segment_stack);
             break;
         case TorchAction::alloc: {
             stacks::StackId id = t_segment_stack != 0 ? t_segment_stack : capture_stack(ev.size);
@@ -218,9 +216,7 @@ void Profiler::torch_event(const TorchEvent& ev) noexcept {
                 id = autograd_.backward_stack(id, node);
             else if (!node.present)
                 autograd_.remember(autograd_.forward_thread(), autograd_.forward_seq(), id);
-            set_current_request_stack(id);
-            m.alloc(ev.addr, ev.size, ev.stream, ev.pool);
-            set_current_request_stack(0);
+            m.alloc(ev.addr, ev.size, ev.stream, ev.pool, id);
             const pool::Lookup l = m.lookup(ev.addr);
             s->categories->on_alloc(since_start(), ev.addr, static_cast<std::int64_t>(l.block_size), id, node.present,
                                     node.accumulate_grad, !ev.pool.is_default(), site_traits(id));
@@ -240,11 +236,7 @@ void Profiler::torch_event(const TorchEvent& ev) noexcept {
             m.segment_unmap(ev.addr, ev.size);
             hold_release_readings();
             break;
-        case TorchAction::oom:
-            set_current_request_stack(capture_stack());
-            m.oom(ev.addr, ev.size, ev.stream);
-            set_current_request_stack(0);
-            break;
+        case TorchAction::oom: m.oom(ev.addr, ev.size, ev.stream, capture_stack()); break;
         case TorchAction::other: break;
         }
         set_event_origin(0, trace::kDefaultPool);

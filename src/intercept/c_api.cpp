@@ -5,7 +5,7 @@
 #include "core/core_scope.hpp"
 #include "core/oom_notices.hpp"
 #include "core/profiler.hpp"
-#include "report/scoped_profile.hpp"
+#include "core/scoped_profile.hpp"
 #include "stacks/recorder.hpp"
 #include "stats/device_stats.hpp"
 
@@ -156,18 +156,18 @@ __attribute__((visibility("default"))) int gpumemprof_oom_fd(void) {
 }
 
 __attribute__((visibility("default"))) int64_t gpumemprof_line_profile_begin(void) {
-    return gpumemprof::report::ScopedProfiles::instance().begin();
+    return gpumemprof::core::ScopedProfiles::instance().begin();
 }
 
 __attribute__((visibility("default"))) int gpumemprof_line_profile_end(int64_t token) {
-    return gpumemprof::report::ScopedProfiles::instance().end(token) ? 0 : -1;
+    return gpumemprof::core::ScopedProfiles::instance().end(token) ? 0 : -1;
 }
 
 __attribute__((visibility("default"))) size_t gpumemprof_line_profile_report(int64_t token, int max_depth, int flags,
                                                                              char* buf, size_t size) {
     try {
         const auto& o = Profiler::instance().options();
-        std::string text = gpumemprof::report::ScopedProfiles::instance().render(
+        std::string text = gpumemprof::core::ScopedProfiles::instance().render(
             token, max_depth, (flags & 1) != 0, o.stack_skip ? o.stack_skip->c_str() : nullptr, o.python);
         if (text.empty())
             return 0;
@@ -178,7 +178,7 @@ __attribute__((visibility("default"))) size_t gpumemprof_line_profile_report(int
 }
 
 __attribute__((visibility("default"))) void gpumemprof_line_profile_release(int64_t token) {
-    gpumemprof::report::ScopedProfiles::instance().release(token);
+    gpumemprof::core::ScopedProfiles::instance().release(token);
 }
 
 } // extern "C"

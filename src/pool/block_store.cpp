@@ -2,7 +2,7 @@
 // The pool's block store (see block_store.hpp).
 #include "pool/block_store.hpp"
 
-#ifdef GPUMEMPROF_POOL_CHECKS
+#if GPUMEMPROF_POOL_CHECKS
 #include <cstdio>
 #include <cstdlib>
 #endif
@@ -53,7 +53,7 @@ void BlockStore::forget_all() {
             spare_blocks_.push_back(&chunk[i]);
 }
 
-#ifdef GPUMEMPROF_POOL_CHECKS
+#if GPUMEMPROF_POOL_CHECKS
 void BlockStore::check_links(const Block* b) {
     const auto fail = [&](const char* what) {
         std::fprintf(stderr, "gpumemprof: pool block chain broken at block 0x%llx (%zu bytes): %s\n",
@@ -64,8 +64,18 @@ void BlockStore::check_links(const Block* b) {
         fail("no segment or pool");
     if (b->size == 0)
         fail("empty block");
+    if (b->pool != b->seg->pool || b->stream != b->seg->stream)
+        fail("in another pool or stream than its segment");
     if (b->prev == nullptr && b->seg->head != b)
         fail("first block is not the segment's head");
+    if (b->prev == nullptr && b->ptr != b->seg->base)
+        fail("first block does not start the segment");
+    if (b->next == nullptr && b->ptr + b->size != b->seg->base + b->seg->size)
+        fail("last block does not end the segment");
+    // PyTorch's try_merge_blocks: a free neighbour mapped as b is merges with a freed b.
+    const auto mergeable = [&](const Block* n) {
+        return b->state == BState::free && n->state == BState::free && n->mapped == b->mapped;
+    };
     if (b->prev != nullptr) {
         if (b->prev->next != b)
             fail("predecessor does not point back");
@@ -73,6 +83,8 @@ void BlockStore::check_links(const Block* b) {
             fail("predecessor does not end where it starts");
         if (b->prev->seg != b->seg || b->prev->pool != b->pool)
             fail("predecessor in another segment or pool");
+        if (mergeable(b->prev))
+            fail("free predecessor left unmerged");
     }
     if (b->next != nullptr) {
         if (b->next->prev != b)
@@ -81,11 +93,31 @@ void BlockStore::check_links(const Block* b) {
             fail("successor does not start where it ends");
         if (b->next->seg != b->seg || b->next->pool != b->pool)
             fail("successor in another segment or pool");
+        if (mergeable(b->next))
+            fail("free successor left unmerged");
     }
     if (b->ptr < b->seg->base || b->ptr + b->size > b->seg->base + b->seg->size)
         fail("outside its segment");
     if (b->state == BState::free && b->mapped && b->pool->blocks.count(const_cast<Block*>(b)) == 0)
         fail("a cached block missing from its free set");
+}
+
+void BlockStore::check_segment(const Segment& s) {
+    if (s.head == nullptr || s.head->seg != &s) {
+        std::fprintf(stderr, "gpumemprof: pool segment 0x%llx (%zu bytes) has no head block of its own\n",
+                     static_cast<unsigned long long>(s.base), s.size);
+        std::abort();
+    }
+    std::size_t sum = 0;
+    for (const Block* b = s.head; b != nullptr; b = b->next) {
+        check_links(b);
+        sum += b->size;
+    }
+    if (sum != s.size) {
+        std::fprintf(stderr, "gpumemprof: pool segment 0x%llx: its blocks sum to %zu bytes, not %zu\n",
+                     static_cast<unsigned long long>(s.base), sum, s.size);
+        std::abort();
+    }
 }
 #endif
 

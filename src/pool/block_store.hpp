@@ -17,10 +17,21 @@
 #include <memory>
 #include <vector>
 
-// Debug-only checks of the block chain's invariants (after each change to a chain): on in
-// sanitizer builds (scripts/test.sh's asan stage) and unoptimised builds, off where speed counts.
-#if !defined(NDEBUG) && (defined(__SANITIZE_ADDRESS__) || !defined(__OPTIMIZE__))
+// Debug-only checks of the block chain's invariants (after each change to a chain, and of every
+// segment at each snapshot). Never with NDEBUG (-Db_ndebug=true, or if-release in a release
+// build). Otherwise -Dpool_checks=true|false decides (scripts/test.sh turns them on in every
+// stage); by default (auto) they are on in sanitizer and unoptimised builds and off in the
+// optimised default build, the one users install and the hot-path benchmarks measure.
+#ifndef GPUMEMPROF_POOL_CHECKS
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || !defined(__OPTIMIZE__)
 #define GPUMEMPROF_POOL_CHECKS 1
+#else
+#define GPUMEMPROF_POOL_CHECKS 0
+#endif
+#endif
+#ifdef NDEBUG
+#undef GPUMEMPROF_POOL_CHECKS
+#define GPUMEMPROF_POOL_CHECKS 0
 #endif
 
 namespace gpumemprof::pool::detail {
@@ -199,12 +210,19 @@ public:
     /// Forget every block and segment (the context is gone); the records become spares again.
     void forget_all();
 
-#ifdef GPUMEMPROF_POOL_CHECKS
+#if GPUMEMPROF_POOL_CHECKS
     /// The chain around `b` holds together: neighbours point back, addresses are contiguous, one
-    /// segment and pool, the segment's head has no predecessor. Aborts with a message otherwise.
+    /// segment, pool and stream, the first block starts the segment and the last one ends it (so,
+    /// the chain being contiguous, the sizes sum to the segment's), and no free neighbour that
+    /// the policy would have merged with b was left unmerged. Aborts with a message otherwise.
     static void check_links(const Block* b);
+    /// Every block of `s`, from its head: check_links, and the sizes sum to the segment's. Between
+    /// pool calls only (inside one, a block about to be handed out is free and in no set).
+    static void check_segment(const Segment& s);
 #else
     static void check_links(const Block*) {
+    }
+    static void check_segment(const Segment&) {
     }
 #endif
 

@@ -84,18 +84,18 @@ bool CachingPolicy::should_split(const Block* b, std::size_t size) const {
 }
 
 Block* CachingPolicy::alloc_block(BlockPool& pool, std::uintptr_t stream, std::size_t alloc_size, bool is_retry,
-                                  int* err, std::size_t rounded) {
+                                  int* err, RequestSite site, std::size_t rounded) {
     if (is_retry)
         ++s_.st.num_alloc_retries;
     if (s_.set_fraction && s_.total_allocated_memory + alloc_size > s_.allowed()) {
         *err = kOutOfMemory; // the per-process limit fails without asking the device
         return nullptr;
     }
-    return supply_.obtain(pool, stream, alloc_size, rounded, err);
+    return supply_.obtain(pool, stream, alloc_size, rounded, err, site);
 }
 
 Block* CachingPolicy::alloc_found_block(Block* b, std::size_t size, std::size_t orig_size, bool split,
-                                        BlockSet::iterator pos) {
+                                        BlockSet::iterator pos, RequestSite site) {
     BlockPool& pool = *b->pool;
     const bool already_split = b->is_split();
     const bool in_set = pos != pool.blocks.end();
@@ -143,7 +143,7 @@ Block* CachingPolicy::alloc_found_block(Block* b, std::size_t size, std::size_t 
     if (b->size >= s_.max_split_size)
         s_.st.oversize_allocations.increase(1);
     if (s_.listener)
-        s_.listener->on_alloc(b->ptr, b->size, orig_size, b->stream);
+        s_.listener->on_alloc(b->ptr, b->size, orig_size, b->stream, site);
     check_around(b);
     return b;
 }
@@ -223,11 +223,12 @@ void CachingPolicy::garbage_collect() {
     supply_.collect_garbage(s_.store.large, s_.total_allocated_memory - gc_threshold);
 }
 
-int CachingPolicy::out_of_memory(std::size_t size, std::size_t rounded, std::size_t alloc_size, int err) {
+int CachingPolicy::out_of_memory(std::size_t size, std::size_t rounded, std::size_t alloc_size, int err,
+                                 RequestSite site) {
     const OomInfo info = oom_record(s_, size, rounded, alloc_size, err);
     ++s_.st.num_ooms;
     if (s_.listener)
-        s_.listener->on_oom(info);
+        s_.listener->on_oom(info, site);
     return err;
 }
 
@@ -296,7 +297,8 @@ bool CachingPolicy::retire_before_split(BlockPool& pool, std::uintptr_t stream, 
     return index < pending_.fenced_groups() && !pending_.wait_and_retire(index);
 }
 
-int CachingPolicy::malloc(std::size_t size, std::uintptr_t stream, std::uintptr_t* out, PrivatePool* priv) {
+int CachingPolicy::malloc(std::size_t size, std::uintptr_t stream, std::uintptr_t* out, PrivatePool* priv,
+                          RequestSite site) {
     const std::size_t rounded = round_size(s_.options.conf, size);
     BlockPool& pool = priv == nullptr ? s_.store.pool_for(rounded) : BlockStore::pool_for(*priv, rounded);
     const std::size_t alloc_size = allocation_size(rounded);
@@ -318,13 +320,13 @@ int CachingPolicy::malloc(std::size_t size, std::uintptr_t stream, std::uintptr_
     if (b == nullptr) {
         if (s_.gc_enabled)
             garbage_collect();
-        b = alloc_block(pool, stream, alloc_size, false, &err, rounded);
+        b = alloc_block(pool, stream, alloc_size, false, &err, site, rounded);
         if (b == nullptr && err == kOutOfMemory && supply_.release_available(pool, stream, rounded))
-            b = alloc_block(pool, stream, alloc_size, false, &err, rounded);
+            b = alloc_block(pool, stream, alloc_size, false, &err, site, rounded);
         // PyTorch skips this step while a capture (or a MemPool context) is under way.
         if (b == nullptr && err == kOutOfMemory && priv == nullptr) {
             release_cached_blocks();
-            b = alloc_block(pool, stream, alloc_size, true, &err, rounded);
+            b = alloc_block(pool, stream, alloc_size, true, &err, site, rounded);
         }
     }
     if (b == nullptr) {
@@ -332,12 +334,12 @@ int CachingPolicy::malloc(std::size_t size, std::uintptr_t stream, std::uintptr_
         // (C10_CUDA_CHECK) without the OOM path, and so do we.
         if (err != kOutOfMemory)
             return err;
-        return out_of_memory(size, rounded, alloc_size, err);
+        return out_of_memory(size, rounded, alloc_size, err, site);
     }
     if (pos != pool.blocks.end() && *pos != b)
         pos = pool.blocks.end(); // not the block found first (reclaimed or new): in no set now
     const bool split = should_split(b, rounded);
-    b = alloc_found_block(b, rounded, size, split, pos);
+    b = alloc_found_block(b, rounded, size, split, pos, site);
     *out = b->ptr;
     s_.note_reserved_peak();
     return kSuccess;
@@ -357,7 +359,7 @@ int CachingPolicy::free(std::uintptr_t ptr) {
 }
 
 void CachingPolicy::check_around(const Block* b) {
-#ifdef GPUMEMPROF_POOL_CHECKS
+#if GPUMEMPROF_POOL_CHECKS
     BlockStore::check_links(b);
     if (b->prev)
         BlockStore::check_links(b->prev);

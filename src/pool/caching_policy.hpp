@@ -22,8 +22,10 @@ public:
 
     /// DeviceCachingAllocator::malloc, from the default pool or from the private pool `priv`
     /// (whose segments release_cached_blocks never gives back: its retry is skipped, as during a
-    /// capture). kSuccess and *out, or the error code.
-    int malloc(std::size_t size, std::uintptr_t stream, std::uintptr_t* out, PrivatePool* priv = nullptr);
+    /// capture). kSuccess and *out, or the error code. `site` goes to the listener with the
+    /// request's events (RequestSite).
+    int malloc(std::size_t size, std::uintptr_t stream, std::uintptr_t* out, PrivatePool* priv = nullptr,
+               RequestSite site = 0);
 
     /// free()'s accounting, in every mode: the block at `ptr` stops counting as allocated,
     /// active and requested (PyTorch's free() of a block without record_stream) and the listener
@@ -40,16 +42,17 @@ public:
     /// alloc_block: a new segment (or mapped pages) for the request, not cached: the caller hands
     /// it out. is_retry counts num_alloc_retries even if the attempt then fails.
     Block* alloc_block(BlockPool& pool, std::uintptr_t stream, std::size_t alloc_size, bool is_retry, int* err,
-                       std::size_t rounded = 0);
+                       RequestSite site, std::size_t rounded = 0);
     /// alloc_found_block: optional split (front part handed out, tail stays cached), stats.
     /// `pos`: b's place in its free set, or end() when b is in none (then it stays out).
-    Block* alloc_found_block(Block* b, std::size_t size, std::size_t orig_size, bool split, BlockSet::iterator pos);
+    Block* alloc_found_block(Block* b, std::size_t size, std::size_t orig_size, bool split, BlockSet::iterator pos,
+                             RequestSite site);
     /// release_cached_blocks (empty cache): wait for the fences, then free what can go, large
     /// pool first.
     void release_cached_blocks();
     /// The out-of-memory path: the record PyTorch's message is made of, counted and heard by the
     /// listener. Returns `err`.
-    int out_of_memory(std::size_t size, std::size_t rounded, std::size_t alloc_size, int err);
+    int out_of_memory(std::size_t size, std::size_t rounded, std::size_t alloc_size, int err, RequestSite site);
 
 private:
     BlockSet::iterator find_free_block(BlockPool& pool, std::uintptr_t stream, std::size_t size);

@@ -54,7 +54,7 @@ DevicePool::DevicePool(Backend& backend, PoolOptions options, PoolListener* list
 
 DevicePool::~DevicePool() = default; // Impl holds no backend resources it would give back
 
-int DevicePool::malloc(std::size_t size, std::uintptr_t stream, std::uintptr_t* ptr) {
+int DevicePool::malloc(std::size_t size, std::uintptr_t stream, std::uintptr_t* ptr, RequestSite site) {
     if (ptr == nullptr)
         return kInvalidValue;
     PoolState& s = impl_->state;
@@ -65,7 +65,7 @@ int DevicePool::malloc(std::size_t size, std::uintptr_t stream, std::uintptr_t* 
         try {
             std::lock_guard<std::mutex> lock(impl_->mu);
             if (s.listener)
-                s.listener->on_oom(oom_record(s, size, size, size, kOutOfMemory));
+                s.listener->on_oom(oom_record(s, size, size, size, kOutOfMemory), site);
         } catch (...) {
             GPUMEMPROF_SWALLOWED();
         }
@@ -74,8 +74,8 @@ int DevicePool::malloc(std::size_t size, std::uintptr_t stream, std::uintptr_t* 
     try {
         std::lock_guard<std::mutex> lock(impl_->mu);
         if (s.options.mode == Mode::passthrough)
-            return impl_->passthrough.malloc(size, stream, ptr);
-        return impl_->policy.malloc(size, stream, ptr);
+            return impl_->passthrough.malloc(size, stream, ptr, site);
+        return impl_->policy.malloc(size, stream, ptr, nullptr, site);
     } catch (...) {
         std::lock_guard<std::mutex> lock(impl_->mu);
         ++s.counters.host_failures;
@@ -83,13 +83,13 @@ int DevicePool::malloc(std::size_t size, std::uintptr_t stream, std::uintptr_t* 
     }
 }
 
-int DevicePool::malloc(std::size_t size, std::uintptr_t stream, std::uintptr_t* ptr, PoolId pool_id) {
+int DevicePool::malloc(std::size_t size, std::uintptr_t stream, std::uintptr_t* ptr, PoolId pool_id, RequestSite site) {
     PoolState& s = impl_->state;
     if (pool_id == kDefaultPoolId || s.options.mode == Mode::passthrough || ptr == nullptr || size >= kOneExaByte)
-        return malloc(size, stream, ptr);
+        return malloc(size, stream, ptr, site);
     try {
         std::lock_guard<std::mutex> lock(impl_->mu);
-        return impl_->policy.malloc(size, stream, ptr, &s.store.private_pool(pool_id));
+        return impl_->policy.malloc(size, stream, ptr, &s.store.private_pool(pool_id), site);
     } catch (...) {
         std::lock_guard<std::mutex> lock(impl_->mu);
         ++s.counters.host_failures;
@@ -253,8 +253,10 @@ std::vector<SegmentInfo> DevicePool::snapshot() const {
         std::lock_guard<std::mutex> lock(impl_->mu);
         const BlockStore& store = impl_->state.store;
         out.reserve(store.segments.size());
-        for (const auto& [base, s] : store.segments)
+        for (const auto& [base, s] : store.segments) {
+            BlockStore::check_segment(s);
             impl_->supply().snapshot(s, out);
+        }
     } catch (...) {
         GPUMEMPROF_SWALLOWED();
     }

@@ -59,19 +59,26 @@ struct OomInfo {
     int status = kOutOfMemory;          ///< the code returned to the caller
 };
 
+/// The caller's label for one request (the profiler's call-stack id), given to malloc and handed
+/// back unchanged to the listener with each event the request causes: its block, the segment or
+/// pages obtained for it, its out-of-memory. The pool does nothing else with it; 0: none.
+using RequestSite = std::uint32_t;
+
 /// Called under the pool's lock, in the order things happen. Must not call back into the pool.
+/// `site`: the RequestSite of the request that caused the event.
 class PoolListener {
 public:
     virtual ~PoolListener() = default;
-    virtual void on_alloc(std::uintptr_t ptr, std::size_t size, std::size_t requested, std::uintptr_t stream) {}
+    virtual void on_alloc(std::uintptr_t ptr, std::size_t size, std::size_t requested, std::uintptr_t stream,
+                          RequestSite site) {}
     virtual void on_free_requested(std::uintptr_t ptr, std::size_t size, std::size_t requested) {}
     virtual void on_free_completed(std::uintptr_t ptr, std::size_t size, std::size_t requested) {}
-    virtual void on_segment_alloc(std::uintptr_t ptr, std::size_t size) {}
+    virtual void on_segment_alloc(std::uintptr_t ptr, std::size_t size, RequestSite site) {}
     virtual void on_segment_free(std::uintptr_t ptr, std::size_t size) {}
     /// Expandable segments: pages mapped / unmapped at [ptr, ptr + size).
-    virtual void on_segment_map(std::uintptr_t ptr, std::size_t size) {}
+    virtual void on_segment_map(std::uintptr_t ptr, std::size_t size, RequestSite site) {}
     virtual void on_segment_unmap(std::uintptr_t ptr, std::size_t size) {}
-    virtual void on_oom(const OomInfo& info) {}
+    virtual void on_oom(const OomInfo& info, RequestSite site) {}
 };
 
 enum class BlockState { active_allocated, active_pending_free, inactive };
@@ -162,8 +169,9 @@ public:
     /// Allocate `size` bytes (size 0 is served as one 512-byte block, as PyTorch does; the hooks
     /// forward size 0 to the driver before reaching here). Returns kSuccess and *ptr, or the
     /// backend's error code after PyTorch's release-and-retry sequence (num_ooms counted,
-    /// listener->on_oom called). Never throws.
-    int malloc(std::size_t size, std::uintptr_t stream, std::uintptr_t* ptr);
+    /// listener->on_oom called). `site` goes to the listener with the request's events. Never
+    /// throws.
+    int malloc(std::size_t size, std::uintptr_t stream, std::uintptr_t* ptr, RequestSite site = 0);
 
     /// malloc into memory pool `pool_id` (kDefaultPoolId: the same as above). A private pool has
     /// its own small and large free sets and segments, as PyTorch's PrivatePool: its blocks serve
@@ -173,7 +181,7 @@ public:
     /// it takes them to be in use, as PyTorch does until releasePool. A request to a private pool
     /// does not run release_cached_blocks before failing, as PyTorch's during a capture does not.
     /// Without caching (Mode::passthrough) the id changes nothing.
-    int malloc(std::size_t size, std::uintptr_t stream, std::uintptr_t* ptr, PoolId pool_id);
+    int malloc(std::size_t size, std::uintptr_t stream, std::uintptr_t* ptr, PoolId pool_id, RequestSite site = 0);
 
     /// Free a pointer returned by malloc. kSuccess; kInvalidValue if the address is inside one of
     /// this pool's segments but is not the start of an allocated block (double or interior

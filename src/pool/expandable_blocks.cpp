@@ -103,7 +103,7 @@ Block* ExpandableBlocks::find_expandable_block(BlockPool& pool, std::uintptr_t s
 
 // map_block: back the first `size` bytes of the unmapped block `to_map` with pages, merge the
 // mapped part with free neighbours and put it in the free set.
-bool ExpandableBlocks::map_block(Block* to_map, std::size_t size, int* err) {
+bool ExpandableBlocks::map_block(Block* to_map, std::size_t size, int* err, RequestSite site) {
     std::size_t mapped = 0;
     if (const int rc = to_map->es->map(to_map->ptr, size, &mapped); rc != kSuccess) {
         *err = rc;
@@ -142,22 +142,23 @@ bool ExpandableBlocks::map_block(Block* to_map, std::size_t size, int* err) {
     PoolState::for_types(pool, [&](int t) { s_.st.reserved_bytes[t].increase(static_cast<std::int64_t>(mapped)); });
     ++s_.st.num_device_alloc;
     if (s_.listener)
-        s_.listener->on_segment_map(first, mapped);
+        s_.listener->on_segment_map(first, mapped, site);
     BlockStore::check_links(to_map);
     return true;
 }
 
 // try_allocate_expandable_block: map just enough pages for `size` bytes, grow the candidate run
 // (free -> unmapped -> ...) until it holds `size`, take it out of the free set.
-Block* ExpandableBlocks::obtain(BlockPool& pool, std::uintptr_t stream, std::size_t, std::size_t size, int* err) {
+Block* ExpandableBlocks::obtain(BlockPool& pool, std::uintptr_t stream, std::size_t, std::size_t size, int* err,
+                                RequestSite site) {
     Block* c = find_expandable_block(pool, stream, size, err);
     if (c == nullptr)
         return nullptr;
-    if (!c->mapped && !map_block(c, std::min(c->size, size), err))
+    if (!c->mapped && !map_block(c, std::min(c->size, size), err, site))
         return nullptr;
     while (c->size < size) {
         Block* n = c->next; // unmapped: map it and merge c into it
-        if (!map_block(n, std::min(size - c->size, n->size), err))
+        if (!map_block(n, std::min(size - c->size, n->size), err, site))
             return nullptr;
         c = n;
     }

@@ -17,8 +17,8 @@ public:
     explicit ExpandableBlocks(PoolState& s) : s_(s) {}
 
     /// try_allocate_expandable_block: map just enough pages for `rounded` bytes.
-    Block* obtain(BlockPool& pool, std::uintptr_t stream, std::size_t alloc_size, std::size_t rounded,
-                  int* err) override;
+    Block* obtain(BlockPool& pool, std::uintptr_t stream, std::size_t alloc_size, std::size_t rounded, int* err,
+                  RequestSite site) override;
     /// release_blocks' part for expandable segments: unmap the free pages, drop a segment that
     /// became wholly unmapped.
     void release_cached(BlockPool& pool) override;
@@ -38,7 +38,7 @@ public:
 
 private:
     Block* find_expandable_block(BlockPool& pool, std::uintptr_t stream, std::size_t size, int* err);
-    bool map_block(Block* to_map, std::size_t size, int* err);
+    bool map_block(Block* to_map, std::size_t size, int* err, RequestSite site);
     void unmap_block(Block* b);
     bool device_idle();
     void release_expandable_segment(Block* b);

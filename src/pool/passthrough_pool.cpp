@@ -8,18 +8,18 @@
 
 namespace gpumemprof::pool::detail {
 
-int PassthroughPool::malloc(std::size_t size, std::uintptr_t stream, std::uintptr_t* out) {
+int PassthroughPool::malloc(std::size_t size, std::uintptr_t stream, std::uintptr_t* out, RequestSite site) {
     const std::size_t bsize = round_size(AllocConf{}, std::max<std::size_t>(size, 1));
     BlockPool& pool = s_.store.pool_for(bsize);
     s_.ensure_spares();
     int err = kOutOfMemory;
-    Block* b = policy_.alloc_block(pool, stream, bsize, false, &err);
+    Block* b = policy_.alloc_block(pool, stream, bsize, false, &err, site);
     if (b == nullptr) {
         if (err != kOutOfMemory)
             return err;
-        return policy_.out_of_memory(size, bsize, bsize, err);
+        return policy_.out_of_memory(size, bsize, bsize, err, site);
     }
-    b = policy_.alloc_found_block(b, bsize, size, false, pool.blocks.end());
+    b = policy_.alloc_found_block(b, bsize, size, false, pool.blocks.end(), site);
     *out = b->ptr;
     s_.note_reserved_peak();
     return kSuccess;

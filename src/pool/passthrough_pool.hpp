@@ -16,7 +16,7 @@ public:
     PassthroughPool(PoolState& s, CachingPolicy& policy, PlainSegments& segments)
         : s_(s), policy_(policy), segments_(segments) {}
 
-    int malloc(std::size_t size, std::uintptr_t stream, std::uintptr_t* out);
+    int malloc(std::size_t size, std::uintptr_t stream, std::uintptr_t* out, RequestSite site);
     /// CachingPolicy::take_back, then PyTorch's order for an allocator without caching: the free
     /// completes, then the segment goes back. A passthrough block is never split, so free_block
     /// merges nothing. kSuccess, or take_back's code.

@@ -8,7 +8,8 @@
 namespace gpumemprof::pool::detail {
 
 // alloc_block's cudaMalloc: one new segment (not put in the free set: the caller hands it out).
-Block* PlainSegments::obtain(BlockPool& pool, std::uintptr_t stream, std::size_t alloc_size, std::size_t, int* err) {
+Block* PlainSegments::obtain(BlockPool& pool, std::uintptr_t stream, std::size_t alloc_size, std::size_t, int* err,
+                             RequestSite site) {
     std::uintptr_t ptr = 0;
     const int rc = s_.backend.allocate(alloc_size, &ptr);
     if (rc != kSuccess) {
@@ -42,7 +43,7 @@ Block* PlainSegments::obtain(BlockPool& pool, std::uintptr_t stream, std::size_t
         s_.st.oversize_segments.increase(1);
     ++s_.st.num_device_alloc;
     if (s_.listener)
-        s_.listener->on_segment_alloc(ptr, alloc_size);
+        s_.listener->on_segment_alloc(ptr, alloc_size, site);
     return b;
 }
 

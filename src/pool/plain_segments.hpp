@@ -12,8 +12,8 @@ class PlainSegments final : public SegmentSupply {
 public:
     explicit PlainSegments(PoolState& s) : s_(s) {}
 
-    Block* obtain(BlockPool& pool, std::uintptr_t stream, std::size_t alloc_size, std::size_t rounded,
-                  int* err) override;
+    Block* obtain(BlockPool& pool, std::uintptr_t stream, std::size_t alloc_size, std::size_t rounded, int* err,
+                  RequestSite site) override;
     void release_cached(BlockPool& pool) override;
     bool release_available(BlockPool& pool, std::uintptr_t stream, std::size_t size) override;
     void collect_garbage(BlockPool& large, std::size_t target) override;

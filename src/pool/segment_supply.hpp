@@ -22,8 +22,9 @@ public:
     /// alloc_block's device part: a block of at least `rounded` bytes on `stream` in `pool`, in
     /// no free set, to be handed out at once: a new segment of `alloc_size` bytes, or pages mapped
     /// for `rounded` bytes. nullptr with *err (the Backend's code) when the device has no room.
-    virtual Block* obtain(BlockPool& pool, std::uintptr_t stream, std::size_t alloc_size, std::size_t rounded,
-                          int* err) = 0;
+    /// `site`: the request's, for the listener.
+    virtual Block* obtain(BlockPool& pool, std::uintptr_t stream, std::size_t alloc_size, std::size_t rounded, int* err,
+                          RequestSite site) = 0;
     /// release_blocks: give back to the device what of `pool`'s cached memory can go.
     virtual void release_cached(BlockPool& pool) = 0;
     /// release_available_cached_blocks: free one cached block big enough for `size`, else the

@@ -205,7 +205,7 @@ struct TorchMirror::Impl {
     // ---- segments ---------------------------------------------------------------------------
 
     // alloc_block
-    void segment_alloc(std::uintptr_t addr, std::size_t size, std::uintptr_t stream, MempoolId pool) {
+    void segment_alloc(std::uintptr_t addr, std::size_t size, std::uintptr_t stream, MempoolId pool, RequestSite site) {
         if (size == 0 || containing(addr) != blocks.end()) {
             ++mismatches;
             return;
@@ -227,7 +227,7 @@ struct TorchMirror::Impl {
         pool_reserved(*s, static_cast<std::int64_t>(size));
         reserved_grew = true;
         if (listener)
-            listener->on_segment_alloc(addr, size);
+            listener->on_segment_alloc(addr, size, site);
     }
 
     // release_block: only a wholly free segment is given back
@@ -266,7 +266,7 @@ struct TorchMirror::Impl {
     }
 
     // map_block: the newly mapped pages are one free block, merged with free neighbours
-    void segment_map(std::uintptr_t addr, std::size_t size, std::uintptr_t stream, MempoolId pool) {
+    void segment_map(std::uintptr_t addr, std::size_t size, std::uintptr_t stream, MempoolId pool, RequestSite site) {
         if (size == 0 || containing(addr) != blocks.end()) {
             ++mismatches;
             return;
@@ -282,7 +282,7 @@ struct TorchMirror::Impl {
         pool_reserved(*s, static_cast<std::int64_t>(size));
         reserved_grew = true;
         if (listener)
-            listener->on_segment_map(addr, size);
+            listener->on_segment_map(addr, size, site);
     }
 
     // unmap_block: whole free pages leave the free block they lie in
@@ -311,7 +311,7 @@ struct TorchMirror::Impl {
     // ---- allocations ------------------------------------------------------------------------
 
     // malloc -> alloc_found_block
-    void alloc(std::uintptr_t addr, std::size_t requested, std::uintptr_t stream, MempoolId) {
+    void alloc(std::uintptr_t addr, std::size_t requested, std::uintptr_t stream, MempoolId, RequestSite site) {
         const std::size_t size = round(requested);
         auto it = blocks.find(addr);
         if (it == blocks.end() || it->second.state != State::free) {
@@ -368,7 +368,7 @@ struct TorchMirror::Impl {
             note_reserved_peak();
         }
         if (listener)
-            listener->on_alloc(addr, b.size, requested, stream);
+            listener->on_alloc(addr, b.size, requested, stream, site);
     }
 
     /// An allocated or pending block is `by` bytes smaller than thought: its statistics follow.
@@ -449,7 +449,7 @@ struct TorchMirror::Impl {
         return largest;
     }
 
-    void oom(std::size_t device_free, std::size_t rounded, std::uintptr_t) {
+    void oom(std::size_t device_free, std::size_t rounded, std::uintptr_t, RequestSite site) {
         st.num_ooms += 1;
         if (!listener)
             return;
@@ -461,7 +461,7 @@ struct TorchMirror::Impl {
         info.allocated = st.allocated_bytes[stats::kAll].current;
         info.reserved = st.reserved_bytes[stats::kAll].current;
         info.largest_free_block = largest_free();
-        listener->on_oom(info);
+        listener->on_oom(info, site);
     }
 
     // ---- reading ----------------------------------------------------------------------------
@@ -552,20 +552,23 @@ TorchMirror::~TorchMirror() = default;
         }                                                                                                              \
     } while (0)
 
-void TorchMirror::segment_alloc(std::uintptr_t addr, std::size_t size, std::uintptr_t stream, MempoolId pool) {
-    GPUMEMPROF_MIRROR_LOCKED(impl_->segment_alloc(addr, size, stream, pool));
+void TorchMirror::segment_alloc(std::uintptr_t addr, std::size_t size, std::uintptr_t stream, MempoolId pool,
+                                RequestSite site) {
+    GPUMEMPROF_MIRROR_LOCKED(impl_->segment_alloc(addr, size, stream, pool, site));
 }
 void TorchMirror::segment_free(std::uintptr_t addr, std::size_t size) {
     GPUMEMPROF_MIRROR_LOCKED(impl_->segment_free(addr, size));
 }
-void TorchMirror::segment_map(std::uintptr_t addr, std::size_t size, std::uintptr_t stream, MempoolId pool) {
-    GPUMEMPROF_MIRROR_LOCKED(impl_->segment_map(addr, size, stream, pool));
+void TorchMirror::segment_map(std::uintptr_t addr, std::size_t size, std::uintptr_t stream, MempoolId pool,
+                              RequestSite site) {
+    GPUMEMPROF_MIRROR_LOCKED(impl_->segment_map(addr, size, stream, pool, site));
 }
 void TorchMirror::segment_unmap(std::uintptr_t addr, std::size_t size) {
     GPUMEMPROF_MIRROR_LOCKED(impl_->segment_unmap(addr, size));
 }
-void TorchMirror::alloc(std::uintptr_t addr, std::size_t requested, std::uintptr_t stream, MempoolId pool) {
-    GPUMEMPROF_MIRROR_LOCKED(impl_->alloc(addr, requested, stream, pool));
+void TorchMirror::alloc(std::uintptr_t addr, std::size_t requested, std::uintptr_t stream, MempoolId pool,
+                        RequestSite site) {
+    GPUMEMPROF_MIRROR_LOCKED(impl_->alloc(addr, requested, stream, pool, site));
 }
 void TorchMirror::free_requested(std::uintptr_t addr) {
     GPUMEMPROF_MIRROR_LOCKED(impl_->free_requested(addr));
@@ -573,8 +576,8 @@ void TorchMirror::free_requested(std::uintptr_t addr) {
 void TorchMirror::free_completed(std::uintptr_t addr) {
     GPUMEMPROF_MIRROR_LOCKED(impl_->free_completed(addr));
 }
-void TorchMirror::oom(std::size_t device_free, std::size_t rounded, std::uintptr_t stream) {
-    GPUMEMPROF_MIRROR_LOCKED(impl_->oom(device_free, rounded, stream));
+void TorchMirror::oom(std::size_t device_free, std::size_t rounded, std::uintptr_t stream, RequestSite site) {
+    GPUMEMPROF_MIRROR_LOCKED(impl_->oom(device_free, rounded, stream, site));
 }
 void TorchMirror::set_untraced_counters(std::int64_t num_alloc_retries, std::int64_t num_sync_all_streams) {
     GPUMEMPROF_MIRROR_LOCKED(impl_->st.num_alloc_retries = num_alloc_retries;

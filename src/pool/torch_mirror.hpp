@@ -72,16 +72,19 @@ public:
     TorchMirror& operator=(const TorchMirror&) = delete;
 
     // ---- PyTorch's trace events, in its order (one device) -----------------------------------
-    void segment_alloc(std::uintptr_t addr, std::size_t size, std::uintptr_t stream, MempoolId pool);
+    // `site`: handed to the listener with the event (RequestSite, as DevicePool::malloc's).
+    void segment_alloc(std::uintptr_t addr, std::size_t size, std::uintptr_t stream, MempoolId pool,
+                       RequestSite site = 0);
     void segment_free(std::uintptr_t addr, std::size_t size);
     /// Expandable segments: pages mapped at [addr, addr + size) / given back.
-    void segment_map(std::uintptr_t addr, std::size_t size, std::uintptr_t stream, MempoolId pool);
+    void segment_map(std::uintptr_t addr, std::size_t size, std::uintptr_t stream, MempoolId pool,
+                     RequestSite site = 0);
     void segment_unmap(std::uintptr_t addr, std::size_t size);
-    void alloc(std::uintptr_t addr, std::size_t requested, std::uintptr_t stream, MempoolId pool);
+    void alloc(std::uintptr_t addr, std::size_t requested, std::uintptr_t stream, MempoolId pool, RequestSite site = 0);
     void free_requested(std::uintptr_t addr);
     void free_completed(std::uintptr_t addr);
     /// PyTorch is about to raise an out-of-memory error for a request rounded to `rounded`.
-    void oom(std::size_t device_free, std::size_t rounded, std::uintptr_t stream);
+    void oom(std::size_t device_free, std::size_t rounded, std::uintptr_t stream, RequestSite site = 0);
 
     // ---- what the reports read (any thread) --------------------------------------------------
     stats::DeviceStats stats() const;

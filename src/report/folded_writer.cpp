@@ -222,11 +222,4 @@ bool write_folded(util::OutputSink& sink, const ResolvedReport& r, FoldedMetric 
     return out.flush();
 }
 
-std::string folded_stacks(const ResolvedReport& r, FoldedMetric metric) {
-    std::string out;
-    util::StringSink sink(out);
-    write_folded(sink, r, metric);
-    return out;
-}
-
 } // namespace gpumemprof::report

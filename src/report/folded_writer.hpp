@@ -24,7 +24,5 @@ std::string folded_frame(const SymbolFrame& f);
 /// stacks not captured. Written into `out` line by line (the lines are never all in memory);
 /// false when `out` failed.
 bool write_folded(util::OutputSink& out, const ResolvedReport& r, FoldedMetric metric);
-/// The same as one string (tests, small reports).
-std::string folded_stacks(const ResolvedReport& r, FoldedMetric metric);
 
 } // namespace gpumemprof::report

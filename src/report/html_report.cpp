@@ -363,13 +363,6 @@ bool write_html_data(util::OutputSink& out, const ReportInput& in, const StackRe
     return w.flush();
 }
 
-std::string html_data_json(const ReportInput& in, const StackReport& report) {
-    std::string out;
-    util::StringSink sink(out);
-    write_html_data(sink, in, report);
-    return out;
-}
-
 bool write_html(util::OutputSink& out, const ReportInput& in, const StackReport& report) {
     bool ok = out.write(kHtmlHead);
     ScriptSafeSink safe(out);

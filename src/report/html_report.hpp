@@ -14,9 +14,8 @@
 
 namespace gpumemprof::report {
 
-/// The report's data as JSON (the page's input; also what tests read back).
+/// The report's data as JSON (the page's input).
 bool write_html_data(util::OutputSink& out, const ReportInput& in, const StackReport& report);
-std::string html_data_json(const ReportInput& in, const StackReport& report);
 /// The whole page into `out` as it is made; false when `out` failed. May throw (bad_alloc).
 bool write_html(util::OutputSink& out, const ReportInput& in, const StackReport& report);
 /// The whole page as one string. Never throws; an empty string on failure.

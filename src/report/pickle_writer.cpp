@@ -33,9 +33,6 @@ void put_le(std::string& out, std::uint64_t v, int bytes) {
 
 } // namespace
 
-PickleWriter::PickleWriter() : PickleWriter(nullptr) {
-}
-
 PickleWriter::PickleWriter(util::OutputSink* sink) : sink_(sink) {
     out_.push_back(kProto);
     out_.push_back(4);
@@ -135,11 +132,6 @@ bool PickleWriter::recall(std::uint64_t id) {
 void PickleWriter::remember(std::uint64_t id) {
     out_.push_back(kMemoize); // stores the value on top of the stack at index next_memo_
     memo_.put(id, next_memo_++);
-}
-
-std::string PickleWriter::take() {
-    out_.push_back(kStop);
-    return std::move(out_);
 }
 
 bool PickleWriter::finish() {

@@ -19,7 +19,6 @@ namespace gpumemprof::report {
 /// made; finish() ends the pickle there.
 class PickleWriter final : public ObjectWriter {
 public:
-    PickleWriter();
     explicit PickleWriter(util::OutputSink* sink);
     void begin_dict() override;
     void end_dict() override;
@@ -35,9 +34,7 @@ public:
     bool recall(std::uint64_t id) override;
     void remember(std::uint64_t id) override;
 
-    /// The finished pickle (appends STOP once).
-    std::string take();
-    /// With a sink: appends STOP and hands the rest over. False once the sink failed.
+    /// Appends STOP and hands the rest over. False once the sink failed.
     bool finish();
 
 private:

@@ -6,7 +6,6 @@
 #include "report/folded_writer.hpp"
 #include "report/html_report.hpp"
 #include "report/json_report.hpp"
-#include "report/json_sections.hpp"
 #include "report/text_report.hpp"
 #include "report/torch_snapshot.hpp"
 #include "stacks/recorder.hpp"
@@ -80,28 +79,6 @@ std::string failure_text(const std::exception& e) {
 
 } // namespace
 
-bool write_reports(const ReportInput& in, const StackReport& report, std::string* error) {
-    if (!report.ok) {
-        note(error, "stack report failed");
-        return false;
-    }
-    try {
-        util::AtomicFile files[3];
-        if (!make_stack_reports(in, report, files, error))
-            return false;
-        std::string err;
-        if (util::commit_all({&files[0], &files[1], &files[2]}, &err))
-            return true;
-        note(error, err);
-        return false;
-    } catch (const std::exception& e) {
-        note(error, "stack report failed: " + failure_text(e));
-    } catch (...) {
-        note(error, "stack report failed");
-    }
-    return false;
-}
-
 bool write_all_reports(const ReportInput& in, const StackReport& report, std::string* error) {
     try {
         util::AtomicFile json, stack_files[3];
@@ -129,20 +106,6 @@ bool write_all_reports(const ReportInput& in, const StackReport& report, std::st
         note(error, "report failed: " + failure_text(e));
     } catch (...) {
         note(error, "report failed");
-    }
-    return false;
-}
-
-bool write_json_report(const ReportInput& in, const StackReport& report, std::string* error) {
-    try {
-        util::AtomicFile f;
-        return make(
-                   f, in.prefix + ".json", [&](util::AtomicFile& out) { return write_json(out, in, report); }, error) &&
-               f.commit();
-    } catch (const std::exception& e) {
-        note(error, "JSON report failed: " + failure_text(e));
-    } catch (...) {
-        note(error, "JSON report failed");
     }
     return false;
 }
@@ -255,27 +218,6 @@ StackReport prepare_stack_report(const ReportInput& in, stacks::ReportData data)
         report.ok = false;
     }
     return report;
-}
-
-bool write_reports(const ReportInput& in, const stacks::ReportData& data, Symbolizer& symbolizer, std::string* error) {
-    StackReport report;
-    try {
-        report.data = data;
-    } catch (...) {
-        note(error, "stack report failed");
-        return false;
-    }
-    resolve_into(report, in, symbolizer, {});
-    return write_reports(in, report, error);
-}
-
-void append_json(util::JsonWriter& w, const ReportInput& in, const stacks::ReportData& data, Symbolizer& symbolizer) {
-    // Everything that can fail (symbolisation) happens before the first key is written.
-    StackReport report;
-    report.data = data;
-    resolve_into(report, in, symbolizer, {});
-    if (report.ok)
-        json_sections(w, in, report.data, report.resolved);
 }
 
 void write_trace_stacks(const StackReport& r, trace::Writer& trace) noexcept {

@@ -55,27 +55,15 @@ struct DumpFiles {
 /// for was written. Never throws.
 bool write_dump(const ReportInput& in, const StackReport& report, DumpFiles files) noexcept;
 
-/// Writes <prefix>.json and, when the stack report is ready, <prefix>.txt, <prefix>.folded and
-/// <prefix>.alloc.folded: all or none (util::commit_all). Returns false and sets *error on
+/// Writes <prefix>.json and, when the stack report is ready, <prefix>.txt, <prefix>.folded (bytes
+/// live at the global peak) and <prefix>.alloc.folded (total bytes allocated): all or none
+/// (util::commit_all). Returns false and sets *error on
 /// failure (also when only the JSON could be written: the stack report failed); never throws.
 bool write_all_reports(const ReportInput& in, const StackReport& report, std::string* error);
 
 /// `data`'s stacks resolved with the process's symbolizer (under its lock): `stack_skip` as
 /// GPUMEMPROF_STACK_SKIP (nullptr: the default), `python_mode` as ReportInput::python_frames.
 ResolvedReport resolve_stacks(const stacks::ReportData& data, const char* stack_skip, int python_mode);
-
-/// Writes <prefix>.json. Returns false and sets *error on failure (then no file is written);
-/// never throws.
-bool write_json_report(const ReportInput& in, const StackReport& report, std::string* error);
-
-/// Writes <prefix>.txt, <prefix>.folded (bytes live at the global peak) and <prefix>.alloc.folded
-/// (total bytes allocated), all or none. Returns false and sets *error on failure; never throws.
-bool write_reports(const ReportInput& in, const StackReport& report, std::string* error);
-
-/// The same with the data and the symbolizer given (tests, offline tools). append_json adds
-/// "frames", "sites", "peak", "leaks", "ooms" and "stacks" to the object `w` is positioned in.
-bool write_reports(const ReportInput& in, const stacks::ReportData& data, Symbolizer& symbolizer, std::string* error);
-void append_json(util::JsonWriter& w, const ReportInput& in, const stacks::ReportData& data, Symbolizer& symbolizer);
 
 /// The symbolised stacks of the sites and OOMs of `report` into the trace (stack blocks, a few
 /// thousand stacks at a time: never all in memory). Never throws.

@@ -2,6 +2,7 @@
 #include "report/stack_tree.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace gpumemprof::report {
 namespace {
@@ -82,17 +83,21 @@ void StackTree::list_children() const {
     if (!first_child_.empty())
         return;
     const std::size_t n = size_;
-    first_child_.assign(n + 1, 0);
+    // Made aside and moved in whole: a bad_alloc on the way leaves no half-made lists, which a
+    // later call (the next report of the same dump) would take for made ones.
+    std::vector<std::uint32_t> first(n + 1, 0);
+    std::vector<std::uint32_t> child(n > 0 ? n - 1 : 0);
     for (std::uint32_t i = 1; i < n; ++i)
-        ++first_child_[at(i).parent + 1];
+        ++first[at(i).parent + 1];
     for (std::size_t i = 0; i < n; ++i)
-        first_child_[i + 1] += first_child_[i];
-    child_.resize(n > 0 ? n - 1 : 0);
-    for (std::uint32_t i = 1; i < n; ++i) // first_child_[p] as p's cursor: it ends at p + 1's start
-        child_[first_child_[at(i).parent]++] = i;
+        first[i + 1] += first[i];
+    for (std::uint32_t i = 1; i < n; ++i) // first[p] as p's cursor: it ends at p + 1's start
+        child[first[at(i).parent]++] = i;
     for (std::size_t i = n; i > 0; --i)
-        first_child_[i] = first_child_[i - 1];
-    first_child_[0] = 0;
+        first[i] = first[i - 1];
+    first[0] = 0;
+    child_ = std::move(child);
+    first_child_ = std::move(first);
 }
 
 } // namespace gpumemprof::report

@@ -175,17 +175,6 @@ bool write_torch_snapshot_pickle(util::OutputSink& out, const ReportInput& in, c
     return w.finish();
 }
 
-std::string torch_snapshot_pickle(const ReportInput& in, const stacks::ReportData& data,
-                                  const ResolvedReport& resolved) {
-    try {
-        PickleWriter w;
-        write_torch_snapshot(w, in, data, resolved);
-        return w.take();
-    } catch (...) {
-        return {};
-    }
-}
-
 std::string torch_snapshot_json(const ReportInput& in, const stacks::ReportData& data, const ResolvedReport& resolved) {
     try {
         JsonObjectWriter w;

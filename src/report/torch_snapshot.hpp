@@ -27,9 +27,7 @@ void write_torch_snapshot(ObjectWriter& w, const ReportInput& in, const stacks::
 /// The pickle into `out` as it is made (<prefix>.pickle); false when `out` failed. May throw.
 bool write_torch_snapshot_pickle(util::OutputSink& out, const ReportInput& in, const stacks::ReportData& data,
                                  const ResolvedReport& resolved);
-/// The same dict as pickle bytes and as JSON (the C API). Never throw; an empty string on failure.
-std::string torch_snapshot_pickle(const ReportInput& in, const stacks::ReportData& data,
-                                  const ResolvedReport& resolved);
+/// The same dict as JSON (the C API). Never throws; an empty string on failure.
 std::string torch_snapshot_json(const ReportInput& in, const stacks::ReportData& data, const ResolvedReport& resolved);
 
 } // namespace gpumemprof::report

@@ -5,6 +5,7 @@
 #include "stacks/backtrace.hpp"
 
 #include "stacks/frame_rules.hpp"
+#include "util/per_thread.hpp"
 
 #include <algorithm>
 #include <cstddef>
@@ -52,23 +53,8 @@ void probe_bounds(StackBounds* b) noexcept {
 struct Fallback {
     ucontext_t uc;
 };
-thread_local Fallback* tl_fallback = nullptr;
-thread_local bool tl_fallback_gone = false;
-struct FallbackHolder {
-    ~FallbackHolder() {
-        delete tl_fallback;
-        tl_fallback = nullptr;
-        tl_fallback_gone = true;
-    }
-};
-thread_local FallbackHolder tl_fallback_holder;
-
 Fallback* fallback() noexcept {
-    if (tl_fallback == nullptr && !tl_fallback_gone) {
-        tl_fallback = new (std::nothrow) Fallback;
-        (void)&tl_fallback_holder; // registers the thread-exit destructor
-    }
-    return tl_fallback;
+    return util::PerThread<Fallback>::get();
 }
 
 inline std::uintptr_t load(std::uintptr_t addr) noexcept {

@@ -11,6 +11,7 @@
 #include "stacks/python_frames.hpp"
 
 #include "util/log.hpp"
+#include "util/per_thread.hpp"
 
 #include <dlfcn.h>
 #include <unistd.h>
@@ -495,23 +496,8 @@ struct Shadow {
     } at[kMaxPythonFrames];
 };
 Shadow g_no_shadow; // read (never written) by a thread whose shadow could not be allocated
-thread_local Shadow* tl_shadow = nullptr;
-thread_local bool tl_shadow_gone = false;
-struct ShadowHolder {
-    ~ShadowHolder() {
-        delete tl_shadow;
-        tl_shadow = nullptr;
-        tl_shadow_gone = true;
-    }
-};
-thread_local ShadowHolder tl_shadow_holder;
-
 Shadow* thread_shadow() noexcept {
-    if (tl_shadow == nullptr && !tl_shadow_gone) {
-        tl_shadow = new (std::nothrow) Shadow();
-        (void)&tl_shadow_holder; // registers the thread-exit destructor
-    }
-    return tl_shadow;
+    return util::PerThread<Shadow>::get();
 }
 
 /// What tells this code object from another one at the same address: (aux, version) as the fast
@@ -715,23 +701,8 @@ struct Shadow311 {
         bool valid = false;
     } at[kMaxPythonFrames];
 };
-thread_local Shadow311* tl_shadow311 = nullptr;
-thread_local bool tl_shadow311_gone = false;
-struct Shadow311Holder {
-    ~Shadow311Holder() {
-        delete tl_shadow311;
-        tl_shadow311 = nullptr;
-        tl_shadow311_gone = true;
-    }
-};
-thread_local Shadow311Holder tl_shadow311_holder;
-
 Shadow311* thread_shadow311() noexcept {
-    if (tl_shadow311 == nullptr && !tl_shadow311_gone) {
-        tl_shadow311 = new (std::nothrow) Shadow311();
-        (void)&tl_shadow311_holder; // registers the thread-exit destructor
-    }
-    return tl_shadow311;
+    return util::PerThread<Shadow311>::get();
 }
 
 int walk_311(const Interpreter& in, const FastTable* fast, std::uintptr_t frame, std::uintptr_t* out,

@@ -5,6 +5,7 @@
 #include "stacks/backtrace.hpp"
 #include "stacks/frame_rules.hpp"
 #include "stacks/python_frames.hpp"
+#include "util/per_thread.hpp"
 #include "util/swallowed.hpp"
 
 #include <algorithm>
@@ -22,10 +23,13 @@ namespace {
 /// this much room, or off the thread's own stack, the allocation is kept without a stack.
 constexpr std::uintptr_t kUnwindStackRoom = 32 * 1024;
 
+struct ThreadCapture;
+void release_stats(ThreadCapture* c) noexcept;
 /// Per thread: the frames of the current capture and of the previous one (two buffers, swapped),
 /// on the heap, not on the thread's stack (small stacks: docs/guarantees.md). A capture equal to
 /// the previous one, word for word, is the previous one's id: no hash, no lookup.
 struct ThreadCapture {
+    ~ThreadCapture() { release_stats(this); } // at the thread's exit (util::PerThread)
     std::uintptr_t words[2][kMaxFrames + python::kMaxPythonFrames];
     int current = 0;     ///< the buffer the next capture is written to
     int previous_n = -1; ///< frames of the previous capture (the other buffer)
@@ -34,33 +38,8 @@ struct ThreadCapture {
     std::uint64_t stats_owner = 0;            ///< the recorder whose counters `stats` is
     detail::CaptureCounters* stats = nullptr; ///< that recorder's counters for this thread
 };
-thread_local ThreadCapture* tl_capture = nullptr;
-thread_local bool tl_capture_gone = false;
-void release_stats(ThreadCapture* c) noexcept;
-struct ThreadCaptureHolder {
-    ~ThreadCaptureHolder() {
-        release_stats(tl_capture);
-        delete tl_capture;
-        tl_capture = nullptr;
-        tl_capture_gone = true;
-    }
-};
-thread_local ThreadCaptureHolder tl_capture_holder;
-
 ThreadCapture* thread_capture() noexcept {
-    if (tl_capture == nullptr && !tl_capture_gone) {
-        tl_capture = new (std::nothrow) ThreadCapture;
-        if (tl_capture != nullptr) {
-            tl_capture->current = 0;
-            tl_capture->previous_n = -1;
-            tl_capture->previous_id = 0;
-            tl_capture->previous_tree = 0;
-            tl_capture->stats_owner = 0;
-            tl_capture->stats = nullptr;
-        }
-        (void)&tl_capture_holder; // registers the thread-exit destructor
-    }
-    return tl_capture;
+    return util::PerThread<ThreadCapture>::get();
 }
 
 std::atomic<std::uint64_t> g_next_recorder{1};

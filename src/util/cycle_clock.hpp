@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // A cheap timestamp for timing the profiler's own hot path: the CPU's time-stamp counter on
-// x86-64 (a few ns, no system call even where clock_gettime has no vDSO fast path), else the
-// steady clock. Ticks are converted to nanoseconds at report time by comparing both clocks.
+// x86-64 (one instruction, no system call even where clock_gettime has no vDSO fast path), else
+// the steady clock. Ticks are converted to nanoseconds at report time by comparing both clocks.
 #pragma once
 
 #include <chrono>

@@ -27,8 +27,10 @@ class Recorder : public PoolListener {
 public:
     std::vector<Event> events;
     std::vector<OomInfo> ooms;
-    void on_alloc(std::uintptr_t p, std::size_t s, std::size_t, std::uintptr_t) override {
+    std::vector<RequestSite> sites; ///< of each alloc, segment_alloc, segment_map and oom, in order
+    void on_alloc(std::uintptr_t p, std::size_t s, std::size_t, std::uintptr_t, RequestSite site) override {
         events.push_back({"alloc", p, s});
+        sites.push_back(site);
     }
     void on_free_requested(std::uintptr_t p, std::size_t s, std::size_t) override {
         events.push_back({"free_requested", p, s});
@@ -36,11 +38,20 @@ public:
     void on_free_completed(std::uintptr_t p, std::size_t s, std::size_t) override {
         events.push_back({"free_completed", p, s});
     }
-    void on_segment_alloc(std::uintptr_t p, std::size_t s) override { events.push_back({"segment_alloc", p, s}); }
+    void on_segment_alloc(std::uintptr_t p, std::size_t s, RequestSite site) override {
+        events.push_back({"segment_alloc", p, s});
+        sites.push_back(site);
+    }
     void on_segment_free(std::uintptr_t p, std::size_t s) override { events.push_back({"segment_free", p, s}); }
-    void on_segment_map(std::uintptr_t p, std::size_t s) override { events.push_back({"segment_map", p, s}); }
+    void on_segment_map(std::uintptr_t p, std::size_t s, RequestSite site) override {
+        events.push_back({"segment_map", p, s});
+        sites.push_back(site);
+    }
     void on_segment_unmap(std::uintptr_t p, std::size_t s) override { events.push_back({"segment_unmap", p, s}); }
-    void on_oom(const OomInfo& i) override { ooms.push_back(i); }
+    void on_oom(const OomInfo& i, RequestSite site) override {
+        ooms.push_back(i);
+        sites.push_back(site);
+    }
 };
 
 inline PoolOptions opts(const char* conf = "", bool defer = false, Mode mode = Mode::caching) {

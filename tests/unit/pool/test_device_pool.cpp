@@ -599,3 +599,33 @@ TEST_CASE("reserved peak moment: fragmentation measured at one instant", "[pool]
     CHECK(m.allocated == 1024);
     CHECK(m.inactive_split_bytes == static_cast<std::int64_t>(2 * MiB - 1024));
 }
+
+TEST_CASE("a request's site reaches the listener with each event it causes, and only those", "[pool]") {
+    SimBackend dev(40 * MiB);
+    Recorder rec;
+    DevicePool pool(dev, opts(), &rec);
+    std::uintptr_t a = 0, b = 0, c = 0, p = 0;
+    // A miss: the new 2 MiB segment and the block are the request's; a hit: only the block.
+    REQUIRE(pool.malloc(1000, 0, &a, 7) == kSuccess);
+    REQUIRE(pool.malloc(1000, 0, &b, 8) == kSuccess);
+    REQUIRE(pool.free(a) == kSuccess);
+    // A private pool's request, and one made without a site.
+    REQUIRE(pool.malloc(1000, 0, &c, PoolId{1, 1}, 9) == kSuccess);
+    REQUIRE(pool.malloc(1000, 0, &a) == kSuccess);
+    // Out of memory: 50 MiB never fits a 40 MiB device; >= 1 EiB is refused before the policy.
+    CHECK(pool.malloc(50 * MiB, 0, &p, 10) == kOutOfMemory);
+    CHECK(pool.malloc(std::size_t{1} << 61, 0, &p, 11) == kOutOfMemory);
+    CHECK(rec.sites == std::vector<RequestSite>{7, 7, 8, 9, 9, 0, 10, 11});
+    std::vector<std::string> what;
+    for (const Event& e : rec.events)
+        if (e.what == "alloc" || e.what == "segment_alloc")
+            what.push_back(e.what);
+    CHECK(what == std::vector<std::string>{"segment_alloc", "alloc", "alloc", "segment_alloc", "alloc", "alloc"});
+    CHECK(rec.ooms.size() == 2);
+
+    // Without caching the segment is the block: both carry the site.
+    Recorder rec2;
+    DevicePool plain(dev, opts("", false, Mode::passthrough), &rec2);
+    REQUIRE(plain.malloc(4096, 0, &p, 12) == kSuccess);
+    CHECK(rec2.sites == std::vector<RequestSite>{12, 12});
+}

@@ -383,3 +383,18 @@ TEST_CASE("expandable segment: pages of one range, mapped all or nothing", "[exp
     CHECK(dev.live_reservations() == 0);
     CHECK(dev.counters().bad_vmm_calls == 0);
 }
+
+TEST_CASE("expandable: pages mapped for a request carry its site to the listener", "[expandable]") {
+    SimBackend dev(std::size_t{8} << 30);
+    Recorder rec;
+    DevicePool pool(dev, opts("expandable_segments:True"), &rec);
+    std::uintptr_t a = 0, b = 0;
+    REQUIRE(pool.malloc(5 * MiB, 0, &a, 3) == kSuccess); // maps one 20 MiB page
+    // 30 MiB: the 15 MiB free behind the first block and one more page (15 MiB of it).
+    REQUIRE(pool.malloc(30 * MiB, 0, &b, 4) == kSuccess);
+    CHECK(rec.sites == std::vector<RequestSite>{3, 3, 4, 4});
+    std::vector<std::string> what;
+    for (const Event& e : rec.events)
+        what.push_back(e.what);
+    CHECK(what == std::vector<std::string>{"segment_map", "alloc", "segment_map", "alloc"});
+}

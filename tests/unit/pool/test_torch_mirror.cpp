@@ -33,16 +33,20 @@ class Forward : public PoolListener {
 public:
     TorchMirror* mirror = nullptr;
     std::uintptr_t stream = 0;
-    void on_alloc(std::uintptr_t p, std::size_t, std::size_t requested, std::uintptr_t s) override {
+    void on_alloc(std::uintptr_t p, std::size_t, std::size_t requested, std::uintptr_t s, RequestSite) override {
         mirror->alloc(p, requested, s, {});
     }
     void on_free_requested(std::uintptr_t p, std::size_t, std::size_t) override { mirror->free_requested(p); }
     void on_free_completed(std::uintptr_t p, std::size_t, std::size_t) override { mirror->free_completed(p); }
-    void on_segment_alloc(std::uintptr_t p, std::size_t s) override { mirror->segment_alloc(p, s, stream, {}); }
+    void on_segment_alloc(std::uintptr_t p, std::size_t s, RequestSite) override {
+        mirror->segment_alloc(p, s, stream, {});
+    }
     void on_segment_free(std::uintptr_t p, std::size_t s) override { mirror->segment_free(p, s); }
-    void on_segment_map(std::uintptr_t p, std::size_t s) override { mirror->segment_map(p, s, stream, {}); }
+    void on_segment_map(std::uintptr_t p, std::size_t s, RequestSite) override {
+        mirror->segment_map(p, s, stream, {});
+    }
     void on_segment_unmap(std::uintptr_t p, std::size_t s) override { mirror->segment_unmap(p, s); }
-    void on_oom(const OomInfo& i) override { mirror->oom(i.device_free, i.rounded, 0); }
+    void on_oom(const OomInfo& i, RequestSite) override { mirror->oom(i.device_free, i.rounded, 0); }
 };
 
 void require_same_stats(const stats::DeviceStats& pool, stats::DeviceStats mirror) {
@@ -253,6 +257,22 @@ TEST_CASE("mirror: OOM counted and reported with the largest free block", "[torc
     CHECK(heard.ooms[0].largest_free_block == 12 * MiB);
     CHECK(heard.ooms[0].allocated == static_cast<std::int64_t>(8 * MiB));
     CHECK(heard.ooms[0].device_free == 1000);
+}
+
+TEST_CASE("mirror: the site given with an event reaches the listener with it", "[torch_mirror]") {
+    Recorder heard;
+    TorchMirror m(rules(), &heard);
+    m.segment_alloc(A, 20 * MiB, 0, {}, 5);
+    m.alloc(A, 8 * MiB, 0, {}, 6);
+    m.alloc(A + 8 * MiB, 1 * MiB, 0, {});
+    m.oom(1000, 30 * MiB, 0, 7);
+    Recorder heard_exp;
+    TorchMirror e(rules("expandable_segments:True"), &heard_exp);
+    e.segment_map(A, 40 * MiB, S1, {}, 8);
+    CHECK(heard.sites == std::vector<RequestSite>{5, 6, 0, 7});
+    CHECK(heard_exp.sites == std::vector<RequestSite>{8});
+    CHECK(m.mismatches() == 0);
+    CHECK(e.mismatches() == 0);
 }
 
 namespace {

@@ -98,6 +98,23 @@ stacks::ReportData make_data() {
     return d;
 }
 
+/// A folded file's text, written as the dump writes it (write_folded), into a string.
+std::string folded(const ResolvedReport& r, FoldedMetric metric) {
+    std::string out;
+    util::StringSink sink(out);
+    CHECK(write_folded(sink, r, metric));
+    return out;
+}
+
+/// What prepare_stack_report makes of `data`, symbolised by `sym` instead of the process's.
+StackReport stack_report(const stacks::ReportData& data, Symbolizer& sym) {
+    StackReport r;
+    r.data = data;
+    r.resolved = resolve_report(r.data, sym, parse_skip_list(nullptr));
+    r.ok = true;
+    return r;
+}
+
 } // namespace
 
 TEST_CASE("line profile tree, cumulative view, CuPy format", "[report]") {
@@ -133,14 +150,14 @@ TEST_CASE("folded stacks: peak, total and leaked bytes", "[report]") {
     auto sym = make_symbols();
     auto data = make_data();
     const auto r = resolve_report(data, sym, parse_skip_list(nullptr));
-    CHECK(folded_stacks(r, FoldedMetric::peak_live_bytes) ==
+    CHECK(folded(r, FoldedMetric::peak_live_bytes) ==
           "main (app.cpp:10);train(int) (app.cpp:20);alloc_a() (app.cpp:30) 2097152\n"
           "main (app.cpp:10);train(int) (app.cpp:20);alloc_b() (app.cpp:40) 524288\n");
-    CHECK(folded_stacks(r, FoldedMetric::total_bytes) ==
+    CHECK(folded(r, FoldedMetric::total_bytes) ==
           "main (app.cpp:10);train(int) (app.cpp:20);alloc_a() (app.cpp:30) 3145728\n"
           "main (app.cpp:10);train(int) (app.cpp:20);alloc_b() (app.cpp:40) 1048576\n"
           "main (app.cpp:10);train(int) (app.cpp:20);alloc_b() (app.cpp:41);fill(void*) (app.hpp:5) 512\n");
-    CHECK(folded_stacks(r, FoldedMetric::leaked_bytes) ==
+    CHECK(folded(r, FoldedMetric::leaked_bytes) ==
           "main (app.cpp:10);train(int) (app.cpp:20);alloc_a() (app.cpp:30) 1048576\n"
           "main (app.cpp:10);train(int) (app.cpp:20);alloc_b() (app.cpp:41);fill(void*) (app.hpp:5) 512\n");
 }
@@ -151,7 +168,7 @@ TEST_CASE("frame dropping follows the skip list; equal stacks merge", "[report]"
     // Only the profiler's module is skipped, but the cudaMalloc frame still goes: CUDA API
     // frames are dropped by name too (with static cudart they live in the program's module).
     auto r = resolve_report(data, sym, {"libgpumemprof"});
-    CHECK(folded_stacks(r, FoldedMetric::peak_live_bytes) ==
+    CHECK(folded(r, FoldedMetric::peak_live_bytes) ==
           "main (app.cpp:10);train(int) (app.cpp:20);alloc_a() (app.cpp:30) 2097152\n"
           "main (app.cpp:10);train(int) (app.cpp:20);alloc_b() (app.cpp:40) 524288\n");
     // Static cudart internals as nvcc 13 names them, inside the program's own module, go too.
@@ -167,7 +184,7 @@ TEST_CASE("frame dropping follows the skip list; equal stacks merge", "[report]"
     }
     // An empty skip list keeps the profiler's own frames (a module rule) but not cudaMalloc.
     r = resolve_report(data, sym, {});
-    CHECK(folded_stacks(r, FoldedMetric::peak_live_bytes).find("cudaMalloc") == std::string::npos);
+    CHECK(folded(r, FoldedMetric::peak_live_bytes).find("cudaMalloc") == std::string::npos);
     // Site 4 differs from site 2 only in the profiler frame: after dropping it they are one site.
     data.sites.push_back(site(4, {0x901, 0x400, 0x200, 0x100}, 100, 0, 1000, 0, 0));
     r = resolve_report(data, sym, parse_skip_list(nullptr));
@@ -183,7 +200,7 @@ TEST_CASE("frame dropping follows the skip list; equal stacks merge", "[report]"
     // Stack not captured (id 0, no frames).
     stacks::ReportData none;
     none.sites.push_back(site(0, {}, 4096, 0, 4096, 0, 0));
-    CHECK(folded_stacks(resolve_report(none, sym, {}), FoldedMetric::peak_live_bytes) == "[no stack] 4096\n");
+    CHECK(folded(resolve_report(none, sym, {}), FoldedMetric::peak_live_bytes) == "[no stack] 4096\n");
 }
 
 TEST_CASE("OOM text in PyTorch's shape and the suggestion", "[report]") {
@@ -257,7 +274,7 @@ TEST_CASE("OOM text of requests of 2^63 bytes and more: sizes stay positive", "[
     CHECK(oom_message(0, info).find("Tried to allocate 8589934592.00 GiB.") != std::string::npos);
 }
 
-TEST_CASE("write_reports writes the three files atomically and reports failures", "[report]") {
+TEST_CASE("write_all_reports writes the four files atomically and reports failures", "[report]") {
     auto sym = make_symbols();
     auto data = make_data();
     stacks::OomRecord oom;
@@ -282,7 +299,7 @@ TEST_CASE("write_reports writes the three files atomically and reports failures"
     dev.at_reserved_peak = pool::ReservedPeak{23068672, 2097152, 1048576};
     in.devices.push_back(dev);
     std::string err;
-    REQUIRE(write_reports(in, data, sym, &err));
+    REQUIRE(write_all_reports(in, stack_report(data, sym), &err));
     CHECK(err.empty());
     auto slurp = [](const std::string& p) {
         std::ifstream f(p);
@@ -313,22 +330,18 @@ TEST_CASE("write_reports writes the three files atomically and reports failures"
     CHECK(txt.find("_root (4.00MB, 22.00MB)") != std::string::npos);
     CHECK(txt.find("_root (2.50MB, 20.00MB)") != std::string::npos);
     CHECK(slurp(in.prefix + ".folded") ==
-          folded_stacks(resolve_report(data, sym, parse_skip_list(nullptr)), FoldedMetric::peak_live_bytes));
+          folded(resolve_report(data, sym, parse_skip_list(nullptr)), FoldedMetric::peak_live_bytes));
     CHECK(slurp(in.prefix + ".alloc.folded").find("alloc_a() (app.cpp:30) 3145728\n") != std::string::npos);
     // Each unique address resolved once per resolve_report call: 9 addresses in the data.
     // (The cache across calls is the ProcessSymbolizer's job, tested with it.)
 
-    util::JsonWriter w;
-    w.begin_object();
-    append_json(w, in, data, sym);
-    w.end_object();
-    const std::string& js = w.str();
-    // The frame table first, each frame once, in the order the sites first use them (innermost
-    // first within a site): alloc_a 0, train 1, main 2, alloc_b 3, the inlined fill 4 and
-    // alloc_b:41 5 (the fake symbolizer's offset is the address); then the sites, root first.
-    CHECK(js.rfind("{\"frames\":[{\"function\":\"alloc_a()\",\"file\":\"/src/app.cpp\",\"line\":30,"
-                   "\"module\":\"app\",\"offset\":768,\"kind\":\"native\"},{\"function\":\"train(int)\",",
-                   0) == 0);
+    const std::string js = slurp(in.prefix + ".json");
+    // The frame table, each frame once, in the order the sites first use them (innermost first
+    // within a site): alloc_a 0, train 1, main 2, alloc_b 3, the inlined fill 4 and alloc_b:41 5
+    // (the fake symbolizer's offset is the address); then the sites, root first.
+    CHECK(js.find("\"frames\":[{\"function\":\"alloc_a()\",\"file\":\"/src/app.cpp\",\"line\":30,"
+                  "\"module\":\"app\",\"offset\":768,\"kind\":\"native\"},{\"function\":\"train(int)\",") !=
+          std::string::npos);
     std::size_t kinds = 0;
     for (std::size_t at = js.find("\"kind\":\"native\""); at != std::string::npos;
          at = js.find("\"kind\":\"native\"", at + 1))
@@ -351,9 +364,9 @@ TEST_CASE("write_reports writes the three files atomically and reports failures"
 
     in.prefix = std::string(dir) + "/no/such/dir/run";
     err.clear();
-    CHECK_FALSE(write_reports(in, data, sym, &err));
+    CHECK_FALSE(write_all_reports(in, stack_report(data, sym), &err));
     CHECK(err.find("no/such/dir") != std::string::npos);
-    for (const char* ext : {".txt", ".folded", ".alloc.folded"})
+    for (const char* ext : {".json", ".txt", ".folded", ".alloc.folded"})
         std::remove((std::string(dir) + "/run" + ext).c_str());
     rmdir(dir);
 }
@@ -406,7 +419,7 @@ TEST_CASE("the text listings leave out allocation and dispatch plumbing (GPUMEMP
                       "    (3 allocator/dispatch frames not shown (GPUMEMPROF_HIDE_FRAMES); 1 outer frame)\n") !=
           std::string::npos);
     // The tree and the folded file keep every frame.
-    CHECK(folded_stacks(r, FoldedMetric::total_bytes).find("NativeCachingAllocator") != std::string::npos);
+    CHECK(folded(r, FoldedMetric::total_bytes).find("NativeCachingAllocator") != std::string::npos);
 }
 
 TEST_CASE("frame filter: patterns match the function or the module; interpreter frames hidden", "[report]") {
@@ -490,7 +503,7 @@ TEST_CASE("folded lines are in byte order, also where a frame's text begins or e
     data.sites.push_back(site(0, {}, 77, 0, 0, 0, 0)); // no stack
     const ResolvedReport r = resolve_report(data, sym, {});
     REQUIRE(r.sites.size() > 100);
-    CHECK(folded_stacks(r, FoldedMetric::total_bytes) == folded_by_sorting_lines(r));
+    CHECK(folded(r, FoldedMetric::total_bytes) == folded_by_sorting_lines(r));
 }
 
 TEST_CASE("a line-profile tree over its line budget shows its largest lines and what was left out", "[report]") {

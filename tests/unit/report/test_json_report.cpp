@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
@@ -195,24 +196,32 @@ TEST_CASE("the JSON's figures are the snapshot's: one moment for every field", "
     CHECK(bare.find("\"ipc_refused\":5") != std::string::npos);
 }
 
-TEST_CASE("a JSON report is written whole or not at all, whichever allocation fails", "[report][json]") {
+TEST_CASE("the reports are written whole or not at all, whichever allocation fails", "[report][json]") {
     Fixture f;
     char dir[] = "/tmp/gpumemprof_json_XXXXXX";
     REQUIRE(::mkdtemp(dir) != nullptr);
     f.in.prefix = std::string(dir) + "/run";
     const std::string path = f.in.prefix + ".json";
-    // A report from an earlier dump, which a failed one must leave as it is.
-    { std::ofstream(path) << "{\"earlier\":true}"; }
+    const char* const stack_files[] = {".txt", ".folded", ".alloc.folded"};
     int failed = 0;
     bool succeeded = false;
     for (long n = 1; n < 100000 && !succeeded; ++n) {
+        // A JSON from an earlier dump, which a failed one must leave as it is.
+        { std::ofstream(path) << "{\"earlier\":true}"; }
+        for (const char* ext : stack_files)
+            ::unlink((f.in.prefix + ext).c_str());
         std::string error;
         g_fail_in = n;
-        const bool ok = write_json_report(f.in, f.stacks, &error);
+        const bool ok = write_all_reports(f.in, f.stacks, &error);
         const bool injected = g_fail_in.exchange(0) <= 0; // the n-th allocation did happen
-        const std::vector<std::string> files = files_in(dir);
+        std::vector<std::string> files = files_in(dir);
+        std::sort(files.begin(), files.end());
         INFO("allocation " << n << " failed: " << injected);
-        REQUIRE(files == std::vector<std::string>{"run.json"}); // no temporary left behind
+        // No temporary left behind; the four files together or none of the new ones.
+        if (ok)
+            REQUIRE(files == std::vector<std::string>{"run.alloc.folded", "run.folded", "run.json", "run.txt"});
+        else
+            REQUIRE(files == std::vector<std::string>{"run.json"});
         const std::string content = slurp(path);
         REQUIRE(well_formed(content));
         if (ok) {
@@ -225,8 +234,10 @@ TEST_CASE("a JSON report is written whole or not at all, whichever allocation fa
         }
     }
     CHECK(succeeded);
-    // Every allocation of the writer was made to fail once (hundreds, inside the sections too).
+    // Every allocation of the writers was made to fail once (hundreds, inside the sections too).
     CHECK(failed > 100);
     ::unlink(path.c_str());
+    for (const char* ext : stack_files)
+        ::unlink((f.in.prefix + ext).c_str());
     ::rmdir(dir);
 }

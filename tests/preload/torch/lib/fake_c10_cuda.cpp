@@ -118,7 +118,8 @@ private:
     struct Events final : pool::PoolListener {
         FakeAllocator* a;
         explicit Events(FakeAllocator* owner) : a(owner) {}
-        void on_alloc(std::uintptr_t p, std::size_t, std::size_t requested, std::uintptr_t) override {
+        void on_alloc(std::uintptr_t p, std::size_t, std::size_t requested, std::uintptr_t,
+                      pool::RequestSite) override {
             a->emit(TraceEntry::ALLOC, p, requested);
         }
         void on_free_requested(std::uintptr_t p, std::size_t, std::size_t requested) override {
@@ -127,9 +128,13 @@ private:
         void on_free_completed(std::uintptr_t p, std::size_t, std::size_t requested) override {
             a->emit(TraceEntry::FREE_COMPLETED, p, requested);
         }
-        void on_segment_alloc(std::uintptr_t p, std::size_t s) override { a->emit(TraceEntry::SEGMENT_ALLOC, p, s); }
+        void on_segment_alloc(std::uintptr_t p, std::size_t s, pool::RequestSite) override {
+            a->emit(TraceEntry::SEGMENT_ALLOC, p, s);
+        }
         void on_segment_free(std::uintptr_t p, std::size_t s) override { a->emit(TraceEntry::SEGMENT_FREE, p, s); }
-        void on_oom(const pool::OomInfo& i) override { a->emit(TraceEntry::OOM, i.device_free, i.rounded); }
+        void on_oom(const pool::OomInfo& i, pool::RequestSite) override {
+            a->emit(TraceEntry::OOM, i.device_free, i.rounded);
+        }
     };
 
     void emit(TraceEntry::Action a, std::size_t addr, std::size_t size) {

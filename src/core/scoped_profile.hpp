@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-// Line profiles of a scope (the Python package's LineProfile context manager): the call sites'
-// cumulative totals at the scope's start and end; the tree of the differences shows only what
-// was allocated inside the scope, in CuPy's LineProfileHook format.
+// Line profiles of a scope (the Python package's LineProfile context manager, through the C API):
+// live state of the process, the call sites' cumulative totals at each open scope's start and
+// end; the tree of the differences (report/line_profile) shows only what was allocated inside
+// the scope, in CuPy's LineProfileHook format.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +11,7 @@
 #include <string>
 #include <utility>
 
-namespace gpumemprof::report {
+namespace gpumemprof::core {
 
 class ScopedProfiles {
 public:
@@ -40,4 +41,4 @@ private:
     std::int64_t next_ = 1;
 };
 
-} // namespace gpumemprof::report
+} // namespace gpumemprof::core

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // ScopedProfiles (see scoped_profile.hpp).
-#include "report/scoped_profile.hpp"
+#include "core/scoped_profile.hpp"
 
 #include "report/line_profile.hpp"
 #include "report/reports.hpp"
@@ -8,7 +8,7 @@
 
 #include <algorithm>
 
-namespace gpumemprof::report {
+namespace gpumemprof::core {
 
 ScopedProfiles& ScopedProfiles::instance() {
     static auto* p = new ScopedProfiles(); // leaked, as the recorder
@@ -76,9 +76,9 @@ std::string ScopedProfiles::render(std::int64_t token, int max_depth, bool nativ
     }
     for (stacks::SiteData& s : delta.sites)
         s.frames = stacks::Recorder::instance().frames(s.id);
-    ResolvedReport r = resolve_stacks(delta, stack_skip, python_mode);
+    report::ResolvedReport r = report::resolve_stacks(delta, stack_skip, python_mode);
     std::vector<std::uint32_t> frames; // root first
-    for (ResolvedSite& s : r.sites) {
+    for (report::ResolvedSite& s : r.sites) {
         r.stacks.frames(s.stack, &frames);
         auto python = [&](std::uint32_t f) { return r.frames[f].python; };
         if (!native && std::any_of(frames.begin(), frames.end(), python))
@@ -87,7 +87,7 @@ std::string ScopedProfiles::render(std::int64_t token, int max_depth, bool nativ
             frames.erase(frames.begin(), frames.end() - max_depth); // keep the innermost
         s.stack = r.stacks.add(frames);
     }
-    return line_profile_tree(r, TreeView::cumulative);
+    return report::line_profile_tree(r, report::TreeView::cumulative);
 }
 
-} // namespace gpumemprof::report
+} // namespace gpumemprof::core
