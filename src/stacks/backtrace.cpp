@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: MIT
 // Stack capture: a walk over the calling thread's stack with the shared frame rules. A frame
-// costs one lookup in the rules table and one or two reads of the stack; nothing per thread but
-// the stack's bounds (and, on the rare fallback, one register context).
+// costs one lookup in the rules table and one or two reads of the stack, until the walk meets the
+// thread's previous walk (its shadow, below): from there a frame costs a compare of the one or
+// two words that walk read. Per thread: the stack's bounds, the shadow (on the heap) and, on the
+// rare fallback, one register context.
 #include "stacks/backtrace.hpp"
 
 #include "stacks/frame_rules.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstring>
 #include <new>
@@ -77,6 +80,106 @@ inline std::uintptr_t load(std::uintptr_t addr) noexcept {
     return v;
 }
 
+// ---- the shadow of the previous walk ---------------------------------------------------------
+// A walk is a function of its state at a frame (pc, sp, bp), the rules of the pcs it meets (the
+// same while g_generation is) and the stack words it reads from that frame outward. So a walk
+// that reaches a frame in the very state the previous walk had there, while every word that walk
+// read from there on still holds what it read, would go on exactly as that one did: it stops
+// there and copies the rest (docs/design.md, Stacks).
+
+/// One frame of a remembered walk: its state, and how the walk stepped out of it. What the step
+/// read is implied by the next frame's state: the return address (next pc + 1) at next sp - 8
+/// and, for a rule that restores bp, next bp at next sp + step; for the kernel's signal frame, the
+/// next pc, sp and bp in the ucontext at this sp.
+struct WalkFrame {
+    std::uintptr_t pc, sp, bp;
+    std::int32_t step;   ///< kStepBpKept, kStepSignal, kStepUnsure or the saved bp's offset from the CFA
+    std::uint32_t flags; ///< kUsesBp, kBpLive
+};
+/// The step's CFA is bp plus a constant.
+constexpr std::uint32_t kUsesBp = 1;
+/// The walk from this frame on depends on its bp: a frame from here outward computes its CFA from
+/// bp before a step restores bp from the stack (or the walk stopped at its limit with bp kept).
+/// Where it is not set, bp is only carried outward, unused, and may differ between two walks.
+constexpr std::uint32_t kBpLive = 2;
+constexpr std::int32_t kStepBpKept = INT32_MIN, kStepSignal = INT32_MIN + 1, kStepUnsure = INT32_MIN + 2;
+constexpr std::uintptr_t kSignalGregs = offsetof(ucontext_t, uc_mcontext) + offsetof(mcontext_t, gregs);
+
+/// The walk's loop ends at this many steps (a cycle of frames could go on for ever).
+constexpr int kMaxSteps = kMaxFrames + 32;
+
+struct Walk {
+    static constexpr int kCapacity = kMaxSteps + 1;
+    int frames;      ///< states kept (0: nothing to compare with)
+    int usable_from; ///< a later walk may stop at frame i only if i >= usable_from (the steps out of
+                     ///< the frames below came from a table miss or from libunwind)
+    bool ended;      ///< the walk stopped by itself after f[frames - 1] (false: at its frame limit)
+    int end_reads;   ///< the words that stop read, with their values
+    std::uintptr_t end_at[2], end_value[2];
+    std::uint64_t generation; ///< rules_table::g_generation when it was walked
+    WalkFrame f[kCapacity];
+};
+
+/// Per thread, on the heap (not on the thread's stack), made at its first walk: the previous
+/// walk and the one being written. Only the frames a walk reaches are ever touched.
+struct Shadow {
+    Walk walk[2];
+    int previous; ///< walk[previous] is the previous walk
+    bool busy;    ///< a walk is under way (a signal handler's walk then neither reads nor writes it)
+};
+thread_local Shadow* tl_shadow = nullptr;
+thread_local bool tl_shadow_gone = false;
+struct ShadowHolder {
+    ~ShadowHolder() {
+        delete tl_shadow;
+        tl_shadow = nullptr;
+        tl_shadow_gone = true;
+    }
+};
+thread_local ShadowHolder tl_shadow_holder;
+
+Shadow* shadow() noexcept {
+    if (tl_shadow == nullptr && !tl_shadow_gone) {
+        tl_shadow = new (std::nothrow) Shadow; // uninitialised: only the frames used get touched
+        if (tl_shadow != nullptr) {
+            tl_shadow->walk[0].frames = tl_shadow->walk[1].frames = 0;
+            tl_shadow->previous = 0;
+            tl_shadow->busy = false;
+        }
+        (void)&tl_shadow_holder; // registers the thread-exit destructor
+    }
+    return tl_shadow;
+}
+
+/// The first frame i >= from of walk `w` from which every word it read outward still holds the
+/// same value (w.frames when even its last step's reads changed). Every word lies at or above
+/// w.f[from].sp, on the thread's stack (each was read there by that walk, within its bounds).
+int still_valid_from(const Walk& w, int from) noexcept {
+    for (int k = 0; k < w.end_reads; ++k)
+        if (load(w.end_at[k]) != w.end_value[k])
+            return w.frames;
+    for (int i = w.frames - 2; i >= from; --i) {
+        const WalkFrame& a = w.f[i];
+        const WalkFrame& b = w.f[i + 1];
+        // The bp a step restores is compared only where it matters (kBpLive): elsewhere the walk
+        // never uses it, and the word is often a caller's register, not a frame pointer.
+        const bool bp_matters = (b.flags & kBpLive) != 0;
+        if (a.step == kStepSignal) {
+            const std::uintptr_t g = a.sp + kSignalGregs;
+            if (load(g + REG_RIP * sizeof(greg_t)) != b.pc || load(g + REG_RSP * sizeof(greg_t)) != b.sp ||
+                (bp_matters && load(g + REG_RBP * sizeof(greg_t)) != b.bp))
+                return i + 1;
+        } else {
+            if (load(b.sp - 8) != b.pc + 1)
+                return i + 1;
+            if (a.step != kStepBpKept && bp_matters &&
+                load(b.sp + static_cast<std::uintptr_t>(static_cast<std::intptr_t>(a.step))) != b.bp)
+                return i + 1;
+        }
+    }
+    return from;
+}
+
 } // namespace
 
 const StackBounds& thread_stack_bounds() noexcept {
@@ -87,7 +190,10 @@ const StackBounds& thread_stack_bounds() noexcept {
     return tl_bounds;
 }
 
-__attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_frames, int skip) noexcept {
+__attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_frames, int skip,
+                                                WalkInfo* info) noexcept {
+    if (info != nullptr)
+        info->from_shadow = 0;
     if (ips == nullptr || max_frames <= 0)
         return 0;
     skip = std::clamp(skip, 0, 16);
@@ -99,14 +205,118 @@ __attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_fra
     if (!b.known || sp < b.lo || sp >= b.hi)
         return 0; // not on the thread's own stack (a coroutine, a signal stack) or bounds unknown
     const StackWindow w{sp, b.hi};
+    const std::uint64_t generation = rules_table::g_generation.load(std::memory_order_acquire);
     const rules_table::Table* table = rules_table::g_table.load(std::memory_order_acquire);
-    int out = 0, seen = 0;
-    for (int steps = 0; steps < kMaxFrames + 32; ++steps) {
+
+    // The previous walk (old) and this one (rec); none inside a signal handler that interrupted a
+    // walk of this thread.
+    Shadow* sh = shadow();
+    if (sh != nullptr && sh->busy)
+        sh = nullptr;
+    const Walk* old = nullptr;
+    Walk* rec = nullptr;
+    if (sh != nullptr) {
+        sh->busy = true;
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+        old = &sh->walk[sh->previous];
+        rec = &sh->walk[sh->previous ^ 1];
+        if (old->frames == 0 || old->generation != generation)
+            old = nullptr;
+        rec->frames = 0;
+        rec->usable_from = 0;
+        rec->ended = false;
+        rec->end_reads = 0;
+        rec->generation = generation;
+    }
+    int oi = 0;              // the merge's place in old: the first frame whose sp is not below ours
+    int old_valid_from = -1; // still_valid_from(old, ...) once asked (-1: not yet)
+    bool keep_old = false;   // this walk is the old one entire: old stays the previous walk
+
+    int out = 0, seen = 0, j = 0; // j: this walk's frame (state) index
+    bool sure = true;             // the step out of frame j is known from the table alone
+    bool at_limit = false;        // the loop's step limit stopped the walk
+    std::uint32_t uses_bp = 0;    // the step out of frame j computes its CFA from bp
+    if (rec != nullptr)
+        rec->f[0] = WalkFrame{pc, sp, bp, kStepUnsure, 0};
+    for (;;) {
+        // ---- the shadow: this frame in the previous walk's state, every word it read still there
+        if (old != nullptr) {
+            while (oi < old->frames && old->f[oi].sp < sp)
+                ++oi;
+            if (oi < old->frames && old->f[oi].sp == sp && old->f[oi].pc == pc &&
+                (old->f[oi].bp == bp || (old->f[oi].flags & kBpLive) == 0) && oi >= old->usable_from) {
+                if (old_valid_from < 0)
+                    old_valid_from = still_valid_from(*old, oi);
+                if (oi >= old_valid_from) {
+                    // The rest of this walk is old's from oi: copy it.
+                    const int m = old->frames;
+                    int k = oi + 1;
+                    int copied = 0;
+                    bool full = false;
+                    for (; k < m; ++k) {
+                        if (seen++ >= skip) {
+                            ips[out++] = old->f[k].pc;
+                            ++copied;
+                            if (out >= max_frames) {
+                                full = true;
+                                ++k;
+                                break;
+                            }
+                        }
+                    }
+                    if (info != nullptr)
+                        info->from_shadow = copied;
+                    // old's frames oi .. k-1 are this walk's j .. j + (k-1-oi).
+                    const int last = j + (k - 1 - oi);
+                    if (rec != nullptr) {
+                        if (j == 0 && k == m && !full && old->ended) {
+                            keep_old = true; // the same walk from its first frame: nothing to copy
+                        } else if (last < Walk::kCapacity) {
+                            std::memcpy(&rec->f[j], &old->f[oi], static_cast<std::size_t>(k - oi) * sizeof(WalkFrame));
+                        } else {
+                            rec = nullptr; // (cannot happen: both walks end within kMaxSteps)
+                        }
+                    }
+                    if (full || (k == m && old->ended)) {
+                        if (rec != nullptr && !keep_old) {
+                            rec->frames = last + 1;
+                            rec->ended = !full;
+                            if (!full) {
+                                rec->end_reads = old->end_reads;
+                                for (int e = 0; e < old->end_reads; ++e) {
+                                    rec->end_at[e] = old->end_at[e];
+                                    rec->end_value[e] = old->end_value[e];
+                                }
+                            }
+                        }
+                        goto done;
+                    }
+                    // old stopped at its frame limit, this one goes on from old's last frame (whose
+                    // bp is live there: the same as this walk's).
+                    j = last;
+                    pc = old->f[m - 1].pc;
+                    sp = old->f[m - 1].sp;
+                    bp = old->f[m - 1].bp;
+                    if (rec != nullptr)
+                        rec->f[j].step = kStepUnsure;
+                    old = nullptr;
+                }
+            }
+        }
+        if (j >= kMaxSteps) {
+            at_limit = true; // (not reached: the frame limit comes first)
+            break;
+        }
+        // ---- one step with the rules: frame j -> frame j + 1
         FrameRule r;
+        sure = true;
         if (!rules_table::find(table, pc, &r)) {
             r = frame_rule(FrameRegs{pc, sp, bp}, w);
             table = rules_table::g_table.load(std::memory_order_acquire); // may have grown
+            sure = false; // a rule not (yet) in the table: the next walk may step otherwise
         }
+        uses_bp = r.kind == FrameRule::cfa_bp || r.kind == FrameRule::other ? kUsesBp : 0;
+        std::int32_t step = kStepBpKept;
         std::uintptr_t cfa;
         if (r.kind == FrameRule::cfa_sp) {
             cfa = sp + static_cast<std::uintptr_t>(static_cast<std::intptr_t>(r.cfa_offset));
@@ -115,60 +325,139 @@ __attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_fra
         } else if (r.kind == FrameRule::sigreturn) {
             // The kernel's frame: the interrupted registers are in the ucontext at sp; the
             // interrupted pc is exact (not a return address).
-            const std::uintptr_t gregs = sp + offsetof(ucontext_t, uc_mcontext) + offsetof(mcontext_t, gregs);
+            const std::uintptr_t gregs = sp + kSignalGregs;
             if (!w.holds(gregs, sizeof(gregset_t)))
                 break;
             const std::uintptr_t next_pc = load(gregs + REG_RIP * sizeof(greg_t));
             const std::uintptr_t next_sp = load(gregs + REG_RSP * sizeof(greg_t));
-            if (next_sp <= sp || !w.holds(next_sp, 0) || next_pc < 0x4000)
+            if (next_sp <= sp || !w.holds(next_sp, 0) || next_pc < 0x4000) {
+                if (rec != nullptr) {
+                    rec->end_reads = 2;
+                    rec->end_at[0] = gregs + REG_RIP * sizeof(greg_t);
+                    rec->end_value[0] = next_pc;
+                    rec->end_at[1] = gregs + REG_RSP * sizeof(greg_t);
+                    rec->end_value[1] = next_sp;
+                }
                 break;
+            }
             bp = load(gregs + REG_RBP * sizeof(greg_t));
             sp = next_sp;
             pc = next_pc;
-            if (seen++ >= skip && (ips[out++] = pc, out >= max_frames))
-                break;
-            continue;
+            step = kStepSignal;
+            goto stepped;
         } else if (r.kind == FrameRule::other) {
             FrameRegs f{pc, sp, bp};
             const int stepped = step_with_libunwind(&f, w);
-            if (stepped == 0 || (stepped > 0 && f.sp <= sp))
+            if (stepped == 0 || (stepped > 0 && f.sp <= sp)) {
+                sure = false;
                 break;
+            }
             if (stepped < 0) {
                 // A frame that needs more registers than pc, sp and bp: libunwind unwinds the
                 // whole stack again from a complete context.
+                if (rec != nullptr)
+                    rec->frames = 0; // nothing to remember
+                rec = nullptr;
+                keep_old = false;
                 Fallback* fb = fallback();
                 if (fb == nullptr || ::getcontext(&fb->uc) != 0)
-                    break;
+                    goto done;
                 const int n = unwind_with_libunwind(&fb->uc, ips, max_frames, skip, w);
-                return n > out ? n : out;
+                if (n > out)
+                    out = n;
+                goto done;
             }
             pc = f.pc;
             sp = f.sp;
             bp = f.bp;
-            if (seen++ >= skip && (ips[out++] = pc, out >= max_frames))
-                break;
-            continue;
+            sure = false; // what libunwind read is not known here
+            goto stepped;
         } else {
             break; // last, stop
         }
         // Every read lies in [sp, top of the stack): cfa > sp is checked first.
         if (cfa <= sp || cfa > w.hi)
             break;
-        const std::uintptr_t ra = load(cfa - 8);
-        if (r.bp_offset != FrameRule::kBpKept) {
-            const std::uintptr_t at = cfa + static_cast<std::uintptr_t>(static_cast<std::intptr_t>(r.bp_offset));
-            if (!w.holds(at, 8) || at < sp)
-                break;
-            bp = load(at);
+        {
+            const std::uintptr_t ra = load(cfa - 8);
+            if (r.bp_offset != FrameRule::kBpKept) {
+                const std::uintptr_t at = cfa + static_cast<std::uintptr_t>(static_cast<std::intptr_t>(r.bp_offset));
+                if (!w.holds(at, 8) || at < sp)
+                    break;
+                bp = load(at);
+                step = r.bp_offset;
+            }
+            if (ra < 0x4000) {
+                if (rec != nullptr) {
+                    rec->end_reads = 1;
+                    rec->end_at[0] = cfa - 8;
+                    rec->end_value[0] = ra;
+                }
+                break; // the end, or nothing sensible
+            }
+            sp = cfa;
+            pc = ra - 1;
         }
-        sp = cfa;
-        if (ra < 0x4000)
-            break; // the end, or nothing sensible
-        pc = ra - 1;
-        if (seen++ >= skip && (ips[out++] = pc, out >= max_frames))
-            break;
+    stepped:
+        if (rec != nullptr) {
+            rec->f[j].step = sure ? step : kStepUnsure;
+            rec->f[j].flags = uses_bp;
+            if (!sure)
+                rec->usable_from = j + 1;
+            rec->f[j + 1] = WalkFrame{pc, sp, bp, kStepUnsure, 0};
+        }
+        ++j;
+        if (seen++ >= skip && (ips[out++] = pc, out >= max_frames)) {
+            if (rec != nullptr)
+                rec->frames = j + 1; // ended stays false: stopped at the limit
+            goto done;
+        }
+    }
+    // The walk stopped by itself after frame j (a break above). A stop decided by a rule not in the
+    // table, or by libunwind, may not be the next walk's: then no frame of this one is usable.
+    if (rec != nullptr) {
+        rec->frames = j + 1;
+        rec->ended = !at_limit;
+        if (!sure)
+            rec->usable_from = j + 1;
+        rec->f[j].flags = at_limit ? kUsesBp : uses_bp; // what the stop looked at
+    }
+done:
+    if (rec != nullptr && !keep_old && rec->frames > 0) {
+        // Where bp matters, from the outermost frame in (see kBpLive).
+        bool live = !rec->ended; // a walk stopped at its limit: the frames past it may use bp
+        for (int i = rec->frames - 1; i >= 0; --i) {
+            WalkFrame& f = rec->f[i];
+            const bool carried = f.step == kStepBpKept || f.step == kStepUnsure;
+            live = (f.flags & kUsesBp) != 0 || (carried && live);
+            f.flags = (f.flags & kUsesBp) | (live ? kBpLive : 0);
+        }
+    }
+    if (sh != nullptr) {
+        if (!keep_old)
+            sh->previous ^= 1; // rec (possibly empty) is the previous walk now
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+        sh->busy = false;
     }
     return out;
+}
+
+std::vector<unsigned char> save_walk_shadow_for_tests() {
+    std::vector<unsigned char> v;
+    if (Shadow* sh = shadow(); sh != nullptr && !sh->busy) {
+        const Walk& p = sh->walk[sh->previous];
+        v.resize(sizeof(Walk));
+        std::memcpy(v.data(), &p, sizeof(Walk));
+    }
+    return v;
+}
+
+bool load_walk_shadow_for_tests(const std::vector<unsigned char>& bytes) {
+    Shadow* sh = shadow();
+    if (sh == nullptr || sh->busy || bytes.size() != sizeof(Walk))
+        return false;
+    std::memcpy(&sh->walk[sh->previous], bytes.data(), sizeof(Walk));
+    return true;
 }
 
 } // namespace gpumemprof::stacks
