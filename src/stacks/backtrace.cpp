@@ -24,8 +24,18 @@ namespace gpumemprof::stacks {
 
 namespace {
 
-thread_local StackBounds tl_bounds;
-thread_local bool tl_bounds_probed = false;
+struct Shadow;
+
+/// The walk's per-thread state in one place: one %fs-relative address for all of it
+/// (initial-exec: the library is preloaded, its TLS is static; the default model would call
+/// __tls_get_addr for each variable on every capture).
+struct ThreadWalk {
+    StackBounds bounds;
+    bool bounds_probed = false;
+    bool shadow_gone = false; ///< the thread's shadow was freed at its exit: none from now on
+    Shadow* shadow = nullptr; ///< the shadow of the previous walk (on the heap), made at the first walk
+};
+thread_local ThreadWalk tl_walk __attribute__((tls_model("initial-exec")));
 
 void probe_bounds(StackBounds* b) noexcept {
     pthread_attr_t attr;
@@ -94,7 +104,7 @@ inline std::uintptr_t load(std::uintptr_t addr) noexcept {
 struct WalkFrame {
     std::uintptr_t pc, sp, bp;
     std::int32_t step;   ///< kStepBpKept, kStepSignal, kStepUnsure or the saved bp's offset from the CFA
-    std::uint32_t flags; ///< kUsesBp, kBpLive
+    std::uint32_t flags; ///< kUsesBp, kBpLive, kCheckBp, kSignalStep
 };
 /// The step's CFA is bp plus a constant.
 constexpr std::uint32_t kUsesBp = 1;
@@ -102,6 +112,10 @@ constexpr std::uint32_t kUsesBp = 1;
 /// bp before a step restores bp from the stack (or the walk stopped at its limit with bp kept).
 /// Where it is not set, bp is only carried outward, unused, and may differ between two walks.
 constexpr std::uint32_t kBpLive = 2;
+/// What a later walk compares for the step out of this frame, worked out with kBpLive once the
+/// walk is complete: besides the return address, the restored bp (a step that restores a bp that
+/// is live in the next frame); or, instead, the kernel's signal frame (pc, sp and, if live, bp).
+constexpr std::uint32_t kCheckBp = 4, kSignalStep = 8;
 constexpr std::int32_t kStepBpKept = INT32_MIN, kStepSignal = INT32_MIN + 1, kStepUnsure = INT32_MIN + 2;
 constexpr std::uintptr_t kSignalGregs = offsetof(ucontext_t, uc_mcontext) + offsetof(mcontext_t, gregs);
 
@@ -127,28 +141,31 @@ struct Shadow {
     int previous; ///< walk[previous] is the previous walk
     bool busy;    ///< a walk is under way (a signal handler's walk then neither reads nor writes it)
 };
-thread_local Shadow* tl_shadow = nullptr;
-thread_local bool tl_shadow_gone = false;
 struct ShadowHolder {
     ~ShadowHolder() {
-        delete tl_shadow;
-        tl_shadow = nullptr;
-        tl_shadow_gone = true;
+        delete tl_walk.shadow;
+        tl_walk.shadow = nullptr;
+        tl_walk.shadow_gone = true;
     }
 };
 thread_local ShadowHolder tl_shadow_holder;
 
-Shadow* shadow() noexcept {
-    if (tl_shadow == nullptr && !tl_shadow_gone) {
-        tl_shadow = new (std::nothrow) Shadow; // uninitialised: only the frames used get touched
-        if (tl_shadow != nullptr) {
-            tl_shadow->walk[0].frames = tl_shadow->walk[1].frames = 0;
-            tl_shadow->previous = 0;
-            tl_shadow->busy = false;
+__attribute__((noinline)) Shadow* make_shadow() noexcept {
+    ThreadWalk& t = tl_walk;
+    if (t.shadow == nullptr && !t.shadow_gone) {
+        t.shadow = new (std::nothrow) Shadow; // uninitialised: only the frames used get touched
+        if (t.shadow != nullptr) {
+            t.shadow->walk[0].frames = t.shadow->walk[1].frames = 0;
+            t.shadow->previous = 0;
+            t.shadow->busy = false;
         }
         (void)&tl_shadow_holder; // registers the thread-exit destructor
     }
-    return tl_shadow;
+    return t.shadow;
+}
+
+inline Shadow* shadow() noexcept {
+    return tl_walk.shadow != nullptr ? tl_walk.shadow : make_shadow();
 }
 
 /// The first frame i >= from of walk `w` from which every word it read outward still holds the
@@ -161,21 +178,20 @@ int still_valid_from(const Walk& w, int from) noexcept {
     for (int i = w.frames - 2; i >= from; --i) {
         const WalkFrame& a = w.f[i];
         const WalkFrame& b = w.f[i + 1];
-        // The bp a step restores is compared only where it matters (kBpLive): elsewhere the walk
-        // never uses it, and the word is often a caller's register, not a frame pointer.
-        const bool bp_matters = (b.flags & kBpLive) != 0;
-        if (a.step == kStepSignal) {
+        // The bp a step restores is compared only where it matters (kCheckBp, from kBpLive):
+        // elsewhere the walk never uses it, and the word is often a caller's register.
+        if (__builtin_expect((a.flags & kSignalStep) != 0, 0)) {
             const std::uintptr_t g = a.sp + kSignalGregs;
             if (load(g + REG_RIP * sizeof(greg_t)) != b.pc || load(g + REG_RSP * sizeof(greg_t)) != b.sp ||
-                (bp_matters && load(g + REG_RBP * sizeof(greg_t)) != b.bp))
+                ((b.flags & kBpLive) != 0 && load(g + REG_RBP * sizeof(greg_t)) != b.bp))
                 return i + 1;
-        } else {
-            if (load(b.sp - 8) != b.pc + 1)
-                return i + 1;
-            if (a.step != kStepBpKept && bp_matters &&
-                load(b.sp + static_cast<std::uintptr_t>(static_cast<std::intptr_t>(a.step))) != b.bp)
-                return i + 1;
+            continue;
         }
+        if (load(b.sp - 8) != b.pc + 1)
+            return i + 1;
+        if ((a.flags & kCheckBp) != 0 &&
+            load(b.sp + static_cast<std::uintptr_t>(static_cast<std::intptr_t>(a.step))) != b.bp)
+            return i + 1;
     }
     return from;
 }
@@ -183,11 +199,12 @@ int still_valid_from(const Walk& w, int from) noexcept {
 } // namespace
 
 const StackBounds& thread_stack_bounds() noexcept {
-    if (!tl_bounds_probed) {
-        tl_bounds_probed = true;
-        probe_bounds(&tl_bounds);
+    ThreadWalk& t = tl_walk;
+    if (!t.bounds_probed) {
+        t.bounds_probed = true;
+        probe_bounds(&t.bounds);
     }
-    return tl_bounds;
+    return t.bounds;
 }
 
 __attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_frames, int skip,
@@ -248,22 +265,20 @@ __attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_fra
                 if (old_valid_from < 0)
                     old_valid_from = still_valid_from(*old, oi);
                 if (oi >= old_valid_from) {
-                    // The rest of this walk is old's from oi: copy it.
+                    // The rest of this walk is old's from oi: copy it. old's frame k is this
+                    // walk's j + (k - oi); each is a frame seen, kept once `skip` were seen.
                     const int m = old->frames;
                     int k = oi + 1;
-                    int copied = 0;
-                    bool full = false;
-                    for (; k < m; ++k) {
-                        if (seen++ >= skip) {
-                            ips[out++] = old->f[k].pc;
-                            ++copied;
-                            if (out >= max_frames) {
-                                full = true;
-                                ++k;
-                                break;
-                            }
-                        }
-                    }
+                    const int skipped = std::min(std::max(skip - seen, 0), m - k);
+                    k += skipped;
+                    seen += skipped;
+                    const int copied = std::min(m - k, max_frames - out);
+                    for (int t = 0; t < copied; ++t)
+                        ips[out + t] = old->f[k + t].pc;
+                    out += copied;
+                    seen += copied;
+                    k += copied;
+                    const bool full = out >= max_frames;
                     if (info != nullptr)
                         info->from_shadow = copied;
                     // old's frames oi .. k-1 are this walk's j .. j + (k-1-oi).
@@ -429,8 +444,13 @@ done:
         for (int i = rec->frames - 1; i >= 0; --i) {
             WalkFrame& f = rec->f[i];
             const bool carried = f.step == kStepBpKept || f.step == kStepUnsure;
+            // The step out of f restores the bp of the next frame (whose liveness `live` is
+            // still, before this line) from the stack: compared only if that bp is live.
+            const std::uint32_t check = f.step == kStepSignal                         ? kSignalStep
+                                        : (!carried && live && f.step != kStepSignal) ? kCheckBp
+                                                                                      : 0;
             live = (f.flags & kUsesBp) != 0 || (carried && live);
-            f.flags = (f.flags & kUsesBp) | (live ? kBpLive : 0);
+            f.flags = (f.flags & kUsesBp) | (live ? kBpLive : 0) | check;
         }
     }
     if (sh != nullptr) {
