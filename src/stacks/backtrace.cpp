@@ -34,6 +34,7 @@ struct ThreadWalk {
     bool bounds_probed = false;
     bool shadow_gone = false; ///< the thread's shadow was freed at its exit: none from now on
     Shadow* shadow = nullptr; ///< the shadow of the previous walk (on the heap), made at the first walk
+    int shadow_wanted = 0;    ///< frames a walk would have kept had the shadow had room for them
 };
 thread_local ThreadWalk tl_walk __attribute__((tls_model("initial-exec")));
 
@@ -121,9 +122,11 @@ constexpr std::uintptr_t kSignalGregs = offsetof(ucontext_t, uc_mcontext) + offs
 
 /// The walk's loop ends at this many steps (a cycle of frames could go on for ever).
 constexpr int kMaxSteps = kMaxFrames + 32;
+/// Frames a thread's shadow has room for at first (per walk).
+constexpr int kFirstShadowFrames = 32;
 
+/// A walk's header; its frames are in Shadow::frames (see there).
 struct Walk {
-    static constexpr int kCapacity = kMaxSteps + 1;
     int frames;      ///< states kept (0: nothing to compare with)
     int usable_from; ///< a later walk may stop at frame i only if i >= usable_from (the steps out of
                      ///< the frames below came from a table miss or from libunwind)
@@ -131,53 +134,79 @@ struct Walk {
     int end_reads;   ///< the words that stop read, with their values
     std::uintptr_t end_at[2], end_value[2];
     std::uint64_t generation; ///< rules_table::g_generation when it was walked
-    WalkFrame f[kCapacity];
 };
 
 /// Per thread, on the heap (not on the thread's stack), made at its first walk: the previous
-/// walk and the one being written. Only the frames a walk reaches are ever touched.
+/// walk and the one being written. Their frames follow the header, side by side (frame i of walk
+/// w at frames()[2 i + w]), as many as the walks' frame limit needs (made again, larger, when a
+/// walk asks for more frames): two walks of depth d touch 64 d contiguous bytes.
 struct Shadow {
     Walk walk[2];
     int previous; ///< walk[previous] is the previous walk
     bool busy;    ///< a walk is under way (a signal handler's walk then neither reads nor writes it)
+    int capacity; ///< frames each walk has room for
+    WalkFrame* frames() noexcept { return reinterpret_cast<WalkFrame*>(this + 1); }
+    static std::size_t bytes(int capacity) noexcept {
+        return sizeof(Shadow) + 2 * static_cast<std::size_t>(capacity) * sizeof(WalkFrame);
+    }
 };
+static_assert(sizeof(Shadow) % alignof(WalkFrame) == 0);
+
+/// One of the two walks: its header and its frames.
+struct WalkView {
+    Walk* head = nullptr;
+    WalkFrame* first = nullptr; ///< its frame 0; frame i is first[2 * i]
+    Walk* operator->() const noexcept { return head; }
+    WalkFrame& f(int i) const noexcept { return first[2 * i]; }
+};
+WalkView view(Shadow* sh, int w) noexcept {
+    return WalkView{&sh->walk[w], sh->frames() + w};
+}
 struct ShadowHolder {
     ~ShadowHolder() {
-        delete tl_walk.shadow;
+        ::operator delete(tl_walk.shadow);
         tl_walk.shadow = nullptr;
         tl_walk.shadow_gone = true;
     }
 };
 thread_local ShadowHolder tl_shadow_holder;
 
-__attribute__((noinline)) Shadow* make_shadow() noexcept {
+/// A shadow with room for `capacity` frames a walk (the previous walk is lost when it grows).
+__attribute__((noinline)) Shadow* make_shadow(int capacity) noexcept {
     ThreadWalk& t = tl_walk;
-    if (t.shadow == nullptr && !t.shadow_gone) {
-        t.shadow = new (std::nothrow) Shadow; // uninitialised: only the frames used get touched
-        if (t.shadow != nullptr) {
-            t.shadow->walk[0].frames = t.shadow->walk[1].frames = 0;
-            t.shadow->previous = 0;
-            t.shadow->busy = false;
-        }
-        (void)&tl_shadow_holder; // registers the thread-exit destructor
+    if (t.shadow_gone)
+        return nullptr;
+    Shadow* const previous = t.shadow;
+    t.shadow = nullptr; // (a signal handler's walk meanwhile makes its own)
+    ::operator delete(previous);
+    // Uninitialised frames: only those a walk reaches get touched.
+    t.shadow = static_cast<Shadow*>(::operator new(Shadow::bytes(capacity), std::nothrow));
+    if (t.shadow != nullptr) {
+        t.shadow->walk[0].frames = t.shadow->walk[1].frames = 0;
+        t.shadow->previous = 0;
+        t.shadow->busy = false;
+        t.shadow->capacity = capacity;
     }
+    (void)&tl_shadow_holder; // registers the thread-exit destructor
     return t.shadow;
 }
 
-inline Shadow* shadow() noexcept {
-    return tl_walk.shadow != nullptr ? tl_walk.shadow : make_shadow();
+/// The calling thread's shadow, with room for `capacity` frames a walk.
+inline Shadow* shadow(int capacity) noexcept {
+    Shadow* s = tl_walk.shadow;
+    return s != nullptr && s->capacity >= capacity ? s : make_shadow(capacity);
 }
 
 /// The first frame i >= from of walk `w` from which every word it read outward still holds the
-/// same value (w.frames when even its last step's reads changed). Every word lies at or above
+/// same value (w->frames when even its last step's reads changed). Every word lies at or above
 /// w.f[from].sp, on the thread's stack (each was read there by that walk, within its bounds).
-int still_valid_from(const Walk& w, int from) noexcept {
-    for (int k = 0; k < w.end_reads; ++k)
-        if (load(w.end_at[k]) != w.end_value[k])
-            return w.frames;
-    for (int i = w.frames - 2; i >= from; --i) {
-        const WalkFrame& a = w.f[i];
-        const WalkFrame& b = w.f[i + 1];
+int still_valid_from(const WalkView& w, int from) noexcept {
+    for (int k = 0; k < w->end_reads; ++k)
+        if (load(w->end_at[k]) != w->end_value[k])
+            return w->frames;
+    for (int i = w->frames - 2; i >= from; --i) {
+        const WalkFrame& a = w.f(i);
+        const WalkFrame& b = w.f(i + 1);
         // The bp a step restores is compared only where it matters (kCheckBp, from kBpLive):
         // elsewhere the walk never uses it, and the word is often a caller's register.
         if (__builtin_expect((a.flags & kSignalStep) != 0, 0)) {
@@ -226,19 +255,23 @@ __attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_fra
     const rules_table::Table* table = rules_table::g_table.load(std::memory_order_acquire);
 
     // The previous walk (old) and this one (rec); none inside a signal handler that interrupted a
-    // walk of this thread.
-    Shadow* sh = shadow();
+    // walk of this thread. A walk has at most max_frames + skip + 1 frames; the shadow has room
+    // for 32, or as many as the thread's walks needed (a walk that runs out of room is not kept,
+    // and the next one gets room for twice as many).
+    const int most = max_frames + skip + 2;
+    Shadow* sh = tl_walk.shadow;
     if (sh != nullptr && sh->busy)
-        sh = nullptr;
-    const Walk* old = nullptr;
-    Walk* rec = nullptr;
+        sh = nullptr; // (before growing it: the interrupted walk is using it)
+    else
+        sh = shadow(std::min(most, std::max(kFirstShadowFrames, tl_walk.shadow_wanted)));
+    WalkView old, rec;
     if (sh != nullptr) {
         sh->busy = true;
         std::atomic_signal_fence(std::memory_order_seq_cst);
-        old = &sh->walk[sh->previous];
-        rec = &sh->walk[sh->previous ^ 1];
+        old = view(sh, sh->previous);
+        rec = view(sh, sh->previous ^ 1);
         if (old->frames == 0 || old->generation != generation)
-            old = nullptr;
+            old = WalkView{};
         rec->frames = 0;
         rec->usable_from = 0;
         rec->ended = false;
@@ -253,17 +286,17 @@ __attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_fra
     bool sure = true;             // the step out of frame j is known from the table alone
     bool at_limit = false;        // the loop's step limit stopped the walk
     std::uint32_t uses_bp = 0;    // the step out of frame j computes its CFA from bp
-    if (rec != nullptr)
-        rec->f[0] = WalkFrame{pc, sp, bp, kStepUnsure, 0};
+    if (rec.head != nullptr)
+        rec.f(0) = WalkFrame{pc, sp, bp, kStepUnsure, 0};
     for (;;) {
         // ---- the shadow: this frame in the previous walk's state, every word it read still there
-        if (old != nullptr) {
-            while (oi < old->frames && old->f[oi].sp < sp)
+        if (old.head != nullptr) {
+            while (oi < old->frames && old.f(oi).sp < sp)
                 ++oi;
-            if (oi < old->frames && old->f[oi].sp == sp && old->f[oi].pc == pc &&
-                (old->f[oi].bp == bp || (old->f[oi].flags & kBpLive) == 0) && oi >= old->usable_from) {
+            if (oi < old->frames && old.f(oi).sp == sp && old.f(oi).pc == pc &&
+                (old.f(oi).bp == bp || (old.f(oi).flags & kBpLive) == 0) && oi >= old->usable_from) {
                 if (old_valid_from < 0)
-                    old_valid_from = still_valid_from(*old, oi);
+                    old_valid_from = still_valid_from(old, oi);
                 if (oi >= old_valid_from) {
                     // The rest of this walk is old's from oi: copy it. old's frame k is this
                     // walk's j + (k - oi); each is a frame seen, kept once `skip` were seen.
@@ -274,7 +307,7 @@ __attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_fra
                     seen += skipped;
                     const int copied = std::min(m - k, max_frames - out);
                     for (int t = 0; t < copied; ++t)
-                        ips[out + t] = old->f[k + t].pc;
+                        ips[out + t] = old.f(k + t).pc;
                     out += copied;
                     seen += copied;
                     k += copied;
@@ -283,17 +316,19 @@ __attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_fra
                         info->from_shadow = copied;
                     // old's frames oi .. k-1 are this walk's j .. j + (k-1-oi).
                     const int last = j + (k - 1 - oi);
-                    if (rec != nullptr) {
+                    if (rec.head != nullptr) {
                         if (j == 0 && k == m && !full && old->ended) {
                             keep_old = true; // the same walk from its first frame: nothing to copy
-                        } else if (last < Walk::kCapacity) {
-                            std::memcpy(&rec->f[j], &old->f[oi], static_cast<std::size_t>(k - oi) * sizeof(WalkFrame));
+                        } else if (last < sh->capacity) {
+                            for (int t = 0; t < k - oi; ++t)
+                                rec.f(j + t) = old.f(oi + t);
                         } else {
-                            rec = nullptr; // (cannot happen: both walks end within kMaxSteps)
+                            tl_walk.shadow_wanted = std::min(most, 2 * sh->capacity);
+                            rec = WalkView{}; // no room to keep this walk
                         }
                     }
                     if (full || (k == m && old->ended)) {
-                        if (rec != nullptr && !keep_old) {
+                        if (rec.head != nullptr && !keep_old) {
                             rec->frames = last + 1;
                             rec->ended = !full;
                             if (!full) {
@@ -309,12 +344,12 @@ __attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_fra
                     // old stopped at its frame limit, this one goes on from old's last frame (whose
                     // bp is live there: the same as this walk's).
                     j = last;
-                    pc = old->f[m - 1].pc;
-                    sp = old->f[m - 1].sp;
-                    bp = old->f[m - 1].bp;
-                    if (rec != nullptr)
-                        rec->f[j].step = kStepUnsure;
-                    old = nullptr;
+                    pc = old.f(m - 1).pc;
+                    sp = old.f(m - 1).sp;
+                    bp = old.f(m - 1).bp;
+                    if (rec.head != nullptr)
+                        rec.f(j).step = kStepUnsure;
+                    old = WalkView{};
                 }
             }
         }
@@ -346,7 +381,7 @@ __attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_fra
             const std::uintptr_t next_pc = load(gregs + REG_RIP * sizeof(greg_t));
             const std::uintptr_t next_sp = load(gregs + REG_RSP * sizeof(greg_t));
             if (next_sp <= sp || !w.holds(next_sp, 0) || next_pc < 0x4000) {
-                if (rec != nullptr) {
+                if (rec.head != nullptr) {
                     rec->end_reads = 2;
                     rec->end_at[0] = gregs + REG_RIP * sizeof(greg_t);
                     rec->end_value[0] = next_pc;
@@ -370,9 +405,9 @@ __attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_fra
             if (stepped < 0) {
                 // A frame that needs more registers than pc, sp and bp: libunwind unwinds the
                 // whole stack again from a complete context.
-                if (rec != nullptr)
+                if (rec.head != nullptr)
                     rec->frames = 0; // nothing to remember
-                rec = nullptr;
+                rec = WalkView{};
                 keep_old = false;
                 Fallback* fb = fallback();
                 if (fb == nullptr || ::getcontext(&fb->uc) != 0)
@@ -403,7 +438,7 @@ __attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_fra
                 step = r.bp_offset;
             }
             if (ra < 0x4000) {
-                if (rec != nullptr) {
+                if (rec.head != nullptr) {
                     rec->end_reads = 1;
                     rec->end_at[0] = cfa - 8;
                     rec->end_value[0] = ra;
@@ -414,35 +449,40 @@ __attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_fra
             pc = ra - 1;
         }
     stepped:
-        if (rec != nullptr) {
-            rec->f[j].step = sure ? step : kStepUnsure;
-            rec->f[j].flags = uses_bp;
+        if (rec.head != nullptr) {
+            rec.f(j).step = sure ? step : kStepUnsure;
+            rec.f(j).flags = uses_bp;
             if (!sure)
                 rec->usable_from = j + 1;
-            rec->f[j + 1] = WalkFrame{pc, sp, bp, kStepUnsure, 0};
+            if (j + 1 < sh->capacity) {
+                rec.f(j + 1) = WalkFrame{pc, sp, bp, kStepUnsure, 0};
+            } else {
+                tl_walk.shadow_wanted = std::min(most, 2 * sh->capacity);
+                rec = WalkView{}; // no room to keep this walk
+            }
         }
         ++j;
         if (seen++ >= skip && (ips[out++] = pc, out >= max_frames)) {
-            if (rec != nullptr)
+            if (rec.head != nullptr)
                 rec->frames = j + 1; // ended stays false: stopped at the limit
             goto done;
         }
     }
     // The walk stopped by itself after frame j (a break above). A stop decided by a rule not in the
     // table, or by libunwind, may not be the next walk's: then no frame of this one is usable.
-    if (rec != nullptr) {
+    if (rec.head != nullptr) {
         rec->frames = j + 1;
         rec->ended = !at_limit;
         if (!sure)
             rec->usable_from = j + 1;
-        rec->f[j].flags = at_limit ? kUsesBp : uses_bp; // what the stop looked at
+        rec.f(j).flags = at_limit ? kUsesBp : uses_bp; // what the stop looked at
     }
 done:
-    if (rec != nullptr && !keep_old && rec->frames > 0) {
+    if (rec.head != nullptr && !keep_old && rec->frames > 0) {
         // Where bp matters, from the outermost frame in (see kBpLive).
         bool live = !rec->ended; // a walk stopped at its limit: the frames past it may use bp
         for (int i = rec->frames - 1; i >= 0; --i) {
-            WalkFrame& f = rec->f[i];
+            WalkFrame& f = rec.f(i);
             const bool carried = f.step == kStepBpKept || f.step == kStepUnsure;
             // The step out of f restores the bp of the next frame (whose liveness `live` is
             // still, before this line) from the stack: compared only if that bp is live.
@@ -464,19 +504,23 @@ done:
 
 std::vector<unsigned char> save_walk_shadow_for_tests() {
     std::vector<unsigned char> v;
-    if (Shadow* sh = shadow(); sh != nullptr && !sh->busy) {
-        const Walk& p = sh->walk[sh->previous];
-        v.resize(sizeof(Walk));
-        std::memcpy(v.data(), &p, sizeof(Walk));
+    if (Shadow* sh = tl_walk.shadow; sh != nullptr && !sh->busy) {
+        v.resize(Shadow::bytes(sh->capacity));
+        std::memcpy(v.data(), static_cast<const void*>(sh), v.size());
     }
     return v;
 }
 
 bool load_walk_shadow_for_tests(const std::vector<unsigned char>& bytes) {
-    Shadow* sh = shadow();
-    if (sh == nullptr || sh->busy || bytes.size() != sizeof(Walk))
+    if (bytes.size() < sizeof(Shadow))
         return false;
-    std::memcpy(&sh->walk[sh->previous], bytes.data(), sizeof(Walk));
+    Shadow head;
+    std::memcpy(static_cast<void*>(&head), bytes.data(), sizeof(Shadow));
+    Shadow* sh = shadow(head.capacity);
+    if (sh == nullptr || sh->busy || sh->capacity != head.capacity || bytes.size() != Shadow::bytes(head.capacity))
+        return false;
+    std::memcpy(static_cast<void*>(sh), bytes.data(), bytes.size());
+    sh->busy = false;
     return true;
 }
 
