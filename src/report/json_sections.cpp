@@ -160,6 +160,8 @@ void json_sections(util::JsonWriter& w, const ReportInput& in, const stacks::Rep
     w.field("captures", c.captures);
     w.field("frames_captured", c.frames);
     w.field("cache_hits", c.cache_hits);
+    w.field("shadow_hits", c.shadow_hits);         // native walks that stopped where they met the previous one
+    w.field("shadow_frames", c.shadow_frames);     // frames those copied from it instead of walking them
     w.field("python_captures", c.python_captures); // stacks that had Python frames
     w.field("python_frames", c.python_frames);
     w.field("small_stack_skips", c.small_stack_skips); // kept under "no stack": too little stack to unwind

@@ -340,15 +340,17 @@ void device_model(util::BufferedOut& out, const DeviceSummary& d, bool expandabl
 
 /// What capturing the stacks cost, and the allocations kept without one.
 void capture_lines(util::BufferedOut& out, const stacks::CaptureStats& c) {
-    char line[256];
+    char line[384];
     if (c.captures > 0) {
         const double n = static_cast<double>(c.captures);
         std::snprintf(line, sizeof line,
                       "stack capture cost: %llu stacks, %.1f frames and %.2f us each on average (unwind %.2f us, "
-                      "intern %.2f us; %.0f%% from the per-thread cache), %.3f s in all\n",
+                      "intern %.2f us; %.0f%% from the per-thread cache; %.0f%% met the thread's previous "
+                      "walk, %.1f native frames each not walked), %.3f s in all\n",
                       static_cast<unsigned long long>(c.captures), static_cast<double>(c.frames) / n,
                       (c.unwind_seconds + c.intern_seconds) * 1e6 / n, c.unwind_seconds * 1e6 / n,
                       c.intern_seconds * 1e6 / n, 100.0 * static_cast<double>(c.cache_hits) / n,
+                      100.0 * static_cast<double>(c.shadow_hits) / n, static_cast<double>(c.shadow_frames) / n,
                       c.unwind_seconds + c.intern_seconds);
         out += line;
         if (c.sample_one_in > 1) {

@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: MIT
 // Stack capture: a walk over the calling thread's stack with the shared frame rules. A frame
-// costs one lookup in the rules table and one or two reads of the stack; nothing per thread but
-// the stack's bounds (and, on the rare fallback, one register context).
+// costs one lookup in the rules table and one or two reads of the stack, until the walk meets the
+// thread's previous walk (its shadow, below): from there a frame costs a compare of the one or
+// two words that walk read. Per thread: the stack's bounds, the shadow (on the heap) and, on the
+// rare fallback, one register context.
 #include "stacks/backtrace.hpp"
 
 #include "stacks/frame_rules.hpp"
 #include "util/per_thread.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstring>
 #include <new>
@@ -22,8 +25,19 @@ namespace gpumemprof::stacks {
 
 namespace {
 
-thread_local StackBounds tl_bounds;
-thread_local bool tl_bounds_probed = false;
+struct Shadow;
+
+/// The walk's per-thread state in one place: one %fs-relative address for all of it
+/// (initial-exec: the library is preloaded, its TLS is static; the default model would call
+/// __tls_get_addr for each variable on every capture).
+struct ThreadWalk {
+    StackBounds bounds;
+    bool bounds_probed = false;
+    bool shadow_gone = false; ///< the thread's shadow was freed at its exit: none from now on
+    Shadow* shadow = nullptr; ///< the shadow of the previous walk (on the heap), made at the first walk
+    int shadow_wanted = 0;    ///< frames a walk would have kept had the shadow had room for them
+};
+thread_local ThreadWalk tl_walk __attribute__((tls_model("initial-exec")));
 
 void probe_bounds(StackBounds* b) noexcept {
     pthread_attr_t attr;
@@ -63,17 +77,155 @@ inline std::uintptr_t load(std::uintptr_t addr) noexcept {
     return v;
 }
 
+// ---- the shadow of the previous walk ---------------------------------------------------------
+// A walk is a function of its state at a frame (pc, sp, bp), the rules of the pcs it meets (the
+// same while g_generation is) and the stack words it reads from that frame outward. So a walk
+// that reaches a frame in the very state the previous walk had there, while every word that walk
+// read from there on still holds what it read, would go on exactly as that one did: it stops
+// there and copies the rest (docs/design.md, Stacks).
+
+/// One frame of a remembered walk: its state, and how the walk stepped out of it. What the step
+/// read is implied by the next frame's state: the return address (next pc + 1) at next sp - 8
+/// and, for a rule that restores bp, next bp at next sp + step; for the kernel's signal frame, the
+/// next pc, sp and bp in the ucontext at this sp.
+struct WalkFrame {
+    std::uintptr_t pc, sp, bp;
+    std::int32_t step;   ///< kStepBpKept, kStepSignal, kStepUnsure or the saved bp's offset from the CFA
+    std::uint32_t flags; ///< kUsesBp, kBpLive, kCheckBp, kSignalStep
+};
+/// The step's CFA is bp plus a constant.
+constexpr std::uint32_t kUsesBp = 1;
+/// The walk from this frame on depends on its bp: a frame from here outward computes its CFA from
+/// bp before a step restores bp from the stack (or the walk stopped at its limit with bp kept).
+/// Where it is not set, bp is only carried outward, unused, and may differ between two walks.
+constexpr std::uint32_t kBpLive = 2;
+/// What a later walk compares for the step out of this frame, worked out with kBpLive once the
+/// walk is complete: besides the return address, the restored bp (a step that restores a bp that
+/// is live in the next frame); or, instead, the kernel's signal frame (pc, sp and, if live, bp).
+constexpr std::uint32_t kCheckBp = 4, kSignalStep = 8;
+constexpr std::int32_t kStepBpKept = INT32_MIN, kStepSignal = INT32_MIN + 1, kStepUnsure = INT32_MIN + 2;
+constexpr std::uintptr_t kSignalGregs = offsetof(ucontext_t, uc_mcontext) + offsetof(mcontext_t, gregs);
+
+/// The walk's loop ends at this many steps (a cycle of frames could go on for ever).
+constexpr int kMaxSteps = kMaxFrames + 32;
+/// Frames a thread's shadow has room for at first (per walk).
+constexpr int kFirstShadowFrames = 32;
+
+/// A walk's header; its frames are in Shadow::frames (see there).
+struct Walk {
+    int frames;      ///< states kept (0: nothing to compare with)
+    int usable_from; ///< a later walk may stop at frame i only if i >= usable_from (the steps out of
+                     ///< the frames below came from a table miss or from libunwind)
+    bool ended;      ///< the walk stopped by itself after f[frames - 1] (false: at its frame limit)
+    int end_reads;   ///< the words that stop read, with their values
+    std::uintptr_t end_at[2], end_value[2];
+    std::uint64_t generation; ///< rules_table::g_generation when it was walked
+};
+
+/// Per thread, on the heap (not on the thread's stack), made at its first walk: the previous
+/// walk and the one being written. Their frames follow the header, side by side (frame i of walk
+/// w at frames()[2 i + w]), as many as the walks' frame limit needs (made again, larger, when a
+/// walk asks for more frames): two walks of depth d touch 64 d contiguous bytes.
+struct Shadow {
+    Walk walk[2];
+    int previous; ///< walk[previous] is the previous walk
+    bool busy;    ///< a walk is under way (a signal handler's walk then neither reads nor writes it)
+    int capacity; ///< frames each walk has room for
+    WalkFrame* frames() noexcept { return reinterpret_cast<WalkFrame*>(this + 1); }
+    static std::size_t bytes(int capacity) noexcept {
+        return sizeof(Shadow) + 2 * static_cast<std::size_t>(capacity) * sizeof(WalkFrame);
+    }
+};
+static_assert(sizeof(Shadow) % alignof(WalkFrame) == 0);
+
+/// One of the two walks: its header and its frames.
+struct WalkView {
+    Walk* head = nullptr;
+    WalkFrame* first = nullptr; ///< its frame 0; frame i is first[2 * i]
+    Walk* operator->() const noexcept { return head; }
+    WalkFrame& f(int i) const noexcept { return first[2 * i]; }
+};
+WalkView view(Shadow* sh, int w) noexcept {
+    return WalkView{&sh->walk[w], sh->frames() + w};
+}
+struct ShadowHolder {
+    ~ShadowHolder() {
+        ::operator delete(tl_walk.shadow);
+        tl_walk.shadow = nullptr;
+        tl_walk.shadow_gone = true;
+    }
+};
+thread_local ShadowHolder tl_shadow_holder;
+
+/// A shadow with room for `capacity` frames a walk (the previous walk is lost when it grows).
+__attribute__((noinline)) Shadow* make_shadow(int capacity) noexcept {
+    ThreadWalk& t = tl_walk;
+    if (t.shadow_gone)
+        return nullptr;
+    Shadow* const previous = t.shadow;
+    t.shadow = nullptr; // (a signal handler's walk meanwhile makes its own)
+    ::operator delete(previous);
+    // Uninitialised frames: only those a walk reaches get touched.
+    t.shadow = static_cast<Shadow*>(::operator new(Shadow::bytes(capacity), std::nothrow));
+    if (t.shadow != nullptr) {
+        t.shadow->walk[0].frames = t.shadow->walk[1].frames = 0;
+        t.shadow->previous = 0;
+        t.shadow->busy = false;
+        t.shadow->capacity = capacity;
+    }
+    (void)&tl_shadow_holder; // registers the thread-exit destructor
+    return t.shadow;
+}
+
+/// The calling thread's shadow, with room for `capacity` frames a walk.
+inline Shadow* shadow(int capacity) noexcept {
+    Shadow* s = tl_walk.shadow;
+    return s != nullptr && s->capacity >= capacity ? s : make_shadow(capacity);
+}
+
+/// The first frame i >= from of walk `w` from which every word it read outward still holds the
+/// same value (w->frames when even its last step's reads changed). Every word lies at or above
+/// w.f[from].sp, on the thread's stack (each was read there by that walk, within its bounds).
+int still_valid_from(const WalkView& w, int from) noexcept {
+    for (int k = 0; k < w->end_reads; ++k)
+        if (load(w->end_at[k]) != w->end_value[k])
+            return w->frames;
+    for (int i = w->frames - 2; i >= from; --i) {
+        const WalkFrame& a = w.f(i);
+        const WalkFrame& b = w.f(i + 1);
+        // The bp a step restores is compared only where it matters (kCheckBp, from kBpLive):
+        // elsewhere the walk never uses it, and the word is often a caller's register.
+        if (__builtin_expect((a.flags & kSignalStep) != 0, 0)) {
+            const std::uintptr_t g = a.sp + kSignalGregs;
+            if (load(g + REG_RIP * sizeof(greg_t)) != b.pc || load(g + REG_RSP * sizeof(greg_t)) != b.sp ||
+                ((b.flags & kBpLive) != 0 && load(g + REG_RBP * sizeof(greg_t)) != b.bp))
+                return i + 1;
+            continue;
+        }
+        if (load(b.sp - 8) != b.pc + 1)
+            return i + 1;
+        if ((a.flags & kCheckBp) != 0 &&
+            load(b.sp + static_cast<std::uintptr_t>(static_cast<std::intptr_t>(a.step))) != b.bp)
+            return i + 1;
+    }
+    return from;
+}
+
 } // namespace
 
 const StackBounds& thread_stack_bounds() noexcept {
-    if (!tl_bounds_probed) {
-        tl_bounds_probed = true;
-        probe_bounds(&tl_bounds);
+    ThreadWalk& t = tl_walk;
+    if (!t.bounds_probed) {
+        t.bounds_probed = true;
+        probe_bounds(&t.bounds);
     }
-    return tl_bounds;
+    return t.bounds;
 }
 
-__attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_frames, int skip) noexcept {
+__attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_frames, int skip,
+                                                WalkInfo* info) noexcept {
+    if (info != nullptr)
+        info->from_shadow = 0;
     if (ips == nullptr || max_frames <= 0)
         return 0;
     skip = std::clamp(skip, 0, 16);
@@ -85,14 +237,122 @@ __attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_fra
     if (!b.known || sp < b.lo || sp >= b.hi)
         return 0; // not on the thread's own stack (a coroutine, a signal stack) or bounds unknown
     const StackWindow w{sp, b.hi};
+    const std::uint64_t generation = rules_table::g_generation.load(std::memory_order_acquire);
     const rules_table::Table* table = rules_table::g_table.load(std::memory_order_acquire);
-    int out = 0, seen = 0;
-    for (int steps = 0; steps < kMaxFrames + 32; ++steps) {
+
+    // The previous walk (old) and this one (rec); none inside a signal handler that interrupted a
+    // walk of this thread. A walk has at most max_frames + skip + 1 frames; the shadow has room
+    // for 32, or as many as the thread's walks needed (a walk that runs out of room is not kept,
+    // and the next one gets room for twice as many).
+    const int most = max_frames + skip + 2;
+    Shadow* sh = tl_walk.shadow;
+    if (sh != nullptr && sh->busy)
+        sh = nullptr; // (before growing it: the interrupted walk is using it)
+    else
+        sh = shadow(std::min(most, std::max(kFirstShadowFrames, tl_walk.shadow_wanted)));
+    WalkView old, rec;
+    if (sh != nullptr) {
+        sh->busy = true;
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+        old = view(sh, sh->previous);
+        rec = view(sh, sh->previous ^ 1);
+        if (old->frames == 0 || old->generation != generation)
+            old = WalkView{};
+        rec->frames = 0;
+        rec->usable_from = 0;
+        rec->ended = false;
+        rec->end_reads = 0;
+        rec->generation = generation;
+    }
+    int oi = 0;              // the merge's place in old: the first frame whose sp is not below ours
+    int old_valid_from = -1; // still_valid_from(old, ...) once asked (-1: not yet)
+    bool keep_old = false;   // this walk is the old one entire: old stays the previous walk
+
+    int out = 0, seen = 0, j = 0; // j: this walk's frame (state) index
+    bool sure = true;             // the step out of frame j is known from the table alone
+    bool at_limit = false;        // the loop's step limit stopped the walk
+    std::uint32_t uses_bp = 0;    // the step out of frame j computes its CFA from bp
+    if (rec.head != nullptr)
+        rec.f(0) = WalkFrame{pc, sp, bp, kStepUnsure, 0};
+    for (;;) {
+        // ---- the shadow: this frame in the previous walk's state, every word it read still there
+        if (old.head != nullptr) {
+            while (oi < old->frames && old.f(oi).sp < sp)
+                ++oi;
+            if (oi < old->frames && old.f(oi).sp == sp && old.f(oi).pc == pc &&
+                (old.f(oi).bp == bp || (old.f(oi).flags & kBpLive) == 0) && oi >= old->usable_from) {
+                if (old_valid_from < 0)
+                    old_valid_from = still_valid_from(old, oi);
+                if (oi >= old_valid_from) {
+                    // The rest of this walk is old's from oi: copy it. old's frame k is this
+                    // walk's j + (k - oi); each is a frame seen, kept once `skip` were seen.
+                    const int m = old->frames;
+                    int k = oi + 1;
+                    const int skipped = std::min(std::max(skip - seen, 0), m - k);
+                    k += skipped;
+                    seen += skipped;
+                    const int copied = std::min(m - k, max_frames - out);
+                    for (int t = 0; t < copied; ++t)
+                        ips[out + t] = old.f(k + t).pc;
+                    out += copied;
+                    seen += copied;
+                    k += copied;
+                    const bool full = out >= max_frames;
+                    if (info != nullptr)
+                        info->from_shadow = copied;
+                    // old's frames oi .. k-1 are this walk's j .. j + (k-1-oi).
+                    const int last = j + (k - 1 - oi);
+                    if (rec.head != nullptr) {
+                        if (j == 0 && k == m && !full && old->ended) {
+                            keep_old = true; // the same walk from its first frame: nothing to copy
+                        } else if (last < sh->capacity) {
+                            for (int t = 0; t < k - oi; ++t)
+                                rec.f(j + t) = old.f(oi + t);
+                        } else {
+                            tl_walk.shadow_wanted = std::min(most, 2 * sh->capacity);
+                            rec = WalkView{}; // no room to keep this walk
+                        }
+                    }
+                    if (full || (k == m && old->ended)) {
+                        if (rec.head != nullptr && !keep_old) {
+                            rec->frames = last + 1;
+                            rec->ended = !full;
+                            if (!full) {
+                                rec->end_reads = old->end_reads;
+                                for (int e = 0; e < old->end_reads; ++e) {
+                                    rec->end_at[e] = old->end_at[e];
+                                    rec->end_value[e] = old->end_value[e];
+                                }
+                            }
+                        }
+                        goto done;
+                    }
+                    // old stopped at its frame limit, this one goes on from old's last frame (whose
+                    // bp is live there: the same as this walk's).
+                    j = last;
+                    pc = old.f(m - 1).pc;
+                    sp = old.f(m - 1).sp;
+                    bp = old.f(m - 1).bp;
+                    if (rec.head != nullptr)
+                        rec.f(j).step = kStepUnsure;
+                    old = WalkView{};
+                }
+            }
+        }
+        if (j >= kMaxSteps) {
+            at_limit = true; // (not reached: the frame limit comes first)
+            break;
+        }
+        // ---- one step with the rules: frame j -> frame j + 1
         FrameRule r;
+        sure = true;
         if (!rules_table::find(table, pc, &r)) {
             r = frame_rule(FrameRegs{pc, sp, bp}, w);
             table = rules_table::g_table.load(std::memory_order_acquire); // may have grown
+            sure = false; // a rule not (yet) in the table: the next walk may step otherwise
         }
+        uses_bp = r.kind == FrameRule::cfa_bp || r.kind == FrameRule::other ? kUsesBp : 0;
+        std::int32_t step = kStepBpKept;
         std::uintptr_t cfa;
         if (r.kind == FrameRule::cfa_sp) {
             cfa = sp + static_cast<std::uintptr_t>(static_cast<std::intptr_t>(r.cfa_offset));
@@ -101,60 +361,153 @@ __attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_fra
         } else if (r.kind == FrameRule::sigreturn) {
             // The kernel's frame: the interrupted registers are in the ucontext at sp; the
             // interrupted pc is exact (not a return address).
-            const std::uintptr_t gregs = sp + offsetof(ucontext_t, uc_mcontext) + offsetof(mcontext_t, gregs);
+            const std::uintptr_t gregs = sp + kSignalGregs;
             if (!w.holds(gregs, sizeof(gregset_t)))
                 break;
             const std::uintptr_t next_pc = load(gregs + REG_RIP * sizeof(greg_t));
             const std::uintptr_t next_sp = load(gregs + REG_RSP * sizeof(greg_t));
-            if (next_sp <= sp || !w.holds(next_sp, 0) || next_pc < 0x4000)
+            if (next_sp <= sp || !w.holds(next_sp, 0) || next_pc < 0x4000) {
+                if (rec.head != nullptr) {
+                    rec->end_reads = 2;
+                    rec->end_at[0] = gregs + REG_RIP * sizeof(greg_t);
+                    rec->end_value[0] = next_pc;
+                    rec->end_at[1] = gregs + REG_RSP * sizeof(greg_t);
+                    rec->end_value[1] = next_sp;
+                }
                 break;
+            }
             bp = load(gregs + REG_RBP * sizeof(greg_t));
             sp = next_sp;
             pc = next_pc;
-            if (seen++ >= skip && (ips[out++] = pc, out >= max_frames))
-                break;
-            continue;
+            step = kStepSignal;
+            goto stepped;
         } else if (r.kind == FrameRule::other) {
             FrameRegs f{pc, sp, bp};
             const int stepped = step_with_libunwind(&f, w);
-            if (stepped == 0 || (stepped > 0 && f.sp <= sp))
+            if (stepped == 0 || (stepped > 0 && f.sp <= sp)) {
+                sure = false;
                 break;
+            }
             if (stepped < 0) {
                 // A frame that needs more registers than pc, sp and bp: libunwind unwinds the
                 // whole stack again from a complete context.
+                if (rec.head != nullptr)
+                    rec->frames = 0; // nothing to remember
+                rec = WalkView{};
+                keep_old = false;
                 Fallback* fb = fallback();
                 if (fb == nullptr || ::getcontext(&fb->uc) != 0)
-                    break;
+                    goto done;
                 const int n = unwind_with_libunwind(&fb->uc, ips, max_frames, skip, w);
-                return n > out ? n : out;
+                if (n > out)
+                    out = n;
+                goto done;
             }
             pc = f.pc;
             sp = f.sp;
             bp = f.bp;
-            if (seen++ >= skip && (ips[out++] = pc, out >= max_frames))
-                break;
-            continue;
+            sure = false; // what libunwind read is not known here
+            goto stepped;
         } else {
             break; // last, stop
         }
         // Every read lies in [sp, top of the stack): cfa > sp is checked first.
         if (cfa <= sp || cfa > w.hi)
             break;
-        const std::uintptr_t ra = load(cfa - 8);
-        if (r.bp_offset != FrameRule::kBpKept) {
-            const std::uintptr_t at = cfa + static_cast<std::uintptr_t>(static_cast<std::intptr_t>(r.bp_offset));
-            if (!w.holds(at, 8) || at < sp)
-                break;
-            bp = load(at);
+        {
+            const std::uintptr_t ra = load(cfa - 8);
+            if (r.bp_offset != FrameRule::kBpKept) {
+                const std::uintptr_t at = cfa + static_cast<std::uintptr_t>(static_cast<std::intptr_t>(r.bp_offset));
+                if (!w.holds(at, 8) || at < sp)
+                    break;
+                bp = load(at);
+                step = r.bp_offset;
+            }
+            if (ra < 0x4000) {
+                if (rec.head != nullptr) {
+                    rec->end_reads = 1;
+                    rec->end_at[0] = cfa - 8;
+                    rec->end_value[0] = ra;
+                }
+                break; // the end, or nothing sensible
+            }
+            sp = cfa;
+            pc = ra - 1;
         }
-        sp = cfa;
-        if (ra < 0x4000)
-            break; // the end, or nothing sensible
-        pc = ra - 1;
-        if (seen++ >= skip && (ips[out++] = pc, out >= max_frames))
-            break;
+    stepped:
+        if (rec.head != nullptr) {
+            rec.f(j).step = sure ? step : kStepUnsure;
+            rec.f(j).flags = uses_bp;
+            if (!sure)
+                rec->usable_from = j + 1;
+            if (j + 1 < sh->capacity) {
+                rec.f(j + 1) = WalkFrame{pc, sp, bp, kStepUnsure, 0};
+            } else {
+                tl_walk.shadow_wanted = std::min(most, 2 * sh->capacity);
+                rec = WalkView{}; // no room to keep this walk
+            }
+        }
+        ++j;
+        if (seen++ >= skip && (ips[out++] = pc, out >= max_frames)) {
+            if (rec.head != nullptr)
+                rec->frames = j + 1; // ended stays false: stopped at the limit
+            goto done;
+        }
+    }
+    // The walk stopped by itself after frame j (a break above). A stop decided by a rule not in the
+    // table, or by libunwind, may not be the next walk's: then no frame of this one is usable.
+    if (rec.head != nullptr) {
+        rec->frames = j + 1;
+        rec->ended = !at_limit;
+        if (!sure)
+            rec->usable_from = j + 1;
+        rec.f(j).flags = at_limit ? kUsesBp : uses_bp; // what the stop looked at
+    }
+done:
+    if (rec.head != nullptr && !keep_old && rec->frames > 0) {
+        // Where bp matters, from the outermost frame in (see kBpLive).
+        bool live = !rec->ended; // a walk stopped at its limit: the frames past it may use bp
+        for (int i = rec->frames - 1; i >= 0; --i) {
+            WalkFrame& f = rec.f(i);
+            const bool carried = f.step == kStepBpKept || f.step == kStepUnsure;
+            // The step out of f restores the bp of the next frame (whose liveness `live` is
+            // still, before this line) from the stack: compared only if that bp is live.
+            const std::uint32_t check = f.step == kStepSignal                         ? kSignalStep
+                                        : (!carried && live && f.step != kStepSignal) ? kCheckBp
+                                                                                      : 0;
+            live = (f.flags & kUsesBp) != 0 || (carried && live);
+            f.flags = (f.flags & kUsesBp) | (live ? kBpLive : 0) | check;
+        }
+    }
+    if (sh != nullptr) {
+        if (!keep_old)
+            sh->previous ^= 1; // rec (possibly empty) is the previous walk now
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+        sh->busy = false;
     }
     return out;
+}
+
+std::vector<unsigned char> save_walk_shadow_for_tests() {
+    std::vector<unsigned char> v;
+    if (Shadow* sh = tl_walk.shadow; sh != nullptr && !sh->busy) {
+        v.resize(Shadow::bytes(sh->capacity));
+        std::memcpy(v.data(), static_cast<const void*>(sh), v.size());
+    }
+    return v;
+}
+
+bool load_walk_shadow_for_tests(const std::vector<unsigned char>& bytes) {
+    if (bytes.size() < sizeof(Shadow))
+        return false;
+    Shadow head;
+    std::memcpy(static_cast<void*>(&head), bytes.data(), sizeof(Shadow));
+    Shadow* sh = shadow(head.capacity);
+    if (sh == nullptr || sh->busy || sh->capacity != head.capacity || bytes.size() != Shadow::bytes(head.capacity))
+        return false;
+    std::memcpy(static_cast<void*>(sh), bytes.data(), bytes.size());
+    sh->busy = false;
+    return true;
 }
 
 } // namespace gpumemprof::stacks

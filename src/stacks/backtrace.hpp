@@ -3,11 +3,17 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace gpumemprof::stacks {
 
 /// Deepest stack we ever keep; callers size their arrays with it.
 inline constexpr int kMaxFrames = 256;
+
+/// What one walk took from the thread's previous walk (its shadow).
+struct WalkInfo {
+    int from_shadow = 0; ///< frames of the result copied from the previous walk, not walked (0: none)
+};
 
 /// Writes at most `max_frames` code addresses of the calling thread into `ips`, innermost first,
 /// starting `skip` frames above the caller of capture_backtrace (skip = 0: the first entry is
@@ -16,7 +22,16 @@ inline constexpr int kMaxFrames = 256;
 /// issue #287). No symbolisation; a walk with the process-wide frame rules (frame_rules.hpp),
 /// reading nothing but the thread's own stack above its current frame. Returns the number written
 /// (0 on a thread whose stack bounds are unknown).
-int capture_backtrace(std::uintptr_t* ips, int max_frames, int skip) noexcept;
+/// The walk stops at the first frame where it meets the thread's previous walk in the same state
+/// with every stack word that walk read from there outward unchanged, and copies the rest from it
+/// (docs/design.md, Stacks: why that is the same result). `info`, when given, says how much.
+int capture_backtrace(std::uintptr_t* ips, int max_frames, int skip, WalkInfo* info = nullptr) noexcept;
+
+/// For tests: the calling thread's shadow of its previous walk, as bytes, and another thread's
+/// given to the calling one (as a new thread on a dead one's stack, or a fork child, would have
+/// it). Empty / false when the thread has none.
+std::vector<unsigned char> save_walk_shadow_for_tests();
+bool load_walk_shadow_for_tests(const std::vector<unsigned char>& bytes);
 
 /// The calling thread's stack as pthread reports it, [lo, hi), found once per thread.
 struct StackBounds {

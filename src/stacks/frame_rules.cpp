@@ -31,6 +31,7 @@
 namespace gpumemprof::stacks {
 
 std::atomic<rules_table::Table*> rules_table::g_table{nullptr};
+std::atomic<std::uint64_t> rules_table::g_generation{0};
 
 namespace {
 
@@ -539,6 +540,7 @@ void forget_frame_rules(std::uintptr_t lo, std::uintptr_t hi) noexcept {
         }
         if (g_as != nullptr)
             unw_flush_cache(g_as, lo, hi);
+        rules_table::g_generation.fetch_add(1, std::memory_order_release);
         g_modules.adds = g_modules.subs = ~0ull; // look at the modules again
     } catch (...) {
         GPUMEMPROF_SWALLOWED();

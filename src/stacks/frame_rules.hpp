@@ -64,6 +64,9 @@ struct Table {
 };
 inline constexpr int kMaxProbe = 64;
 extern std::atomic<Table*> g_table;
+/// Goes up (release) each time rules are forgotten: a walk remembered under another value may
+/// have stepped with rules that are gone (backtrace.cpp's shadow of the previous walk).
+extern std::atomic<std::uint64_t> g_generation;
 inline std::size_t slot_of(std::uint64_t pc, std::size_t mask) noexcept {
     return static_cast<std::size_t>((pc * 0x9e3779b97f4a7c15ull) >> 40) & mask;
 }

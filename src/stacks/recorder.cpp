@@ -87,8 +87,8 @@ bool room_to_unwind(std::uintptr_t sp) noexcept {
 /// One thread's capture counters for one recorder: written by that thread only (a load and a
 /// store, no read-modify-write), read by capture_stats.
 struct detail::CaptureCounters {
-    std::atomic<std::uint64_t> captures{0}, frames{0}, cache_hits{0}, python_captures{0}, python_frames{0},
-        small_stack_skips{0}, unwind_ticks{0}, intern_ticks{0}, sampled_out{0};
+    std::atomic<std::uint64_t> captures{0}, frames{0}, cache_hits{0}, shadow_hits{0}, shadow_frames{0},
+        python_captures{0}, python_frames{0}, small_stack_skips{0}, unwind_ticks{0}, intern_ticks{0}, sampled_out{0};
     CaptureCounters* next = nullptr;      ///< the recorder's list of every block (push only)
     CaptureCounters* next_free = nullptr; ///< on the free list
     CaptureCounters* next_made = nullptr; ///< every block ever made (g_all_counters: never freed)
@@ -254,7 +254,8 @@ __attribute__((always_inline)) inline StackId Recorder::unwind_and_intern() noex
     const std::uint64_t t0 = util::CycleClock::now();
     // skip = 0 would keep a frame inside capture_now() itself (unwind_and_intern is inlined into
     // it); 1 starts at its caller.
-    int n = capture_backtrace(ips, depth, 1);
+    WalkInfo walk;
+    int n = capture_backtrace(ips, depth, 1, &walk);
     // The thread's Python frames follow the native ones (tagged words, innermost first); the
     // reports put them in place of the interpreter's frames (report::resolve_report).
     const int py = python::capture(ips + n, std::min(depth, python::kMaxPythonFrames));
@@ -285,6 +286,10 @@ __attribute__((always_inline)) inline StackId Recorder::unwind_and_intern() noex
         detail::CaptureCounters::add(stats->frames, static_cast<std::uint64_t>(n));
         if (cached)
             detail::CaptureCounters::add(stats->cache_hits, 1);
+        if (walk.from_shadow > 0) {
+            detail::CaptureCounters::add(stats->shadow_hits, 1);
+            detail::CaptureCounters::add(stats->shadow_frames, static_cast<std::uint64_t>(walk.from_shadow));
+        }
         if (py > 0) {
             detail::CaptureCounters::add(stats->python_captures, 1);
             detail::CaptureCounters::add(stats->python_frames, static_cast<std::uint64_t>(py));
@@ -317,6 +322,8 @@ CaptureStats Recorder::capture_stats() const noexcept {
             s.captures += b->captures.load(std::memory_order_relaxed);
             s.frames += b->frames.load(std::memory_order_relaxed);
             s.cache_hits += b->cache_hits.load(std::memory_order_relaxed);
+            s.shadow_hits += b->shadow_hits.load(std::memory_order_relaxed);
+            s.shadow_frames += b->shadow_frames.load(std::memory_order_relaxed);
             s.python_captures += b->python_captures.load(std::memory_order_relaxed);
             s.python_frames += b->python_frames.load(std::memory_order_relaxed);
             s.small_stack_skips += b->small_stack_skips.load(std::memory_order_relaxed);
@@ -418,8 +425,9 @@ void Recorder::reset_after_fork() noexcept {
     table_.clear();
     ooms_.clear();
     for (detail::CaptureCounters* b = stats_head_.load(std::memory_order_acquire); b != nullptr; b = b->next)
-        for (auto* c : {&b->captures, &b->frames, &b->cache_hits, &b->python_captures, &b->python_frames,
-                        &b->small_stack_skips, &b->unwind_ticks, &b->intern_ticks, &b->sampled_out})
+        for (auto* c :
+             {&b->captures, &b->frames, &b->cache_hits, &b->shadow_hits, &b->shadow_frames, &b->python_captures,
+              &b->python_frames, &b->small_stack_skips, &b->unwind_ticks, &b->intern_ticks, &b->sampled_out})
             c->store(0, std::memory_order_relaxed);
 }
 

@@ -2,7 +2,9 @@
 // stacks/backtrace + frame_rules: the walk with the shared rules gives exactly the frames that
 // libunwind's own unwinder gives (unw_backtrace, the reference), for frames with and without a
 // frame pointer, dynamic stack (alloca), a realigned stack, a signal handler's frames, a new
-// thread, and after the rules were learnt on another thread or forgotten.
+// thread, and after the rules were learnt on another thread or forgotten; and a walk that stops
+// where it meets the thread's previous walk (the shadow) gives them too, wherever the two
+// stacks differ only outside the frames where they meet.
 #include "stacks/backtrace.hpp"
 #include "stacks/frame_rules.hpp"
 #include "stacks/unloaded_modules.hpp"
@@ -12,13 +14,16 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <alloca.h>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sys/wait.h>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 using namespace gpumemprof::stacks;
@@ -27,6 +32,7 @@ namespace {
 
 struct Both {
     std::vector<std::uintptr_t> ours, reference;
+    int from_shadow = 0; ///< frames of ours copied from the thread's previous walk
 };
 
 /// Both unwinds from the same frame: ours (skip 0: the first entry is in this function's
@@ -34,7 +40,9 @@ struct Both {
 __attribute__((noinline)) Both capture_both() {
     Both b;
     std::uintptr_t ips[kMaxFrames];
-    const int n = capture_backtrace(ips, kMaxFrames, 0);
+    WalkInfo info;
+    const int n = capture_backtrace(ips, kMaxFrames, 0, &info);
+    b.from_shadow = info.from_shadow;
     void* raw[kMaxFrames];
     const int m = unw_backtrace(raw, kMaxFrames);
     b.ours.assign(ips, ips + n);
@@ -230,4 +238,348 @@ TEST_CASE("backtrace: a new thread on an old thread's stack memory walks its own
     check_same(b);
     if (self_a != self_b)
         WARN("the second thread did not get the first one's stack: the reuse was not exercised");
+}
+
+// ---- the shadow of the previous walk ---------------------------------------------------------
+// Each case below makes two stacks that are the same, frame for frame and state for state (pc,
+// sp, bp), from the innermost frame up to some frame, and differ outside it; a walk that trusted
+// the previous one without reading the words it read would give the previous stack. Each checks
+// against libunwind and that the shadow was used at all (from_shadow > 0) where it may be.
+
+namespace {
+
+/// The frame of mid (its CFA less a constant): equal in two calls when their stacks are the same
+/// up to mid.
+std::uintptr_t g_mid_frame = 0;
+
+__attribute__((noinline, noipa)) Both mid() {
+    g_mid_frame = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
+    Both b = capture_both();
+    asm volatile("" ::: "memory");
+    return b;
+}
+
+/// (a) One function, two call lines (the asm after each keeps the compiler from merging them).
+__attribute__((noinline, noipa)) Both two_lines(int which) {
+    Both b;
+    if (which == 0) {
+        b = mid();
+        asm volatile("nop" ::: "memory");
+    } else {
+        b = mid();
+        asm volatile("nop\n\tnop" ::: "memory");
+    }
+    return b;
+}
+
+/// (b) Two callers at the same depth, unlike each other; with the right pad mid's frame is in the
+/// same place under both.
+__attribute__((noinline, noipa)) Both caller_padded(std::size_t pad) {
+    volatile char* p = static_cast<volatile char*>(alloca(pad + 16));
+    p[0] = 1;
+    Both b = mid();
+    asm volatile("" ::"r"(p) : "memory");
+    return b;
+}
+__attribute__((noinline, noipa)) Both caller_big() {
+    volatile char buf[512];
+    buf[0] = 1;
+    Both b = mid();
+    asm volatile("" ::"r"(buf) : "memory");
+    return b;
+}
+
+/// (c) The same code twice (distinct functions, same frame size): mid, mid2 and mid3 get the same
+/// CFAs and states through either; only the return address in mid3's frame tells them apart.
+__attribute__((noinline, noipa)) Both mid2() {
+    Both b = mid();
+    asm volatile("" ::: "memory");
+    return b;
+}
+__attribute__((noinline, noipa)) Both mid3() {
+    Both b = mid2();
+    asm volatile("" ::: "memory");
+    return b;
+}
+template <int Tag> __attribute__((noinline, noipa)) Both path() {
+    Both b = mid3();
+    asm volatile("" ::"i"(Tag) : "memory");
+    return b;
+}
+
+/// (e) Recursion n deep below an alloca of `pad` bytes: with the right pad two depths put the
+/// innermost frames at the same addresses in the same states.
+std::uintptr_t g_leaf_frame = 0;
+__attribute__((noinline, noipa)) Both recurse(int n) {
+    if (n == 0) {
+        g_leaf_frame = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
+        return capture_both();
+    }
+    Both b = recurse(n - 1);
+    asm volatile("" ::: "memory");
+    return b;
+}
+__attribute__((noinline, noipa)) Both padded(int n, std::size_t pad) {
+    volatile char* p = static_cast<volatile char*>(alloca(pad + 16));
+    p[0] = 1;
+    Both b = recurse(n);
+    asm volatile("" ::"r"(p) : "memory");
+    return b;
+}
+
+} // namespace
+
+TEST_CASE("backtrace shadow: a repeated stack is taken from the previous walk", "[backtrace][shadow]") {
+    std::vector<Both> walks;
+    for (int i = 0; i < 3; ++i)
+        walks.push_back(path<1>()); // the first learns rules: its walk is not usable
+    for (const Both& w : walks)
+        check_same(w);
+    CHECK(walks[2].ours == walks[1].ours);
+    CHECK(walks[2].from_shadow == static_cast<int>(walks[2].ours.size())); // not one frame walked
+}
+
+TEST_CASE("backtrace shadow: one function called from another line of an outer frame", "[backtrace][shadow]") {
+    for (int i = 0; i < 4; ++i) {
+        INFO("round " << i);
+        const Both a = two_lines(0);
+        const std::uintptr_t frame_a = g_mid_frame;
+        const Both b = two_lines(1);
+        REQUIRE(g_mid_frame == frame_a); // mid's frame in the same place: the walks meet there
+        check_same(a);
+        check_same(b);
+        REQUIRE(a.ours.size() == b.ours.size());
+        CHECK(a.ours[2] != b.ours[2]); // the two lines of two_lines
+        if (i > 0) {
+            CHECK(a.from_shadow > 0); // the frames outside two_lines came from the previous walk
+            CHECK(b.from_shadow > 0);
+        }
+    }
+}
+
+TEST_CASE("backtrace shadow: another caller at the same depth", "[backtrace][shadow]") {
+    (void)caller_big();
+    const std::uintptr_t big_frame = g_mid_frame;
+    std::size_t pad = 0;
+    for (int tries = 0; tries < 4; ++tries) {
+        (void)caller_padded(pad);
+        if (g_mid_frame <= big_frame)
+            break;
+        pad += g_mid_frame - big_frame;
+    }
+    if (g_mid_frame != big_frame) {
+        WARN("no pad puts mid's frame in the same place under both callers (a sanitizer's frames?)");
+        return;
+    }
+    for (int i = 0; i < 4; ++i) {
+        INFO("round " << i);
+        const Both a = caller_padded(pad);
+        const Both b = caller_big();
+        check_same(a);
+        check_same(b);
+        CHECK(a.ours[2] != b.ours[2]);
+        if (i > 0) {
+            CHECK(a.from_shadow > 0);
+            CHECK(b.from_shadow > 0);
+        }
+    }
+}
+
+TEST_CASE("backtrace shadow: a return address rewritten at the same CFA, three frames out", "[backtrace][shadow]") {
+    // path<1> and path<2> alternate: every frame from capture_backtrace's to mid3's is at the same
+    // address in the same state; the one word that differs is mid3's return address.
+    for (int i = 0; i < 8; ++i) {
+        INFO("round " << i);
+        const Both a = path<1>();
+        const std::uintptr_t frame_a = g_mid_frame;
+        const Both b = path<2>();
+        REQUIRE(g_mid_frame == frame_a);
+        check_same(a);
+        check_same(b);
+        REQUIRE(a.ours.size() == b.ours.size());
+        CHECK(a.ours[3] == b.ours[3]); // mid2's call of mid... (inside mid3)
+        CHECK(a.ours[4] != b.ours[4]); // ... and mid3's caller: path<1> or path<2>
+        if (i > 0) {
+            CHECK(a.from_shadow > 0);
+            CHECK(b.from_shadow > 0);
+        }
+    }
+}
+
+TEST_CASE("backtrace shadow: recursion depth changes under frames in the same places", "[backtrace][shadow]") {
+    // Find the pad that puts recurse(0) of a 10-deep recursion where a 12-deep one has it.
+    (void)padded(12, 0);
+    const std::uintptr_t deep_leaf = g_leaf_frame;
+    std::size_t pad = 0;
+    for (int tries = 0; tries < 4; ++tries) {
+        (void)padded(10, pad);
+        if (g_leaf_frame <= deep_leaf)
+            break;
+        pad += g_leaf_frame - deep_leaf;
+    }
+    if (g_leaf_frame != deep_leaf) {
+        WARN("no pad puts the two recursions' innermost frames in the same place (a sanitizer's frames?)");
+        return;
+    }
+    for (int i = 0; i < 4; ++i) {
+        INFO("round " << i);
+        const Both deep = padded(12, 0);
+        const Both shallow = padded(10, pad);
+        check_same(deep);
+        check_same(shallow);
+        CHECK(deep.ours.size() == shallow.ours.size() + 2);
+        CHECK(shallow.from_shadow > 0); // padded's frame and those outside it
+        CHECK(deep.from_shadow > 0);
+        // And the other way round, 10 then 12 from the same shadow.
+        const Both shallow2 = padded(10, pad);
+        const Both deep2 = padded(12, 0);
+        check_same(shallow2);
+        check_same(deep2);
+        // The same frames up to padded's (the test's own frame calls from other lines).
+        REQUIRE(deep.ours.size() >= 15);
+        REQUIRE(deep2.ours.size() == deep.ours.size());
+        CHECK(std::equal(deep.ours.begin(), deep.ours.begin() + 15, deep2.ours.begin()));
+        REQUIRE(shallow2.ours.size() == shallow.ours.size());
+        CHECK(std::equal(shallow.ours.begin(), shallow.ours.begin() + 13, shallow2.ours.begin()));
+    }
+}
+
+namespace {
+
+/// One thread's work for the next case: both threads run it, so that their frames are the same
+/// up to the call of `fn`.
+struct ThreadRun {
+    Both (*fn)() = nullptr;
+    const std::vector<unsigned char>* shadow_in = nullptr; ///< the shadow the thread starts with
+    std::vector<unsigned char> shadow_out;
+    Both out;
+    std::uintptr_t frame = 0;
+};
+
+__attribute__((noinline, noipa)) void run_thread(ThreadRun* r) {
+    bool loaded = true;
+    if (r->shadow_in != nullptr)
+        loaded = load_walk_shadow_for_tests(*r->shadow_in);
+    for (int i = 0; i < 3; ++i) {
+        r->out = r->fn(); // the last one, after the first two learnt the rules, is kept
+        if (r->shadow_in != nullptr)
+            break;
+    }
+    r->frame = loaded ? g_mid_frame : 0;
+    r->shadow_out = save_walk_shadow_for_tests();
+}
+
+} // namespace
+
+TEST_CASE("backtrace shadow: a new thread on a dead thread's stack, with the dead thread's shadow",
+          "[backtrace][shadow]") {
+    // A thread's shadow dies with it; here the new thread is given the old one's on purpose (what a
+    // fork child has of its parent): the words it compares, not the thread, make it right.
+    ThreadRun a, b, c;
+    a.fn = &path<1>;
+    std::thread(run_thread, &a).join();
+    b.fn = &path<2>;
+    b.shadow_in = &a.shadow_out;
+    std::thread(run_thread, &b).join();
+    REQUIRE(b.frame != 0); // the shadow was loaded
+    check_same(a.out);
+    check_same(b.out);
+    CHECK(a.out.ours[4] != b.out.ours[4]);
+    if (a.frame == b.frame)
+        CHECK(b.out.from_shadow > 0); // the thread's outer frames (start_thread, clone) from a's walk
+    else
+        WARN("the second thread did not get the first one's stack: the reuse was not exercised");
+    // Without the old shadow, the new thread's first walk has none.
+    c.fn = &path<1>;
+    c.shadow_in = nullptr;
+    std::thread([&] { c.out = path<1>(); }).join();
+    check_same(c.out);
+    CHECK(c.out.from_shadow == 0);
+}
+
+namespace {
+
+/// fn's walk; with `fork_first`, in a child forked here (the parent gets an empty one).
+__attribute__((noinline, noipa)) Both walk_after_fork(Both (*fn)(), bool fork_first, pid_t* pid) {
+    if (fork_first) {
+        *pid = ::fork();
+        if (*pid != 0)
+            return Both{};
+    }
+    Both b = fn();
+    asm volatile("" ::: "memory");
+    return b;
+}
+
+} // namespace
+
+TEST_CASE("backtrace shadow: a fork child walks its own stack from the parent's shadow", "[backtrace][shadow]") {
+    pid_t pid = -1;
+    Both parent;
+    for (int k = 0; k < 3; ++k) {
+        // One call line for all three: the child's stack is the parent's but for path<2>.
+        const Both w = walk_after_fork(k < 2 ? &path<1> : &path<2>, k == 2, &pid);
+        if (k == 1)
+            parent = w;
+        if (k == 2 && pid == 0) {
+            // No Catch2 in the child: 0 when its walk is libunwind's and used the shadow.
+            bool same = w.ours.size() == w.reference.size() && w.ours.size() > 4;
+            for (std::size_t i = 1; same && i < w.ours.size(); ++i)
+                same = w.ours[i] == w.reference[i];
+            ::_exit(!same ? 1 : (w.ours[4] == parent.ours[4] ? 2 : (w.from_shadow > 0 ? 0 : 3)));
+        }
+    }
+    check_same(parent);
+    REQUIRE(pid > 0);
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0); // 1: not libunwind's frames, 2: the parent's, 3: no shadow used
+}
+
+TEST_CASE("backtrace shadow: signal handlers, before and after", "[backtrace][shadow]") {
+    struct sigaction sa {
+    }, old{};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    REQUIRE(::sigaction(SIGUSR2, &sa, &old) == 0);
+    for (int i = 0; i < 3; ++i) {
+        const Both before = path<1>();
+        g_handled = 0;
+        raise_here();
+        REQUIRE(g_handled == 1);
+        const Both after = path<2>();
+        check_same(before);
+        CHECK(check_same(g_in_handler) == 1);
+        check_same(after);
+    }
+    ::sigaction(SIGUSR2, &old, nullptr);
+}
+
+TEST_CASE("backtrace shadow: a frame limit, then a deeper limit from the same shadow", "[backtrace][shadow]") {
+    std::uintptr_t few[3], all[kMaxFrames], again[kMaxFrames];
+    const int n = capture_backtrace(all, kMaxFrames, 0);
+    REQUIRE(n > 4);
+    REQUIRE(capture_backtrace(few, 3, 0) == 3); // a walk stopped at its limit
+    WalkInfo info;
+    const int m = capture_backtrace(again, kMaxFrames, 0, &info); // goes on past where that one stopped
+    REQUIRE(m == n);
+    for (int i = 1; i < n; ++i)
+        CHECK(again[i] == all[i]);
+    CHECK(few[2] == all[2]);
+}
+
+TEST_CASE("backtrace shadow: rules forgotten make the previous walk unusable", "[backtrace][shadow]") {
+    (void)path<1>();
+    (void)path<1>();
+    clear_frame_rules_for_tests();
+    const Both b = path<1>();
+    check_same(b);
+    CHECK(b.from_shadow == 0);
+    const Both c = path<1>(); // learnt again while b walked: that walk's frames are not usable
+    check_same(c);
+    CHECK(c.from_shadow == 0);
+    const Both d = path<1>();
+    check_same(d);
+    CHECK(d.from_shadow > 0);
 }

@@ -224,6 +224,10 @@ TEST_CASE("recorder: alternating stacks never get the previous capture's id", "[
     const auto s = r.capture_stats();
     CHECK(s.captures == static_cast<std::uint64_t>(4 * n));
     CHECK(s.cache_hits == static_cast<std::uint64_t>(4 * (n - 1)));
+    // Their native walks stopped where they met the previous one (after the rules were learnt).
+    CHECK(s.shadow_hits >= static_cast<std::uint64_t>(4 * (n - 2)));
+    CHECK(s.shadow_frames >= s.shadow_hits);
+    CHECK(s.shadow_frames <= s.frames);
 }
 
 TEST_CASE("recorder: a new thread's first capture is its own stack", "[recorder][unwind_threads]") {
