@@ -87,6 +87,7 @@ int main() {
     MUST(cuGraphInstantiateWithFlags(&e2, g, 0));
     MUST(cuGraphLaunch(e1, s));
     MUST(cuGraphExecDestroy(e2));
+    MUST(cuGraphDestroy(g)); // the executables stand without it
     // An 8 MiB device malloc heap.
     MUST(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 8 * kMiB));
     // B's 6 MiB of code go back.
