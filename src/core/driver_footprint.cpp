@@ -108,4 +108,10 @@ void DriverFootprint::clear_device(int device) noexcept {
         b.store(0, std::memory_order_relaxed);
 }
 
+void DriverFootprint::clear() noexcept {
+    forget_handles();
+    for (int d = 0; d < kMaxDevices; ++d)
+        clear_device(d);
+}
+
 } // namespace gpumemprof::core

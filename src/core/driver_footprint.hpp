@@ -56,6 +56,8 @@ public:
     std::int64_t bytes(int device, FootprintCause cause) const noexcept;
     /// The device's context went, and the driver's own memory with it.
     void clear_device(int device) noexcept;
+    /// Every device and every handle (a fork child starts with nothing of its parent's).
+    void clear() noexcept;
     /// Whether one more stream creation or destruction is measured: the first kMaxStreamCalls
     /// are (a program that makes a stream per task pays no more after them).
     bool stream_call_measured() noexcept {

@@ -260,6 +260,9 @@ private:
         int device = 0;
         std::int64_t unexplained = 0; ///< the driver's used figure less our buckets, before the call
     };
+    /// The driver's used figure on `device` less our buckets now (false: it cannot be read, or the
+    /// current context is another device's).
+    bool unexplained_now(const DriverApi& api, int device, std::int64_t* out) noexcept;
     void footprint_begin(const DriverApi& api, FootprintWindow* w) noexcept;
     void footprint_end(const DriverApi& api, FootprintCause cause, const FootprintWindow& w) noexcept;
     void capture_window_opened(const FootprintWindow& w) noexcept;

@@ -80,12 +80,10 @@ void note_oom(int device, std::uint64_t seq, std::size_t device_free, std::size_
 void Profiler::accounting_baseline(const DriverApi& api, int device) noexcept {
     if (accounting_.has_baseline(device) || process_exiting())
         return;
-    std::size_t free_bytes = 0, total = 0;
-    CUdevice dev = 0;
-    if (api.cuCtxGetDevice(&dev) != CUDA_SUCCESS || static_cast<int>(dev) != device ||
-        api.cuMemGetInfo_v2(&free_bytes, &total) != CUDA_SUCCESS)
+    AccountingReading r;
+    if (!read_driver_used(api, device, &r))
         return;
-    accounting_.set_baseline(device, static_cast<std::int64_t>(total - free_bytes));
+    accounting_.set_baseline(device, r.driver_used);
     static std::once_flag registered;
     // Before the teardown handler (registered at load time, so run after this one): the exit
     // reading still may ask the driver.
@@ -218,50 +216,47 @@ void Profiler::accounting_buckets(int device, AccountingReading* r) const {
         add(footprint_bucket(static_cast<FootprintCause>(c)), footprint_.bytes(device, static_cast<FootprintCause>(c)));
 }
 
+bool Profiler::unexplained_now(const DriverApi& api, int device, std::int64_t* out) noexcept {
+    try {
+        AccountingReading r;
+        accounting_buckets(device, &r);
+        if (!read_driver_used(api, device, &r)) // also false when the current context is another device's
+            return false;
+        *out = r.unexplained();
+        return true;
+    } catch (...) {
+        GPUMEMPROF_SWALLOWED();
+        return false;
+    }
+}
+
 void Profiler::footprint_begin(const DriverApi& api, FootprintWindow* w) noexcept {
     // Not before the device's baseline (which holds all the driver took until then), never
     // during a stream capture (no driver call of ours may join it), never in teardown.
     if (process_exiting() || streams_.captures.load(std::memory_order_acquire) > 0)
         return;
-    try {
-        CUdevice dev = 0;
-        if (api.cuCtxGetDevice(&dev) != CUDA_SUCCESS || !accounting_.has_baseline(static_cast<int>(dev)))
-            return;
-        AccountingReading r;
-        accounting_buckets(static_cast<int>(dev), &r);
-        if (!read_driver_used(api, static_cast<int>(dev), &r))
-            return;
-        w->device = static_cast<int>(dev);
-        w->unexplained = r.unexplained();
-        w->active = true;
-    } catch (...) {
-        GPUMEMPROF_SWALLOWED();
-    }
+    CUdevice dev = 0;
+    if (api.cuCtxGetDevice(&dev) != CUDA_SUCCESS || !accounting_.has_baseline(static_cast<int>(dev)))
+        return;
+    w->device = static_cast<int>(dev);
+    w->active = unexplained_now(api, w->device, &w->unexplained);
 }
 
 void Profiler::footprint_end(const DriverApi& api, FootprintCause cause, const FootprintWindow& w) noexcept {
     if (process_exiting() || streams_.captures.load(std::memory_order_acquire) > 0)
         return;
-    try {
-        // The current context may have changed inside the call (an unload that popped it): the
-        // reading must be of the window's device.
-        CUdevice dev = 0;
-        if (api.cuCtxGetDevice(&dev) != CUDA_SUCCESS || static_cast<int>(dev) != w.device)
-            return;
-        AccountingReading r;
-        accounting_buckets(w.device, &r);
-        if (!read_driver_used(api, w.device, &r))
-            return;
-        // Another thread's allocation in the window moved both the driver's figure and our
-        // buckets: only what is still unexplained is the driver's own.
-        const std::int64_t moved = r.unexplained() - w.unexplained;
-        footprint_.add(w.device, cause, moved);
-        if (moved != 0) {
-            note_device_memory_acquired(w.device);
-            account_if_acquired(api);
-        }
-    } catch (...) {
-        GPUMEMPROF_SWALLOWED();
+    // The current context may have changed inside the call (an unload that popped it): the
+    // reading must be of the window's device, or none.
+    std::int64_t now = 0;
+    if (!unexplained_now(api, w.device, &now))
+        return;
+    // Another thread's allocation in the window moved both the driver's figure and our
+    // buckets: only what is still unexplained is the driver's own.
+    const std::int64_t moved = now - w.unexplained;
+    footprint_.add(w.device, cause, moved);
+    if (moved != 0) {
+        note_device_memory_acquired(w.device);
+        account_if_acquired(api);
     }
 }
 

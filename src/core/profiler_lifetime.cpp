@@ -173,9 +173,7 @@ void Profiler::on_first_cuda_use() noexcept {
         steps_.clear();
         // The child's device memory is its own: a new context, new baselines and measurements.
         accounting_.clear();
-        footprint_.forget_handles();
-        for (int d = 0; d < DriverFootprint::kMaxDevices; ++d)
-            footprint_.clear_device(d);
+        footprint_.clear();
     }
     // A relative GPUMEMPROF_OUTPUT is taken from where the process is now, as the trace's path
     // is: a program that changes directory later (or removes the one it started in) still has

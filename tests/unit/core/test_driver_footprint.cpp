@@ -74,5 +74,9 @@ TEST_CASE("driver footprint: bytes by device and cause, either way, never below 
     CHECK(f.bytes(0, FootprintCause::code) == 0);
     CHECK(f.bytes(1, FootprintCause::graphs) == 2 << 20);
     CHECK(f.measured_calls() == 4);
+    REQUIRE(f.first_use(0x7000));
+    f.clear(); // a fork child's start: no device's bytes, every handle new
+    CHECK(f.bytes(1, FootprintCause::graphs) == 0);
+    CHECK(f.first_use(0x7000));
     CHECK(std::string(footprint_bucket(FootprintCause::graphs)) == "the driver: CUDA graph executables");
 }
