@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """GPU check of the device accounting (devices[i].device_accounting): the driver's used figure at
 its peak and at exit split into buckets, with under 1% unexplained, for a JAX, a CuPy and an nvcc
-program (the last two with and without a CUDA graph). PyTorch's are in attach_check.py.
+program, each with and without a CUDA graph (JAX's: XLA's command buffers). PyTorch's are in attach_check.py.
 Writes --out (JSON) and prints one line per check."""
 import argparse
 import glob
@@ -92,7 +92,12 @@ def main():
         run("cupy", [sys.executable, "-c", CUPY, "plain"], lib)
         run("cupy with a graph", [sys.executable, "-c", CUPY, "graph"], lib)
     if "jax" in only:
-        run("jax", [sys.executable, os.path.join(HERE, "probe", "jax_probe.py"), "bfc"], lib)
+        probe = [sys.executable, os.path.join(HERE, "probe", "jax_probe.py"), "bfc"]
+        # XLA's command buffers are CUDA graphs: off, and on for every kind with no minimum size.
+        run("jax", probe, lib, {"XLA_FLAGS": "--xla_gpu_enable_command_buffer="})
+        run("jax with a graph", probe, lib,
+            {"XLA_FLAGS": "--xla_gpu_enable_command_buffer=FUSION,CUBLAS "
+                          "--xla_gpu_graph_min_graph_size=1"})
     with open(a.out, "w") as f:
         json.dump(RESULTS, f, indent=1)
     failed = [r for r in RESULTS if not r["pass"]]

@@ -19,7 +19,7 @@ for f in "$dest/libgpumemprof.so" "$dest/gpumemprof"; do
   done
 done
 # The CPU sampler that finds where a profiled program's time goes (there is no perf there).
-g++ -O2 -shared -fPIC -o "$dest/libsampler.so" "$root/scripts/gpu/sampler.cpp" -ldl -lrt
+g++ -O2 -shared -fPIC -o "$dest/libsampler.so" "$root/scripts/gpu/sampler.cpp" -ldl -lrt -lpthread
 strip --strip-debug "$dest/libgpumemprof.so" "$dest/gpumemprof"
 # The CLI finds the libraries beside it (no patchelf here to give it an RPATH of $ORIGIN).
 mv "$dest/gpumemprof" "$dest/gpumemprof.bin"

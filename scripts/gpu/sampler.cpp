@@ -4,6 +4,9 @@
 // (a POSIX timer on the process's CPU clock) the interrupted thread's return addresses are kept (glibc backtrace); at
 // exit each sample is written as one line of frames to $SAMPLER_OUT: "module!symbol" where dladdr names one, else
 // "module+0xoffset" (the profiler's own hidden functions: symbolise those with addr2line against the unstripped build).
+// SAMPLER_MODE=wall: every 2 ms of wall-clock time a thread of the sampler's own signals every
+// other thread of the process (tgkill), so that a thread that waits (a lock, a system call) is
+// sampled where it waits; each line then starts with "tid:N;".
 // Built by scripts/gpu/carry.sh; not part of the product.
 #include <algorithm>
 #include <atomic>
@@ -12,10 +15,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <signal.h>
 #include <string>
+#include <sys/syscall.h>
+#include <thread>
 #include <unistd.h>
 #include <unordered_map>
 
@@ -24,6 +30,7 @@ constexpr int kDepth = 64;
 constexpr int kSamples = 200000;
 struct Sample {
     int n;
+    int tid;
     void* ip[kDepth];
 };
 Sample* g_samples = nullptr;
@@ -34,7 +41,29 @@ void on_prof(int, siginfo_t*, void*) {
     const int i = g_next.fetch_add(1, std::memory_order_relaxed);
     if (i >= kSamples)
         return;
+    g_samples[i].tid = static_cast<int>(syscall(SYS_gettid));
     g_samples[i].n = backtrace(g_samples[i].ip, kDepth);
+}
+
+std::atomic<bool> g_stop{false};
+int g_sampler_tid = 0;
+
+void wall_loop() {
+    g_sampler_tid = static_cast<int>(syscall(SYS_gettid));
+    const int pid = getpid();
+    while (!g_stop.load(std::memory_order_relaxed)) {
+        timespec ts{0, 2000000};
+        nanosleep(&ts, nullptr);
+        DIR* d = opendir("/proc/self/task");
+        if (!d)
+            continue;
+        while (dirent* e = readdir(d)) {
+            const int tid = std::atoi(e->d_name);
+            if (tid > 0 && tid != g_sampler_tid)
+                syscall(SYS_tgkill, pid, tid, SIGPROF);
+        }
+        closedir(d);
+    }
 }
 
 __attribute__((constructor)) void start() {
@@ -45,6 +74,10 @@ __attribute__((constructor)) void start() {
     sa.sa_sigaction = on_prof;
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigaction(SIGPROF, &sa, nullptr);
+    if (const char* mode = std::getenv("SAMPLER_MODE"); mode && std::strcmp(mode, "wall") == 0) {
+        std::thread(wall_loop).detach();
+        return;
+    }
     // A POSIX timer, not setitimer's: it dies with exec, before the next image has a handler.
     sigevent ev{};
     ev.sigev_notify = SIGEV_SIGNAL;
@@ -58,6 +91,7 @@ __attribute__((constructor)) void start() {
 __attribute__((destructor)) void finish() {
     if (g_timer)
         timer_delete(g_timer);
+    g_stop.store(true);
     const char* path = std::getenv("SAMPLER_OUT");
     if (!path)
         return;
@@ -74,7 +108,10 @@ __attribute__((destructor)) void finish() {
     }
     std::unordered_map<void*, std::string> names; // dladdr is slow in big modules: once an address
     char buf[512];
+    const bool wall = g_sampler_tid != 0;
     for (int i = 0; i < n; ++i) {
+        if (wall)
+            std::fprintf(f, "tid:%d;", g_samples[i].tid);
         for (int k = 1; k < g_samples[i].n; ++k) { // frame 0 is the handler
             void* ip = g_samples[i].ip[k];
             auto it = names.find(ip);

@@ -11,8 +11,15 @@
 # and prints one JSON object: per workload the median step time of each mode, the ratios
 # ours/off and torch/plain (median over rounds of the per-round ratio), and the goals
 # (ours/off <= 1.02, and ours/off below torch/plain), plus what our report says capture cost.
+# With --inprocess each round is two processes, and each alternates within itself in blocks of
+# steps (on, off, off, on, ...), which removes the spread between processes from the ratios:
+#   ours:   the preload, stacks switched by gpumemprof_set_stack_depth (default depth / 0);
+#   torch:  no preload, _record_memory_history(stacks="all") switched on and off.
 #
-#   python3 scripts/gpu/stacks_check.py --lib build/src/libgpumemprof.so [--rounds 5]
+#   python3 scripts/gpu/stacks_check.py --lib build/src/libgpumemprof.so [--rounds 5] [--inprocess]
+#   issue 18's step time (host-bound bf16 training, attach vs our pool vs plain):
+#   python3 scripts/gpu/stacks_check.py --lib ... --workloads train --layers 6 --seq 512 --vocab 32000 \
+#       --bf16 --modes ours,pool,plain
 import argparse
 import glob
 import json
@@ -31,10 +38,58 @@ MODES = ("off", "ours", "plain", "torch")
 
 # ---- the workloads (run in a child process) ------------------------------------------------------
 
-def gpt2_config(layers):
+def gpt2_config(args):
     from transformers import GPT2Config
-    return GPT2Config(n_layer=layers, n_embd=768, n_head=12, n_positions=1024, vocab_size=50257,
+    return GPT2Config(n_layer=args.layers, n_embd=768, n_head=12, n_positions=1024, vocab_size=args.vocab,
                       resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+
+
+class Blocks:
+    """In-process alternation (--inprocess): the steps after the warm-up run in blocks of
+    `block` steps, switching the thing measured on and off between blocks; the first step of
+    each block is not timed (switching is not part of a step). `switch(on)` does the switching."""
+
+    def __init__(self, args, switch):
+        self.args, self.switch, self.on = args, switch, None
+        self.times = {True: [], False: []}
+
+    def before(self, step):
+        a = self.args
+        if step < a.warmup:
+            return False
+        k = (step - a.warmup) // a.block
+        on = k % 2 == 0 if (k // 2) % 2 == 0 else k % 2 == 1  # on,off,off,on,on,off...: no mode always first
+        if on != self.on:
+            self.switch(on)
+            self.on = on
+        return (step - a.warmup) % a.block != 0
+
+    def record(self, timed, seconds):
+        if timed:
+            self.times[self.on].append(seconds)
+
+
+def switcher(args):
+    """What --inprocess switches: our stacks (gpumemprof_set_stack_depth) under the preload,
+    PyTorch's recorder (_record_memory_history) without it."""
+    if not args.inprocess:
+        return None
+    if args.torch_history:
+        import torch
+
+        def torch_switch(on):
+            torch.cuda.synchronize()
+            torch.cuda.memory._record_memory_history(None if not on else "all", max_entries=200000, stacks="all")
+        return Blocks(args, torch_switch)
+    import ctypes
+    lib = ctypes.CDLL(None)
+    lib.gpumemprof_set_stack_depth.restype = ctypes.c_int
+    lib.gpumemprof_set_stack_depth.argtypes = [ctypes.c_int]
+    depth = lib.gpumemprof_set_stack_depth(-1)
+
+    def ours_switch(on):
+        lib.gpumemprof_set_stack_depth(depth if on else 0)
+    return Blocks(args, ours_switch)
 
 
 def train(args):
@@ -42,21 +97,34 @@ def train(args):
     import torch
     from transformers import GPT2LMHeadModel
     torch.manual_seed(0)
-    model = GPT2LMHeadModel(gpt2_config(args.layers)).cuda().train()
+    model = GPT2LMHeadModel(gpt2_config(args)).cuda().train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    ids = torch.randint(0, 50257, (args.batch, args.seq), device="cuda")
-    times = []
+    ids = torch.randint(0, args.vocab, (args.batch, args.seq), device="cuda")
+    times, blocks, phases = [], switcher(args), []
+    args.phase_times = phases
     for step in range(args.warmup + args.steps):
+        timed = blocks.before(step) if blocks else step >= args.warmup
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        out = model(input_ids=ids, labels=ids)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=args.bf16):
+            out = model(input_ids=ids, labels=ids)
+        if args.phases:
+            torch.cuda.synchronize()
+            t1 = time.perf_counter()
         out.loss.backward()
+        if args.phases:
+            torch.cuda.synchronize()
+            t2 = time.perf_counter()
         opt.step()
         opt.zero_grad(set_to_none=True)
         torch.cuda.synchronize()
-        if step >= args.warmup:
+        if args.phases and step >= args.warmup:
+            phases.append((t1 - t0, t2 - t1, time.perf_counter() - t2))
+        if blocks:
+            blocks.record(timed, time.perf_counter() - t0)
+        elif timed:
             times.append(time.perf_counter() - t0)
-    return times
+    return blocks.times if blocks else times
 
 
 def generate(args):
@@ -64,28 +132,40 @@ def generate(args):
     import torch
     from transformers import GPT2LMHeadModel
     torch.manual_seed(0)
-    model = GPT2LMHeadModel(gpt2_config(args.layers)).cuda().eval()
-    ids = torch.randint(0, 50257, (args.batch, 32), device="cuda")
+    model = GPT2LMHeadModel(gpt2_config(args)).cuda().eval()
+    ids = torch.randint(0, args.vocab, (args.batch, 32), device="cuda")
     mask = torch.ones_like(ids)
-    times = []
+    times, blocks = [], switcher(args)
     with torch.no_grad():
         for step in range(args.warmup + args.steps):
+            timed = blocks.before(step) if blocks else step >= args.warmup
             torch.cuda.synchronize()
             t0 = time.perf_counter()
             model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=args.new_tokens, do_sample=False,
                            min_new_tokens=args.new_tokens, pad_token_id=0)
             torch.cuda.synchronize()
-            if step >= args.warmup:
+            if blocks:
+                blocks.record(timed, time.perf_counter() - t0)
+            elif timed:
                 times.append(time.perf_counter() - t0)
-    return times
+    return blocks.times if blocks else times
 
 
 def child(args):
     import torch
-    if args.torch_history:
+    if args.torch_history and not args.inprocess:
         torch.cuda.memory._record_memory_history(max_entries=200000, stacks="all")
     times = (train if args.child == "train" else generate)(args)
-    print(json.dumps({"median_s": statistics.median(times), "times": times}))
+    if isinstance(times, dict):  # --inprocess: the blocks with the thing measured on, and off
+        on, off = times[True], times[False]
+        print(json.dumps({"median_on_s": statistics.median(on), "median_off_s": statistics.median(off),
+                          "on_over_off": statistics.median(on) / statistics.median(off), "on": on, "off": off}))
+        return
+    out = {"median_s": statistics.median(times), "times": times}
+    if getattr(args, "phase_times", None):
+        out["phases_median_s"] = {name: statistics.median(p[i] for p in args.phase_times)
+                                  for i, name in enumerate(("forward", "backward", "optimizer"))}
+    print(json.dumps(out))
 
 
 # ---- the parent: alternating runs --------------------------------------------------------------
@@ -108,6 +188,9 @@ def run_one(args, workload, mode, out_dir):
            "--batch", str(args.batch if workload == "train" else args.gen_batch), "--seq", str(args.seq),
            "--steps", str(args.steps if workload == "train" else args.gen_steps),
            "--warmup", str(args.warmup), "--new-tokens", str(args.new_tokens)]
+    cmd += ["--vocab", str(args.vocab)] + (["--bf16"] if args.bf16 else [])
+    if args.inprocess:
+        cmd += ["--inprocess", "--block", str(args.block)]
     if mode == "torch":
         cmd.append("--torch-history")
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
@@ -128,6 +211,32 @@ def capture_figures(out_dir, workload):
     return found
 
 
+def inprocess_rounds(args, workload, modes, out_dir):
+    """--inprocess: per round one process of each mode, each alternating on/off in blocks."""
+    per_round, errors = [], []
+    for r in range(args.rounds):
+        order = modes if r % 2 == 0 else tuple(reversed(modes))
+        row = {mode: run_one(args, workload, mode, out_dir) for mode in order}
+        errors += [row[m]["error"] for m in modes if "error" in row[m]]
+        print("%s round %d: %s" % (workload, r + 1, {m: row[m].get("on_over_off", row[m].get("error"))
+                                                     for m in modes}), file=sys.stderr)
+        if all("on_over_off" in row[m] for m in modes):
+            per_round.append(row)
+    w = {"errors": errors, "rounds_ok": len(per_round)}
+    if per_round:
+        med = statistics.median
+        w["ours_over_off"] = med(row["ours"]["on_over_off"] for row in per_round)
+        w["torch_over_plain"] = med(row["torch"]["on_over_off"] for row in per_round)
+        w["per_round"] = [{"ours_over_off": row["ours"]["on_over_off"], "torch_over_plain": row["torch"]["on_over_off"],
+                           "ours_on_s": row["ours"]["median_on_s"], "ours_off_s": row["ours"]["median_off_s"],
+                           "torch_on_s": row["torch"]["median_on_s"], "plain_s": row["torch"]["median_off_s"]}
+                          for row in per_round]
+        w["goal_ours_le_1.02"] = w["ours_over_off"] <= 1.02
+        w["goal_ours_below_torch"] = w["ours_over_off"] < w["torch_over_plain"]
+    w["our_capture_stats"] = capture_figures(out_dir, workload)
+    return w
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", help="libgpumemprof.so")
@@ -142,8 +251,15 @@ def main():
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--timeout", type=int, default=900)
+    ap.add_argument("--vocab", type=int, default=50257)
+    ap.add_argument("--bf16", action="store_true", help="bf16 autocast in training (issue 18's hf_train)")
     ap.add_argument("--keep", help="keep our reports in this directory")
-    ap.add_argument("--modes", default=",".join(MODES), help="comma-separated; off,ours,plain,torch always run")
+    ap.add_argument("--modes", default=",".join(MODES), help="comma-separated, the modes run")
+    ap.add_argument("--inprocess", action="store_true",
+                    help="two processes a round: the preload alternating stacks on/off in blocks of steps "
+                         "(gpumemprof_set_stack_depth), and plain PyTorch alternating its recorder on/off")
+    ap.add_argument("--block", type=int, default=4, help="--inprocess: steps a block (the first is not timed)")
+    ap.add_argument("--phases", action="store_true", help=argparse.SUPPRESS)  # train: time each phase too
     ap.add_argument("--child", choices=("train", "generate"), help=argparse.SUPPRESS)
     ap.add_argument("--torch-history", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -154,9 +270,13 @@ def main():
         ap.error("--lib: libgpumemprof.so not found")
     out_dir = args.keep or tempfile.mkdtemp(prefix="stacks-check-")
     os.makedirs(out_dir, exist_ok=True)
-    modes = tuple(dict.fromkeys(list(MODES) + [m for m in args.modes.split(",") if m]))
-    result = {"lib": os.path.abspath(args.lib), "rounds": args.rounds, "modes": modes, "workloads": {}}
+    modes = ("ours", "torch") if args.inprocess else tuple(dict.fromkeys(m for m in args.modes.split(",") if m))
+    result = {"lib": os.path.abspath(args.lib), "rounds": args.rounds, "modes": modes, "workloads": {},
+              "inprocess": args.inprocess}
     for workload in args.workloads.split(","):
+        if args.inprocess:
+            result["workloads"][workload] = inprocess_rounds(args, workload, modes, out_dir)
+            continue
         per_round = []
         for r in range(args.rounds):
             row = {}
@@ -172,18 +292,18 @@ def main():
         if ok_rounds:
             med = statistics.median
             w["median_step_s"] = {m: med(row[m]["median_s"] for row in ok_rounds) for m in modes}
-            w["ours_over_off"] = med(row["ours"]["median_s"] / row["off"]["median_s"] for row in ok_rounds)
-            w["torch_over_plain"] = med(row["torch"]["median_s"] / row["plain"]["median_s"] for row in ok_rounds)
-            w["off_over_plain"] = med(row["off"]["median_s"] / row["plain"]["median_s"] for row in ok_rounds)
-            w["ours_over_plain"] = med(row["ours"]["median_s"] / row["plain"]["median_s"] for row in ok_rounds)
-            if "pool" in modes:
-                w["ours_over_pool"] = med(row["ours"]["median_s"] / row["pool"]["median_s"] for row in ok_rounds)
-                w["pool_over_plain"] = med(row["pool"]["median_s"] / row["plain"]["median_s"] for row in ok_rounds)
-            if "nopy" in modes:
-                w["nopy_over_off"] = med(row["nopy"]["median_s"] / row["off"]["median_s"] for row in ok_rounds)
+            # Every ratio of two modes run, the median over rounds of each round's ratio.
+            for a, b in (("ours", "off"), ("torch", "plain"), ("off", "plain"), ("ours", "plain"), ("ours", "pool"),
+                         ("pool", "plain"), ("nopy", "off")):
+                if a in modes and b in modes:
+                    w["%s_over_%s" % (a, b)] = med(row[a]["median_s"] / row[b]["median_s"] for row in ok_rounds)
             w["per_round"] = [{m: row[m]["median_s"] for m in modes} for row in ok_rounds]
-            w["goal_ours_le_1.02"] = w["ours_over_off"] <= 1.02
-            w["goal_ours_below_torch"] = w["ours_over_off"] < w["torch_over_plain"]
+            if "ours_over_off" in w:
+                w["goal_ours_le_1.02"] = w["ours_over_off"] <= 1.02
+            if "ours_over_off" in w and "torch_over_plain" in w:
+                w["goal_ours_below_torch"] = w["ours_over_off"] < w["torch_over_plain"]
+            if "ours_over_pool" in w:
+                w["goal_ours_le_pool"] = w["ours_over_pool"] <= 1.0
         w["our_capture_stats"] = capture_figures(out_dir, workload)
         result["workloads"][workload] = w
     result["reports"] = out_dir
