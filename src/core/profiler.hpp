@@ -8,6 +8,7 @@
 #include "core/device_accounting.hpp"
 #include "core/driver_api.hpp"
 #include "core/driver_footprint.hpp"
+#include "core/event_cost.hpp"
 #include "core/passthrough_ledger.hpp"
 #include "core/pool_table.hpp"
 #include "core/process_state.hpp"
@@ -340,6 +341,7 @@ private:
 
     TorchAttach torch_;
     TorchAutograd autograd_; ///< initialised with the first device's mirror
+    EventCost torch_cost_;   ///< what handling its events costs (the report's "torch_events")
     DeviceAccounting accounting_;
     DriverFootprint footprint_;
     static constexpr int kMaxTorchDevices = 128; ///< PyTorch's DeviceIndex is an int8

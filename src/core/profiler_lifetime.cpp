@@ -174,6 +174,7 @@ void Profiler::on_first_cuda_use() noexcept {
         // The child's device memory is its own: a new context, new baselines and measurements.
         accounting_.clear();
         footprint_.clear();
+        torch_cost_.clear();
     }
     // A relative GPUMEMPROF_OUTPUT is taken from where the process is now, as the trace's path
     // is: a program that changes directory later (or removes the one it started in) still has

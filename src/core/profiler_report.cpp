@@ -111,6 +111,7 @@ report::ReportInput Profiler::snapshot(const std::string& prefix) const {
                 doors_.runtime_calls.load()};
     in.foreign_invalid_frees = invalid_foreign_frees_.load();
     in.internal_errors = util::swallowed_count();
+    in.torch_events = torch_cost_.summary();
     const DumpSignalState ds = dump_signal_state();
     in.dump_signal = ds.signal;
     in.dump_signal_installed = ds.installed;

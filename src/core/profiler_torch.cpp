@@ -4,6 +4,7 @@
 // attached, its block events rebuild its state in a pool::TorchMirror per device, whose listener
 // (PoolEvents) feeds the call sites, the trace and the history as our own pool's does.
 #include "core/caller_modules.hpp"
+#include "core/event_cost.hpp"
 #include "core/oom_notices.hpp"
 #include "core/pool_events.hpp"
 #include "core/process_state.hpp"
@@ -187,11 +188,13 @@ PoolSlot* Profiler::torch_slot(int device) noexcept {
 }
 
 void Profiler::torch_event(const TorchEvent& ev) noexcept {
+    const std::uint64_t entered = util::CycleClock::now();
     try {
         CoreScope scope;
         PoolSlot* s = torch_slot(ev.device);
         if (!s)
             return;
+        torch_cost_.count();
         pool::TorchMirror& m = *s->torch;
         const auto since_start = [this] {
             return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_)
@@ -208,24 +211,33 @@ void Profiler::torch_event(const TorchEvent& ev) noexcept {
                 m.segment_map(ev.addr, ev.size, ev.stream, ev.pool, t_segment_stack);
             break;
         case TorchAction::alloc: {
+            std::uint64_t t = util::CycleClock::now();
             stacks::StackId id = t_segment_stack != 0 ? t_segment_stack : capture_stack(ev.size);
             t_segment_stack = 0;
+            t = torch_cost_.add(EventCost::stacks, t);
             // Backward: charged to the forward line that made the node (core/torch_autograd.hpp).
             const TorchAutograd::Node node = autograd_.current();
             if (node.present && id != 0)
                 id = autograd_.backward_stack(id, node);
             else if (!node.present)
                 autograd_.remember(autograd_.forward_thread(), autograd_.forward_seq(), id);
+            t = torch_cost_.add(EventCost::backward, t);
             m.alloc(ev.addr, ev.size, ev.stream, ev.pool, id);
             const pool::Lookup l = m.lookup(ev.addr);
+            t = torch_cost_.add(EventCost::mirror, t);
             s->categories->on_alloc(since_start(), ev.addr, static_cast<std::int64_t>(l.block_size), id, node.present,
                                     node.accumulate_grad, !ev.pool.is_default(), site_traits(id));
+            torch_cost_.add(EventCost::kinds, t);
             break;
         }
-        case TorchAction::free_requested:
-            s->categories->on_free(since_start(), ev.addr, autograd_.current().present);
+        case TorchAction::free_requested: {
+            std::uint64_t t = util::CycleClock::now();
+            s->categories->on_free(since_start(), ev.addr, autograd_.in_backward());
+            t = torch_cost_.add(EventCost::kinds, t);
             m.free_requested(ev.addr);
+            torch_cost_.add(EventCost::mirror, t);
             break;
+        }
         case TorchAction::free_completed: m.free_completed(ev.addr); break;
         // PyTorch reports these before it gives the memory back: the reading waits for its next event.
         case TorchAction::segment_free:
@@ -242,6 +254,7 @@ void Profiler::torch_event(const TorchEvent& ev) noexcept {
         set_event_origin(0, trace::kDefaultPool);
         if (const DriverApi* api = driver(false))
             account_if_acquired(*api);
+        torch_cost_.add(EventCost::whole, entered);
     } catch (...) {
         set_event_origin(0, trace::kDefaultPool);
     }
@@ -253,11 +266,23 @@ MemoryCategories::SiteTraits Profiler::site_traits(stacks::StackId id) noexcept 
     MemoryCategories::SiteTraits t;
     if (id == 0)
         return t;
+    // A site's traits never change once worked out: each thread keeps the latest few it asked
+    // for (a loop's sites recur) and takes the process-wide lock only on a miss.
+    struct Recent {
+        stacks::StackId id = 0;
+        MemoryCategories::SiteTraits traits;
+    };
+    static thread_local Recent t_recent[64];
+    Recent& slot = t_recent[(id * 0x9E3779B1u) >> 26];
+    if (slot.id == id)
+        return slot.traits;
     try {
         {
             std::lock_guard lock(mutex);
-            if (auto it = cache->find(id); it != cache->end())
+            if (auto it = cache->find(id); it != cache->end()) {
+                slot = {id, it->second};
                 return it->second;
+            }
         }
         // Once per call site: its Python frames' files and functions, its native frames' symbols.
         for (std::uintptr_t w : stacks::Recorder::instance().frames(id)) {
@@ -285,6 +310,7 @@ MemoryCategories::SiteTraits Profiler::site_traits(stacks::StackId id) noexcept 
         }
         std::lock_guard lock(mutex);
         cache->emplace(id, t);
+        slot = {id, t};
     } catch (...) {
         GPUMEMPROF_SWALLOWED();
     }

@@ -73,10 +73,19 @@ std::uint32_t TorchAutograd::name_of(const void* node) noexcept {
     // The node's dynamic type from its vtable: the type_info pointer sits just before it.
     const void* const* vtable = *static_cast<const void* const* const*>(node);
     const void* type_info = vtable[-1];
+    // A backward pass evaluates runs of nodes of one type (and an id never changes once made):
+    // the thread's last answer spares the lock.
+    static thread_local const void* t_type = nullptr;
+    static thread_local std::uint32_t t_id = 0;
+    static thread_local const TorchAutograd* t_owner = nullptr;
+    if (type_info == t_type && t_owner == this)
+        return t_id;
     std::lock_guard lock(mutex_);
     auto it = names_.find(type_info);
-    if (it != names_.end())
+    if (it != names_.end()) {
+        t_type = type_info, t_id = it->second, t_owner = this;
         return it->second;
+    }
     const char* mangled = *reinterpret_cast<const char* const*>(static_cast<const char*>(type_info) + sizeof(void*));
     const std::uint32_t id = stacks::autograd::node_name_id(last_name_of_type(mangled).c_str());
     try {
@@ -84,6 +93,7 @@ std::uint32_t TorchAutograd::name_of(const void* node) noexcept {
     } catch (...) {
         GPUMEMPROF_SWALLOWED();
     }
+    t_type = type_info, t_id = id, t_owner = this;
     return id;
 }
 
@@ -105,6 +115,16 @@ TorchAutograd::Node TorchAutograd::current() const noexcept {
         GPUMEMPROF_SWALLOWED();
     }
     return n;
+}
+
+bool TorchAutograd::in_backward() const noexcept {
+    if (!ready_)
+        return false;
+    try {
+        return reinterpret_cast<GetCurrentNode>(get_current_node_)() != nullptr;
+    } catch (...) {
+        return false;
+    }
 }
 
 std::uint64_t TorchAutograd::forward_thread() const noexcept {
@@ -136,6 +156,18 @@ stacks::StackId TorchAutograd::backward_stack(stacks::StackId own, const Node& n
         stacks::Recorder& rec = stacks::Recorder::instance();
         const stacks::StackId fwd = n.seq == UINT64_MAX ? 0 : forward_of(n.thread, n.seq + 1);
         (fwd ? matched_ : unmatched_).fetch_add(1, std::memory_order_relaxed);
+        // The joined stack is a function of its three parts (interned stacks never change): each
+        // thread keeps the latest joins it made, as a training loop's backward pass repeats them.
+        struct Join {
+            stacks::StackId own = 0, fwd = 0;
+            std::uint32_t name = 0;
+            stacks::StackId joined = 0;
+            const TorchAutograd* owner = nullptr;
+        };
+        static thread_local Join t_joins[256];
+        Join& j = t_joins[(own * 0x9E3779B1u ^ fwd * 0x85EBCA77u ^ n.name_id * 0xC2B2AE3Du) >> 24];
+        if (j.joined != 0 && j.own == own && j.fwd == fwd && j.name == n.name_id && j.owner == this)
+            return j.joined;
         std::vector<std::uintptr_t> words = rec.frames(own);
         words.push_back(stacks::autograd::backward_frame(n.name_id, fwd != 0));
         if (fwd) {
@@ -144,7 +176,10 @@ stacks::StackId TorchAutograd::backward_stack(stacks::StackId own, const Node& n
         }
         if (words.size() > 256)
             words.resize(256);
-        return rec.intern(words.data(), static_cast<int>(words.size()));
+        const stacks::StackId joined = rec.intern(words.data(), static_cast<int>(words.size()));
+        if (joined != 0)
+            j = {own, fwd, n.name_id, joined, this};
+        return joined;
     } catch (...) {
         return own;
     }

@@ -38,6 +38,8 @@ public:
     };
     /// The node this thread evaluates (backward), or none (forward, optimizer, ...).
     Node current() const noexcept;
+    /// Whether this thread evaluates a node now (current().present, without naming the node).
+    bool in_backward() const noexcept;
     /// This thread's position in the forward pass: its RecordFunction thread id, and its sequence
     /// counter now.
     std::uint64_t forward_thread() const noexcept;

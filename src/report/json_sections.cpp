@@ -170,6 +170,19 @@ void json_sections(util::JsonWriter& w, const ReportInput& in, const stacks::Rep
     w.field("sampled_out", c.sampled_out); // allocations sampling left without a stack
     w.field("unwind_seconds", c.unwind_seconds);
     w.field("intern_seconds", c.intern_seconds);
+    if (in.torch_events.events > 0) {
+        // What handling PyTorch's allocator events cost, on the threads that made them.
+        const EventCostSummary& t = in.torch_events;
+        w.key("torch_events");
+        w.begin_object();
+        w.field("events", t.events);
+        w.field("seconds", t.seconds);
+        w.field("stacks_seconds", t.stacks_seconds);
+        w.field("backward_seconds", t.backward_seconds);
+        w.field("kinds_seconds", t.kinds_seconds);
+        w.field("mirror_seconds", t.mirror_seconds);
+        w.end_object();
+    }
     w.end_object();
 }
 

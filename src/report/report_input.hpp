@@ -168,6 +168,17 @@ struct StepMark {
     std::vector<StepDevice> devices;
 };
 
+/// What handling PyTorch's allocator events cost the program (core/event_cost.hpp), in seconds
+/// summed over the run; the parts add up to at most the whole.
+struct EventCostSummary {
+    std::uint64_t events = 0;
+    double seconds = 0;          ///< the handlers, entry to return
+    double stacks_seconds = 0;   ///< capturing stacks
+    double backward_seconds = 0; ///< charging backward allocations to forward lines
+    double kinds_seconds = 0;    ///< the kind of memory
+    double mirror_seconds = 0;   ///< rebuilding the allocator's blocks and statistics
+};
+
 struct ReportInput {
     std::string prefix; ///< files are <prefix>.json, .txt, .folded, .alloc.folded
     int pid = 0;
@@ -196,6 +207,7 @@ struct ReportInput {
     bool dump_signal_installed = false;
     std::string dump_signal_refused;
     std::vector<DeviceSummary> devices; ///< one per pool, in table order
+    EventCostSummary torch_events;      ///< events == 0: not attached to PyTorch's allocator
     /// Devices with pass-through memory but no pool (JSON only: context -1, ledger figures).
     std::vector<DeviceSummary> devices_without_pool;
     int top_n = 10; ///< rows in the "top call sites" tables

@@ -378,6 +378,20 @@ void capture_lines(util::BufferedOut& out, const stacks::CaptureStats& c) {
     }
 }
 
+/// What handling PyTorch's allocator events cost, on the threads that made them.
+void torch_cost_line(util::BufferedOut& out, const EventCostSummary& c) {
+    if (c.events == 0)
+        return;
+    char line[384];
+    const double us = 1e6 / static_cast<double>(c.events);
+    std::snprintf(line, sizeof line,
+                  "PyTorch allocator events: %llu, %.2f us each in the profiler on the thread that made them "
+                  "(stacks %.2f, backward to forward %.2f, kinds of memory %.2f, its blocks %.2f), %.3f s in all\n",
+                  static_cast<unsigned long long>(c.events), c.seconds * us, c.stacks_seconds * us,
+                  c.backward_seconds * us, c.kinds_seconds * us, c.mirror_seconds * us, c.seconds);
+    out += line;
+}
+
 /// "Summary": process-wide figures, each device's, the call-site count and the capture cost.
 void summary_section(util::BufferedOut& out, const ReportInput& in, const stacks::ReportData& data,
                      const ResolvedReport& r) {
@@ -404,6 +418,7 @@ void summary_section(util::BufferedOut& out, const ReportInput& in, const stacks
     out += "\nunique call sites: " + std::to_string(r.sites.size()) +
            ", OOMs recorded: " + std::to_string(data.ooms.size()) + "\n";
     capture_lines(out, data.capture);
+    torch_cost_line(out, in.torch_events);
     if (in.internal_errors > 0)
         out += "the profiler caught " + std::to_string(in.internal_errors) +
                " exceptions inside its own code (out of memory, mostly) and carried on; what they were doing is "

@@ -58,6 +58,15 @@ def case_torch_attach(args, tmp):
     c.true("attached to the stand-in's version", t.get("allocator_status", "").startswith(
         "attached to PyTorch 2.11.0+sim"), t.get("allocator_status"))
     c.eq("events that did not fit the rebuilt layout", t.get("mirror_mismatches"), 0)
+    # What handling the events cost is counted over every one of them: 6 ALLOC, 3 FREE_REQUESTED
+    # and 3 FREE_COMPLETED (a, b, e), 6 SEGMENT_ALLOC (2 MiB, 20 MiB for b, 30 MiB, 20 MiB on the
+    # other stream, 20 MiB in the private pool, 2 MiB for e) and 2 SEGMENT_FREE (empty_cache).
+    cost = (rep or {}).get("stacks", {}).get("torch_events", {})
+    c.eq("stacks.torch_events.events: every event the stand-in made", cost.get("events"), 20)
+    parts = sum(cost.get(k, 0) for k in ("stacks_seconds", "backward_seconds", "kinds_seconds", "mirror_seconds"))
+    c.true("stacks.torch_events: some time, its parts within the whole",
+           0 < cost.get("seconds", 0) < 1 and 0 <= parts <= cost.get("seconds", 0), cost)
+    c.true(".txt: the events' cost line", "PyTorch allocator events: 20, " in report_text(pre), "")
     before = json.loads(pre.values.get("TORCH_STATS") or "{}")
     theirs = json.loads(pre.values.get("TORCH_STATS_END") or "{}")
     ours = t.get("memory_stats", {})

@@ -1,0 +1,21 @@
+// SPDX-License-Identifier: MIT
+#include "core/event_cost.hpp"
+
+namespace gpumemprof::core {
+
+report::EventCostSummary EventCost::summary() const noexcept {
+    report::EventCostSummary s;
+    s.events = events_.load(std::memory_order_relaxed);
+    const double ns = clock_.ns_per_tick();
+    const auto seconds = [&](Part p) {
+        return static_cast<double>(ticks_[p].load(std::memory_order_relaxed)) * ns * 1e-9;
+    };
+    s.seconds = seconds(whole);
+    s.stacks_seconds = seconds(stacks);
+    s.backward_seconds = seconds(backward);
+    s.kinds_seconds = seconds(kinds);
+    s.mirror_seconds = seconds(mirror);
+    return s;
+}
+
+} // namespace gpumemprof::core

@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: MIT
+// What the profiler's handling of PyTorch's allocator events costs the program: the time from a
+// tracker call's entry to its return, on the thread that made the event (under PyTorch's
+// allocator mutex, so the program waits for all of it), and the parts of that time, summed over
+// the run. Ticks of util::CycleClock; the report turns them into seconds.
+#pragma once
+
+#include "report/report_input.hpp"
+#include "util/cycle_clock.hpp"
+
+#include <atomic>
+#include <cstdint>
+
+namespace gpumemprof::core {
+
+class EventCost {
+public:
+    enum Part : int {
+        whole,    ///< the whole handler
+        stacks,   ///< capturing the allocating thread's stack
+        backward, ///< charging a backward allocation to its forward line
+        kinds,    ///< the kind of memory (site traits, categories, timeline)
+        mirror,   ///< rebuilding the allocator's blocks and statistics
+        kParts
+    };
+
+    /// Adds the ticks since `start` to `part` and returns now (the start of the next part).
+    std::uint64_t add(Part part, std::uint64_t start) noexcept {
+        const std::uint64_t now = util::CycleClock::now();
+        ticks_[part].fetch_add(now - start, std::memory_order_relaxed);
+        return now;
+    }
+    void count() noexcept { events_.fetch_add(1, std::memory_order_relaxed); }
+    void clear() noexcept {
+        events_.store(0, std::memory_order_relaxed);
+        for (auto& t : ticks_)
+            t.store(0, std::memory_order_relaxed);
+    }
+
+    /// For the report: seconds per part, with the clock's calibration.
+    report::EventCostSummary summary() const noexcept;
+
+private:
+    std::atomic<std::uint64_t> events_{0};
+    std::atomic<std::uint64_t> ticks_[kParts] = {};
+    util::CycleClock clock_;
+};
+
+} // namespace gpumemprof::core

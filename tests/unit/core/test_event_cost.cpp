@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: MIT
+// core/event_cost: the time of PyTorch allocator events, whole and by part, in seconds.
+#include "core/event_cost.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <thread>
+
+using namespace gpumemprof::core;
+using gpumemprof::util::CycleClock;
+
+namespace {
+
+void spin_for(std::chrono::milliseconds d) {
+    const auto until = std::chrono::steady_clock::now() + d;
+    while (std::chrono::steady_clock::now() < until) {
+    }
+}
+
+} // namespace
+
+TEST_CASE("event_cost: each part gets the time since its start, the whole its own", "[event_cost]") {
+    EventCost cost;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5)); // the clock's calibration interval
+    const std::uint64_t entered = CycleClock::now();
+    cost.count();
+    std::uint64_t t = CycleClock::now();
+    spin_for(std::chrono::milliseconds(20));
+    t = cost.add(EventCost::stacks, t);
+    spin_for(std::chrono::milliseconds(10));
+    cost.add(EventCost::kinds, t);
+    cost.add(EventCost::whole, entered);
+    cost.count();
+
+    const auto s = cost.summary();
+    CHECK(s.events == 2);
+    CHECK(s.stacks_seconds >= 0.019);
+    CHECK(s.stacks_seconds < 0.5);
+    CHECK(s.kinds_seconds >= 0.009);
+    CHECK(s.kinds_seconds < s.stacks_seconds);
+    CHECK(s.backward_seconds == 0);
+    CHECK(s.mirror_seconds == 0);
+    CHECK(s.seconds >= s.stacks_seconds + s.kinds_seconds);
+
+    cost.clear();
+    const auto z = cost.summary();
+    CHECK(z.events == 0);
+    CHECK(z.seconds == 0);
+    CHECK(z.stacks_seconds == 0);
+}
