@@ -63,21 +63,23 @@ void KindTimeline::thin() {
     slot_start_ = points_.back().t_ns;
 }
 
-void KindTimeline::reclassify(std::int64_t since_ns, int from, int to, std::int64_t bytes) {
+std::size_t KindTimeline::reclassify(std::int64_t since_ns, int from, int to, std::int64_t bytes) {
     if (from < 0 || from >= kTimelineKinds || to < 0 || to >= kTimelineKinds || from == to)
-        return;
+        return 0;
     const auto move = [&](KindPoint& p) {
         p.bytes[from] -= bytes;
         p.bytes[to] += bytes;
     };
     auto it = std::lower_bound(points_.begin(), points_.end(), since_ns,
                                [](const KindPoint& p, std::int64_t t) { return p.t_ns < t; });
+    const auto moved = static_cast<std::size_t>(points_.end() - it);
     for (; it != points_.end(); ++it)
         move(*it);
     if (peak_total_ >= 0 && peak_.t_ns >= since_ns)
         move(peak_);
     if (has_latest_ && latest_.t_ns >= since_ns)
         move(latest_);
+    return moved;
 }
 
 KindTimelineData KindTimeline::data() const {

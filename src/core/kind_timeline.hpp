@@ -55,7 +55,8 @@ public:
     /// `bytes` allocated at `since_ns` and live since then turn out to have been kind `to`, not
     /// `from`, all along (a temporary that outlived its phase): every point from then on, the
     /// peak's and the latest state move them.
-    void reclassify(std::int64_t since_ns, int from, int to, std::int64_t bytes);
+    /// Returns the points it moved.
+    std::size_t reclassify(std::int64_t since_ns, int from, int to, std::int64_t bytes);
     KindTimelineData data() const;
     std::size_t size() const { return points_.size(); }
 

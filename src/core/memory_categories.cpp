@@ -34,7 +34,8 @@ void MemoryCategories::set_kind(Block& b, std::uintptr_t, MemoryKind k, KindRule
         at_peak_[static_cast<int>(b.kind)] -= b.bytes;
         at_peak_[static_cast<int>(k)] += b.bytes;
     }
-    timeline_.reclassify(b.t_ns, static_cast<int>(b.kind), static_cast<int>(k), b.bytes);
+    points_moved_ += timeline_.reclassify(b.t_ns, static_cast<int>(b.kind), static_cast<int>(k), b.bytes);
+    ++survivors_;
     now_[static_cast<int>(b.kind)] -= b.bytes;
     SiteLearned& s = sites_[b.site];
     s.bytes[static_cast<int>(b.kind)] -= b.bytes;
@@ -50,13 +51,16 @@ void MemoryCategories::set_kind(Block& b, std::uintptr_t, MemoryKind k, KindRule
 void MemoryCategories::phase_begins(Phase p) {
     if (p == phase_)
         return;
+    ++phase_changes_;
     if (phase_ == Phase::backward && p != Phase::backward) {
+        survivor_checks_ += backward_blocks_.size();
         for (std::uintptr_t ptr : backward_blocks_)
             if (auto it = live_.find(ptr); it != live_.end() && it->second.kind == MemoryKind::temporaries)
                 set_kind(it->second, ptr, MemoryKind::gradients, KindRule::backward_survivor);
         backward_blocks_.clear();
     }
     if (phase_ == Phase::optimizer && p == Phase::forward) {
+        survivor_checks_ += optimizer_blocks_.size();
         for (std::uintptr_t ptr : optimizer_blocks_)
             if (auto it = live_.find(ptr); it != live_.end() && it->second.kind == MemoryKind::temporaries)
                 set_kind(it->second, ptr, MemoryKind::optimizer_state, KindRule::optimizer_survivor);
@@ -138,6 +142,10 @@ MemoryCategories::Summary MemoryCategories::summary() const {
     out.at_peak = at_peak_;
     out.peak_total = peak_total_;
     out.timeline = timeline_.data();
+    out.phase_changes = phase_changes_;
+    out.survivor_checks = survivor_checks_;
+    out.survivors = survivors_;
+    out.points_moved = points_moved_;
     for (const auto& [site, s] : sites_) {
         // The kind most of the site's blocks have had (bytes ever placed there, as a tally of
         // the current placement would miss freed sites).

@@ -89,6 +89,10 @@ public:
         /// Each site's kind (the kind of most of its bytes) and the rule that placed it.
         std::vector<std::pair<stacks::StackId, std::pair<MemoryKind, KindRule>>> sites;
         KindTimelineData timeline; ///< live bytes by kind over time
+        /// The work the rules did: phases begun (forward, backward, optimizer step), blocks
+        /// looked at when a phase ended, blocks that outlived theirs (their kind changed), and
+        /// timeline points those moved.
+        std::uint64_t phase_changes = 0, survivor_checks = 0, survivors = 0, points_moved = 0;
     };
     Summary summary() const;
 
@@ -122,6 +126,7 @@ private:
     std::int64_t total_ = 0, peak_total_ = 0;
     std::uint64_t allocs_ = 0;   ///< on_alloc calls so far
     std::uint64_t peak_seq_ = 0; ///< the allocation that reached peak_total_
+    std::uint64_t phase_changes_ = 0, survivor_checks_ = 0, survivors_ = 0, points_moved_ = 0;
     KindTimeline timeline_;
 };
 

@@ -371,6 +371,10 @@ report::DeviceSummary Profiler::torch_summary(const PoolSlot& s) const {
             d.kind_points.emplace_back(p.bytes.begin(), p.bytes.end());
         }
         d.kind_changes = k.timeline.changes;
+        d.kind_phase_changes = k.phase_changes;
+        d.kind_survivor_checks = k.survivor_checks;
+        d.kind_survivors = k.survivors;
+        d.kind_points_moved = k.points_moved;
         d.kind_slot_ns = k.timeline.slot_ns;
         for (const auto& [site, kr] : k.sites)
             d.site_kinds.push_back({site, memory_kind_name(kr.first), kind_rule_text(kr.second)});

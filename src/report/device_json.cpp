@@ -63,6 +63,13 @@ void write_allocator(util::JsonWriter& w, const DeviceSummary& d) {
         w.end_object();
     }
     write_kind_timeline(w, d);
+    // The rules' work: phases begun, blocks looked at when one ended, blocks whose kind changed.
+    w.key("rules").begin_object();
+    w.field("phase_changes", d.kind_phase_changes);
+    w.field("survivor_checks", d.kind_survivor_checks);
+    w.field("survivors", d.kind_survivors);
+    w.field("timeline_points_moved", d.kind_points_moved);
+    w.end_object();
     w.end_object();
     w.key("backward_attribution").begin_object();
     w.field("to_forward_line", d.backward_matched);

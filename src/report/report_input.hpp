@@ -68,6 +68,9 @@ struct DeviceSummary {
     std::vector<std::vector<std::int64_t>> kind_points;
     std::uint64_t kind_changes = 0; ///< changes seen in all
     std::int64_t kind_slot_ns = 0;  ///< 0: every change far enough from the last point is a point
+    /// The kind rules' work (core::MemoryCategories::Summary): phases begun, blocks looked at
+    /// when one ended, blocks whose kind changed then, timeline points those moved.
+    std::uint64_t kind_phase_changes = 0, kind_survivor_checks = 0, kind_survivors = 0, kind_points_moved = 0;
     /// Backward allocations charged to their forward line, and those whose forward op was unseen.
     std::int64_t backward_matched = 0, backward_unmatched = 0;
     /// PyTorch's own statistics read at exit, and ours at that moment (pytorch, when read).

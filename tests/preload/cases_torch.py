@@ -164,6 +164,12 @@ def case_torch_autograd(args, tmp):
                [(f.get("function"), f.get("line")) for f in fr])
         c.eq("... of kind temporaries (freed within the pass)",
              [s.get("memory_kind") for s in bwd if s["frames"] is fr], ["temporaries"])
+    # Phases: backward (step 1), forward (step 2), backward (step 2); the first backward pass's
+    # block (freed within it) is the one looked at when it ended, and nothing outlived its phase.
+    pt = [d for d in (rep or {}).get("devices", []) if d.get("allocator") == "pytorch"]
+    c.eq("memory_kinds.rules: the phases and their survivors",
+         pt[0].get("memory_kinds", {}).get("rules") if pt else None,
+         {"phase_changes": 3, "survivor_checks": 1, "survivors": 0, "timeline_points_moved": 0})
     c.eq("the backward line: 8 MiB allocated in 2 blocks",
          (sum(s["total_bytes"] for s in bwd), sum(s["total_count"] for s in bwd)), (8 * MIB, 2))
     grad = site_at(rep, "prog_torch_autograd.cpp", lines["LINE_GRAD"])

@@ -147,6 +147,13 @@ TEST_CASE("memory categories over time: a step's blocks and their kinds as timel
     CHECK(got == std::vector<std::pair<std::int64_t, KindBytes>>{{1, t1}, {2, t2}, {3, t3}, {4, t4}, {5, t5}, {6, t6}});
     CHECK(s.timeline.changes == 8);
     CHECK(m.live_now() == t6);
+    // The rules' work: backward (t=3), the optimizer step (t=5), forward (t=6); the backward
+    // pass's one temporary (freed) and the step's one block looked at when each ended; the
+    // step's block outlived it and moved the one point since its allocation (t=5).
+    CHECK(s.phase_changes == 3);
+    CHECK(s.survivor_checks == 2);
+    CHECK(s.survivors == 1);
+    CHECK(s.points_moved == 1);
 }
 
 TEST_CASE("memory categories: the peak's split names what a block turned out to be") {
