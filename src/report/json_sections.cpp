@@ -170,6 +170,10 @@ void json_sections(util::JsonWriter& w, const ReportInput& in, const stacks::Rep
     w.field("sampled_out", c.sampled_out); // allocations sampling left without a stack
     w.field("unwind_seconds", c.unwind_seconds);
     w.field("intern_seconds", c.intern_seconds);
+    w.field("unwind_rules", c.unwind_rules);       // code addresses with a learnt rule (the process's table)
+    w.field("unwind_learnt", c.unwind_learnt);     // rules libunwind worked out (the table's misses)
+    w.field("libunwind_steps", c.libunwind_steps); // frames stepped by libunwind one at a time (no simple rule)
+    w.field("full_unwinds", c.full_unwinds);       // stacks libunwind unwound whole
     if (in.torch_events.events > 0) {
         // What handling PyTorch's allocator events cost, on the threads that made them.
         const EventCostSummary& t = in.torch_events;

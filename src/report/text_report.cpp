@@ -361,6 +361,14 @@ void capture_lines(util::BufferedOut& out, const stacks::CaptureStats& c) {
                           static_cast<unsigned long long>(c.sampled_out));
             out += line;
         }
+        if (c.libunwind_steps > 0 || c.full_unwinds > 0) {
+            std::snprintf(line, sizeof line,
+                          "frames with no simple unwind rule, stepped by libunwind each time they were met: %llu "
+                          "(%.2f a stack); stacks libunwind unwound whole: %llu\n",
+                          static_cast<unsigned long long>(c.libunwind_steps),
+                          static_cast<double>(c.libunwind_steps) / n, static_cast<unsigned long long>(c.full_unwinds));
+            out += line;
+        }
         if (c.python_captures > 0) {
             std::snprintf(line, sizeof line,
                           "Python frames: found in %llu stacks (%.1f frames each on average), included in that cost\n",

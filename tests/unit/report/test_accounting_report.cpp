@@ -136,7 +136,7 @@ TEST_CASE("an OOM in the JSON: device_accounting and memory_kinds") {
     CHECK(js.find("\"device_accounting\"", a + 1) == std::string::npos);
 }
 
-TEST_CASE("memory_kinds.timeline: the time and each kind's bytes as columns") {
+TEST_CASE("memory_kinds.timeline: the time and each kind's bytes as columns; the rules' work") {
     DeviceSummary d;
     d.allocator = "pytorch";
     d.kinds_at_peak = {{"parameters", 4}, {"gradients", 4}};
@@ -144,12 +144,17 @@ TEST_CASE("memory_kinds.timeline: the time and each kind's bytes as columns") {
     d.kind_t_ns = {5, 9, 12};
     d.kind_points = {{4, 0}, {4, 4}, {4, 0}};
     d.kind_changes = 7;
+    d.kind_phase_changes = 6;
+    d.kind_survivor_checks = 40;
+    d.kind_survivors = 3;
+    d.kind_points_moved = 9;
     util::JsonWriter w;
     w.begin_object();
     write_allocator(w, d);
     w.end_object();
     CHECK(w.str().find("\"memory_kinds\":{\"at_peak\":{\"parameters\":4,\"gradients\":4},"
                        "\"now\":{\"parameters\":4,\"gradients\":0},\"timeline\":{\"changes\":7,\"slot_ns\":0,"
-                       "\"t_ns\":[5,9,12],\"bytes\":{\"parameters\":[4,4,4],\"gradients\":[0,4,0]}}}") !=
-          std::string::npos);
+                       "\"t_ns\":[5,9,12],\"bytes\":{\"parameters\":[4,4,4],\"gradients\":[0,4,0]}},"
+                       "\"rules\":{\"phase_changes\":6,\"survivor_checks\":40,\"survivors\":3,"
+                       "\"timeline_points_moved\":9}}") != std::string::npos);
 }
