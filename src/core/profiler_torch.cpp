@@ -15,6 +15,7 @@
 #include "stacks/python_frames.hpp"
 #include "stacks/recorder.hpp"
 #include "util/log.hpp"
+#include "util/per_thread.hpp"
 
 #include "util/swallowed.hpp"
 
@@ -73,6 +74,15 @@ bool workspace_frame(std::uintptr_t ip) {
         memo->emplace(ip, workspace);
     return workspace;
 }
+
+/// Per thread: the traits of the latest sites asked for (Profiler::site_traits).
+struct RecentTraits {
+    struct Slot {
+        stacks::StackId id = 0;
+        MemoryCategories::SiteTraits traits;
+    };
+    Slot at[64];
+};
 
 } // namespace
 
@@ -268,12 +278,9 @@ MemoryCategories::SiteTraits Profiler::site_traits(stacks::StackId id) noexcept 
         return t;
     // A site's traits never change once worked out: each thread keeps the latest few it asked
     // for (a loop's sites recur) and takes the process-wide lock only on a miss.
-    struct Recent {
-        stacks::StackId id = 0;
-        MemoryCategories::SiteTraits traits;
-    };
-    static thread_local Recent t_recent[64];
-    Recent& slot = t_recent[(id * 0x9E3779B1u) >> 26];
+    RecentTraits* recent = util::PerThread<RecentTraits>::get();
+    RecentTraits::Slot scratch;
+    RecentTraits::Slot& slot = recent != nullptr ? recent->at[(id * 0x9E3779B1u) >> 26] : scratch;
     if (slot.id == id)
         return slot.traits;
     try {

@@ -4,6 +4,7 @@
 #include "core/driver_api.hpp"
 #include "stacks/autograd_frames.hpp"
 #include "stacks/recorder.hpp"
+#include "util/per_thread.hpp"
 #include "util/swallowed.hpp"
 
 #include <dlfcn.h>
@@ -69,21 +70,42 @@ bool TorchAutograd::init(const std::string& lib_dir, const torch_abi::Layout& la
     }
 }
 
+namespace {
+
+/// Per thread: the node type named last (core/torch_autograd.hpp's name_of).
+struct LastName {
+    const void* type = nullptr;
+    std::uint32_t id = 0;
+    const TorchAutograd* owner = nullptr;
+};
+
+/// Per thread: the latest backward joins, by a hash of their three parts (backward_stack).
+struct RecentJoins {
+    struct Join {
+        stacks::StackId own = 0, fwd = 0;
+        std::uint32_t name = 0;
+        stacks::StackId joined = 0;
+        const TorchAutograd* owner = nullptr;
+    };
+    Join at[256];
+};
+
+} // namespace
+
 std::uint32_t TorchAutograd::name_of(const void* node) noexcept {
     // The node's dynamic type from its vtable: the type_info pointer sits just before it.
     const void* const* vtable = *static_cast<const void* const* const*>(node);
     const void* type_info = vtable[-1];
     // A backward pass evaluates runs of nodes of one type (and an id never changes once made):
     // the thread's last answer spares the lock.
-    static thread_local const void* t_type = nullptr;
-    static thread_local std::uint32_t t_id = 0;
-    static thread_local const TorchAutograd* t_owner = nullptr;
-    if (type_info == t_type && t_owner == this)
-        return t_id;
+    LastName* last = util::PerThread<LastName>::get();
+    if (last != nullptr && type_info == last->type && last->owner == this)
+        return last->id;
     std::lock_guard lock(mutex_);
     auto it = names_.find(type_info);
     if (it != names_.end()) {
-        t_type = type_info, t_id = it->second, t_owner = this;
+        if (last != nullptr)
+            *last = {type_info, it->second, this};
         return it->second;
     }
     const char* mangled = *reinterpret_cast<const char* const*>(static_cast<const char*>(type_info) + sizeof(void*));
@@ -93,7 +115,8 @@ std::uint32_t TorchAutograd::name_of(const void* node) noexcept {
     } catch (...) {
         GPUMEMPROF_SWALLOWED();
     }
-    t_type = type_info, t_id = id, t_owner = this;
+    if (last != nullptr)
+        *last = {type_info, id, this};
     return id;
 }
 
@@ -158,16 +181,13 @@ stacks::StackId TorchAutograd::backward_stack(stacks::StackId own, const Node& n
         (fwd ? matched_ : unmatched_).fetch_add(1, std::memory_order_relaxed);
         // The joined stack is a function of its three parts (interned stacks never change): each
         // thread keeps the latest joins it made, as a training loop's backward pass repeats them.
-        struct Join {
-            stacks::StackId own = 0, fwd = 0;
-            std::uint32_t name = 0;
-            stacks::StackId joined = 0;
-            const TorchAutograd* owner = nullptr;
-        };
-        static thread_local Join t_joins[256];
-        Join& j = t_joins[(own * 0x9E3779B1u ^ fwd * 0x85EBCA77u ^ n.name_id * 0xC2B2AE3Du) >> 24];
-        if (j.joined != 0 && j.own == own && j.fwd == fwd && j.name == n.name_id && j.owner == this)
-            return j.joined;
+        RecentJoins* recent = util::PerThread<RecentJoins>::get();
+        RecentJoins::Join* j =
+            recent != nullptr ? &recent->at[(own * 0x9E3779B1u ^ fwd * 0x85EBCA77u ^ n.name_id * 0xC2B2AE3Du) >> 24]
+                              : nullptr;
+        if (j != nullptr && j->joined != 0 && j->own == own && j->fwd == fwd && j->name == n.name_id &&
+            j->owner == this)
+            return j->joined;
         std::vector<std::uintptr_t> words = rec.frames(own);
         words.push_back(stacks::autograd::backward_frame(n.name_id, fwd != 0));
         if (fwd) {
@@ -177,8 +197,8 @@ stacks::StackId TorchAutograd::backward_stack(stacks::StackId own, const Node& n
         if (words.size() > 256)
             words.resize(256);
         const stacks::StackId joined = rec.intern(words.data(), static_cast<int>(words.size()));
-        if (joined != 0)
-            j = {own, fwd, n.name_id, joined, this};
+        if (joined != 0 && j != nullptr)
+            *j = {own, fwd, n.name_id, joined, this};
         return joined;
     } catch (...) {
         return own;
