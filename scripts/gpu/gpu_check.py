@@ -516,8 +516,8 @@ def main():
     ap.add_argument("--tries", type=int, default=1000)
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--repeat", type=int, default=3, help="runs of each timed PyTorch configuration")
-    ap.add_argument("--only", default="layouts,attach,accounting,gloo,stacks,cuda,cross,bench,torch,ab,oom,frameworks,"
-                    "html,expandable,python,pool")
+    ap.add_argument("--only", default="layouts,attach,accounting,gloo,stacks,stacks-inprocess,steptime,cuda,cross,"
+                    "bench,torch,ab,oom,frameworks,html,expandable,python,pool")
     ap.add_argument("--pool-repeat", type=int, default=5, help="alternating runs of each pool-vs-PyTorch loop")
     ap.add_argument("--pool-loops", default="readme,big", help="which pool-vs-PyTorch loops to run")
     ap.add_argument("--pool-sides", default="0,1", help="without (0) and/or with (1) a live side stream")
@@ -564,6 +564,29 @@ def main():
             res = {"error": p.stderr[-1500:]}
         record("stacks cost on framework programs (ours/off <= 1.02x, below PyTorch's recorder)",
                p.returncode == 0, result=res)
+    def stacks_script(name, args, goals):
+        """stacks_check.py with `args`; passes when every workload meets each of `goals`."""
+        p = subprocess.run([sys.executable, os.path.join(here, "stacks_check.py"), "--lib", a.lib] + args,
+                           capture_output=True, text=True)
+        try:
+            res = json.loads(p.stdout)
+        except ValueError:
+            res = {"error": p.stderr[-1500:]}
+        ws = res.get("workloads", {}).values()
+        record(name, p.returncode == 0 and bool(ws) and all(w.get(g) for w in ws for g in goals), result=res)
+
+    # Stacks on and off within one process (blocks of steps), and PyTorch's recorder the same way:
+    # GPU-bound training and HF generate.
+    if "stacks-inprocess" in only:
+        stacks_script("stacks cost in one process (ours/off <= 1.02x, below PyTorch's recorder)",
+                      ["--inprocess", "--rounds", os.environ.get("STACKS_ROUNDS", "3"), "--block", "3"],
+                      ["goal_ours_le_1.02", "goal_ours_below_torch"])
+    # Issue 18's step time: host-bound bf16 training, attached against the pool mode.
+    if "steptime" in only:
+        stacks_script("attached step time no worse than the pool mode's (host-bound bf16 training)",
+                      ["--workloads", "train", "--layers", "6", "--vocab", "32000", "--bf16", "--modes",
+                       "ours,pool,plain", "--rounds", os.environ.get("STACKS_ROUNDS", "5"), "--steps", "24"],
+                      ["goal_ours_le_pool"])
     # The checks below measure gpumemprof's own pool serving every tensor (PyTorch's caching off)
     # and JAX's per-buffer allocations, as they did before PyTorch's allocator was attached.
     os.environ.setdefault("GPUMEMPROF_TORCH", "pool")
