@@ -579,7 +579,8 @@ def main():
     # GPU-bound training and HF generate.
     if "stacks-inprocess" in only:
         stacks_script("stacks cost in one process (ours/off <= 1.02x, below PyTorch's recorder)",
-                      ["--inprocess", "--rounds", os.environ.get("STACKS_ROUNDS", "3"), "--block", "3"],
+                      ["--inprocess", "--rounds", os.environ.get("STACKS_ROUNDS", "3"), "--block", "3", "--steps", "31",
+                       "--gen-steps", "19"],
                       ["goal_ours_le_1.02", "goal_ours_below_torch"])
     # Issue 18's step time: host-bound bf16 training, attached against the pool mode.
     if "steptime" in only:
