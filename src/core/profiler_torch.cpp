@@ -248,7 +248,12 @@ void Profiler::torch_event(const TorchEvent& ev) noexcept {
             torch_cost_.add(EventCost::mirror, t);
             break;
         }
-        case TorchAction::free_completed: m.free_completed(ev.addr); break;
+        case TorchAction::free_completed: {
+            const std::uint64_t t = util::CycleClock::now();
+            m.free_completed(ev.addr);
+            torch_cost_.add(EventCost::mirror, t);
+            break;
+        }
         // PyTorch reports these before it gives the memory back: the reading waits for its next event.
         case TorchAction::segment_free:
             m.segment_free(ev.addr, ev.size);
