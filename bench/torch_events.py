@@ -19,6 +19,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "harness"))
+from preload_env import preload_env  # noqa: E402
+
 CHILD = r'''
 import ctypes, os, sys, time
 lib_dir, steps = sys.argv[1], int(sys.argv[2])
@@ -77,16 +80,11 @@ OPTIM = '''def step(lib, params, states):
 
 
 def run(args, mode, tmp, child):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUMEMPROF_") and k != "LD_PRELOAD"}
-    env["LD_LIBRARY_PATH"] = ":".join(x for x in (os.path.abspath(args.sim_dir), env.get("LD_LIBRARY_PATH")) if x)
     out = os.path.join(tmp, mode)
-    if mode != "plain":
-        env["LD_PRELOAD"] = os.path.abspath(args.lib)
-        env["GPUMEMPROF_OUTPUT"] = out
-        env["GPUMEMPROF_HTML"] = "0"
-        env["GPUMEMPROF_PICKLE"] = "0"
-        if mode == "off":
-            env["GPUMEMPROF_STACK_DEPTH"] = "0"
+    extra = {"GPUMEMPROF_HTML": "0", "GPUMEMPROF_PICKLE": "0"}
+    if mode == "off":
+        extra["GPUMEMPROF_STACK_DEPTH"] = "0"
+    env = preload_env(args.sim_dir, args.lib if mode != "plain" else None, output=out, extra=extra)
     p = subprocess.run([sys.executable, child, args.torch_lib, str(args.steps), child], env=env,
                        capture_output=True, text=True, timeout=300)
     ms = [float(l.split("=")[1]) for l in p.stdout.splitlines() if l.startswith("STEP_MS=")]
