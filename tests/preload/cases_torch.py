@@ -292,3 +292,32 @@ def check_kinds_over_time(c, rep, dev, pre):
     c.eq("html: the OOM's split",
          [({n: b // MIB for n, b in x.get("kinds", []) if b}, x.get("accounting", {}).get("used", 0) // MIB) for x in ho],
          [({"temporaries": 4, "gradients": 4, "library workspaces": 2}, 20)])
+
+
+def case_torch_autograd_join(args, tmp):
+    """Two nodes of one type evaluated through the same call, made by two forward lines: each
+    backward allocation is charged to its own node's forward line, in both steps (the second
+    step's joins come from the per-thread cache; a join of the wrong forward op would put three
+    or four of the blocks under one line)."""
+    c = Checker(args.case)
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "prog_torch_autograd_join.cpp")
+    lines = marker_lines(src)
+    plain, pre = both_ran(c, args, tmp)
+    c.eq("stdout: the same", pre.values, plain.values)
+    rep = pre.report() or {}
+    bwd = [s for s in site_at(rep, "prog_torch_autograd_join.cpp", lines["LINE_BWD"]) if s["total_count"] > 0]
+
+    def has_line(site, line):
+        return any(f.get("file", "").endswith("prog_torch_autograd_join.cpp") and f.get("line") == line
+                   for f in site["frames"])
+
+    for name, line in (("A", lines["LINE_FWD_A"]), ("B", lines["LINE_FWD_B"])):
+        mine = [s for s in bwd if has_line(s, line)]
+        c.eq("the backward line under forward line %s: 2 MiB in 2 blocks (one a step)" % name,
+             (sum(s["total_bytes"] for s in mine), sum(s["total_count"] for s in mine)), (2 * MIB, 2))
+    c.eq("no backward site under both forward lines",
+         [s["frames"] for s in bwd if has_line(s, lines["LINE_FWD_A"]) and has_line(s, lines["LINE_FWD_B"])], [])
+    c.eq("every backward allocation charged to a forward line",
+         [d.get("backward_attribution") for d in rep.get("devices", []) if d.get("allocator") == "pytorch"],
+         [{"to_forward_line": 4, "forward_op_unseen": 0}])
+    return c.finish([plain, pre])
