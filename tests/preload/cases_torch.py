@@ -295,10 +295,10 @@ def check_kinds_over_time(c, rep, dev, pre):
 
 
 def case_torch_autograd_join(args, tmp):
-    """Two nodes of one type evaluated through the same call, made by two forward lines: each
-    backward allocation is charged to its own node's forward line, in both steps (the second
-    step's joins come from the per-thread cache; a join of the wrong forward op would put three
-    or four of the blocks under one line)."""
+    """Two nodes of one type evaluated through the same call (one backward stack), made by two
+    forward lines: each backward allocation is charged to its own node's forward line, in both
+    steps (the second step's joins come from the per-thread cache; a cache that did not key its
+    joins by the forward stack puts all four blocks under one line: checked by breaking it)."""
     c = Checker(args.case)
     src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "prog_torch_autograd_join.cpp")
     lines = marker_lines(src)

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Two forward ops of two lines (LINE_FWD_A, LINE_FWD_B), each making an MmBackward0 node; the
-// backward pass evaluates both nodes through one call of one function (LINE_BWD): the same
-// node type and the same lines, told apart by the forward op. Two steps, so that the second
-// step's joins come from the per-thread cache of the first step's.
+// backward pass evaluates both nodes through one call instruction of one function, whose
+// allocation (LINE_BWD) has the same stack for both: only the forward op tells the two joins
+// apart. Two steps, so that the second step's joins come from the per-thread cache.
 // cases_torch.py knows the LINE_* markers and the sizes.
 #include <cstdint>
 #include <cstdio>
@@ -41,7 +41,7 @@ struct Op {
 __attribute__((noinline)) void evaluate(const Op& op, std::uint64_t thread) {
     fake_autograd_enter(0, op.seq, thread);
     void* g = tensor(1 * MiB, kBackwardStream); // LINE_BWD
-    fake_torch_free(op.saved); // the saved output is released by the backward pass
+    fake_torch_free(op.saved);                  // the saved output is released by the backward pass
     fake_torch_free(g);
     fake_autograd_leave();
 }
@@ -57,8 +57,11 @@ int main() {
         ops[1].saved = tensor(2 * MiB); // LINE_FWD_A
         ops[0].seq = fake_autograd_op(&thread);
         ops[0].saved = tensor(3 * MiB); // LINE_FWD_B
-        for (const Op& op : ops) // B's node, then A's
-            evaluate(op, thread);
+        // B's node, then A's, from one call instruction (a loop the compiler may not unroll
+        // into two calls with two return addresses).
+        volatile int count = 2;
+        for (int i = 0; i < count; ++i)
+            evaluate(ops[i], thread);
     }
     std::printf("done=1\n");
     return 0;
