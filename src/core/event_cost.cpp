@@ -3,6 +3,15 @@
 
 namespace gpumemprof::core {
 
+EventCost::Clock::Clock(EventCost& cost) noexcept {
+    static thread_local std::uint32_t t_events __attribute__((tls_model("initial-exec"))) = 0;
+    cost.count();
+    if (t_events++ % kOneIn != 0)
+        return;
+    cost_ = &cost;
+    start_ = last_ = util::CycleClock::now();
+}
+
 report::EventCostSummary EventCost::summary() const noexcept {
     report::EventCostSummary s;
     s.events = events_.load(std::memory_order_relaxed);

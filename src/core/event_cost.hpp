@@ -24,13 +24,43 @@ public:
         kParts
     };
 
-    /// Adds the ticks since `start` to `part` and returns now (the start of the next part).
-    std::uint64_t add(Part part, std::uint64_t start) noexcept {
+    /// Each thread times one event in kOneIn (reading the clock costs too); a timed event's
+    /// ticks count kOneIn times. Events are counted exactly.
+    static constexpr std::uint32_t kOneIn = 16;
+
+    /// Adds `weight` times the ticks since `start` to `part` and returns now (the next part's start).
+    std::uint64_t add(Part part, std::uint64_t start, std::uint32_t weight = 1) noexcept {
         const std::uint64_t now = util::CycleClock::now();
-        ticks_[part].fetch_add(now - start, std::memory_order_relaxed);
+        ticks_[part].fetch_add((now - start) * weight, std::memory_order_relaxed);
         return now;
     }
     void count() noexcept { events_.fetch_add(1, std::memory_order_relaxed); }
+
+    /// One handler's clock: counts the event, and times it when it is its thread's one in
+    /// kOneIn (otherwise lap() and done() do nothing).
+    class Clock {
+    public:
+        explicit Clock(EventCost& cost) noexcept;
+        /// The laps start now (what came before counts in the whole only).
+        void mark() noexcept {
+            if (cost_ != nullptr)
+                last_ = util::CycleClock::now();
+        }
+        /// The time since the previous lap (or the mark, or the start) goes to `part`.
+        void lap(Part part) noexcept {
+            if (cost_ != nullptr)
+                last_ = cost_->add(part, last_, kOneIn);
+        }
+        /// The time since the start goes to `whole`.
+        void done() noexcept {
+            if (cost_ != nullptr)
+                cost_->add(whole, start_, kOneIn);
+        }
+
+    private:
+        EventCost* cost_ = nullptr;
+        std::uint64_t start_ = 0, last_ = 0;
+    };
     void clear() noexcept {
         events_.store(0, std::memory_order_relaxed);
         for (auto& t : ticks_)

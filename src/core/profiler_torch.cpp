@@ -198,19 +198,19 @@ PoolSlot* Profiler::torch_slot(int device) noexcept {
 }
 
 void Profiler::torch_event(const TorchEvent& ev) noexcept {
-    const std::uint64_t entered = util::CycleClock::now();
     try {
         CoreScope scope;
         PoolSlot* s = torch_slot(ev.device);
         if (!s)
             return;
-        torch_cost_.count();
+        EventCost::Clock clock(torch_cost_);
         pool::TorchMirror& m = *s->torch;
         const auto since_start = [this] {
             return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_)
                 .count();
         };
         set_event_origin(ev.stream, {ev.pool.first, ev.pool.second});
+        clock.mark();
         switch (ev.action) {
         case TorchAction::segment_alloc:
         case TorchAction::segment_map:
@@ -221,37 +221,34 @@ void Profiler::torch_event(const TorchEvent& ev) noexcept {
                 m.segment_map(ev.addr, ev.size, ev.stream, ev.pool, t_segment_stack);
             break;
         case TorchAction::alloc: {
-            std::uint64_t t = util::CycleClock::now();
             stacks::StackId id = t_segment_stack != 0 ? t_segment_stack : capture_stack(ev.size);
             t_segment_stack = 0;
-            t = torch_cost_.add(EventCost::stacks, t);
+            clock.lap(EventCost::stacks);
             // Backward: charged to the forward line that made the node (core/torch_autograd.hpp).
             const TorchAutograd::Node node = autograd_.current();
             if (node.present && id != 0)
                 id = autograd_.backward_stack(id, node);
             else if (!node.present)
                 autograd_.remember(autograd_.forward_thread(), autograd_.forward_seq(), id);
-            t = torch_cost_.add(EventCost::backward, t);
+            clock.lap(EventCost::backward);
             m.alloc(ev.addr, ev.size, ev.stream, ev.pool, id);
             const pool::Lookup l = m.lookup(ev.addr);
-            t = torch_cost_.add(EventCost::mirror, t);
+            clock.lap(EventCost::mirror);
             s->categories->on_alloc(since_start(), ev.addr, static_cast<std::int64_t>(l.block_size), id, node.present,
                                     node.accumulate_grad, !ev.pool.is_default(), site_traits(id));
-            torch_cost_.add(EventCost::kinds, t);
+            clock.lap(EventCost::kinds);
             break;
         }
         case TorchAction::free_requested: {
-            std::uint64_t t = util::CycleClock::now();
             s->categories->on_free(since_start(), ev.addr, autograd_.in_backward());
-            t = torch_cost_.add(EventCost::kinds, t);
+            clock.lap(EventCost::kinds);
             m.free_requested(ev.addr);
-            torch_cost_.add(EventCost::mirror, t);
+            clock.lap(EventCost::mirror);
             break;
         }
         case TorchAction::free_completed: {
-            const std::uint64_t t = util::CycleClock::now();
             m.free_completed(ev.addr);
-            torch_cost_.add(EventCost::mirror, t);
+            clock.lap(EventCost::mirror);
             break;
         }
         // PyTorch reports these before it gives the memory back: the reading waits for its next event.
@@ -269,7 +266,7 @@ void Profiler::torch_event(const TorchEvent& ev) noexcept {
         set_event_origin(0, trace::kDefaultPool);
         if (const DriverApi* api = driver(false))
             account_if_acquired(*api);
-        torch_cost_.add(EventCost::whole, entered);
+        clock.done();
     } catch (...) {
         set_event_origin(0, trace::kDefaultPool);
     }
