@@ -231,10 +231,11 @@ void Profiler::torch_event(const TorchEvent& ev) noexcept {
             else if (!node.present)
                 autograd_.remember(autograd_.forward_thread(), autograd_.forward_seq(), id);
             clock.lap(EventCost::backward);
-            m.alloc(ev.addr, ev.size, ev.stream, ev.pool, id);
-            const pool::Lookup l = m.lookup(ev.addr);
+            std::size_t block_size = m.alloc(ev.addr, ev.size, ev.stream, ev.pool, id);
+            if (block_size == 0) // the event did not fit: the block that holds the address now
+                block_size = m.lookup(ev.addr).block_size;
             clock.lap(EventCost::mirror);
-            s->categories->on_alloc(since_start(), ev.addr, static_cast<std::int64_t>(l.block_size), id, node.present,
+            s->categories->on_alloc(since_start(), ev.addr, static_cast<std::int64_t>(block_size), id, node.present,
                                     node.accumulate_grad, !ev.pool.is_default(), site_traits(id));
             clock.lap(EventCost::kinds);
             break;

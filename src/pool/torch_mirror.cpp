@@ -311,7 +311,7 @@ struct TorchMirror::Impl {
     // ---- allocations ------------------------------------------------------------------------
 
     // malloc -> alloc_found_block
-    void alloc(std::uintptr_t addr, std::size_t requested, std::uintptr_t stream, MempoolId, RequestSite site) {
+    std::size_t alloc(std::uintptr_t addr, std::size_t requested, std::uintptr_t stream, MempoolId, RequestSite site) {
         const std::size_t size = round(requested);
         auto it = blocks.find(addr);
         if (it == blocks.end() || it->second.state != State::free) {
@@ -321,7 +321,7 @@ struct TorchMirror::Impl {
             ++mismatches;
             auto c = containing(addr);
             if (c == blocks.end() || c->first == addr)
-                return;
+                return 0;
             Block rest = c->second;
             rest.size = c->first + c->second.size - addr;
             rest.requested = 0;
@@ -335,7 +335,7 @@ struct TorchMirror::Impl {
         const bool exp = b.seg->expandable;
         if (b.size < size) { // cannot be: PyTorch found this block for the request
             ++mismatches;
-            return;
+            return 0;
         }
         const bool already_split = !exp && is_split(addr, b);
         if (should_split(b, size)) {
@@ -369,6 +369,7 @@ struct TorchMirror::Impl {
         }
         if (listener)
             listener->on_alloc(addr, b.size, requested, stream, site);
+        return b.size;
     }
 
     /// An allocated or pending block is `by` bytes smaller than thought: its statistics follow.
@@ -566,9 +567,11 @@ void TorchMirror::segment_map(std::uintptr_t addr, std::size_t size, std::uintpt
 void TorchMirror::segment_unmap(std::uintptr_t addr, std::size_t size) {
     GPUMEMPROF_MIRROR_LOCKED(impl_->segment_unmap(addr, size));
 }
-void TorchMirror::alloc(std::uintptr_t addr, std::size_t requested, std::uintptr_t stream, MempoolId pool,
-                        RequestSite site) {
-    GPUMEMPROF_MIRROR_LOCKED(impl_->alloc(addr, requested, stream, pool, site));
+std::size_t TorchMirror::alloc(std::uintptr_t addr, std::size_t requested, std::uintptr_t stream, MempoolId pool,
+                               RequestSite site) {
+    std::size_t size = 0;
+    GPUMEMPROF_MIRROR_LOCKED(size = impl_->alloc(addr, requested, stream, pool, site));
+    return size;
 }
 void TorchMirror::free_requested(std::uintptr_t addr) {
     GPUMEMPROF_MIRROR_LOCKED(impl_->free_requested(addr));

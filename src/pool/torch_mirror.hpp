@@ -80,7 +80,9 @@ public:
     void segment_map(std::uintptr_t addr, std::size_t size, std::uintptr_t stream, MempoolId pool,
                      RequestSite site = 0);
     void segment_unmap(std::uintptr_t addr, std::size_t size);
-    void alloc(std::uintptr_t addr, std::size_t requested, std::uintptr_t stream, MempoolId pool, RequestSite site = 0);
+    /// Returns the size of the block handed out (0 when the event did not fit).
+    std::size_t alloc(std::uintptr_t addr, std::size_t requested, std::uintptr_t stream, MempoolId pool,
+                      RequestSite site = 0);
     void free_requested(std::uintptr_t addr);
     void free_completed(std::uintptr_t addr);
     /// PyTorch is about to raise an out-of-memory error for a request rounded to `rounded`.

@@ -84,8 +84,8 @@ TEST_CASE("mirror: small pool split, inactive split and merge by PyTorch's rules
     Recorder heard;
     TorchMirror m(rules(), &heard);
     m.segment_alloc(A, 2 * MiB, S1, {});
-    m.alloc(A, 1000, S1, {});       // round_size: 1024; 2 MiB - 1024 left: split
-    m.alloc(A + 1024, 300, S1, {}); // 512, cut from the split remainder
+    CHECK(m.alloc(A, 1000, S1, {}) == 1024);      // round_size: 1024; 2 MiB - 1024 left: split
+    CHECK(m.alloc(A + 1024, 300, S1, {}) == 512); // 512, cut from the split remainder
     auto s = m.stats();
     CHECK(s.allocated_bytes[kAll].current == 1536);
     CHECK(s.allocated_bytes[kSmallPool].current == 1536);
@@ -137,7 +137,8 @@ TEST_CASE("mirror: small pool split, inactive split and merge by PyTorch's rules
 TEST_CASE("mirror: large pool keeps a remainder of 1 MiB or less with the block", "[torch_mirror]") {
     TorchMirror m(rules(), nullptr);
     m.segment_alloc(A, 20 * MiB, 0, {});
-    m.alloc(A, 19 * MiB + 100, 0, {}); // rounds to 19 MiB + 512: 1 MiB - 512 left, not split
+    // Rounds to 19 MiB + 512: 1 MiB - 512 left, not split: the block handed out is all 20 MiB.
+    CHECK(m.alloc(A, 19 * MiB + 100, 0, {}) == 20 * MiB);
     auto s = m.stats();
     CHECK(s.allocated_bytes[kLargePool].current == static_cast<std::int64_t>(20 * MiB));
     CHECK(s.inactive_split[kAll].current == 0);
@@ -216,14 +217,15 @@ TEST_CASE("mirror: private pools (CUDA graphs, MemPool) are counted apart", "[to
 
 TEST_CASE("mirror: events that do not fit are counted, never fatal", "[torch_mirror]") {
     TorchMirror m(rules(), nullptr);
-    m.alloc(A, 512, 0, {});     // no segment there
-    m.free_requested(A + 4096); // nothing there
+    CHECK(m.alloc(A, 512, 0, {}) == 0); // no segment there: no block handed out
+    m.free_requested(A + 4096);         // nothing there
     m.free_completed(A + 4096);
     m.segment_free(A, 2 * MiB);
     CHECK(m.mismatches() == 4); // each event that did not fit, once
     CHECK(m.stats().allocated_bytes[kAll].current == 0);
     m.segment_alloc(A, 2 * MiB, 0, {});
-    m.alloc(A + 4096, 512, 0, {}); // inside a free block: that block is split there
+    // Inside a free block: that block is split there, and the block handed out is 512 B.
+    CHECK(m.alloc(A + 4096, 512, 0, {}) == 512);
     CHECK(m.stats().allocated_bytes[kAll].current == 512);
     CHECK(m.mismatches() == 5);
 }
