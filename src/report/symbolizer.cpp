@@ -125,6 +125,77 @@ struct CuIndex {
     std::vector<SubprogramRange> ranges; ///< sorted by low
 };
 
+/// One module's ELF symbols by address. dwfl_module_addrinfo scans every symbol of the module
+/// for each address it is asked (libtorch_cpu.so has some 10^5): seconds at exit for a PyTorch
+/// program's few thousand frames. Built once per module; a lookup is a binary search.
+struct SymbolIndex {
+    struct Symbol {
+        GElf_Addr lo, hi; ///< hi == lo for a symbol without a size
+        const char* name; ///< libdw's string, valid while the Dwfl lives
+        int rank;         ///< among symbols at one address: global 0, weak 1, local 2
+    };
+    std::vector<Symbol> symbols;  ///< by lo, the preferred symbol of an address first
+    std::vector<GElf_Addr> reach; ///< reach[i]: the largest hi of symbols[0..i]
+};
+
+void index_symbols(Dwfl_Module* m, SymbolIndex& idx) {
+    const int n = dwfl_module_getsymtab(m);
+    for (int i = 1; i < n; ++i) {
+        GElf_Sym sym;
+        GElf_Addr addr = 0;
+        GElf_Word shndx = 0;
+        const char* name = dwfl_module_getsym_info(m, i, &sym, &addr, &shndx, nullptr, nullptr);
+        if (name == nullptr || *name == '\0' || shndx == SHN_UNDEF)
+            continue;
+        const int type = GELF_ST_TYPE(sym.st_info);
+        if (type == STT_SECTION || type == STT_FILE || type == STT_TLS)
+            continue;
+        const int bind = GELF_ST_BIND(sym.st_info);
+        const int rank = bind == STB_GLOBAL ? 0 : bind == STB_WEAK ? 1 : 2;
+        idx.symbols.push_back(SymbolIndex::Symbol{addr, addr + sym.st_size, name, rank});
+    }
+    std::sort(idx.symbols.begin(), idx.symbols.end(), [](const auto& a, const auto& b) {
+        if (a.lo != b.lo)
+            return a.lo < b.lo;
+        if ((a.hi > a.lo) != (b.hi > b.lo))
+            return a.hi > a.lo; // a sized symbol before one without a size
+        return a.rank < b.rank;
+    });
+    idx.reach.resize(idx.symbols.size());
+    GElf_Addr reach = 0;
+    for (std::size_t i = 0; i < idx.symbols.size(); ++i)
+        idx.reach[i] = reach = std::max(reach, idx.symbols[i].hi);
+}
+
+/// The symbol `ip` falls in (the nearest one that starts at or below it and whose size covers
+/// it; else the nearest below when that one has no size), as dwfl_module_addrinfo chooses; null
+/// for none. `offset`: ip minus the symbol's address.
+const char* find_symbol(const SymbolIndex& idx, GElf_Addr ip, GElf_Off* offset) {
+    const auto& s = idx.symbols;
+    auto it = std::upper_bound(s.begin(), s.end(), ip, [](GElf_Addr a, const auto& x) { return a < x.lo; });
+    if (it == s.begin())
+        return nullptr;
+    std::size_t i = static_cast<std::size_t>(it - s.begin()) - 1;
+    // The first symbol at the nearest address below: the preferred one there.
+    while (i > 0 && s[i - 1].lo == s[i].lo)
+        --i;
+    const SymbolIndex::Symbol* sizeless = s[i].hi == s[i].lo ? &s[i] : nullptr;
+    // Back while some symbol at or below i still reaches past ip (nested or overlapping sizes).
+    for (std::size_t k = i + 1; k-- > 0 && idx.reach[k] > ip;) {
+        if (s[k].lo <= ip && ip < s[k].hi) {
+            while (k > 0 && s[k - 1].lo == s[k].lo && s[k - 1].hi > ip)
+                --k; // the preferred symbol of that address
+            *offset = ip - s[k].lo;
+            return s[k].name;
+        }
+    }
+    if (sizeless != nullptr) {
+        *offset = ip - sizeless->lo;
+        return sizeless->name;
+    }
+    return nullptr;
+}
+
 void index_subprograms(Dwarf_Die* parent, CuIndex& idx) {
     Dwarf_Die child;
     if (dwarf_child(parent, &child) != 0)
@@ -188,6 +259,7 @@ bool dwarf_headroom() noexcept {
 
 struct ProcessSymbolizer::Impl {
     std::unordered_map<const void*, CuIndex> cu_index; ///< key: the CU DIE's address in libdw
+    std::unordered_map<const Dwfl_Module*, SymbolIndex> symbol_index;
     Dwfl_Callbacks callbacks{};
     char* debuginfo_path = nullptr;
     Dwfl* dwfl = nullptr;
@@ -220,6 +292,7 @@ struct ProcessSymbolizer::Impl {
 
     void report() {
         cu_index.clear(); // its DIEs belong to the Dwfl being replaced
+        symbol_index.clear();
         if (dwfl != nullptr)
             dwfl_end(dwfl);
         dwfl = dwfl_begin(&callbacks);
@@ -272,16 +345,18 @@ private:
     }
 
     /// Module, offset and the ELF symbol's name: what is known without DWARF.
-    static SymbolFrame elf_frame(Dwfl_Module* m, std::uintptr_t ip) {
+    SymbolFrame elf_frame(Dwfl_Module* m, std::uintptr_t ip) {
         SymbolFrame base;
         Dwarf_Addr start = 0;
         const char* mainfile = nullptr;
         const char* mname = dwfl_module_info(m, nullptr, &start, nullptr, nullptr, nullptr, &mainfile, nullptr);
         base.module = base_name(mainfile != nullptr ? mainfile : mname);
         base.offset = ip - static_cast<std::uintptr_t>(start);
+        auto [idx, fresh] = symbol_index.try_emplace(m);
+        if (fresh)
+            index_symbols(m, idx->second);
         GElf_Off sym_off = 0;
-        GElf_Sym sym;
-        if (const char* s = dwfl_module_addrinfo(m, ip, &sym_off, &sym, nullptr, nullptr, nullptr)) {
+        if (const char* s = find_symbol(idx->second, ip, &sym_off)) {
             // Drop an ELF symbol version ("__libc_start_main@@GLIBC_2.34").
             std::string name(s);
             const std::size_t at = name.find('@');

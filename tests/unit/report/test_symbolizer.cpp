@@ -11,6 +11,7 @@
 #include <cstdio>
 
 extern "C" int gpumemprof_nodebug_call(int (*cb)(std::uintptr_t*, int), std::uintptr_t* ips, int n);
+extern "C" int gpumemprof_nodebug_local(int (*cb)(std::uintptr_t*, int), std::uintptr_t* ips, int n);
 
 using gpumemprof::report::ProcessSymbolizer;
 using gpumemprof::report::SymbolFrame;
@@ -116,6 +117,21 @@ TEST_CASE("symbolizer: a library without debug info gives module+0xoffset", "[sy
     std::snprintf(want, sizeof want, "libgpumemprof_nodebug_test.so+0x%zx:gpumemprof_nodebug_call",
                   static_cast<std::size_t>(offset));
     CHECK(gpumemprof::report::frame_label(frames[0]) == want);
+}
+
+TEST_CASE("symbolizer: without debug info, each frame is named by the ELF symbol around it", "[symbolizer]") {
+    // A local function (in the library's own symbol table only) called by an exported one: the
+    // two frames get their own names, not the nearest exported symbol's.
+    std::uintptr_t ips[8];
+    REQUIRE(gpumemprof_nodebug_local(&symtest::grab, ips, 8) >= 3);
+    ProcessSymbolizer sym;
+    CHECK(sym.resolve(ips[1])[0].function ==
+          "(anonymous namespace)::local_step(int (*)(unsigned long*, int), unsigned long*, int)");
+    CHECK(sym.resolve(ips[2])[0].function == "gpumemprof_nodebug_local");
+    // The same code under a global and a weak name: the global one, as dwfl_module_addrinfo picks.
+    const auto call = reinterpret_cast<std::uintptr_t>(&gpumemprof_nodebug_call);
+    CHECK(sym.resolve(call + 1)[0].function == "gpumemprof_nodebug_call");
+    CHECK(sym.resolve(call + 1)[0].offset == sym.resolve(call)[0].offset + 1);
 }
 
 TEST_CASE("symbolizer: an address in no module", "[symbolizer]") {
