@@ -154,12 +154,13 @@ void index_symbols(Dwfl_Module* m, SymbolIndex& idx) {
         const int rank = bind == STB_GLOBAL ? 0 : bind == STB_WEAK ? 1 : 2;
         idx.symbols.push_back(SymbolIndex::Symbol{addr, addr + sym.st_size, name, rank});
     }
-    std::sort(idx.symbols.begin(), idx.symbols.end(), [](const auto& a, const auto& b) {
+    std::stable_sort(idx.symbols.begin(), idx.symbols.end(), [](const auto& a, const auto& b) {
         if (a.lo != b.lo)
             return a.lo < b.lo;
         if ((a.hi > a.lo) != (b.hi > b.lo))
             return a.hi > a.lo; // a sized symbol before one without a size
-        return a.rank < b.rank;
+        return a.rank < b.rank; // equal ranks keep the table's order, as dwfl_module_addrinfo
+                                // does: glibc's __clone3 stays ahead of its __GI___clone3 alias
     });
     idx.reach.resize(idx.symbols.size());
     GElf_Addr reach = 0;
