@@ -27,7 +27,16 @@ const char* kind_rule_text(KindRule r) {
     return "";
 }
 
-void MemoryCategories::set_kind(Block& b, std::uintptr_t, MemoryKind k, KindRule r) {
+std::uint32_t MemoryCategories::learned_of(stacks::StackId site) {
+    if (const std::uint32_t* i = site_ids_.find(site))
+        return *i;
+    const auto i = static_cast<std::uint32_t>(learned_.size());
+    learned_.emplace_back().site = site;
+    site_ids_.put(site, i);
+    return i;
+}
+
+void MemoryCategories::set_kind(Block& b, MemoryKind k, KindRule r) {
     // A survivor was of its new kind all along: live now, so live at every moment since its
     // allocation, the peak's too when it came no later.
     if (b.seq <= peak_seq_) {
@@ -37,7 +46,7 @@ void MemoryCategories::set_kind(Block& b, std::uintptr_t, MemoryKind k, KindRule
     points_moved_ += timeline_.reclassify(b.t_ns, static_cast<int>(b.kind), static_cast<int>(k), b.bytes);
     ++survivors_;
     now_[static_cast<int>(b.kind)] -= b.bytes;
-    SiteLearned& s = sites_[b.site];
+    SiteLearned& s = learned_[b.learned];
     s.bytes[static_cast<int>(b.kind)] -= b.bytes;
     b.kind = k;
     b.rule = r;
@@ -55,15 +64,15 @@ void MemoryCategories::phase_begins(Phase p) {
     if (phase_ == Phase::backward && p != Phase::backward) {
         survivor_checks_ += backward_blocks_.size();
         for (std::uintptr_t ptr : backward_blocks_)
-            if (auto it = live_.find(ptr); it != live_.end() && it->second.kind == MemoryKind::temporaries)
-                set_kind(it->second, ptr, MemoryKind::gradients, KindRule::backward_survivor);
+            if (Block* b = live_.find(ptr); b != nullptr && b->kind == MemoryKind::temporaries)
+                set_kind(*b, MemoryKind::gradients, KindRule::backward_survivor);
         backward_blocks_.clear();
     }
     if (phase_ == Phase::optimizer && p == Phase::forward) {
         survivor_checks_ += optimizer_blocks_.size();
         for (std::uintptr_t ptr : optimizer_blocks_)
-            if (auto it = live_.find(ptr); it != live_.end() && it->second.kind == MemoryKind::temporaries)
-                set_kind(it->second, ptr, MemoryKind::optimizer_state, KindRule::optimizer_survivor);
+            if (Block* b = live_.find(ptr); b != nullptr && b->kind == MemoryKind::temporaries)
+                set_kind(*b, MemoryKind::optimizer_state, KindRule::optimizer_survivor);
         optimizer_blocks_.clear();
     }
     phase_ = p;
@@ -74,8 +83,10 @@ void MemoryCategories::on_alloc(std::int64_t t_ns, std::uintptr_t ptr, std::int6
     try {
         std::lock_guard lock(mutex_);
         const Phase phase = backward ? Phase::backward : traits.optimizer ? Phase::optimizer : Phase::forward;
+        live_.reserve_one(); // (may throw: before anything changed)
+        const std::uint32_t learned = learned_of(site);
         phase_begins(phase);
-        SiteLearned& s = sites_[site];
+        SiteLearned& s = learned_[learned];
         MemoryKind k = MemoryKind::temporaries;
         KindRule r = KindRule::phase_temporary;
         if (private_pool) {
@@ -93,7 +104,7 @@ void MemoryCategories::on_alloc(std::int64_t t_ns, std::uintptr_t ptr, std::int6
             backward_blocks_.push_back(ptr);
         if (phase == Phase::optimizer && k == MemoryKind::temporaries)
             optimizer_blocks_.push_back(ptr);
-        live_[ptr] = Block{bytes, site, k, r, phase, t_ns, ++allocs_};
+        live_.put(ptr, Block{bytes, learned, k, r, phase, t_ns, ++allocs_});
         now_[static_cast<int>(k)] += bytes;
         s.bytes[static_cast<int>(k)] += bytes;
         s.ever[static_cast<int>(k)] += bytes;
@@ -113,17 +124,15 @@ void MemoryCategories::on_alloc(std::int64_t t_ns, std::uintptr_t ptr, std::int6
 void MemoryCategories::on_free(std::int64_t t_ns, std::uintptr_t ptr, bool in_backward) {
     try {
         std::lock_guard lock(mutex_);
-        auto it = live_.find(ptr);
-        if (it == live_.end())
+        Block b;
+        if (!live_.take(ptr, &b))
             return;
-        const Block& b = it->second;
-        SiteLearned& s = sites_[b.site];
+        SiteLearned& s = learned_[b.learned];
         if (b.phase == Phase::forward)
             (in_backward ? s.freed_in_backward : s.freed_elsewhere) += b.bytes;
         now_[static_cast<int>(b.kind)] -= b.bytes;
         s.bytes[static_cast<int>(b.kind)] -= b.bytes;
         total_ -= b.bytes;
-        live_.erase(it);
         timeline_.change(t_ns, now_);
     } catch (...) {
         GPUMEMPROF_SWALLOWED();
@@ -146,7 +155,7 @@ MemoryCategories::Summary MemoryCategories::summary() const {
     out.survivor_checks = survivor_checks_;
     out.survivors = survivors_;
     out.points_moved = points_moved_;
-    for (const auto& [site, s] : sites_) {
+    for (const SiteLearned& s : learned_) {
         // The kind most of the site's blocks have had (bytes ever placed there, as a tally of
         // the current placement would miss freed sites).
         int best = static_cast<int>(MemoryKind::other);
@@ -157,7 +166,7 @@ MemoryCategories::Summary MemoryCategories::summary() const {
                 best = k;
             }
         if (most >= 0)
-            out.sites.emplace_back(site, std::make_pair(static_cast<MemoryKind>(best), s.rule[best]));
+            out.sites.emplace_back(s.site, std::make_pair(static_cast<MemoryKind>(best), s.rule[best]));
     }
     return out;
 }

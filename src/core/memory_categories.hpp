@@ -21,12 +21,12 @@
 
 #include "core/kind_timeline.hpp"
 #include "stacks/trace_tree.hpp"
+#include "util/flat_map.hpp"
 
 #include <array>
 #include <cstdint>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 namespace gpumemprof::core {
@@ -99,7 +99,7 @@ public:
 private:
     struct Block {
         std::int64_t bytes;
-        stacks::StackId site;
+        std::uint32_t learned; ///< its site's entry in learned_
         MemoryKind kind;
         KindRule rule;
         Phase phase;
@@ -107,17 +107,23 @@ private:
         std::uint64_t seq; ///< the allocation's number (on_alloc calls so far)
     };
     struct SiteLearned {
+        stacks::StackId site = 0;
         std::int64_t freed_in_backward = 0, freed_elsewhere = 0;
         KindBytes bytes{}; ///< live now, by kind
         KindBytes ever{};  ///< every placement: the site's kind is the kind of most of these
         std::array<KindRule, kMemoryKinds> rule{};
     };
-    void set_kind(Block& b, std::uintptr_t ptr, MemoryKind k, KindRule r);
+    void set_kind(Block& b, MemoryKind k, KindRule r);
     void phase_begins(Phase p);
+    /// The entry of `site` in learned_, made on its first block.
+    std::uint32_t learned_of(stacks::StackId site);
 
     mutable std::mutex mutex_;
-    std::unordered_map<std::uintptr_t, Block> live_;
-    std::unordered_map<stacks::StackId, SiteLearned> sites_;
+    /// Open addressing, no allocation per block: an event's lookups are one probe each, where a
+    /// node-based map's allocation, bucket and node were cache misses in a framework's loop.
+    util::FlatMap<Block> live_;             ///< pointer -> live block
+    util::FlatMap<std::uint32_t> site_ids_; ///< site -> its entry in learned_
+    std::vector<SiteLearned> learned_;
     /// Temporaries of the backward pass / optimizer step under way, which become gradients /
     /// optimizer state if they outlive it.
     std::vector<std::uintptr_t> backward_blocks_, optimizer_blocks_;
