@@ -2,7 +2,11 @@
 // Benchmark: stack capture + interning of a 32-frame stack (median ns per call), with baselines
 // measured in the same run: libunwind alone, and the recorder's per-event accounting; and the
 // same repeated capture with 8 and 64 native frames kept (what a frame more costs once the walk
-// meets the thread's previous walk).
+// meets the thread's previous walk); and a walk whose inner part changes from one capture to the
+// next (two middle paths of different depths alternate under a common outer part and a common
+// inner one, as consecutive allocations from different operators do), with the caches flushed
+// between captures (a framework's work between two allocations evicts the walk's data), against
+// the same captures with warm caches.
 #include "stacks/backtrace.hpp"
 #include "stacks/recorder.hpp"
 
@@ -73,6 +77,75 @@ __attribute__((noinline)) void deep_capture(int n, int k) {
     depth_ns[k] = median_ns([&] { sink = r.capture(); });
 }
 
+// ---- alternating middle paths, cold caches
+std::vector<unsigned char> g_junk(std::size_t{32} << 20); // larger than the last-level cache
+volatile unsigned g_junk_sum;
+bool g_cold;
+std::vector<double> g_alt_ns; // each capture's time
+int g_alt_frames, g_alt_shadow;
+std::uintptr_t g_ips[128];
+
+void evict() {
+    unsigned sum = 0;
+    for (std::size_t i = 0; i < g_junk.size(); i += 64)
+        sum += g_junk[i]++;
+    g_junk_sum = sum;
+}
+
+__attribute__((noinline)) void alt_inner(int n) {
+    if (n > 0) {
+        alt_inner(n - 1);
+        asm volatile("" ::: "memory");
+        return;
+    }
+    if (g_cold)
+        evict();
+    const auto t0 = Clock::now();
+    WalkInfo info;
+    g_alt_frames = capture_backtrace(g_ips, 128, 0, &info);
+    g_alt_shadow = info.from_shadow;
+    const auto t1 = Clock::now();
+    g_alt_ns.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count());
+}
+__attribute__((noinline)) void alt_mid_a(int n) {
+    volatile char pad[48];
+    pad[0] = 1;
+    asm volatile("" : : "r"(&pad[0]) : "memory");
+    if (n > 0)
+        alt_mid_a(n - 1);
+    else
+        alt_inner(10);
+    asm volatile("" ::: "memory");
+}
+__attribute__((noinline)) void alt_mid_b(int n) {
+    volatile char pad[176];
+    pad[0] = 2;
+    asm volatile("" : : "r"(&pad[0]) : "memory");
+    if (n > 0)
+        alt_mid_b(n - 1);
+    else
+        alt_inner(10);
+    asm volatile("" ::: "memory");
+}
+/// The median ns of a capture: `captures` of them, the middle path alternating, caches cold or warm.
+__attribute__((noinline)) double alt_outer(int n, bool cold, int captures) {
+    if (n > 0) {
+        const double r = alt_outer(n - 1, cold, captures);
+        asm volatile("" ::: "memory");
+        return r;
+    }
+    g_cold = cold;
+    g_alt_ns.clear();
+    for (int i = 0; i < captures; ++i) {
+        if (i % 2 == 0)
+            alt_mid_a(10);
+        else
+            alt_mid_b(14);
+    }
+    std::nth_element(g_alt_ns.begin(), g_alt_ns.begin() + captures / 2, g_alt_ns.end());
+    return g_alt_ns[captures / 2];
+}
+
 } // namespace
 
 int main() {
@@ -103,5 +176,16 @@ int main() {
     std::printf("repeated capture, %d / %d native frames:  %.0f / %.0f ns (ratio %.2f, %.1f ns a frame more)\n",
                 depth_frames[0], depth_frames[1], shallow, deep, deep / shallow,
                 (deep - shallow) / (depth_frames[1] - depth_frames[0]));
+
+    // Alternating middle paths: warm, then cold, 5 rounds; the mean of the rounds' medians.
+    double warm = 0, cold = 0;
+    alt_outer(30, false, 200); // rules learnt
+    for (int round = 0; round < 5; ++round) {
+        warm += alt_outer(30, false, 2000) / 5;
+        cold += alt_outer(30, true, 400) / 5;
+    }
+    std::printf("alternating middle paths, %d frames (%d from the previous walk): warm %.0f ns, cold caches %.0f ns "
+                "(ratio %.2f)\n",
+                g_alt_frames, g_alt_shadow, warm, cold, cold / warm);
     return 0;
 }
