@@ -103,26 +103,17 @@ __attribute__((noinline)) void alt_inner(int n) {
     const auto t0 = Clock::now();
     WalkInfo info;
     g_alt_frames = capture_backtrace(g_ips, 128, 0, &info);
-    g_alt_shadow = info.from_shadow;
     const auto t1 = Clock::now();
+    g_alt_shadow = info.from_shadow;
     g_alt_ns.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count());
 }
-__attribute__((noinline)) void alt_mid_a(int n) {
-    volatile char pad[48];
+/// A middle path of `n` frames of `Pad` bytes each (two sizes: two functions of their own).
+template <int Pad> __attribute__((noinline)) void alt_mid(int n) {
+    volatile char pad[Pad];
     pad[0] = 1;
     asm volatile("" : : "r"(&pad[0]) : "memory");
     if (n > 0)
-        alt_mid_a(n - 1);
-    else
-        alt_inner(10);
-    asm volatile("" ::: "memory");
-}
-__attribute__((noinline)) void alt_mid_b(int n) {
-    volatile char pad[176];
-    pad[0] = 2;
-    asm volatile("" : : "r"(&pad[0]) : "memory");
-    if (n > 0)
-        alt_mid_b(n - 1);
+        alt_mid<Pad>(n - 1);
     else
         alt_inner(10);
     asm volatile("" ::: "memory");
@@ -138,9 +129,9 @@ __attribute__((noinline)) double alt_outer(int n, bool cold, int captures) {
     g_alt_ns.clear();
     for (int i = 0; i < captures; ++i) {
         if (i % 2 == 0)
-            alt_mid_a(10);
+            alt_mid<48>(10);
         else
-            alt_mid_b(14);
+            alt_mid<176>(14);
     }
     std::nth_element(g_alt_ns.begin(), g_alt_ns.begin() + captures / 2, g_alt_ns.end());
     return g_alt_ns[captures / 2];
