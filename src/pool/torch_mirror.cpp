@@ -5,6 +5,7 @@
 #include "pool/torch_mirror.hpp"
 
 #include "pool/rounding.hpp"
+#include "util/flat_map.hpp"
 #include "util/swallowed.hpp"
 
 #include <algorithm>
@@ -47,7 +48,12 @@ struct TorchMirror::Impl {
     TorchRules rules;
     PoolListener* listener;
     mutable std::mutex mutex;
+    /// The blocks in address order (a block's neighbours, the block containing an address), and
+    /// by exact address: every event names the block it is about, one probe of `index` rather
+    /// than a walk down the tree, whose nodes are cache misses on the framework's thread. Every
+    /// change goes through put_block / erase_block.
     Blocks blocks;
+    util::FlatMap<Blocks::iterator> index;
     std::map<std::uintptr_t, std::unique_ptr<Segment>> segments; // cudaMalloc'd, by base
     std::map<GroupKey, std::unique_ptr<Segment>> expandable;
     stats::DeviceStats st;
@@ -165,6 +171,21 @@ struct TorchMirror::Impl {
                            st.inactive_split_bytes[stats::kAll].current};
     }
 
+    Blocks::iterator find_block(std::uintptr_t addr) {
+        const Blocks::iterator* it = index.find(addr);
+        return it != nullptr ? *it : blocks.end();
+    }
+    Blocks::iterator put_block(std::uintptr_t addr, const Block& b) {
+        index.reserve_one(); // (may throw: before anything changed)
+        const auto it = blocks.insert_or_assign(addr, b).first;
+        index.put(addr, it);
+        return it;
+    }
+    void erase_block(Blocks::iterator it) {
+        index.take(it->first);
+        blocks.erase(it);
+    }
+
     /// The block that contains `addr`, or end().
     Blocks::iterator containing(std::uintptr_t addr) {
         auto it = blocks.upper_bound(addr);
@@ -188,7 +209,7 @@ struct TorchMirror::Impl {
                 *merged += 1;
                 *merged_bytes += static_cast<std::int64_t>(prev->second.size);
                 prev->second.size += it->second.size;
-                blocks.erase(it);
+                erase_block(it);
                 it = prev;
             }
         }
@@ -197,7 +218,7 @@ struct TorchMirror::Impl {
             *merged += 1;
             *merged_bytes += static_cast<std::int64_t>(next->second.size);
             it->second.size += next->second.size;
-            blocks.erase(next);
+            erase_block(next);
         }
         return it;
     }
@@ -218,7 +239,7 @@ struct TorchMirror::Impl {
         seg->pool = pool;
         Segment* s = seg.get();
         segments[addr] = std::move(seg);
-        blocks[addr] = Block{size, 0, State::free, s};
+        put_block(addr, Block{size, 0, State::free, s});
         increase(st.segment, s->small, 1);
         increase(st.reserved_bytes, s->small, static_cast<std::int64_t>(size));
         if (size >= max_split())
@@ -233,7 +254,7 @@ struct TorchMirror::Impl {
     // release_block: only a wholly free segment is given back
     void segment_free(std::uintptr_t addr, std::size_t size) {
         auto sit = segments.find(addr);
-        auto it = blocks.find(addr);
+        auto it = find_block(addr);
         if (sit == segments.end() || it == blocks.end() || it->second.state != State::free ||
             it->second.size != sit->second->size) {
             ++mismatches;
@@ -247,7 +268,7 @@ struct TorchMirror::Impl {
             st.oversize_segments.decrease(1);
         pool_reserved(s, -static_cast<std::int64_t>(s.size));
         const std::size_t released = s.size;
-        blocks.erase(it);
+        erase_block(it);
         segments.erase(sit);
         if (listener)
             listener->on_segment_free(addr, size == 0 ? released : size);
@@ -274,7 +295,7 @@ struct TorchMirror::Impl {
         // Small-pool pages are 2 MiB and a small request maps at most two; the large pool's
         // pages are 20 MiB.
         Segment* s = group(stream, pool, size < kLargeBuffer);
-        auto it = blocks.emplace(addr, Block{size, 0, State::free, s}).first;
+        auto it = put_block(addr, Block{size, 0, State::free, s});
         std::int64_t merged = 0, merged_bytes = 0;
         merge(it, &merged, &merged_bytes);
         increase(st.reserved_bytes, s->small, static_cast<std::int64_t>(size));
@@ -295,12 +316,12 @@ struct TorchMirror::Impl {
         }
         Block b = it->second;
         const std::uintptr_t start = it->first;
-        blocks.erase(it);
+        erase_block(it);
         if (addr > start)
-            blocks[start] = Block{addr - start, 0, State::free, b.seg};
+            put_block(start, Block{addr - start, 0, State::free, b.seg});
         const std::uintptr_t end = start + b.size;
         if (addr + size < end)
-            blocks[addr + size] = Block{end - (addr + size), 0, State::free, b.seg};
+            put_block(addr + size, Block{end - (addr + size), 0, State::free, b.seg});
         decrease(st.reserved_bytes, b.seg->small, static_cast<std::int64_t>(size));
         st.num_device_free += 1;
         pool_reserved(*b.seg, -static_cast<std::int64_t>(size));
@@ -313,7 +334,7 @@ struct TorchMirror::Impl {
     // malloc -> alloc_found_block
     std::size_t alloc(std::uintptr_t addr, std::size_t requested, std::uintptr_t stream, MempoolId, RequestSite site) {
         const std::size_t size = round(requested);
-        auto it = blocks.find(addr);
+        auto it = find_block(addr);
         if (it == blocks.end() || it->second.state != State::free) {
             // Not where a free block starts: PyTorch split a block where its rules would not have
             // (its CUDA-graph checkpoint restore splits to a recorded layout) or an event was
@@ -329,7 +350,7 @@ struct TorchMirror::Impl {
                 shrink_taken(c, rest.size);
             rest.state = State::free;
             c->second.size = addr - c->first;
-            it = blocks.emplace(addr, rest).first;
+            it = put_block(addr, rest);
         }
         Block& b = it->second;
         const bool exp = b.seg->expandable;
@@ -341,7 +362,7 @@ struct TorchMirror::Impl {
         if (should_split(b, size)) {
             const Block rest{b.size - size, 0, State::free, b.seg};
             b.size = size;
-            blocks.emplace(addr + size, rest);
+            put_block(addr + size, rest);
             if (already_split && !exp) {
                 decrease(st.inactive_split_bytes, b.seg->small, static_cast<std::int64_t>(size));
             } else if (!exp) {
@@ -385,7 +406,7 @@ struct TorchMirror::Impl {
 
     // free: no longer allocated; still active until free_block
     void free_requested(std::uintptr_t addr) {
-        auto it = blocks.find(addr);
+        auto it = find_block(addr);
         if (it == blocks.end() || it->second.state != State::allocated) {
             ++mismatches;
             return;
@@ -403,7 +424,7 @@ struct TorchMirror::Impl {
 
     // free_block: merged back into the cached free blocks
     void free_completed(std::uintptr_t addr) {
-        auto it = blocks.find(addr);
+        auto it = find_block(addr);
         if (it != blocks.end() && it->second.state == State::allocated) {
             ++mismatches; // the FREE_REQUESTED was missed
             free_requested(addr);
