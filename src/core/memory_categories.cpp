@@ -30,6 +30,7 @@ const char* kind_rule_text(KindRule r) {
 std::uint32_t MemoryCategories::learned_of(stacks::StackId site) {
     if (const std::uint32_t* i = site_ids_.find(site))
         return *i;
+    site_ids_.reserve_one(); // (may throw: before learned_ grew)
     const auto i = static_cast<std::uint32_t>(learned_.size());
     learned_.emplace_back().site = site;
     site_ids_.put(site, i);
