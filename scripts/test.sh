@@ -196,7 +196,7 @@ if [ "$QUICK" = 0 ]; then
     # Benchmarks are not tests: build every test target, not the benchmark executables.
     stage asan "$BUILD_ROOT/asan" "$COMMON --buildtype=debugoptimized -Db_sanitize=address,undefined" tests ""
     export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
-    stage tsan "$BUILD_ROOT/tsan" "$COMMON --buildtype=debugoptimized -Db_sanitize=thread" "pool_stress history_stress test_stacks" \
+    stage tsan "$BUILD_ROOT/tsan" "$COMMON --buildtype=debugoptimized -Db_sanitize=thread" "pool_stress history_stress test_stacks test_torch_queue" \
         "--suite stress"
 fi
 

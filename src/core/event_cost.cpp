@@ -3,9 +3,19 @@
 
 namespace gpumemprof::core {
 
+namespace {
+thread_local std::uint32_t t_events __attribute__((tls_model("initial-exec"))) = 0;
+} // namespace
+
 EventCost::Clock::Clock(EventCost& cost) noexcept {
-    static thread_local std::uint32_t t_events __attribute__((tls_model("initial-exec"))) = 0;
     cost.count();
+    if (t_events++ % kOneIn != 0)
+        return;
+    cost_ = &cost;
+    start_ = last_ = util::CycleClock::now();
+}
+
+EventCost::Clock::Clock(EventCost& cost, Uncounted) noexcept {
     if (t_events++ % kOneIn != 0)
         return;
     cost_ = &cost;
@@ -24,6 +34,8 @@ report::EventCostSummary EventCost::summary() const noexcept {
     s.backward_seconds = seconds(backward);
     s.kinds_seconds = seconds(kinds);
     s.mirror_seconds = seconds(mirror);
+    s.handover_seconds = seconds(handover);
+    s.deferred_seconds = seconds(deferred);
     return s;
 }
 

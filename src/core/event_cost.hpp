@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
-// What the profiler's handling of PyTorch's allocator events costs the program: the time from a
-// tracker call's entry to its return, on the thread that made the event (under PyTorch's
-// allocator mutex, so the program waits for all of it), and the parts of that time, summed over
-// the run. Ticks of util::CycleClock; the report turns them into seconds.
+// What the profiler's handling of PyTorch's allocator events costs: the time from a tracker
+// call's entry to its return, on the thread that made the event (under PyTorch's allocator
+// mutex, so the program waits for all of it), the time the profiler's own thread spent on the
+// events handed to it (core/torch_queue.hpp), and the parts of both, summed over the run. Ticks
+// of util::CycleClock; the report turns them into seconds.
 #pragma once
 
 #include "report/report_input.hpp"
@@ -16,11 +17,13 @@ namespace gpumemprof::core {
 class EventCost {
 public:
     enum Part : int {
-        whole,    ///< the whole handler
+        whole,    ///< the whole handler, on the thread that made the event
         stacks,   ///< capturing the allocating thread's stack
         backward, ///< charging a backward allocation to its forward line
         kinds,    ///< the kind of memory (site traits, categories, timeline)
         mirror,   ///< rebuilding the allocator's blocks and statistics
+        handover, ///< handing the event to the profiler's thread
+        deferred, ///< the profiler's thread, handling the events handed to it
         kParts
     };
 
@@ -41,6 +44,9 @@ public:
     class Clock {
     public:
         explicit Clock(EventCost& cost) noexcept;
+        /// The profiler's own thread: the event was counted where it was made.
+        struct Uncounted {};
+        Clock(EventCost& cost, Uncounted) noexcept;
         /// The laps start now (what came before counts in the whole only).
         void mark() noexcept {
             if (cost_ != nullptr)
@@ -51,10 +57,10 @@ public:
             if (cost_ != nullptr)
                 last_ = cost_->add(part, last_, kOneIn);
         }
-        /// The time since the start goes to `whole`.
-        void done() noexcept {
+        /// The time since the start goes to `whole` (or `part`).
+        void done(Part part = whole) noexcept {
             if (cost_ != nullptr)
-                cost_->add(whole, start_, kOneIn);
+                cost_->add(part, start_, kOneIn);
         }
 
     private:

@@ -24,12 +24,20 @@ static_assert(std::is_same_v<pool::RequestSite, stacks::StackId>);
 // where the default model calls __tls_get_addr at each use.
 thread_local std::uint64_t t_event_stream __attribute__((tls_model("initial-exec"))) = 0;
 thread_local trace::PoolId t_event_pool __attribute__((tls_model("initial-exec"))) = trace::kDefaultPool;
+thread_local std::uint64_t t_event_ticks __attribute__((tls_model("initial-exec"))) = 0;
 
 } // namespace
 
 void set_event_origin(std::uint64_t stream, trace::PoolId pool) noexcept {
     t_event_stream = stream;
     t_event_pool = pool;
+}
+void set_event_ticks(std::uint64_t ticks) noexcept {
+    t_event_ticks = ticks;
+}
+std::int64_t PoolEvents::now_ticks() const {
+    const std::uint64_t t = t_event_ticks != 0 ? t_event_ticks : util::CycleClock::now();
+    return static_cast<std::int64_t>(t - ticks0_);
 }
 EventOrigin PoolEvents::origin() const noexcept {
     return EventOrigin{t_event_stream, context_, t_event_pool};

@@ -36,6 +36,9 @@ struct PoolEventSinks {
 /// The stream and pool of the PyTorch event being handled on this thread (0 and the default
 /// pool otherwise); PoolEvents writes them, with its own context number, into the trace.
 void set_event_origin(std::uint64_t stream, trace::PoolId pool) noexcept;
+/// The time (util::CycleClock) of the events this thread reports next, when it reports them
+/// later than they happened (the profiler's thread, core/torch_queue.hpp); 0 = now.
+void set_event_ticks(std::uint64_t ticks) noexcept;
 
 class PoolEvents final : public pool::PoolListener {
 public:
@@ -77,7 +80,7 @@ public:
 private:
     /// Event times are CPU time-stamp-counter ticks since construction (util::CycleClock: cheaper
     /// to read than the steady clock): converted to nanoseconds when copied out.
-    std::int64_t now_ticks() const { return static_cast<std::int64_t>(util::CycleClock::now() - ticks0_); }
+    std::int64_t now_ticks() const;
     /// One pool event: series change(s) and the ring (only with history_ on).
     /// A segment allocated or pages mapped (charged to the requesting stack), or given back.
     void device_memory_acquired(trace::EventType type, stats::PoolAction action, std::uintptr_t ptr, std::size_t size,

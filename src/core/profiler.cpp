@@ -484,6 +484,7 @@ bool Profiler::device_stats(int device, stats::DeviceStats* out) noexcept {
         // shows are PyTorch's own (read before any lock of ours: its mutex comes first).
         if (device >= 0 && device < kMaxTorchDevices) {
             if (PoolSlot* s = torch_slots_[device].load(std::memory_order_acquire)) {
+                torch_drain();
                 stats::DeviceStats theirs;
                 if (torch_.read_stats(device, &theirs))
                     s->torch->set_untraced_counters(theirs.num_alloc_retries, theirs.num_sync_all_streams);

@@ -17,6 +17,7 @@
 #include "core/stream_registry.hpp"
 #include "core/torch_attach.hpp"
 #include "core/torch_autograd.hpp"
+#include "core/torch_queue.hpp"
 #include "stacks/recorder.hpp"
 #include "util/options.hpp"
 
@@ -255,6 +256,7 @@ private:
     static Profiler& make_instance() noexcept;
     static inline std::atomic<Profiler*> made_{nullptr};
     static void torch_sink(const TorchEvent& ev) noexcept;
+    static void torch_deferred(const TorchBlockEvent& b) noexcept;
     bool read_driver_used(const DriverApi& api, int device, AccountingReading* r) noexcept;
     struct FootprintWindow {
         bool active = false;
@@ -273,6 +275,11 @@ private:
     void accounting_buckets(int device, AccountingReading* r) const;
     static TorchControlSink torch_control() noexcept;
     void torch_event(const TorchEvent& ev) noexcept;
+    void torch_block_event(const TorchBlockEvent& b, EventCost::Clock& clock) noexcept;
+    void torch_segment_event(const TorchEvent& ev, PoolSlot& s) noexcept;
+    /// Every PyTorch event so far is handled (core/torch_queue.hpp): before reading what they
+    /// built. Never under a lock of ours.
+    void torch_drain() noexcept;
     /// The pool slot holding `device`'s mirror of PyTorch's allocator (made at its first event).
     PoolSlot* torch_slot(int device) noexcept;
     CUresult torch_segment_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_t bytes) noexcept;
@@ -342,6 +349,7 @@ private:
     TorchAttach torch_;
     TorchAutograd autograd_; ///< initialised with the first device's mirror
     EventCost torch_cost_;   ///< what handling its events costs (the report's "torch_events")
+    TorchQueue torch_queue_{&Profiler::torch_deferred}; ///< its block events, to our thread
     DeviceAccounting accounting_;
     DriverFootprint footprint_;
     static constexpr int kMaxTorchDevices = 128; ///< PyTorch's DeviceIndex is an int8

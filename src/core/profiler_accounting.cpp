@@ -138,7 +138,8 @@ void Profiler::account_if_acquired(const DriverApi& api) noexcept {
     if (device < 0)
         return;
     if (process_exiting() || streams_.captures.load(std::memory_order_acquire) > 0)
-        return; // no driver call of ours may join a stream capture
+        return;    // no driver call of ours may join a stream capture
+    torch_drain(); // PyTorch's blocks as of now
     try {
         AccountingReading r;
         accounting_buckets(device, &r);

@@ -280,9 +280,11 @@ void Profiler::fork_prepare() noexcept {
     stacks::Recorder::instance().lock_for_fork();
     streams_.lock_for_fork();
     steps_.lock_for_fork();
+    torch_queue_.lock_for_fork(); // last: a push holds no other lock of ours
 }
 
 void Profiler::fork_parent() noexcept {
+    torch_queue_.unlock_after_fork();
     steps_.unlock_after_fork();
     streams_.unlock_after_fork();
     stacks::Recorder::instance().unlock_after_fork();
@@ -299,6 +301,7 @@ void Profiler::fork_parent() noexcept {
 // memory writes no report and no trace: the parent's allocations are the parent's. Its state is
 // reset (freeing the parent's) at its first CUDA allocation, in on_first_cuda_use.
 void Profiler::fork_child() noexcept {
+    torch_queue_.reset_after_fork(); // frees nothing
     steps_.unlock_after_fork();
     streams_.unlock_after_fork();
     stacks::Recorder::instance().unlock_after_fork();

@@ -112,6 +112,8 @@ report::ReportInput Profiler::snapshot(const std::string& prefix) const {
     in.foreign_invalid_frees = invalid_foreign_frees_.load();
     in.internal_errors = util::swallowed_count();
     in.torch_events = torch_cost_.summary();
+    in.torch_events.deferred_events = torch_queue_.pushed();
+    in.torch_events.most_waiting = torch_queue_.most_waiting();
     const DumpSignalState ds = dump_signal_state();
     in.dump_signal = ds.signal;
     in.dump_signal_installed = ds.installed;
@@ -220,6 +222,7 @@ void Profiler::consistent_snapshot(const std::string& prefix, report::ReportInpu
 bool Profiler::dump(const std::string& prefix_pattern, bool on_demand) noexcept {
     try {
         CoreScope scope; // no cancellation point fires while our locks are held
+        torch_drain();   // PyTorch's events so far are in the figures
         // One dump at a time (the exit handler, the signal thread and gpumemprof_dump may race):
         // they would write the same temporary file.
         std::lock_guard dump_lock(dump_mutex_);
@@ -258,6 +261,7 @@ bool Profiler::dump(const std::string& prefix_pattern, bool on_demand) noexcept 
 
 std::string Profiler::snapshot_json() noexcept {
     try {
+        torch_drain();
         std::lock_guard dump_lock(dump_mutex_);
         const report::ReportInput in = snapshot(std::string());
         const report::StackReport stacks = report::prepare_stack_report(in);

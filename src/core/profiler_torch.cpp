@@ -126,12 +126,14 @@ TorchControlSink Profiler::torch_control() noexcept {
     TorchControlSink c;
     c.reset_peak = [](int device) noexcept {
         Profiler& p = Profiler::instance();
+        p.torch_drain();
         if (device >= 0 && device < kMaxTorchDevices)
             if (PoolSlot* s = p.torch_slots_[device].load(std::memory_order_acquire))
                 s->torch->program_reset_peak();
     };
     c.reset_accumulated = [](int device) noexcept {
         Profiler& p = Profiler::instance();
+        p.torch_drain();
         if (device >= 0 && device < kMaxTorchDevices)
             if (PoolSlot* s = p.torch_slots_[device].load(std::memory_order_acquire))
                 s->torch->program_reset_accumulated();
@@ -140,6 +142,7 @@ TorchControlSink Profiler::torch_control() noexcept {
     // which no event shows: read PyTorch's own count (its mutex is free again by now).
     c.emptied = []() noexcept {
         Profiler& p = Profiler::instance();
+        p.torch_drain();
         for (int d = 0; d < kMaxTorchDevices; ++d)
             if (PoolSlot* s = p.torch_slots_[d].load(std::memory_order_acquire)) {
                 stats::DeviceStats theirs;
@@ -204,22 +207,11 @@ void Profiler::torch_event(const TorchEvent& ev) noexcept {
         if (!s)
             return;
         EventCost::Clock clock(torch_cost_);
-        pool::TorchMirror& m = *s->torch;
-        const auto since_start = [this] {
-            return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_)
-                .count();
-        };
-        set_event_origin(ev.stream, {ev.pool.first, ev.pool.second});
         clock.mark();
+        TorchBlockEvent b;
+        b.ev = ev;
+        b.slot = s;
         switch (ev.action) {
-        case TorchAction::segment_alloc:
-        case TorchAction::segment_map:
-            t_segment_stack = capture_stack();
-            if (ev.action == TorchAction::segment_alloc)
-                m.segment_alloc(ev.addr, ev.size, ev.stream, ev.pool, t_segment_stack);
-            else
-                m.segment_map(ev.addr, ev.size, ev.stream, ev.pool, t_segment_stack);
-            break;
         case TorchAction::alloc: {
             stacks::StackId id = t_segment_stack != 0 ? t_segment_stack : capture_stack(ev.size);
             t_segment_stack = 0;
@@ -231,27 +223,95 @@ void Profiler::torch_event(const TorchEvent& ev) noexcept {
             else if (!node.present)
                 autograd_.remember(autograd_.forward_thread(), autograd_.forward_seq(), id);
             clock.lap(EventCost::backward);
-            std::size_t block_size = m.alloc(ev.addr, ev.size, ev.stream, ev.pool, id);
+            b.stack = id;
+            b.backward = node.present;
+            b.accumulate_grad = node.accumulate_grad;
+            break;
+        }
+        case TorchAction::free_requested: b.in_backward = autograd_.in_backward(); break;
+        case TorchAction::free_completed: break;
+        default:
+            torch_segment_event(ev, *s);
+            clock.done();
+            return;
+        }
+        b.t_ns =
+            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count();
+        b.ticks = util::CycleClock::now();
+        // The rest needs nothing of this thread: the profiler's thread does it, in event order.
+        if (options_.torch_thread && torch_queue_.push(b)) {
+            clock.lap(EventCost::handover);
+        } else {
+            torch_block_event(b, clock);
+            if (const DriverApi* api = driver(false))
+                account_if_acquired(*api);
+        }
+        clock.done();
+    } catch (...) {
+        set_event_origin(0, trace::kDefaultPool);
+    }
+}
+
+void Profiler::torch_deferred(const TorchBlockEvent& b) noexcept {
+    Profiler& p = Profiler::instance();
+    EventCost::Clock clock(p.torch_cost_, EventCost::Clock::Uncounted{});
+    clock.mark();
+    p.torch_block_event(b, clock);
+    clock.done(EventCost::deferred);
+}
+
+// An allocation or a free: the blocks PyTorch's allocator now has, and the kinds of memory.
+void Profiler::torch_block_event(const TorchBlockEvent& b, EventCost::Clock& clock) noexcept {
+    try {
+        const TorchEvent& ev = b.ev;
+        pool::TorchMirror& m = *b.slot->torch;
+        set_event_origin(ev.stream, {ev.pool.first, ev.pool.second});
+        set_event_ticks(b.ticks);
+        switch (ev.action) {
+        case TorchAction::alloc: {
+            std::size_t block_size = m.alloc(ev.addr, ev.size, ev.stream, ev.pool, b.stack);
             if (block_size == 0) // the event did not fit: the block that holds the address now
                 block_size = m.lookup(ev.addr).block_size;
             clock.lap(EventCost::mirror);
-            s->categories->on_alloc(since_start(), ev.addr, static_cast<std::int64_t>(block_size), id, node.present,
-                                    node.accumulate_grad, !ev.pool.is_default(), site_traits(id));
+            b.slot->categories->on_alloc(b.t_ns, ev.addr, static_cast<std::int64_t>(block_size), b.stack, b.backward,
+                                         b.accumulate_grad, !ev.pool.is_default(), site_traits(b.stack));
             clock.lap(EventCost::kinds);
             break;
         }
-        case TorchAction::free_requested: {
-            s->categories->on_free(since_start(), ev.addr, autograd_.in_backward());
+        case TorchAction::free_requested:
+            b.slot->categories->on_free(b.t_ns, ev.addr, b.in_backward);
             clock.lap(EventCost::kinds);
             m.free_requested(ev.addr);
             clock.lap(EventCost::mirror);
             break;
-        }
-        case TorchAction::free_completed: {
+        case TorchAction::free_completed:
             m.free_completed(ev.addr);
             clock.lap(EventCost::mirror);
             break;
+        default: break;
         }
+    } catch (...) {
+        GPUMEMPROF_SWALLOWED();
+    }
+    set_event_ticks(0);
+    set_event_origin(0, trace::kDefaultPool);
+}
+
+// Segments and OOMs, rare, on the thread that made them, once the events before them are handled.
+void Profiler::torch_segment_event(const TorchEvent& ev, PoolSlot& s) noexcept {
+    torch_drain();
+    try {
+        pool::TorchMirror& m = *s.torch;
+        set_event_origin(ev.stream, {ev.pool.first, ev.pool.second});
+        switch (ev.action) {
+        case TorchAction::segment_alloc:
+        case TorchAction::segment_map:
+            t_segment_stack = capture_stack();
+            if (ev.action == TorchAction::segment_alloc)
+                m.segment_alloc(ev.addr, ev.size, ev.stream, ev.pool, t_segment_stack);
+            else
+                m.segment_map(ev.addr, ev.size, ev.stream, ev.pool, t_segment_stack);
+            break;
         // PyTorch reports these before it gives the memory back: the reading waits for its next event.
         case TorchAction::segment_free:
             m.segment_free(ev.addr, ev.size);
@@ -262,15 +322,20 @@ void Profiler::torch_event(const TorchEvent& ev) noexcept {
             hold_release_readings();
             break;
         case TorchAction::oom: m.oom(ev.addr, ev.size, ev.stream, capture_stack()); break;
-        case TorchAction::other: break;
+        default: break;
         }
         set_event_origin(0, trace::kDefaultPool);
         if (const DriverApi* api = driver(false))
             account_if_acquired(*api);
-        clock.done();
     } catch (...) {
         set_event_origin(0, trace::kDefaultPool);
     }
+}
+
+void Profiler::torch_drain() noexcept {
+    if (!torch_queue_.drain())
+        log::warn("PyTorch's allocator events: the profiler's thread has not caught up after 10 s; the figures "
+                  "read now may miss the latest events");
 }
 
 MemoryCategories::SiteTraits Profiler::site_traits(stacks::StackId id) noexcept {
@@ -331,6 +396,8 @@ void Profiler::torch_final_check() noexcept {
     if (CoreScope::inside()) // exit() from a signal handler that interrupted one of our calls
         return;
     CoreScope scope;
+    // From here on each event is handled on the thread that made it: the exit report is near.
+    torch_queue_.stop();
     try {
         for (int d = 0; d < kMaxTorchDevices; ++d) {
             PoolSlot* s = torch_slots_[d].load(std::memory_order_acquire);

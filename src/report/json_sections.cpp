@@ -175,7 +175,7 @@ void json_sections(util::JsonWriter& w, const ReportInput& in, const stacks::Rep
     w.field("libunwind_steps", c.libunwind_steps); // frames stepped by libunwind one at a time (no simple rule)
     w.field("full_unwinds", c.full_unwinds);       // stacks libunwind unwound whole
     if (in.torch_events.events > 0) {
-        // What handling PyTorch's allocator events cost, on the threads that made them.
+        // What handling PyTorch's allocator events cost, on the threads that made them and on ours.
         const EventCostSummary& t = in.torch_events;
         w.key("torch_events");
         w.begin_object();
@@ -185,6 +185,10 @@ void json_sections(util::JsonWriter& w, const ReportInput& in, const stacks::Rep
         w.field("backward_seconds", t.backward_seconds);
         w.field("kinds_seconds", t.kinds_seconds);
         w.field("mirror_seconds", t.mirror_seconds);
+        w.field("handover_seconds", t.handover_seconds); // handing events to the profiler's thread
+        w.field("deferred_seconds", t.deferred_seconds); // that thread's time on them
+        w.field("deferred_events", t.deferred_events);
+        w.field("most_waiting", t.most_waiting); // the most that waited for it at once
         w.end_object();
     }
     w.end_object();

@@ -171,15 +171,22 @@ struct StepMark {
     std::vector<StepDevice> devices;
 };
 
-/// What handling PyTorch's allocator events cost the program (core/event_cost.hpp), in seconds
-/// summed over the run; the parts add up to at most the whole.
+/// What handling PyTorch's allocator events cost (core/event_cost.hpp), in seconds summed over
+/// the run: on the threads that made them (`seconds`: stacks, backward and the handover are
+/// parts of it) and on the profiler's own thread (`deferred_seconds`). Kinds and blocks are
+/// parts of the one where they ran (the profiler's thread, or the program's with
+/// GPUMEMPROF_TORCH_THREAD=0): all parts add up to at most the two wholes.
 struct EventCostSummary {
     std::uint64_t events = 0;
-    double seconds = 0;          ///< the handlers, entry to return
-    double stacks_seconds = 0;   ///< capturing stacks
-    double backward_seconds = 0; ///< charging backward allocations to forward lines
-    double kinds_seconds = 0;    ///< the kind of memory
-    double mirror_seconds = 0;   ///< rebuilding the allocator's blocks and statistics
+    double seconds = 0;                ///< the handlers, entry to return, on the program's threads
+    double stacks_seconds = 0;         ///< capturing stacks
+    double backward_seconds = 0;       ///< charging backward allocations to forward lines
+    double kinds_seconds = 0;          ///< the kind of memory
+    double mirror_seconds = 0;         ///< rebuilding the allocator's blocks and statistics
+    double handover_seconds = 0;       ///< handing events to the profiler's thread
+    double deferred_seconds = 0;       ///< the profiler's thread, handling them
+    std::uint64_t deferred_events = 0; ///< events handled there
+    std::uint64_t most_waiting = 0;    ///< the most that waited for it at once
 };
 
 struct ReportInput {

@@ -386,17 +386,31 @@ void capture_lines(util::BufferedOut& out, const stacks::CaptureStats& c) {
     }
 }
 
-/// What handling PyTorch's allocator events cost, on the threads that made them.
+/// What handling PyTorch's allocator events cost, on the threads that made them and on ours.
 void torch_cost_line(util::BufferedOut& out, const EventCostSummary& c) {
     if (c.events == 0)
         return;
-    char line[384];
+    char line[512];
     const double us = 1e6 / static_cast<double>(c.events);
-    std::snprintf(line, sizeof line,
-                  "PyTorch allocator events: %llu, %.2f us each in the profiler on the thread that made them "
-                  "(stacks %.2f, backward to forward %.2f, kinds of memory %.2f, its blocks %.2f), %.3f s in all\n",
-                  static_cast<unsigned long long>(c.events), c.seconds * us, c.stacks_seconds * us,
-                  c.backward_seconds * us, c.kinds_seconds * us, c.mirror_seconds * us, c.seconds);
+    if (c.deferred_events == 0) {
+        std::snprintf(line, sizeof line,
+                      "PyTorch allocator events: %llu, %.2f us each in the profiler on the thread that made them "
+                      "(stacks %.2f, backward to forward %.2f, kinds of memory %.2f, its blocks %.2f), %.3f s in "
+                      "all\n",
+                      static_cast<unsigned long long>(c.events), c.seconds * us, c.stacks_seconds * us,
+                      c.backward_seconds * us, c.kinds_seconds * us, c.mirror_seconds * us, c.seconds);
+    } else {
+        // Kinds and blocks ran on our thread for the events handed to it.
+        std::snprintf(line, sizeof line,
+                      "PyTorch allocator events: %llu, %.2f us each in the profiler on the thread that made them "
+                      "(stacks %.2f, backward to forward %.2f, handing %llu to the profiler's thread %.2f), %.3f s "
+                      "in all; on the profiler's thread %.2f us each (kinds of memory %.2f, its blocks %.2f), at "
+                      "most %llu waiting\n",
+                      static_cast<unsigned long long>(c.events), c.seconds * us, c.stacks_seconds * us,
+                      c.backward_seconds * us, static_cast<unsigned long long>(c.deferred_events),
+                      c.handover_seconds * us, c.seconds, c.deferred_seconds * us, c.kinds_seconds * us,
+                      c.mirror_seconds * us, static_cast<unsigned long long>(c.most_waiting));
+    }
     out += line;
 }
 

@@ -54,6 +54,9 @@ struct Options {
     bool framework_env = true;
     /// GPUMEMPROF_TORCH: how PyTorch's own CUDA caching allocator is treated.
     int torch = 0;
+    /// GPUMEMPROF_TORCH_THREAD: attached, PyTorch's block events are rebuilt on a thread of the
+    /// profiler's (core/torch_queue.hpp); false = on the thread that made them.
+    bool torch_thread = true;
     /// GPUMEMPROF_JAX: true ("platform") = set XLA_PYTHON_CLIENT_ALLOCATOR=platform at load time.
     bool jax_platform = false;
     /// GPUMEMPROF_FRAMEWORK_ENV_SET: not a setting but the library's note to its children, the

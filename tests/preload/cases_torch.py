@@ -33,12 +33,21 @@ def site_at(report, file_name, line):
 
 def case_torch_attach(args, tmp):
     """PyTorch's allocator keeps its pool: its segments pass through unchanged, its blocks are
-    rebuilt from its events with the same 122 statistics it reports itself, and the program's own
-    cudaMalloc is served by our pool beside it."""
+    rebuilt from its events (on the profiler's own thread) with the same 122 statistics it
+    reports itself, and the program's own cudaMalloc is served by our pool beside it."""
+    return torch_attach_checks(args, tmp, thread=True)
+
+
+def case_torch_attach_inline(args, tmp):
+    """The same with GPUMEMPROF_TORCH_THREAD=0: each event handled on the thread that made it."""
+    return torch_attach_checks(args, tmp, thread=False)
+
+
+def torch_attach_checks(args, tmp, thread):
     c = Checker(args.case)
     src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "prog_torch_attach.cpp")
     lines = marker_lines(src)
-    plain, pre = both_ran(c, args, tmp)
+    plain, pre = both_ran(c, args, tmp, None if thread else {"GPUMEMPROF_TORCH_THREAD": "0"})
     c.eq("stdout: the stand-in's own stats, same with and without the preload",
          pre.values.get("TORCH_STATS"), plain.values.get("TORCH_STATS"))
     c.eq("stdout: distinct blocks", pre.val("distinct"), 1)
@@ -63,11 +72,23 @@ def case_torch_attach(args, tmp):
     # other stream, 20 MiB in the private pool, 2 MiB for e) and 2 SEGMENT_FREE (empty_cache).
     cost = (rep or {}).get("stacks", {}).get("torch_events", {})
     c.eq("stacks.torch_events.events: every event the stand-in made", cost.get("events"), 20)
-    parts = sum(cost.get(k, 0) for k in ("stacks_seconds", "backward_seconds", "kinds_seconds", "mirror_seconds"))
-    c.true("stacks.torch_events: some time, its parts within the whole",
-           0 < cost.get("seconds", 0) < 1 and 0 <= parts <= cost.get("seconds", 0), cost)
+    parts = sum(cost.get(k, 0) for k in ("stacks_seconds", "backward_seconds", "kinds_seconds", "mirror_seconds",
+                                         "handover_seconds"))
+    wholes = cost.get("seconds", 0) + cost.get("deferred_seconds", 0)
+    c.true("stacks.torch_events: some time, its parts within the wholes",
+           0 < cost.get("seconds", 0) < 1 and 0 <= parts <= wholes, cost)
+    # The 12 ALLOC / FREE_REQUESTED / FREE_COMPLETED go to the profiler's thread; segments do not.
+    c.eq("stacks.torch_events.deferred_events", cost.get("deferred_events"), 12 if thread else 0)
     c.true(".txt: the events' cost line", "PyTorch allocator events: 20, " in report_text(pre), "")
+    c.eq(".txt: the cost line names the profiler's thread when it ran",
+         "to the profiler's thread" in report_text(pre), thread)
     before = json.loads(pre.values.get("TORCH_STATS") or "{}")
+    # Asked through the C API right after the frees (before the program's own cudaFree): a, c, d
+    # and g were allocated, a freed; the peak held a, b and c (b freed before d), or c, d and g.
+    c.eq("C API memory_allocated right after the events: c + d + g",
+         pre.val("OURS_ALLOCATED"), 30 * MIB + 3 * MIB + 2 * MIB)
+    c.eq("C API max_memory_allocated = the stand-in's peak", pre.val("OURS_MAX_ALLOCATED"),
+         before.get("allocated_bytes.all.peak"))
     theirs = json.loads(pre.values.get("TORCH_STATS_END") or "{}")
     ours = t.get("memory_stats", {})
     c.eq("122 keys", len(ours), 122)

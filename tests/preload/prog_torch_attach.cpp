@@ -16,6 +16,9 @@ void fake_torch_empty_cache();
 void fake_torch_reset_peak();
 void fake_torch_reset_accumulated();
 char* fake_torch_stats_json();
+// gpumemprof's C API, present only under the preload (weak: null without it).
+__attribute__((weak)) std::int64_t gpumemprof_memory_allocated(int device);
+__attribute__((weak)) std::int64_t gpumemprof_max_memory_allocated(int device);
 }
 
 namespace {
@@ -44,6 +47,11 @@ int main() {
         return 1;
     }
     fake_torch_free(a);
+    // Read at once after the events: the profiler's figures include every one of them.
+    if (gpumemprof_memory_allocated)
+        std::printf("OURS_ALLOCATED=%lld\nOURS_MAX_ALLOCATED=%lld\n",
+                    static_cast<long long>(gpumemprof_memory_allocated(0)),
+                    static_cast<long long>(gpumemprof_max_memory_allocated(0)));
     cudaFree(own);
     char* stats = fake_torch_stats_json();
     std::printf("TORCH_STATS=%s\n", stats);

@@ -20,7 +20,7 @@ from cases_pool import (case_bad_config, case_bad_free, case_capture, case_cross
                         case_device_reset, case_driver_direct, case_driver_footprint, case_expandable, case_ipc, case_library_stream,
                         case_mem_get_info, case_oom, case_passthrough_kinds, case_pool_off, case_sequence)
 from cases_contexts import CONTEXT_CASES  # noqa: E402
-from cases_torch import (case_torch_attach, case_torch_autograd, case_torch_autograd_join,  # noqa: E402
+from cases_torch import (case_torch_attach, case_torch_attach_inline, case_torch_autograd, case_torch_autograd_join,  # noqa: E402
                          case_torch_trace)
 from cases_trace import case_fenced_replay, case_stack_sampling, case_trace_replay, case_trailing_device  # noqa: E402
 
@@ -59,6 +59,7 @@ CASES = {
     "stack_sampling": case_stack_sampling,
     "expandable": case_expandable,
     "torch_attach": case_torch_attach,
+    "torch_attach_inline": case_torch_attach_inline,
     "torch_trace": case_torch_trace,
     "torch_autograd": case_torch_autograd,
     "torch_autograd_join": case_torch_autograd_join,

@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: MIT
+#include "core/torch_queue.hpp"
+
+#include "core/core_scope.hpp"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <new>
+#include <thread>
+
+namespace gpumemprof::core {
+namespace {
+
+using std::chrono::milliseconds;
+
+// The queue's own thread: a drain from there would wait for itself.
+thread_local bool t_queue_thread = false;
+
+// A push wakes a sleeping thread once this many events wait (a wake is a system call: a loop's
+// events should not each pay one); otherwise the thread looks every few milliseconds.
+constexpr std::size_t kWakeAt = 256;
+constexpr milliseconds kBusyPoll{1};  // while events keep coming
+constexpr milliseconds kIdlePoll{50}; // after kIdleRounds empty looks
+constexpr int kIdleRounds = 100;
+
+} // namespace
+
+bool TorchQueue::start() noexcept {
+    // Born with every signal blocked (a thread inherits its creator's mask): the program's
+    // signals are never delivered to our thread, where its handlers would run inside the profiler.
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    bool made = false;
+    try {
+        waiting_.reserve(4096);
+        batch_.reserve(4096);
+        std::thread([this] { run(); }).detach();
+        made = true;
+    } catch (...) {
+    }
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    started_ = true;
+    alive_ = made;
+    return made;
+}
+
+bool TorchQueue::push(const Event& e) noexcept {
+    try {
+        std::unique_lock lock(mutex_);
+        if (stopped_)
+            return false;
+        if (!started_ && !start()) {
+            stopped_ = true;
+            return false;
+        }
+        while (waiting_.size() >= capacity_) {
+            hurry_ = true;
+            wake_.notify_one();
+            handled_.wait_for(lock, kBusyPoll);
+            if (stopped_)
+                return false;
+        }
+        waiting_.push_back(e);
+        ++pushed_;
+        most_waiting_ = std::max(most_waiting_, waiting_.size());
+        if (sleeping_ && waiting_.size() >= kWakeAt)
+            wake_.notify_one();
+        return true;
+    } catch (...) {
+        return false;
+    }
+}
+
+void TorchQueue::run() noexcept {
+    t_queue_thread = true;
+    pthread_setname_np(pthread_self(), "gpumemprof-ev");
+    std::unique_lock lock(mutex_);
+    int idle = 0;
+    for (;;) {
+        if (waiting_.empty()) {
+            if (stopped_)
+                break;
+            sleeping_ = true;
+            wake_.wait_for(lock, idle < kIdleRounds ? kBusyPoll : kIdlePoll);
+            sleeping_ = false;
+            if (waiting_.empty() && idle < kIdleRounds)
+                ++idle;
+            continue;
+        }
+        idle = 0;
+        hurry_ = false;
+        batch_.swap(waiting_);
+        lock.unlock();
+        {
+            CoreScope scope;
+            for (const Event& e : batch_)
+                handler_(e);
+        }
+        const std::size_t n = batch_.size();
+        batch_.clear();
+        lock.lock();
+        done_ += n;
+        handled_.notify_all();
+    }
+    alive_ = false;
+    handled_.notify_all();
+}
+
+bool TorchQueue::drain(int timeout_ms) noexcept {
+    if (t_queue_thread)
+        return true;
+    try {
+        std::unique_lock lock(mutex_);
+        const std::uint64_t target = pushed_;
+        if (done_ >= target)
+            return true;
+        hurry_ = true;
+        wake_.notify_one();
+        return handled_.wait_for(lock, milliseconds(timeout_ms), [&] { return done_ >= target; });
+    } catch (...) {
+        return false;
+    }
+}
+
+void TorchQueue::stop() noexcept {
+    drain();
+    try {
+        std::unique_lock lock(mutex_);
+        stopped_ = true;
+        wake_.notify_one();
+        // The thread handles what was pushed meanwhile, then ends.
+        if (!t_queue_thread)
+            handled_.wait_for(lock, milliseconds(2000), [&] { return !alive_; });
+    } catch (...) {
+    }
+}
+
+bool TorchQueue::running() const noexcept {
+    std::lock_guard lock(mutex_);
+    return alive_ && !stopped_;
+}
+
+void TorchQueue::reset_after_fork() noexcept {
+    // The parent's thread may have been waiting on a condition variable: the child's copies
+    // are made anew (not destroyed: that would wait for the waiter). The lock is this thread's
+    // (lock_for_fork), released last.
+    new (&wake_) std::condition_variable();
+    new (&handled_) std::condition_variable();
+    waiting_.clear();
+    batch_.clear();
+    pushed_ = done_ = 0;
+    started_ = alive_ = sleeping_ = hurry_ = false;
+    mutex_.unlock();
+}
+
+std::uint64_t TorchQueue::pushed() const noexcept {
+    std::lock_guard lock(mutex_);
+    return pushed_;
+}
+
+std::size_t TorchQueue::most_waiting() const noexcept {
+    std::lock_guard lock(mutex_);
+    return most_waiting_;
+}
+
+} // namespace gpumemprof::core

@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: MIT
+// PyTorch's block events, handed from the thread that made them to one thread of the profiler's
+// own. The allocating thread does only what needs it (its stack, the autograd node it runs, the
+// time) and pushes the event; the profiler's thread rebuilds the allocator's blocks and the kinds
+// of memory from the events in the order they were pushed (core/profiler_torch.cpp). Under
+// PyTorch's allocator mutex, the program then waits for a push, not for the bookkeeping.
+//
+// Whoever reads what the events build (a report, the C API's statistics, a segment event, an
+// OOM) first drains the queue: every event pushed before the call is handled when it returns.
+// Once stopped (at exit, or when the thread could not start), push() refuses and the caller
+// handles the event itself, as it does with GPUMEMPROF_TORCH_THREAD=0.
+#pragma once
+
+#include "core/torch_attach.hpp"
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+namespace gpumemprof::core {
+
+struct PoolSlot;
+
+/// One block event with what only the allocating thread could tell.
+struct TorchBlockEvent {
+    TorchEvent ev;
+    PoolSlot* slot = nullptr;     ///< the device's mirror
+    std::uint32_t stack = 0;      ///< the allocation's call site (0: none)
+    bool backward = false;        ///< allocated while autograd evaluated a node
+    bool accumulate_grad = false; ///< ... an AccumulateGrad node
+    bool in_backward = false;     ///< freed while autograd evaluated a node
+    std::int64_t t_ns = 0;        ///< steady clock, nanoseconds since the profiler started
+    std::uint64_t ticks = 0;      ///< util::CycleClock at the event (the history's times)
+};
+
+class TorchQueue {
+public:
+    using Event = TorchBlockEvent;
+    using Handler = void (*)(const Event&) noexcept;
+
+    /// `handler` runs on the queue's thread, once per event, in push order. More than
+    /// `capacity` waiting events make push() wait for the thread (a bound on our memory).
+    explicit TorchQueue(Handler handler, std::size_t capacity = std::size_t{1} << 16) noexcept
+        : handler_(handler), capacity_(capacity) {}
+
+    /// Queues `e` (starting the thread at the first push); false when stopped: handle it yourself.
+    bool push(const Event& e) noexcept;
+    /// Returns once every event pushed before the call was handled (at most `timeout_ms`; false
+    /// when the wait timed out). At once on the queue's own thread and when nothing waits.
+    bool drain(int timeout_ms = 10000) noexcept;
+    /// Drains, then refuses later pushes; the thread ends.
+    void stop() noexcept;
+    bool running() const noexcept;
+
+    /// pthread_atfork: the queue's lock is held across fork (it is taken last: nothing waits
+    /// for another lock while holding it). In the child the thread is gone: the events the
+    /// parent had not handled are dropped with the parent's state, and a later push starts a
+    /// new thread.
+    void lock_for_fork() noexcept { mutex_.lock(); }
+    void unlock_after_fork() noexcept { mutex_.unlock(); }
+    void reset_after_fork() noexcept;
+
+    /// Events pushed so far, and the most that waited at once.
+    std::uint64_t pushed() const noexcept;
+    std::size_t most_waiting() const noexcept;
+
+private:
+    void run() noexcept;
+    bool start() noexcept; // requires mutex_
+
+    Handler handler_;
+    std::size_t capacity_;
+    mutable std::mutex mutex_;
+    std::condition_variable wake_;    ///< the thread: work to do, a drain, or the stop
+    std::condition_variable handled_; ///< drains, full pushes and the stop: a batch is handled
+    std::vector<Event> waiting_, batch_;
+    std::uint64_t pushed_ = 0, done_ = 0;
+    std::size_t most_waiting_ = 0;
+    bool started_ = false;  ///< a thread was started (in this process)
+    bool alive_ = false;    ///< it has not ended
+    bool stopped_ = false;  ///< pushes are refused
+    bool sleeping_ = false; ///< it waits for work
+    bool hurry_ = false;    ///< someone waits for it: handle what waits now
+};
+
+} // namespace gpumemprof::core
