@@ -32,8 +32,9 @@ import time
 
 MODES = ("off", "ours", "plain", "torch")
 # Also available with --modes: "pool" (LD_PRELOAD=<lib>, GPUMEMPROF_TORCH=pool: gpumemprof's pool
-# serves every tensor, PyTorch's caching off: issue 18's step-time baseline) and "nopy"
-# (LD_PRELOAD=<lib>, GPUMEMPROF_PYTHON=0: native frames only).
+# serves every tensor, PyTorch's caching off: issue 18's step-time baseline), "nopy"
+# (LD_PRELOAD=<lib>, GPUMEMPROF_PYTHON=0: native frames only) and "inline" (LD_PRELOAD=<lib>,
+# GPUMEMPROF_TORCH_THREAD=0: PyTorch's events handled wholly on the thread that made them).
 
 
 # ---- the workloads (run in a child process) ------------------------------------------------------
@@ -173,7 +174,7 @@ def child(args):
 def run_one(args, workload, mode, out_dir):
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUMEMPROF_")}
     env.pop("LD_PRELOAD", None)
-    if mode in ("off", "ours", "pool", "nopy"):
+    if mode in ("off", "ours", "pool", "nopy", "inline"):
         env["LD_PRELOAD"] = os.path.abspath(args.lib)
         env["GPUMEMPROF_OUTPUT"] = os.path.join(out_dir, "%s-%s-%%p" % (workload, mode))
         env["GPUMEMPROF_HTML"] = "0"  # the reports' writing is not part of a step
@@ -184,6 +185,8 @@ def run_one(args, workload, mode, out_dir):
             env["GPUMEMPROF_TORCH"] = "pool"
         if mode == "nopy":
             env["GPUMEMPROF_PYTHON"] = "0"
+        if mode == "inline":
+            env["GPUMEMPROF_TORCH_THREAD"] = "0"
     cmd = [sys.executable, os.path.abspath(__file__), "--child", workload, "--layers", str(args.layers),
            "--batch", str(args.batch if workload == "train" else args.gen_batch), "--seq", str(args.seq),
            "--steps", str(args.steps if workload == "train" else args.gen_steps),
@@ -294,7 +297,7 @@ def main():
             w["median_step_s"] = {m: med(row[m]["median_s"] for row in ok_rounds) for m in modes}
             # Every ratio of two modes run, the median over rounds of each round's ratio.
             for a, b in (("ours", "off"), ("torch", "plain"), ("off", "plain"), ("ours", "plain"), ("ours", "pool"),
-                         ("pool", "plain"), ("nopy", "off")):
+                         ("pool", "plain"), ("nopy", "off"), ("ours", "inline"), ("inline", "pool")):
                 if a in modes and b in modes:
                     w["%s_over_%s" % (a, b)] = med(row[a]["median_s"] / row[b]["median_s"] for row in ok_rounds)
             w["per_round"] = [{m: row[m]["median_s"] for m in modes} for row in ok_rounds]

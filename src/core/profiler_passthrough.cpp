@@ -57,12 +57,18 @@ CUresult Profiler::vmm_create(const DriverApi& api, CUmemGenericAllocationHandle
                               const CUmemAllocationProp* prop, unsigned long long flags,
                               std::uintptr_t caller) noexcept {
     const bool torch = torch_allocator_call(caller);
-    const CUresult r = api.cuMemCreate(handle, size, prop, flags);
-    if (r != CUDA_SUCCESS)
-        return r;
     // Threads creating VMM memory may have no current context (HAMi-core #169): the device comes
     // from the allocation's own location.
     const int device = (prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE) ? prop->location.id : -1;
+    // The device's first memory may be pages (PyTorch's expandable segments, JAX): what the
+    // driver held before them is read first, or they would count twice.
+    if (device >= 0 && !process_exiting()) {
+        on_first_cuda_use(); // a fork child forgets its parent's state first
+        accounting_baseline(api, device);
+    }
+    const CUresult r = api.cuMemCreate(handle, size, prop, flags);
+    if (r != CUDA_SUCCESS)
+        return r;
     if (torch)
         torch_page_created(api, static_cast<std::uintptr_t>(*handle), size, device);
     else

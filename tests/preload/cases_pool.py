@@ -162,6 +162,27 @@ def case_driver_footprint(args, tmp):
     return c.finish([plain, pre])
 
 
+def case_vmm_first(args, tmp):
+    """The device's first memory is VMM (cuMemCreate), as under PyTorch's expandable segments:
+    the baseline (the context before any allocation) is read before the pages exist, so they
+    are counted once, as VMM memory, and nothing is left unexplained."""
+    c = Checker(args.case)
+    plain, pre = both_ran(c, args, tmp)
+    same_values(c, plain, pre, ["used_before_first_alloc_mib", "done"])
+    # The 8 MiB of pages and the pool's 20 MiB segment for the 4 MiB block (plain: 4 MiB).
+    c.eq("plain: used with both (MiB)", plain.val("used_with_both_mib"), 12)
+    c.eq("preload: used with both (MiB)", pre.val("used_with_both_mib"), 28)
+    acc = pre.report()["devices"][0].get("device_accounting", {})
+    split = lambda m: (m.get("driver_used_bytes", 0) // MIB,  # noqa: E731
+                       {k: v // MIB for k, v in m.get("buckets", {}).items()}, m.get("unexplained_bytes"))
+    vmm = "VMM physical memory (cuMemCreate)"
+    c.eq("at the peak: the driver's used figure split (MiB)", split(acc),
+         (28, {"gpumemprof's pool: allocated": 4, "gpumemprof's pool: cached, free": 16, vmm: 8}, 0))
+    c.eq("at exit: the split (MiB)", split(acc.get("at_exit", {})),
+         (28, {"gpumemprof's pool: cached, free": 20, vmm: 8}, 0))
+    return c.finish([plain, pre])
+
+
 def case_passthrough_kinds(args, tmp):
     c = Checker(args.case)
     plain, pre = both_ran(c, args, tmp)

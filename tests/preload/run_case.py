@@ -18,7 +18,7 @@ from cases_lifetime import (case_c_api, case_dtor_free, case_fork_child, case_fo
                             case_sigterm, case_signal_dump)
 from cases_pool import (case_bad_config, case_bad_free, case_capture, case_cross_stream_reuse,  # noqa: E402
                         case_device_reset, case_driver_direct, case_driver_footprint, case_expandable, case_ipc, case_library_stream,
-                        case_mem_get_info, case_oom, case_passthrough_kinds, case_pool_off, case_sequence)
+                        case_mem_get_info, case_oom, case_passthrough_kinds, case_vmm_first, case_pool_off, case_sequence)
 from cases_contexts import CONTEXT_CASES  # noqa: E402
 from cases_torch import (case_torch_attach, case_torch_attach_inline, case_torch_autograd, case_torch_autograd_join,  # noqa: E402
                          case_torch_trace)
@@ -58,6 +58,7 @@ CASES = {
     "trailing_device": case_trailing_device,
     "stack_sampling": case_stack_sampling,
     "expandable": case_expandable,
+    "vmm_first": case_vmm_first,
     "torch_attach": case_torch_attach,
     "torch_attach_inline": case_torch_attach_inline,
     "torch_trace": case_torch_trace,
