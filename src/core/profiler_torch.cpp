@@ -226,6 +226,8 @@ void Profiler::torch_event(const TorchEvent& ev) noexcept {
             b.stack = id;
             b.backward = node.present;
             b.accumulate_grad = node.accumulate_grad;
+            b.traits = site_traits(id);
+            clock.lap(EventCost::kinds);
             break;
         }
         case TorchAction::free_requested: b.in_backward = autograd_.in_backward(); break;
@@ -274,7 +276,7 @@ void Profiler::torch_block_event(const TorchBlockEvent& b, EventCost::Clock& clo
                 block_size = m.lookup(ev.addr).block_size;
             clock.lap(EventCost::mirror);
             b.slot->categories->on_alloc(b.t_ns, ev.addr, static_cast<std::int64_t>(block_size), b.stack, b.backward,
-                                         b.accumulate_grad, !ev.pool.is_default(), site_traits(b.stack));
+                                         b.accumulate_grad, !ev.pool.is_default(), b.traits);
             clock.lap(EventCost::kinds);
             break;
         }

@@ -11,6 +11,7 @@
 // handles the event itself, as it does with GPUMEMPROF_TORCH_THREAD=0.
 #pragma once
 
+#include "core/memory_categories.hpp"
 #include "core/torch_attach.hpp"
 
 #include <condition_variable>
@@ -31,8 +32,12 @@ struct TorchBlockEvent {
     bool backward = false;        ///< allocated while autograd evaluated a node
     bool accumulate_grad = false; ///< ... an AccumulateGrad node
     bool in_backward = false;     ///< freed while autograd evaluated a node
-    std::int64_t t_ns = 0;        ///< steady clock, nanoseconds since the profiler started
-    std::uint64_t ticks = 0;      ///< util::CycleClock at the event (the history's times)
+    /// Its site's traits, worked out on the allocating thread: that may ask the dynamic loader
+    /// (dladdr, under its lock), which the profiler's thread never does, so that a drain
+    /// from inside a library's constructor cannot wait for it.
+    MemoryCategories::SiteTraits traits;
+    std::int64_t t_ns = 0;   ///< steady clock, nanoseconds since the profiler started
+    std::uint64_t ticks = 0; ///< util::CycleClock at the event (the history's times)
 };
 
 class TorchQueue {
