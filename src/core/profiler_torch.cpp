@@ -241,13 +241,13 @@ void Profiler::torch_event(const TorchEvent& ev) noexcept {
             std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count();
         b.ticks = util::CycleClock::now();
         // The rest needs nothing of this thread: the profiler's thread does it, in event order.
-        if (options_.torch_thread && torch_queue_.push(b)) {
+        if (options_.torch_thread && torch_queue_.push(b))
             clock.lap(EventCost::handover);
-        } else {
+        else
             torch_block_event(b, clock);
-            if (const DriverApi* api = driver(false))
-                account_if_acquired(*api);
-        }
+        // A reading held back at a segment's free is taken at this thread's next event.
+        if (const DriverApi* api = driver(false))
+            account_if_acquired(*api);
         clock.done();
     } catch (...) {
         set_event_origin(0, trace::kDefaultPool);
