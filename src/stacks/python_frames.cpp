@@ -487,13 +487,41 @@ bool code_key(const Interpreter& in, std::uintptr_t code, CodeKey* k) noexcept {
     return true;
 }
 
+/// Frames (shims included) a thread's shadow remembers of its previous walk.
+constexpr int kWalkSteps = 2 * kMaxPythonFrames;
+
+/// One frame of the previous walk, as it was read: its address, and for a Python frame its code
+/// object, that object's version, its instruction pointer and the word the walk wrote for it
+/// (without the entry tag, which comes from the next step).
+struct WalkStep {
+    std::uintptr_t frame = 0;
+    std::uintptr_t code = 0;
+    std::uintptr_t instr = 0;
+    std::uintptr_t word = 0;
+    std::uint32_t version = 0;
+    std::uint32_t shim = 0; ///< 1: the eval loop's entry shim (nothing else read)
+};
+
+/// How the previous walk ended after its last step.
+enum class WalkEnd : std::uint32_t {
+    none,      ///< nothing to compare with
+    chain_end, ///< the next frame was null
+    at_max,    ///< it had written the most frames it was asked for
+    cut,       ///< the shadow had no room for more steps: a new walk goes on from there
+};
+
 /// Per thread: the code objects met at each depth by the previous capture (3.12+), so that a
-/// repeated stack finds each frame's index by comparing with what it met there last time.
+/// repeated stack finds each frame's index by comparing with what it met there last time; and
+/// that capture's walk, step by step, for the pass that compares instead of walking.
 struct Shadow {
     struct Entry {
         std::uintptr_t code = 0;
         std::uint64_t version_index = 0; ///< version | index << 32 (version 0: no entry)
     } at[kMaxPythonFrames];
+    WalkStep steps[kWalkSteps + 1];
+    int steps_n = 0;
+    int max = 0; ///< the walk's frame limit
+    WalkEnd end = WalkEnd::none;
 };
 Shadow g_no_shadow; // read (never written) by a thread whose shadow could not be allocated
 Shadow* thread_shadow() noexcept {
@@ -635,24 +663,122 @@ std::string version() {
 
 namespace {
 
-/// The walk for interpreters with code versions (3.12+): a frame whose code object is the one
-/// this thread's previous capture met at the same depth, with the same version, takes its index
-/// from there without a lookup.
+/// The pass over a repeated stack (3.12+): the frames of this thread's previous walk, compared
+/// step by step with what is there now. While they match, a frame's word is the one written then,
+/// and the next frame is the address remembered, which equals the one just read: the processor
+/// then starts the next frame's reads without waiting for that read (a predicted branch, not a
+/// chain of loads each waiting for the one before). Returns the step where the stacks differ
+/// (`frame` and `n` are then that step's frame and the words written before it), or -1 when the
+/// previous walk's end was reached (the walk is complete in `out`, `n` words).
+template <typename F>
+int compare_walk(const Interpreter& in, Shadow& sh, std::uintptr_t& frame, std::uintptr_t* out, int& n) noexcept {
+    WalkStep* st = sh.steps;
+    const int steps = sh.steps_n;
+    int k = 0;
+    int words = 0;
+    std::uintptr_t f = frame;
+    if (steps == 0 || f != st[0].frame)
+        return 0;
+    for (; k < steps; ++k) {
+        WalkStep& s = st[k];
+        const std::uintptr_t previous = load_ptr(f + F::previous);
+        if (__builtin_expect(s.shim != 0, 0)) {
+            // Where a shim was, a shim is: shims live on this thread's C stack, other frames on
+            // the heap.
+            if (words > 0)
+                out[words - 1] |= kEntryTag;
+        } else {
+            const std::uintptr_t code = load_ptr(f + F::code);
+            const std::uintptr_t instr = load_ptr(f + F::instr);
+            // The code object and its version (a fresh object at a freed one's address has
+            // another), and the instruction: together they give the same word.
+            if (((code ^ s.code) | (load<std::uint32_t>(code + F::version) ^ s.version)) != 0 ||
+                (F::check_type && load_ptr(code + in.layout.ob_type) != in.code_type))
+                break;
+            if (__builtin_expect(instr != s.instr, 0)) {
+                // The same code object at another instruction (another line of the same
+                // function, as the innermost frame often is): the same index, another offset.
+                const std::uintptr_t first = code + F::co_code;
+                const std::uintptr_t offset = instr >= first ? ((instr - first) >> 1) & 0xffffffffu : 0;
+                s.instr = instr;
+                s.word = (s.word & ~std::uintptr_t{0xffffffffu}) | offset;
+            }
+            out[words++] = s.word;
+        }
+        std::uintptr_t next = st[k + 1].frame;
+        if (__builtin_expect(previous != next, 0)) {
+            // Another frame from here on: the walk goes on from it.
+            frame = previous;
+            n = words;
+            return k + 1;
+        }
+        asm("" : "+r"(next)); // the remembered address, not the value read (which it equals)
+        f = next;
+    }
+    frame = f;
+    n = words;
+    if (k < steps)
+        return k; // step k differs
+    if (sh.end == WalkEnd::chain_end || (sh.end == WalkEnd::at_max && words == sh.max))
+        return -1; // (chain_end: f is null, as the sentinel step says)
+    return k;      // cut: walk on from here
+}
+
+/// The walk for interpreters with code versions (3.12+). It first compares the stack with the
+/// thread's previous walk (compare_walk), then walks from where they differ: a frame whose code
+/// object is the one the previous capture met at the same depth, with the same version, takes
+/// its index from there without a lookup. What it meets is remembered for the next capture.
 template <typename F>
 int walk_versioned(const Interpreter& in, const FastTable* fast, Shadow* shadow, std::uintptr_t frame,
                    std::uintptr_t* out, int max) noexcept {
     if (max > kMaxPythonFrames)
         max = kMaxPythonFrames; // the shadow's size: no bound check per frame below
+    int n = 0, step = 0;
+    if (shadow != nullptr) {
+        if (shadow->end != WalkEnd::none && shadow->max == max) {
+            step = compare_walk<F>(in, *shadow, frame, out, n);
+            if (step < 0 || n >= max)
+                return n; // the previous walk, entire (or as many frames as asked for)
+        }
+        // From `step` on, this walk is recorded (the steps before it are the previous walk's).
+        shadow->end = WalkEnd::none;
+        shadow->max = max;
+    }
     Shadow::Entry* at = shadow != nullptr ? shadow->at : g_no_shadow.at;
+    WalkStep* rec = shadow != nullptr ? shadow->steps : nullptr;
     const std::uintptr_t code_type = in.code_type;
     const std::size_t ob_type = in.layout.ob_type;
-    int n = 0, shims = 0;
+    int shims = 0;
+    bool recording = rec != nullptr;
+    // A step remembered: while the walk stays recordable (a frame it skips is not: a later
+    // compare could not tell it from the same address holding a readable frame).
+    auto record = [&](const WalkStep& s) {
+        if (!recording)
+            return;
+        if (step >= kWalkSteps) {
+            shadow->steps[kWalkSteps].frame = s.frame;
+            shadow->steps_n = kWalkSteps;
+            shadow->end = WalkEnd::cut;
+            recording = false;
+            return;
+        }
+        rec[step++] = s;
+    };
+    auto stop_recording = [&] {
+        if (recording) {
+            shadow->steps[step].frame = frame;
+            shadow->steps_n = step;
+            shadow->end = WalkEnd::cut;
+            recording = false;
+        }
+    };
     while (frame != 0) {
         const std::uintptr_t previous = load_ptr(frame + F::previous);
         if (__builtin_expect(load<char>(frame + F::owner) == kOwnedByCStack, 0)) {
             // The shim an eval-loop call pushes below its first frame: that frame is an entry.
             if (n > 0)
                 out[n - 1] |= kEntryTag;
+            record(WalkStep{frame, 0, 0, 0, 0, 1});
             frame = previous;
             if (++shims > 100000)
                 break; // only a cycle could get here
@@ -660,6 +786,7 @@ int walk_versioned(const Interpreter& in, const FastTable* fast, Shadow* shadow,
         }
         const std::uintptr_t code = load_ptr(frame + F::code);
         if (__builtin_expect(code == 0, 0) || (F::check_type && load_ptr(code + ob_type) != code_type)) {
+            stop_recording();
             frame = previous;
             continue;
         }
@@ -670,6 +797,7 @@ int walk_versioned(const Interpreter& in, const FastTable* fast, Shadow* shadow,
         if (__builtin_expect(at[n].code != code || static_cast<std::uint32_t>(vi) != version, 0)) {
             const std::size_t i = code_index(in, fast, code);
             if (i == kNone) {
+                stop_recording();
                 frame = previous;
                 continue;
             }
@@ -684,9 +812,24 @@ int walk_versioned(const Interpreter& in, const FastTable* fast, Shadow* shadow,
         // Before its first instruction a frame points one unit before the code: offset 0.
         const std::uintptr_t offset = instr >= first ? ((instr - first) >> 1) & 0xffffffffu : 0;
         out[n] = kPythonTag | (vi & 0xffffffff00000000ull) | offset;
+        if (version == 0)
+            stop_recording(); // no version: nothing tells this object from a later one there
+        record(WalkStep{frame, code, instr, out[n], static_cast<std::uint32_t>(version), 0});
         frame = previous;
-        if (++n >= max)
-            break;
+        if (++n >= max) {
+            if (recording) {
+                shadow->steps[step].frame = previous;
+                shadow->steps_n = step;
+                shadow->end = WalkEnd::at_max;
+                recording = false;
+            }
+            return n;
+        }
+    }
+    if (recording) {
+        shadow->steps[step].frame = 0; // the sentinel a later compare meets at the end
+        shadow->steps_n = step;
+        shadow->end = shims > 100000 ? WalkEnd::none : WalkEnd::chain_end;
     }
     return n;
 }

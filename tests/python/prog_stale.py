@@ -8,7 +8,11 @@
 #   reused:  generated functions, each freed before the next is made (code objects at a freed
 #            one's address, with other names and lines);
 #   threads: one thread after another, alternating two functions (new threads often get the
-#            previous one's stack memory).
+#            previous one's stack memory);
+#   resumed: one generator allocating, resumed by turns from two callers at different depths
+#            (its frame stays where it is; the frames below it change);
+#   depth:   one recursive function allocating at its innermost call, 3 and 5 calls deep by
+#            turns (the same frames, the same code, a chain of another length).
 # Prints a JSON line with what it did, for the checker.
 import ctypes
 import gc
@@ -93,6 +97,35 @@ def thread_b():
 selves = []
 
 
+def generator_alloc():
+    n = yield
+    while True:
+        p = ctypes.c_void_p()
+        cudart.cudaMalloc(ctypes.byref(p), n)  # @site:gen_alloc
+        free(p)
+        n = yield
+
+
+def drive_1(g):
+    g.send(131 * KIB)  # @site:drive_1
+
+
+def drive_2(g):
+    drive_2_inner(g)
+
+
+def drive_2_inner(g):
+    g.send(132 * KIB)  # @site:drive_2
+
+
+def recurse(k, n):
+    if k > 1:
+        return recurse(k - 1, n)  # @site:recurse_call
+    p = ctypes.c_void_p()
+    cudart.cudaMalloc(ctypes.byref(p), n)  # @site:recurse_leaf
+    free(p)
+
+
 def main():
     for _ in range(ROUNDS):
         two_lines()
@@ -100,6 +133,14 @@ def main():
         caller_1()
         caller_2()
     made = reused(ROUNDS)
+    g = generator_alloc()
+    next(g)
+    for _ in range(ROUNDS):
+        drive_1(g)
+        drive_2(g)
+    for _ in range(ROUNDS):
+        recurse(3, 141 * KIB)
+        recurse(5, 142 * KIB)
     for i in range(ROUNDS):
         t = threading.Thread(target=thread_a if i % 2 == 0 else thread_b)
         t.start()

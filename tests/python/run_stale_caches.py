@@ -91,6 +91,21 @@ def main():
           did["reused_thread_stacks"] > 0, "the scenario did not happen: nothing was tested")
     sums(by_inner, ("thread_a", L["thread_a"]), rounds // 2, 121 * KIB, "a new thread on an old one's stack")
     sums(by_inner, ("thread_b", L["thread_b"]), rounds // 2, 122 * KIB, "a new thread on an old one's stack")
+    sums(by_pair, (("drive_1", L["drive_1"]), ("generator_alloc", L["gen_alloc"])), rounds, 131 * KIB,
+         "a generator resumed from another caller")
+    sums(by_pair, (("drive_2_inner", L["drive_2"]), ("generator_alloc", L["gen_alloc"])), rounds, 132 * KIB,
+         "a generator resumed from another caller")
+    # The recursion: how many recurse frames each allocation's stack has, by size.
+    depths = collections.defaultdict(lambda: [0, 0])
+    for s in report["sites"]:
+        py = [(f["function"], f["line"]) for f in s["frames"] if f.get("kind") == "python"]
+        if py and py[-1] == ("recurse", L["recurse_leaf"]):
+            calls = sum(1 for f in py if f == ("recurse", L["recurse_call"]))
+            depths[calls + 1][0] += s["total_count"]
+            depths[calls + 1][1] += s["requested_bytes"]
+    for depth, size in ((3, 141 * KIB), (5, 142 * KIB)):
+        check("a chain of another length: %d allocations of %d KiB %d calls deep" % (rounds, size // KIB, depth),
+              depths.get(depth) == [rounds, rounds * size], dict(depths))
     print("%d checks failed" % len(failures) if failures else "all checks passed")
     return 1 if failures else 0
 
