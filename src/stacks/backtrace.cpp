@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 // Stack capture: a walk over the calling thread's stack with the shared frame rules. A frame
-// costs one lookup in the rules table and one or two reads of the stack, until the walk meets the
-// thread's previous walk (its shadow, below): from there a frame costs a compare of the one or
-// two words that walk read. Per thread: the stack's bounds, the shadow (on the heap) and, on the
-// rare fallback, one register context.
+// costs one lookup in the rules table and one or two reads of the stack, until the walk meets a
+// walk the thread remembers (its shadow, below: the walk remembered for the stack pointer of the
+// first frame, else the previous walk): from there a frame costs a compare of the one or two
+// words that walk read. Per thread: the stack's bounds, the shadow (on the heap) and, on the rare
+// fallback, one register context.
 #include "stacks/backtrace.hpp"
 
 #include "stacks/frame_rules.hpp"
@@ -36,6 +37,7 @@ struct ThreadWalk {
     bool shadow_gone = false; ///< the thread's shadow was freed at its exit: none from now on
     Shadow* shadow = nullptr; ///< the shadow of the previous walk (on the heap), made at the first walk
     int shadow_wanted = 0;    ///< frames a walk would have kept had the shadow had room for them
+    std::uint32_t walks = 0;  ///< walks with a shadow (counted up to kSlotsAfter)
 };
 thread_local ThreadWalk tl_walk __attribute__((tls_model("initial-exec")));
 
@@ -122,31 +124,49 @@ struct Walk {
     std::uint64_t generation; ///< rules_table::g_generation when it was walked
 };
 
-/// Per thread, on the heap (not on the thread's stack), made at its first walk: the previous
-/// walk and the one being written. Their frames follow the header, side by side (frame i of walk
-/// w at frames()[2 i + w]), as many as the walks' frame limit needs (made again, larger, when a
-/// walk asks for more frames): two walks of depth d touch 64 d contiguous bytes.
+/// Walks a thread remembers, one per slot: a slot is chosen by the stack pointer at the walk's
+/// first frame, so the walks of the different call paths a loop repeats (one framework operator
+/// after another, each at its own depth) are each there for the next time that path comes.
+constexpr int kWalkSlots = 16;
+/// A thread's shadow has one slot until the thread's walks reach this many (a thread that
+/// allocates a few times keeps a small shadow: docs/measurements.md, thread_rss).
+constexpr std::uint32_t kSlotsAfter = 256;
+
+/// Per thread, on the heap (not on the thread's stack), made at its first walk: the remembered
+/// walks and the one being written (slots + 1 walks). Their frames follow the header, each
+/// walk's in a block of its own (frame i of walk w at frames()[w capacity + i]), as many as the
+/// walks' frame limit needs (made again, larger, when a walk asks for more frames or the thread
+/// for more slots).
 struct Shadow {
-    Walk walk[2];
-    int previous; ///< walk[previous] is the previous walk
+    Walk walk[kWalkSlots + 1];
+    std::uint8_t in_slot[kWalkSlots]; ///< the walk remembered for each slot
+    std::uint8_t scratch;             ///< the walk the next walk is written to
+    std::uint8_t previous;            ///< the thread's previous walk (in its slot)
     bool busy;    ///< a walk is under way (a signal handler's walk then neither reads nor writes it)
     int capacity; ///< frames each walk has room for
+    int slots;    ///< 1 or kWalkSlots
     WalkFrame* frames() noexcept { return reinterpret_cast<WalkFrame*>(this + 1); }
-    static std::size_t bytes(int capacity) noexcept {
-        return sizeof(Shadow) + 2 * static_cast<std::size_t>(capacity) * sizeof(WalkFrame);
+    static std::size_t bytes(int capacity, int slots) noexcept {
+        return sizeof(Shadow) +
+               static_cast<std::size_t>(slots + 1) * static_cast<std::size_t>(capacity) * sizeof(WalkFrame);
     }
 };
 static_assert(sizeof(Shadow) % alignof(WalkFrame) == 0);
 
-/// One of the two walks: its header and its frames.
+/// One of the walks: its header and its frames.
 struct WalkView {
     Walk* head = nullptr;
-    WalkFrame* first = nullptr; ///< its frame 0; frame i is first[2 * i]
+    WalkFrame* first = nullptr; ///< its frame 0; frame i is first[i]
     Walk* operator->() const noexcept { return head; }
-    WalkFrame& f(int i) const noexcept { return first[2 * i]; }
+    WalkFrame& f(int i) const noexcept { return first[i]; }
 };
 WalkView view(Shadow* sh, int w) noexcept {
-    return WalkView{&sh->walk[w], sh->frames() + w};
+    return WalkView{&sh->walk[w], sh->frames() + static_cast<std::size_t>(w) * static_cast<std::size_t>(sh->capacity)};
+}
+/// The slot of a walk whose first frame has this stack pointer (the frames of one capture site
+/// differ by 16-byte multiples).
+inline int walk_slot(std::uintptr_t sp, int slots) noexcept {
+    return static_cast<int>(((sp >> 4) * 0x9e3779b97f4a7c15ull) >> 60) & (slots - 1);
 }
 struct ShadowHolder {
     ~ShadowHolder() {
@@ -157,8 +177,9 @@ struct ShadowHolder {
 };
 thread_local ShadowHolder tl_shadow_holder;
 
-/// A shadow with room for `capacity` frames a walk (the previous walk is lost when it grows).
-__attribute__((noinline)) Shadow* make_shadow(int capacity) noexcept {
+/// A shadow with room for `capacity` frames a walk and `slots` walks (the walks are lost when it
+/// grows).
+__attribute__((noinline)) Shadow* make_shadow(int capacity, int slots) noexcept {
     ThreadWalk& t = tl_walk;
     if (t.shadow_gone)
         return nullptr;
@@ -166,9 +187,14 @@ __attribute__((noinline)) Shadow* make_shadow(int capacity) noexcept {
     t.shadow = nullptr; // (a signal handler's walk meanwhile makes its own)
     ::operator delete(previous);
     // Uninitialised frames: only those a walk reaches get touched.
-    t.shadow = static_cast<Shadow*>(::operator new(Shadow::bytes(capacity), std::nothrow));
+    t.shadow = static_cast<Shadow*>(::operator new(Shadow::bytes(capacity, slots), std::nothrow));
     if (t.shadow != nullptr) {
-        t.shadow->walk[0].frames = t.shadow->walk[1].frames = 0;
+        for (Walk& w : t.shadow->walk)
+            w.frames = 0;
+        for (int i = 0; i < kWalkSlots; ++i)
+            t.shadow->in_slot[i] = static_cast<std::uint8_t>(i < slots ? i : 0);
+        t.shadow->scratch = static_cast<std::uint8_t>(slots);
+        t.shadow->slots = slots;
         t.shadow->previous = 0;
         t.shadow->busy = false;
         t.shadow->capacity = capacity;
@@ -177,10 +203,10 @@ __attribute__((noinline)) Shadow* make_shadow(int capacity) noexcept {
     return t.shadow;
 }
 
-/// The calling thread's shadow, with room for `capacity` frames a walk.
-inline Shadow* shadow(int capacity) noexcept {
+/// The calling thread's shadow, with room for `capacity` frames a walk and `slots` walks.
+inline Shadow* shadow(int capacity, int slots) noexcept {
     Shadow* s = tl_walk.shadow;
-    return s != nullptr && s->capacity >= capacity ? s : make_shadow(capacity);
+    return s != nullptr && s->capacity >= capacity && s->slots >= slots ? s : make_shadow(capacity, slots);
 }
 
 /// The first frame i >= from of walk `w` from which every word it read outward still holds the
@@ -233,6 +259,7 @@ __attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_fra
     std::uintptr_t pc, sp, bp;
     // This function's own frame: the rule at this very instruction applies to sp and bp here.
     asm volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2" : "=r"(pc), "=r"(sp), "=r"(bp));
+    const std::uintptr_t sp0 = sp; // the first frame's: the slot this walk is remembered in
     const StackBounds& b = thread_stack_bounds();
     if (!b.known || sp < b.lo || sp >= b.hi)
         return 0; // not on the thread's own stack (a coroutine, a signal stack) or bounds unknown
@@ -249,13 +276,20 @@ __attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_fra
     if (sh != nullptr && sh->busy)
         sh = nullptr; // (before growing it: the interrupted walk is using it)
     else
-        sh = shadow(std::min(most, std::max(kFirstShadowFrames, tl_walk.shadow_wanted)));
+        sh = shadow(std::min(most, std::max(kFirstShadowFrames, tl_walk.shadow_wanted)),
+                    tl_walk.walks >= kSlotsAfter ? kWalkSlots : 1);
+    if (sh != nullptr && tl_walk.walks < kSlotsAfter)
+        ++tl_walk.walks;
     WalkView old, rec;
     if (sh != nullptr) {
         sh->busy = true;
         std::atomic_signal_fence(std::memory_order_seq_cst);
-        old = view(sh, sh->previous);
-        rec = view(sh, sh->previous ^ 1);
+        // The walk remembered for this first frame's slot when it starts at this very frame, else
+        // the thread's previous walk (which meets this one further out, where their paths join).
+        old = view(sh, sh->in_slot[walk_slot(sp, sh->slots)]);
+        if (old->frames == 0 || old->generation != generation || old.f(0).sp != sp || old.f(0).pc != pc)
+            old = view(sh, sh->previous);
+        rec = view(sh, sh->scratch);
         if (old->frames == 0 || old->generation != generation)
             old = WalkView{};
         rec->frames = 0;
@@ -480,8 +514,17 @@ done:
         }
     }
     if (sh != nullptr) {
-        if (!keep_old)
-            sh->previous ^= 1; // rec (possibly empty) is the previous walk now
+        if (!keep_old) {
+            // rec (possibly empty) is the previous walk now, remembered in its first frame's slot;
+            // the walk it replaces there is the next one's scratch.
+            const int slot = walk_slot(sp0, sh->slots);
+            const std::uint8_t replaced = sh->in_slot[slot];
+            sh->in_slot[slot] = sh->scratch;
+            sh->previous = sh->scratch;
+            sh->scratch = replaced;
+        } else {
+            sh->previous = static_cast<std::uint8_t>(old.head - sh->walk);
+        }
         std::atomic_signal_fence(std::memory_order_seq_cst);
         sh->busy = false;
     }
@@ -491,7 +534,7 @@ done:
 std::vector<unsigned char> save_walk_shadow_for_tests() {
     std::vector<unsigned char> v;
     if (Shadow* sh = tl_walk.shadow; sh != nullptr && !sh->busy) {
-        v.resize(Shadow::bytes(sh->capacity));
+        v.resize(Shadow::bytes(sh->capacity, sh->slots));
         std::memcpy(v.data(), static_cast<const void*>(sh), v.size());
     }
     return v;
@@ -502,8 +545,12 @@ bool load_walk_shadow_for_tests(const std::vector<unsigned char>& bytes) {
         return false;
     Shadow head;
     std::memcpy(static_cast<void*>(&head), bytes.data(), sizeof(Shadow));
-    Shadow* sh = shadow(head.capacity);
-    if (sh == nullptr || sh->busy || sh->capacity != head.capacity || bytes.size() != Shadow::bytes(head.capacity))
+    if (head.slots != 1 && head.slots != kWalkSlots)
+        return false;
+    Shadow* sh = tl_walk.shadow;
+    if (sh == nullptr || sh->capacity != head.capacity || sh->slots != head.slots)
+        sh = make_shadow(head.capacity, head.slots);
+    if (sh == nullptr || sh->busy || bytes.size() != Shadow::bytes(head.capacity, head.slots))
         return false;
     std::memcpy(static_cast<void*>(sh), bytes.data(), bytes.size());
     sh->busy = false;

@@ -406,6 +406,29 @@ TEST_CASE("backtrace shadow: a return address rewritten at the same CFA, three f
     }
 }
 
+TEST_CASE("backtrace shadow: two call paths by turns, each from its own remembered walk", "[backtrace][shadow]") {
+    // A thread that walks often remembers a walk per first frame (slots by stack pointer): two
+    // paths at other depths, by turns, each meet their own previous walk at their first frame.
+    // The single previous walk would meet them only where they join (caller_padded's caller).
+    for (int i = 0; i < 300; ++i)
+        (void)capture_both(); // past the walks after which a thread gets its slots
+    bool both_whole = false;
+    for (std::size_t pad = 32; pad <= 32 * 9 && !both_whole; pad += 32) {
+        Both a, b;
+        for (int round = 0; round < 3; ++round) {
+            a = caller_padded(16);
+            b = caller_padded(16 + pad);
+            check_same(a);
+            check_same(b);
+        }
+        CHECK(a.ours != b.ours); // two call lines here, and the frames below them at other depths
+        // Two first frames may share a slot (1 in 16): then the next pad.
+        both_whole =
+            a.from_shadow == static_cast<int>(a.ours.size()) && b.from_shadow == static_cast<int>(b.ours.size());
+    }
+    CHECK(both_whole);
+}
+
 TEST_CASE("backtrace shadow: recursion depth changes under frames in the same places", "[backtrace][shadow]") {
     // Find the pad that puts recurse(0) of a 10-deep recursion where a 12-deep one has it.
     (void)padded(12, 0);
