@@ -139,9 +139,10 @@ constexpr std::uint32_t kSlotsAfter = 256;
 /// for more slots).
 struct Shadow {
     Walk walk[kWalkSlots + 1];
-    std::uint8_t in_slot[kWalkSlots]; ///< the walk remembered for each slot
-    std::uint8_t scratch;             ///< the walk the next walk is written to
-    std::uint8_t previous;            ///< the thread's previous walk (in its slot)
+    std::uint8_t in_slot[kWalkSlots];    ///< the walk remembered for each slot (two slots a set)
+    std::uint8_t recent[kWalkSlots / 2]; ///< the slot of each set written last (0 or 1)
+    std::uint8_t scratch;                ///< the walk the next walk is written to
+    std::uint8_t previous;               ///< the thread's previous walk (in its slot)
     bool busy;    ///< a walk is under way (a signal handler's walk then neither reads nor writes it)
     int capacity; ///< frames each walk has room for
     int slots;    ///< 1 or kWalkSlots
@@ -163,10 +164,14 @@ struct WalkView {
 WalkView view(Shadow* sh, int w) noexcept {
     return WalkView{&sh->walk[w], sh->frames() + static_cast<std::size_t>(w) * static_cast<std::size_t>(sh->capacity)};
 }
-/// The slot of a walk whose first frame has this stack pointer (the frames of one capture site
-/// differ by 16-byte multiples).
-inline int walk_slot(std::uintptr_t sp, int slots) noexcept {
-    return static_cast<int>(((sp >> 4) * 0x9e3779b97f4a7c15ull) >> 60) & (slots - 1);
+/// The first slot of the set (two slots; one while the thread has one) of a walk whose first
+/// frame has this stack pointer (the frames of one capture site differ by 16-byte multiples).
+inline int walk_set(std::uintptr_t sp, int slots) noexcept {
+    return static_cast<int>(((sp >> 4) * 0x9e3779b97f4a7c15ull) >> 60) & (slots - 1) & ~1;
+}
+/// Whether walk w starts at this very frame (and is usable under these rules).
+inline bool starts_at(const WalkView& w, std::uintptr_t sp, std::uintptr_t pc, std::uint64_t generation) noexcept {
+    return w->frames > 0 && w->generation == generation && w.f(0).sp == sp && w.f(0).pc == pc;
 }
 struct ShadowHolder {
     ~ShadowHolder() {
@@ -193,6 +198,8 @@ __attribute__((noinline)) Shadow* make_shadow(int capacity, int slots) noexcept 
             w.frames = 0;
         for (int i = 0; i < kWalkSlots; ++i)
             t.shadow->in_slot[i] = static_cast<std::uint8_t>(i < slots ? i : 0);
+        for (std::uint8_t& r : t.shadow->recent)
+            r = 0;
         t.shadow->scratch = static_cast<std::uint8_t>(slots);
         t.shadow->slots = slots;
         t.shadow->previous = 0;
@@ -284,10 +291,13 @@ __attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_fra
     if (sh != nullptr) {
         sh->busy = true;
         std::atomic_signal_fence(std::memory_order_seq_cst);
-        // The walk remembered for this first frame's slot when it starts at this very frame, else
-        // the thread's previous walk (which meets this one further out, where their paths join).
-        old = view(sh, sh->in_slot[walk_slot(sp, sh->slots)]);
-        if (old->frames == 0 || old->generation != generation || old.f(0).sp != sp || old.f(0).pc != pc)
+        // A walk remembered in this first frame's set that starts at this very frame, else the
+        // thread's previous walk (which meets this one further out, where their paths join).
+        const int set = walk_set(sp, sh->slots);
+        old = view(sh, sh->in_slot[set]);
+        if (!starts_at(old, sp, pc, generation) && sh->slots > 1)
+            old = view(sh, sh->in_slot[set + 1]);
+        if (!starts_at(old, sp, pc, generation))
             old = view(sh, sh->previous);
         rec = view(sh, sh->scratch);
         if (old->frames == 0 || old->generation != generation)
@@ -515,9 +525,22 @@ done:
     }
     if (sh != nullptr) {
         if (!keep_old) {
-            // rec (possibly empty) is the previous walk now, remembered in its first frame's slot;
-            // the walk it replaces there is the next one's scratch.
-            const int slot = walk_slot(sp0, sh->slots);
+            // rec (possibly empty) is the previous walk now, remembered in its first frame's set:
+            // in place of the walk there that started at the same frame, else of the one of the
+            // two written less recently. The walk it replaces is the next one's scratch.
+            const int set = walk_set(sp0, sh->slots);
+            int way = 0;
+            if (sh->slots > 1) {
+                if (view(sh, sh->in_slot[set]).head->frames > 0 && view(sh, sh->in_slot[set]).f(0).sp == sp0)
+                    way = 0;
+                else if (view(sh, sh->in_slot[set + 1]).head->frames > 0 &&
+                         view(sh, sh->in_slot[set + 1]).f(0).sp == sp0)
+                    way = 1;
+                else
+                    way = sh->recent[set / 2] ^ 1;
+                sh->recent[set / 2] = static_cast<std::uint8_t>(way);
+            }
+            const int slot = set + way;
             const std::uint8_t replaced = sh->in_slot[slot];
             sh->in_slot[slot] = sh->scratch;
             sh->previous = sh->scratch;

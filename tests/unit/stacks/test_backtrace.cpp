@@ -407,7 +407,7 @@ TEST_CASE("backtrace shadow: a return address rewritten at the same CFA, three f
 }
 
 TEST_CASE("backtrace shadow: two call paths by turns, each from its own remembered walk", "[backtrace][shadow]") {
-    // A thread that walks often remembers a walk per first frame (slots by stack pointer): two
+    // A thread that walks often remembers walks by first frame (sets by stack pointer): two
     // paths at other depths, by turns, each meet their own previous walk at their first frame.
     // The single previous walk would meet them only where they join (caller_padded's caller).
     for (int i = 0; i < 300; ++i)
@@ -422,7 +422,8 @@ TEST_CASE("backtrace shadow: two call paths by turns, each from its own remember
             check_same(b);
         }
         CHECK(a.ours != b.ours); // two call lines here, and the frames below them at other depths
-        // Two first frames may share a slot (1 in 16): then the next pad.
+        // (Each set has two slots, so two paths never push each other out; the loop over pads
+        // only keeps the check from depending on where the stack lies.)
         both_whole =
             a.from_shadow == static_cast<int>(a.ours.size()) && b.from_shadow == static_cast<int>(b.ours.size());
     }
