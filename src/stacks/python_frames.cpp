@@ -703,6 +703,8 @@ int compare_walk(const Interpreter& in, Shadow& sh, std::uintptr_t& frame, std::
                 s.instr = instr;
                 s.word = (s.word & ~std::uintptr_t{0xffffffffu}) | offset;
             }
+            if (__builtin_expect(words >= sh.max, 0))
+                break; // (a record written over by a signal handler's capture: never past `max`)
             out[words++] = s.word;
         }
         std::uintptr_t next = st[k + 1].frame;
