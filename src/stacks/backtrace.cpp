@@ -266,7 +266,6 @@ __attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_fra
     std::uintptr_t pc, sp, bp;
     // This function's own frame: the rule at this very instruction applies to sp and bp here.
     asm volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2" : "=r"(pc), "=r"(sp), "=r"(bp));
-    const std::uintptr_t sp0 = sp; // the first frame's: the slot this walk is remembered in
     const StackBounds& b = thread_stack_bounds();
     if (!b.known || sp < b.lo || sp >= b.hi)
         return 0; // not on the thread's own stack (a coroutine, a signal stack) or bounds unknown
@@ -288,17 +287,18 @@ __attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_fra
     if (sh != nullptr && tl_walk.walks < kSlotsAfter)
         ++tl_walk.walks;
     WalkView old, rec;
+    int set = 0;      // this first frame's set of slots
+    int same_at = -1; // the slot of the set whose walk starts at this very frame
     if (sh != nullptr) {
         sh->busy = true;
         std::atomic_signal_fence(std::memory_order_seq_cst);
         // A walk remembered in this first frame's set that starts at this very frame, else the
         // thread's previous walk (which meets this one further out, where their paths join).
-        const int set = walk_set(sp, sh->slots);
-        old = view(sh, sh->in_slot[set]);
-        if (!starts_at(old, sp, pc, generation) && sh->slots > 1)
-            old = view(sh, sh->in_slot[set + 1]);
-        if (!starts_at(old, sp, pc, generation))
-            old = view(sh, sh->previous);
+        set = walk_set(sp, sh->slots);
+        for (int way = 0; way < (sh->slots > 1 ? 2 : 1) && same_at < 0; ++way)
+            if (starts_at(view(sh, sh->in_slot[set + way]), sp, pc, generation))
+                same_at = set + way;
+        old = view(sh, same_at >= 0 ? sh->in_slot[same_at] : sh->previous);
         rec = view(sh, sh->scratch);
         if (old->frames == 0 || old->generation != generation)
             old = WalkView{};
@@ -528,19 +528,9 @@ done:
             // rec (possibly empty) is the previous walk now, remembered in its first frame's set:
             // in place of the walk there that started at the same frame, else of the one of the
             // two written less recently. The walk it replaces is the next one's scratch.
-            const int set = walk_set(sp0, sh->slots);
-            int way = 0;
-            if (sh->slots > 1) {
-                if (view(sh, sh->in_slot[set]).head->frames > 0 && view(sh, sh->in_slot[set]).f(0).sp == sp0)
-                    way = 0;
-                else if (view(sh, sh->in_slot[set + 1]).head->frames > 0 &&
-                         view(sh, sh->in_slot[set + 1]).f(0).sp == sp0)
-                    way = 1;
-                else
-                    way = sh->recent[set / 2] ^ 1;
-                sh->recent[set / 2] = static_cast<std::uint8_t>(way);
-            }
-            const int slot = set + way;
+            const int slot = sh->slots == 1 ? set : same_at >= 0 ? same_at : set + (sh->recent[set / 2] ^ 1);
+            if (sh->slots > 1)
+                sh->recent[set / 2] = static_cast<std::uint8_t>(slot - set);
             const std::uint8_t replaced = sh->in_slot[slot];
             sh->in_slot[slot] = sh->scratch;
             sh->previous = sh->scratch;

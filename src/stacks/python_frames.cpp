@@ -487,6 +487,13 @@ bool code_key(const Interpreter& in, std::uintptr_t code, CodeKey* k) noexcept {
     return true;
 }
 
+/// A frame's instruction offset in code units from its instruction pointer and the address of its
+/// code object's first instruction. Before its first instruction a frame points one unit before
+/// the code: offset 0.
+inline std::uintptr_t instr_offset(std::uintptr_t instr, std::uintptr_t first) noexcept {
+    return instr >= first ? ((instr - first) >> 1) & 0xffffffffu : 0;
+}
+
 /// Frames (shims included) a thread's shadow remembers of its previous walk.
 constexpr int kWalkSteps = 2 * kMaxPythonFrames;
 
@@ -698,10 +705,8 @@ int compare_walk(const Interpreter& in, Shadow& sh, std::uintptr_t& frame, std::
             if (__builtin_expect(instr != s.instr, 0)) {
                 // The same code object at another instruction (another line of the same
                 // function, as the innermost frame often is): the same index, another offset.
-                const std::uintptr_t first = code + F::co_code;
-                const std::uintptr_t offset = instr >= first ? ((instr - first) >> 1) & 0xffffffffu : 0;
                 s.instr = instr;
-                s.word = (s.word & ~std::uintptr_t{0xffffffffu}) | offset;
+                s.word = (s.word & ~std::uintptr_t{0xffffffffu}) | instr_offset(instr, code + F::co_code);
             }
             if (__builtin_expect(words >= sh.max, 0))
                 break; // (a record written over by a signal handler's capture: never past `max`)
@@ -747,33 +752,29 @@ int walk_versioned(const Interpreter& in, const FastTable* fast, Shadow* shadow,
         shadow->max = max;
     }
     Shadow::Entry* at = shadow != nullptr ? shadow->at : g_no_shadow.at;
-    WalkStep* rec = shadow != nullptr ? shadow->steps : nullptr;
     const std::uintptr_t code_type = in.code_type;
     const std::size_t ob_type = in.layout.ob_type;
     int shims = 0;
-    bool recording = rec != nullptr;
+    bool recording = shadow != nullptr;
+    // The record ends after `step` steps: `next` is the frame after them, as a later compare
+    // meets it (0 at the chain's end), and `end` says how a compare that gets there goes on.
+    auto finish = [&](WalkEnd end, std::uintptr_t next) {
+        if (recording) {
+            shadow->steps[step].frame = next;
+            shadow->steps_n = step;
+            shadow->end = end;
+            recording = false;
+        }
+    };
     // A step remembered: while the walk stays recordable (a frame it skips is not: a later
     // compare could not tell it from the same address holding a readable frame).
     auto record = [&](const WalkStep& s) {
-        if (!recording)
-            return;
-        if (step >= kWalkSteps) {
-            shadow->steps[kWalkSteps].frame = s.frame;
-            shadow->steps_n = kWalkSteps;
-            shadow->end = WalkEnd::cut;
-            recording = false;
-            return;
-        }
-        rec[step++] = s;
+        if (step >= kWalkSteps)
+            finish(WalkEnd::cut, s.frame);
+        else if (recording)
+            shadow->steps[step++] = s;
     };
-    auto stop_recording = [&] {
-        if (recording) {
-            shadow->steps[step].frame = frame;
-            shadow->steps_n = step;
-            shadow->end = WalkEnd::cut;
-            recording = false;
-        }
-    };
+    auto stop_recording = [&] { finish(WalkEnd::cut, frame); };
     while (frame != 0) {
         const std::uintptr_t previous = load_ptr(frame + F::previous);
         if (__builtin_expect(load<char>(frame + F::owner) == kOwnedByCStack, 0)) {
@@ -810,29 +811,17 @@ int walk_versioned(const Interpreter& in, const FastTable* fast, Shadow* shadow,
             }
         }
         const std::uintptr_t instr = load_ptr(frame + F::instr);
-        const std::uintptr_t first = code + F::co_code;
-        // Before its first instruction a frame points one unit before the code: offset 0.
-        const std::uintptr_t offset = instr >= first ? ((instr - first) >> 1) & 0xffffffffu : 0;
-        out[n] = kPythonTag | (vi & 0xffffffff00000000ull) | offset;
+        out[n] = kPythonTag | (vi & 0xffffffff00000000ull) | instr_offset(instr, code + F::co_code);
         if (version == 0)
             stop_recording(); // no version: nothing tells this object from a later one there
         record(WalkStep{frame, code, instr, out[n], static_cast<std::uint32_t>(version), 0});
         frame = previous;
         if (++n >= max) {
-            if (recording) {
-                shadow->steps[step].frame = previous;
-                shadow->steps_n = step;
-                shadow->end = WalkEnd::at_max;
-                recording = false;
-            }
+            finish(WalkEnd::at_max, previous);
             return n;
         }
     }
-    if (recording) {
-        shadow->steps[step].frame = 0; // the sentinel a later compare meets at the end
-        shadow->steps_n = step;
-        shadow->end = shims > 100000 ? WalkEnd::none : WalkEnd::chain_end;
-    }
+    finish(shims > 100000 ? WalkEnd::none : WalkEnd::chain_end, 0);
     return n;
 }
 
@@ -881,9 +870,8 @@ int walk_311(const Interpreter& in, const FastTable* fast, std::uintptr_t frame,
             }
         }
         const std::uintptr_t instr = load_ptr(frame + instr_at);
-        const std::uintptr_t first = code + co_code;
-        const std::uintptr_t offset = instr >= first ? ((instr - first) >> 1) & 0xffffffffu : 0;
-        std::uintptr_t w = kPythonTag | (static_cast<std::uintptr_t>(index) << 32) | offset;
+        std::uintptr_t w =
+            kPythonTag | (static_cast<std::uintptr_t>(index) << 32) | instr_offset(instr, code + co_code);
         if (load<bool>(frame + is_entry_at))
             w |= kEntryTag;
         out[n] = w;
