@@ -47,7 +47,7 @@ struct CaptureStats {
     std::uint64_t captures = 0;   ///< stacks captured (one per allocation while capture is on)
     std::uint64_t frames = 0;     ///< frames kept, summed over captures
     std::uint64_t cache_hits = 0; ///< captures interned without the tree (the thread's previous stack, the stack cache)
-    std::uint64_t shadow_hits = 0;        ///< captures whose native walk met the thread's previous walk and stopped
+    std::uint64_t shadow_hits = 0;        ///< captures whose native walk met a walk the thread remembers and stopped
     std::uint64_t shadow_frames = 0;      ///< native frames copied from the previous walk instead of walked, summed
     std::uint64_t python_captures = 0;    ///< captures that found Python frames on the thread
     std::uint64_t python_frames = 0;      ///< Python frames kept, summed over captures

@@ -112,9 +112,9 @@ def case_stack_sampling(args, tmp):
     full = run_prog(args, tmp, "full", True, {})
     fst = full.report()["stacks"]
     c.eq("by default: no sampling", (fst.get("sample_one_in"), fst.get("sampled_out")), (1, 0))
-    # A loop's repeated stacks: their native walks stop where they meet the thread's previous one.
+    # A loop's repeated stacks: their native walks stop where they meet one the thread remembers.
     c.true("shadow hits counted", 0 < fst.get("shadow_hits", 0) <= fst.get("captures", 0))
     c.true("frames not walked counted", fst.get("shadow_hits", 0) <= fst.get("shadow_frames", 0) <=
            fst.get("frames_captured", 0))
-    c.true("the .txt says so", "met the thread's previous walk" in report_text(full))
+    c.true("the .txt says so", "met a walk the thread remembers" in report_text(full))
     return c.finish([r, full])
