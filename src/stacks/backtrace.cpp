@@ -34,10 +34,13 @@ struct Shadow;
 struct ThreadWalk {
     StackBounds bounds;
     bool bounds_probed = false;
-    bool shadow_gone = false; ///< the thread's shadow was freed at its exit: none from now on
-    Shadow* shadow = nullptr; ///< the shadow of the previous walk (on the heap), made at the first walk
-    int shadow_wanted = 0;    ///< frames a walk would have kept had the shadow had room for them
-    std::uint32_t walks = 0;  ///< walks with a shadow (counted up to kSlotsAfter)
+    bool shadow_gone = false;            ///< the thread's shadow was freed at its exit: none from now on
+    Shadow* shadow = nullptr;            ///< the shadow of the previous walk (on the heap), made at the first walk
+    int shadow_wanted = 0;               ///< frames a walk would have kept had the shadow had room for them
+    std::uint32_t walks = 0;             ///< walks with a shadow (counted up to kSlotsAfter)
+    std::uint64_t serial = 0;            ///< WalkInfo::serial
+    bool latest_kept = false;            ///< the latest walk's result is the shadow's previous walk, entire
+    int latest_max = 0, latest_skip = 0; ///< that walk's max_frames and skip
 };
 thread_local ThreadWalk tl_walk __attribute__((tls_model("initial-exec")));
 
@@ -257,10 +260,18 @@ const StackBounds& thread_stack_bounds() noexcept {
 
 __attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_frames, int skip,
                                                 WalkInfo* info) noexcept {
+    // A result that is not certainly the latest one's: another serial.
+    auto another = [info]() noexcept {
+        tl_walk.latest_kept = false;
+        ++tl_walk.serial;
+        if (info != nullptr)
+            info->serial = tl_walk.serial;
+        return 0;
+    };
     if (info != nullptr)
         info->from_shadow = 0;
     if (ips == nullptr || max_frames <= 0)
-        return 0;
+        return another();
     skip = std::clamp(skip, 0, 16);
     max_frames = std::min(max_frames, kMaxFrames);
     std::uintptr_t pc, sp, bp;
@@ -268,7 +279,7 @@ __attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_fra
     asm volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2" : "=r"(pc), "=r"(sp), "=r"(bp));
     const StackBounds& b = thread_stack_bounds();
     if (!b.known || sp < b.lo || sp >= b.hi)
-        return 0; // not on the thread's own stack (a coroutine, a signal stack) or bounds unknown
+        return another(); // not on the thread's own stack (a coroutine, a signal stack) or bounds unknown
     const StackWindow w{sp, b.hi};
     const std::uint64_t generation = rules_table::g_generation.load(std::memory_order_acquire);
     const rules_table::Table* table = rules_table::g_table.load(std::memory_order_acquire);
@@ -287,8 +298,9 @@ __attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_fra
     if (sh != nullptr && tl_walk.walks < kSlotsAfter)
         ++tl_walk.walks;
     WalkView old, rec;
-    int set = 0;      // this first frame's set of slots
-    int same_at = -1; // the slot of the set whose walk starts at this very frame
+    int set = 0;                  // this first frame's set of slots
+    int same_at = -1;             // the slot of the set whose walk starts at this very frame
+    bool old_is_previous = false; // old is the thread's previous walk
     if (sh != nullptr) {
         sh->busy = true;
         std::atomic_signal_fence(std::memory_order_seq_cst);
@@ -299,6 +311,7 @@ __attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_fra
             if (starts_at(view(sh, sh->in_slot[set + way]), sp, pc, generation))
                 same_at = set + way;
         old = view(sh, same_at >= 0 ? sh->in_slot[same_at] : sh->previous);
+        old_is_previous = same_at < 0 || sh->in_slot[same_at] == sh->previous;
         rec = view(sh, sh->scratch);
         if (old->frames == 0 || old->generation != generation)
             old = WalkView{};
@@ -311,6 +324,7 @@ __attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_fra
     int oi = 0;              // the merge's place in old: the first frame whose sp is not below ours
     int old_valid_from = -1; // still_valid_from(old, ...) once asked (-1: not yet)
     bool keep_old = false;   // this walk is the old one entire: old stays the previous walk
+    bool old_entire = false; // ... and old has no frames inside this walk's first one
 
     int out = 0, seen = 0, j = 0; // j: this walk's frame (state) index
     bool sure = true;             // the step out of frame j is known from the table alone
@@ -349,6 +363,7 @@ __attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_fra
                     if (rec.head != nullptr) {
                         if (j == 0 && k == m && !full && old->ended) {
                             keep_old = true; // the same walk from its first frame: nothing to copy
+                            old_entire = oi == 0;
                         } else if (last < sh->capacity) {
                             for (int t = 0; t < k - oi; ++t)
                                 rec.f(j + t) = old.f(oi + t);
@@ -538,8 +553,22 @@ done:
         } else {
             sh->previous = static_cast<std::uint8_t>(old.head - sh->walk);
         }
+        // The same result as the latest walk's: this walk is the previous one entire, and that
+        // one's result was all of it, with the same limits.
+        ThreadWalk& t = tl_walk;
+        const bool same = keep_old && old_entire && old_is_previous && t.latest_kept && t.latest_max == max_frames &&
+                          t.latest_skip == skip;
+        t.latest_kept = (keep_old && old_entire) || (rec.head != nullptr && !keep_old && rec->frames > 0);
+        t.latest_max = max_frames;
+        t.latest_skip = skip;
+        if (!same)
+            ++t.serial;
+        if (info != nullptr)
+            info->serial = t.serial;
         std::atomic_signal_fence(std::memory_order_seq_cst);
         sh->busy = false;
+    } else {
+        another();
     }
     return out;
 }

@@ -13,6 +13,10 @@ inline constexpr int kMaxFrames = 256;
 /// What one walk took from the thread's previous walk (its shadow).
 struct WalkInfo {
     int from_shadow = 0; ///< frames of the result copied from the previous walk, not walked (0: none)
+    /// Per thread, the same from one walk to the next only when the result is certainly the same
+    /// (the same frames, walked with the same max_frames and skip): the caller may then keep
+    /// what it made of the result without comparing it.
+    std::uint64_t serial = 0;
 };
 
 /// Writes at most `max_frames` code addresses of the calling thread into `ips`, innermost first,

@@ -499,14 +499,14 @@ constexpr int kWalkSteps = 2 * kMaxPythonFrames;
 
 /// One frame of the previous walk, as it was read: its address, and for a Python frame its code
 /// object, that object's version, its instruction pointer and the word the walk wrote for it
-/// (without the entry tag, which comes from the next step).
+/// (without the entry tag, which comes from the next step). The eval loop's entry shim has word 0
+/// (a Python frame's word has kPythonTag) and nothing else read.
 struct WalkStep {
     std::uintptr_t frame = 0;
     std::uintptr_t code = 0;
     std::uintptr_t instr = 0;
     std::uintptr_t word = 0;
     std::uint32_t version = 0;
-    std::uint32_t shim = 0; ///< 1: the eval loop's entry shim (nothing else read)
 };
 
 /// How the previous walk ended after its last step.
@@ -670,6 +670,24 @@ std::string version() {
 
 namespace {
 
+/// What a walk with the shadow tells capture() about its result.
+struct WalkOutcome {
+    bool unchanged = false; ///< the record's words, every one as it was (the compare pass reached its end)
+    bool recorded = false;  ///< the shadow's record now holds exactly the words written
+};
+
+/// Per thread: capture()'s serial (see python_frames.hpp), whether the shadow's record holds the
+/// words of the thread's latest capture, and the marks that keep a capture made by a signal
+/// handler, inside another, from being taken for a repeat.
+struct CallState {
+    std::uint64_t serial = 0;
+    bool record_is_latest = false;
+    bool latest_none = false; ///< the latest capture read no frames (nothing to read)
+    bool busy = false;
+    bool disturbed = false;
+};
+thread_local CallState tl_call __attribute__((tls_model("initial-exec")));
+
 /// The pass over a repeated stack (3.12+): the frames of this thread's previous walk, compared
 /// step by step with what is there now. While they match, a frame's word is the one written then,
 /// and the next frame is the address remembered, which equals the one just read: the processor
@@ -678,9 +696,12 @@ namespace {
 /// (`frame` and `n` are then that step's frame and the words written before it), or -1 when the
 /// previous walk's end was reached (the walk is complete in `out`, `n` words).
 template <typename F>
-int compare_walk(const Interpreter& in, Shadow& sh, std::uintptr_t& frame, std::uintptr_t* out, int& n) noexcept {
+int compare_walk(Shadow& sh, std::uintptr_t& frame, std::uintptr_t* out, int& n, bool& updated) noexcept {
     WalkStep* st = sh.steps;
-    const int steps = sh.steps_n;
+    // At most `max` steps (a step writes at most one word): `out` is never written past `max`,
+    // even from a record a signal handler's capture wrote over meanwhile.
+    const int recorded = sh.steps_n;
+    const int steps = recorded < sh.max ? recorded : sh.max;
     int k = 0;
     int words = 0;
     std::uintptr_t f = frame;
@@ -689,7 +710,8 @@ int compare_walk(const Interpreter& in, Shadow& sh, std::uintptr_t& frame, std::
     for (; k < steps; ++k) {
         WalkStep& s = st[k];
         const std::uintptr_t previous = load_ptr(f + F::previous);
-        if (__builtin_expect(s.shim != 0, 0)) {
+        const std::uintptr_t word = s.word; // 0 for a shim, a tagged word for a Python frame
+        if (__builtin_expect(word == 0, 0)) {
             // Where a shim was, a shim is: shims live on this thread's C stack, other frames on
             // the heap.
             if (words > 0)
@@ -698,18 +720,22 @@ int compare_walk(const Interpreter& in, Shadow& sh, std::uintptr_t& frame, std::
             const std::uintptr_t code = load_ptr(f + F::code);
             const std::uintptr_t instr = load_ptr(f + F::instr);
             // The code object and its version (a fresh object at a freed one's address has
-            // another), and the instruction: together they give the same word.
-            if (((code ^ s.code) | (load<std::uint32_t>(code + F::version) ^ s.version)) != 0 ||
-                (F::check_type && load_ptr(code + in.layout.ob_type) != in.code_type))
-                break;
-            if (__builtin_expect(instr != s.instr, 0)) {
+            // another), and the instruction: together they give the same word. One test for the
+            // three; what differs is sorted out below.
+            if (__builtin_expect(
+                    ((code ^ s.code) | (instr ^ s.instr) | (load<std::uint32_t>(code + F::version) ^ s.version)) != 0,
+                    0)) {
+                if (((code ^ s.code) | (load<std::uint32_t>(code + F::version) ^ s.version)) != 0)
+                    break;
                 // The same code object at another instruction (another line of the same
                 // function, as the innermost frame often is): the same index, another offset.
                 s.instr = instr;
-                s.word = (s.word & ~std::uintptr_t{0xffffffffu}) | instr_offset(instr, code + F::co_code);
+                s.word = (word & ~std::uintptr_t{0xffffffffu}) | instr_offset(instr, code + F::co_code);
+                updated = true;
             }
-            if (__builtin_expect(words >= sh.max, 0))
-                break; // (a record written over by a signal handler's capture: never past `max`)
+            // (No type check, unlike the walk: the step was a code object when it was recorded,
+            // and what a live 3.13 frame points to is a code object or None, which is static:
+            // never at a heap address where a code object was.)
             out[words++] = s.word;
         }
         std::uintptr_t next = st[k + 1].frame;
@@ -724,8 +750,8 @@ int compare_walk(const Interpreter& in, Shadow& sh, std::uintptr_t& frame, std::
     }
     frame = f;
     n = words;
-    if (k < steps)
-        return k; // step k differs
+    if (k < recorded)
+        return k; // step k differs (or the `max` steps were compared)
     if (sh.end == WalkEnd::chain_end || (sh.end == WalkEnd::at_max && words == sh.max))
         return -1; // (chain_end: f is null, as the sentinel step says)
     return k;      // cut: walk on from here
@@ -737,15 +763,21 @@ int compare_walk(const Interpreter& in, Shadow& sh, std::uintptr_t& frame, std::
 /// its index from there without a lookup. What it meets is remembered for the next capture.
 template <typename F>
 int walk_versioned(const Interpreter& in, const FastTable* fast, Shadow* shadow, std::uintptr_t frame,
-                   std::uintptr_t* out, int max) noexcept {
+                   std::uintptr_t* out, int max, WalkOutcome* outcome) noexcept {
     if (max > kMaxPythonFrames)
         max = kMaxPythonFrames; // the shadow's size: no bound check per frame below
     int n = 0, step = 0;
     if (shadow != nullptr) {
         if (shadow->end != WalkEnd::none && shadow->max == max) {
-            step = compare_walk<F>(in, *shadow, frame, out, n);
-            if (step < 0 || n >= max)
-                return n; // the previous walk, entire (or as many frames as asked for)
+            bool updated = false;
+            step = compare_walk<F>(*shadow, frame, out, n, updated);
+            if (step < 0) {
+                outcome->unchanged = !updated;
+                outcome->recorded = true;
+                return n; // the previous walk, entire
+            }
+            if (n >= max)
+                return n; // as many frames as asked for
         }
         // From `step` on, this walk is recorded (the steps before it are the previous walk's).
         shadow->end = WalkEnd::none;
@@ -764,6 +796,7 @@ int walk_versioned(const Interpreter& in, const FastTable* fast, Shadow* shadow,
             shadow->steps_n = step;
             shadow->end = end;
             recording = false;
+            outcome->recorded = end == WalkEnd::chain_end || end == WalkEnd::at_max;
         }
     };
     // A step remembered: while the walk stays recordable (a frame it skips is not: a later
@@ -781,7 +814,7 @@ int walk_versioned(const Interpreter& in, const FastTable* fast, Shadow* shadow,
             // The shim an eval-loop call pushes below its first frame: that frame is an entry.
             if (n > 0)
                 out[n - 1] |= kEntryTag;
-            record(WalkStep{frame, 0, 0, 0, 0, 1});
+            record(WalkStep{frame, 0, 0, 0, 0});
             frame = previous;
             if (++shims > 100000)
                 break; // only a cycle could get here
@@ -814,7 +847,7 @@ int walk_versioned(const Interpreter& in, const FastTable* fast, Shadow* shadow,
         out[n] = kPythonTag | (vi & 0xffffffff00000000ull) | instr_offset(instr, code + F::co_code);
         if (version == 0)
             stop_recording(); // no version: nothing tells this object from a later one there
-        record(WalkStep{frame, code, instr, out[n], static_cast<std::uint32_t>(version), 0});
+        record(WalkStep{frame, code, instr, out[n], static_cast<std::uint32_t>(version)});
         frame = previous;
         if (++n >= max) {
             finish(WalkEnd::at_max, previous);
@@ -919,23 +952,63 @@ int walk_general(const Interpreter& in, const FastTable* fast, std::uintptr_t fr
 
 } // namespace
 
-int capture(std::uintptr_t* out, int max) noexcept {
+int capture(std::uintptr_t* out, int max, std::uint64_t* serial) noexcept {
+    // No frames read: the same result as the latest one only if that had none read either.
+    auto none = [serial]() noexcept {
+        CallState& t = tl_call;
+        if (t.busy)
+            t.disturbed = true; // inside another capture of this thread (a signal handler's)
+        if (!t.latest_none || t.busy) {
+            t.latest_none = !t.busy;
+            t.record_is_latest = false;
+            ++t.serial;
+        }
+        if (serial != nullptr)
+            *serial = t.serial;
+        return 0;
+    };
     State s = g_state.load(std::memory_order_acquire);
     if (s != State::ready) {
         if (s != State::unknown)
-            return 0; // not Python, or a Python we cannot read: nothing more to pay
+            return none(); // not Python, or a Python we cannot read: nothing more to pay
         if (discover() != State::ready)
-            return 0;
+            return none();
     }
     const Interpreter& in = g_interp;
     if (out == nullptr || max <= 0 || in.is_initialized() == 0)
-        return 0; // finalised
+        return none(); // finalised
     const FastTable* fast = g_fast.load(std::memory_order_acquire);
     const std::uintptr_t frame = current_frame(in);
-    if (in.fixed == 12)
-        return walk_versioned<Fixed312>(in, fast, thread_shadow(), frame, out, max);
-    if (in.fixed == 13)
-        return walk_versioned<Fixed313>(in, fast, thread_shadow(), frame, out, max);
+    tl_call.latest_none = false;
+    if (in.fixed == 12 || in.fixed == 13) {
+        CallState& t = tl_call;
+        const bool nested = t.busy; // a signal handler's capture inside this thread's own
+        t.busy = true;
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+        WalkOutcome o;
+        const int n = in.fixed == 12 ? walk_versioned<Fixed312>(in, fast, thread_shadow(), frame, out, max, &o)
+                                     : walk_versioned<Fixed313>(in, fast, thread_shadow(), frame, out, max, &o);
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+        if (nested) {
+            t.disturbed = true; // (busy stays: the interrupted capture still runs)
+            t.record_is_latest = false;
+            ++t.serial;
+        } else {
+            const bool same = o.unchanged && t.record_is_latest && !t.disturbed;
+            t.record_is_latest = o.recorded && !t.disturbed;
+            t.disturbed = false;
+            if (!same)
+                ++t.serial;
+            t.busy = false;
+        }
+        if (serial != nullptr)
+            *serial = t.serial;
+        return n;
+    }
+    ++tl_call.serial;
+    tl_call.record_is_latest = false;
+    if (serial != nullptr)
+        *serial = tl_call.serial;
     if (in.fixed == 11)
         return walk_311(in, fast, frame, out, max);
     return walk_general(in, fast, frame, out, max);

@@ -47,7 +47,10 @@ void set_warning_sink(void (*sink)(const char* message)) noexcept;
 /// Never takes the GIL, never calls Python, never throws; allocates only the first time it meets
 /// a code object (copies its names and line table). Returns the number written (0 when the
 /// thread runs no Python code or the process has no readable interpreter).
-int capture(std::uintptr_t* out, int max) noexcept;
+/// `serial`, when given, gets a number per thread that stays the same from one call to the next
+/// only when the words written are certainly the same (same `max`, nothing read otherwise than
+/// before): the caller may then keep what it made of them without comparing them.
+int capture(std::uintptr_t* out, int max, std::uint64_t* serial = nullptr) noexcept;
 
 State state() noexcept;
 /// "3.12" etc. once an interpreter was found; empty before.

@@ -27,14 +27,18 @@ struct ThreadCapture;
 void release_stats(ThreadCapture* c) noexcept;
 /// Per thread: the frames of the current capture and of the previous one (two buffers, swapped),
 /// on the heap, not on the thread's stack (small stacks: docs/guarantees.md). A capture equal to
-/// the previous one, word for word, is the previous one's id: no hash, no lookup.
+/// the previous one, word for word, is the previous one's id: no hash, no lookup (and, when both
+/// walks say so, no compare either).
 struct ThreadCapture {
     ~ThreadCapture() { release_stats(this); } // at the thread's exit (util::PerThread)
     std::uintptr_t words[2][kMaxFrames + python::kMaxPythonFrames];
     int current = 0;     ///< the buffer the next capture is written to
     int previous_n = -1; ///< frames of the previous capture (the other buffer)
     StackId previous_id = 0;
-    std::uint64_t previous_tree = 0;          ///< generation of the tree previous_id belongs to
+    std::uint64_t previous_tree = 0; ///< generation of the tree previous_id belongs to
+    /// The walks' serials of the previous capture (WalkInfo::serial, python::capture): when both
+    /// come back unchanged, its words are this capture's, without comparing them.
+    std::uint64_t previous_native = 0, previous_python = 0;
     std::uint64_t stats_owner = 0;            ///< the recorder whose counters `stats` is
     detail::CaptureCounters* stats = nullptr; ///< that recorder's counters for this thread
 };
@@ -258,13 +262,17 @@ __attribute__((always_inline)) inline StackId Recorder::unwind_and_intern() noex
     int n = capture_backtrace(ips, depth, 1, &walk);
     // The thread's Python frames follow the native ones (tagged words, innermost first); the
     // reports put them in place of the interpreter's frames (report::resolve_report).
-    const int py = python::capture(ips + n, std::min(depth, python::kMaxPythonFrames));
+    std::uint64_t python_serial = 0;
+    const int py = python::capture(ips + n, std::min(depth, python::kMaxPythonFrames), &python_serial);
     n += py;
     const std::uint64_t t1 = util::CycleClock::now();
     bool cached = false;
     StackId id = 0;
+    const bool same_walks = walk.serial == c->previous_native && python_serial == c->previous_python;
+    c->previous_native = walk.serial;
+    c->previous_python = python_serial;
     if (n > 0 && n == c->previous_n && c->previous_tree == tree_.generation() &&
-        std::memcmp(ips, c->words[c->current ^ 1], static_cast<std::size_t>(n) * sizeof *ips) == 0) {
+        (same_walks || std::memcmp(ips, c->words[c->current ^ 1], static_cast<std::size_t>(n) * sizeof *ips) == 0)) {
         id = c->previous_id; // the same stack as this thread's previous capture
         cached = true;
     } else {

@@ -32,8 +32,24 @@ namespace {
 
 struct Both {
     std::vector<std::uintptr_t> ours, reference;
-    int from_shadow = 0; ///< frames of ours copied from the thread's previous walk
+    int from_shadow = 0;      ///< frames of ours copied from the thread's previous walk
+    std::uint64_t serial = 0; ///< WalkInfo::serial
 };
+
+/// Every walk of a thread through capture_both: a serial that stays must mean the same frames as
+/// that thread's walk before (checked in every test below that walks through it).
+thread_local std::vector<std::uintptr_t> tl_latest_ours;
+thread_local std::uint64_t tl_latest_serial = 0;
+thread_local bool tl_latest_known = false;
+void check_serial(const std::vector<std::uintptr_t>& ours, std::uint64_t serial) {
+    if (tl_latest_known && serial == tl_latest_serial) {
+        INFO("the walk kept the previous walk's serial");
+        CHECK(ours == tl_latest_ours);
+    }
+    tl_latest_ours = ours;
+    tl_latest_serial = serial;
+    tl_latest_known = true;
+}
 
 /// Both unwinds from the same frame: ours (skip 0: the first entry is in this function's
 /// caller... of capture_backtrace, i.e. here) and libunwind's, whose first entry is also here.
@@ -43,6 +59,8 @@ __attribute__((noinline)) Both capture_both() {
     WalkInfo info;
     const int n = capture_backtrace(ips, kMaxFrames, 0, &info);
     b.from_shadow = info.from_shadow;
+    b.serial = info.serial;
+    check_serial(std::vector<std::uintptr_t>(ips, ips + n), info.serial);
     void* raw[kMaxFrames];
     const int m = unw_backtrace(raw, kMaxFrames);
     b.ours.assign(ips, ips + n);
@@ -337,6 +355,36 @@ TEST_CASE("backtrace shadow: a repeated stack is taken from the previous walk", 
         check_same(w);
     CHECK(walks[2].ours == walks[1].ours);
     CHECK(walks[2].from_shadow == static_cast<int>(walks[2].ours.size())); // not one frame walked
+}
+
+TEST_CASE("backtrace shadow: the serial stays only for the same walk with the same limits", "[backtrace][shadow]") {
+    std::vector<Both> walks;
+    for (int i = 0; i < 3; ++i)
+        walks.push_back(path<1>());
+    CHECK(walks[2].serial == walks[1].serial); // the same stack again: the caller may keep its work
+    const Both other = path<2>();              // another caller three frames out
+    CHECK(other.serial != walks[2].serial);
+    const Both again = path<1>();
+    CHECK(again.serial != other.serial);
+    // The same stack with another skip or frame limit gives other frames: another serial.
+    std::uintptr_t ips[kMaxFrames];
+    WalkInfo a, b, c;
+    std::uint64_t serials[3];
+    for (int i = 0; i < 2; ++i) {
+        (void)capture_backtrace(ips, kMaxFrames, 0, &a);
+        serials[0] = a.serial;
+        (void)capture_backtrace(ips, kMaxFrames, 1, &b);
+        serials[1] = b.serial;
+        (void)capture_backtrace(ips, 3, 1, &c);
+        serials[2] = c.serial;
+    }
+    CHECK(serials[0] != serials[1]);
+    CHECK(serials[1] != serials[2]);
+    WalkInfo d, e;
+    (void)capture_backtrace(ips, 3, 1, &d); // the limits of the latest walk, from another line
+    (void)capture_backtrace(ips, 3, 1, &e); // and from another line again
+    CHECK(d.serial != c.serial);
+    CHECK(e.serial != d.serial);
 }
 
 TEST_CASE("backtrace shadow: one function called from another line of an outer frame", "[backtrace][shadow]") {
