@@ -70,6 +70,10 @@ def main():
 
     # Learn the rules and code objects once, then check the depths. Both call through the same
     # partial object, so that both stacks have the same native frames.
+    # A training loop's functions have run many times before: so have the chain's here, so that
+    # the interpreter has specialised their calls (3.11 gives a function its version then).
+    for _ in range(200):
+        deep(int)
     repeat()  # called from here: `base` Python frames (2)
     shallow_frames = frames(lib)
     deep(repeat)

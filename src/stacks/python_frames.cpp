@@ -105,10 +105,21 @@ Layout layout_312() {
 struct Fixed312 {
     static constexpr std::size_t previous = 8, owner = 70, code = 0, instr = 56, co_code = 192, version = 92;
     static constexpr bool check_type = false; // a 3.12 frame's f_code is always a code object
+    static constexpr bool function_versions = false;
 };
 struct Fixed313 {
     static constexpr std::size_t previous = 8, owner = 70, code = 0, instr = 56, co_code = 200, version = 92;
     static constexpr bool check_type = true; // f_executable may be another object
+    static constexpr bool function_versions = false;
+};
+/// 3.11, whose code objects have no versions: its compare pass knows a frame's code object by the
+/// frame's function object and that function's version (func_version: a number from a counter
+/// that only goes up, taken at specialisation and given up, back to 0, when the function's code
+/// changes), and marks entries in the frame itself (is_entry).
+struct Fixed311 {
+    static constexpr std::size_t previous = 48, code = 32, instr = 56, is_entry = 68, co_code = 184;
+    static constexpr std::size_t func = 0, func_code = 48, func_version = 128;
+    static constexpr bool function_versions = true;
 };
 
 /// The part of CPython 3.13's _Py_DebugOffsets (Include/internal/pycore_runtime.h) that we read:
@@ -711,7 +722,24 @@ int compare_walk(Shadow& sh, std::uintptr_t& frame, std::uintptr_t* out, int& n,
         WalkStep& s = st[k];
         const std::uintptr_t previous = load_ptr(f + F::previous);
         const std::uintptr_t word = s.word; // 0 for a shim, a tagged word for a Python frame
-        if (__builtin_expect(word == 0, 0)) {
+        if constexpr (F::function_versions) {
+            // 3.11: the step's code object is its function's code (the walk records no other
+            // step), so the same function object with the same version runs it still; the
+            // version is read only from the live frame's function.
+            const std::uintptr_t func = load_ptr(f + F::func);
+            const std::uintptr_t instr = load_ptr(f + F::instr);
+            const std::uintptr_t entry = load<std::uint8_t>(f + F::is_entry);
+            if (((func ^ s.code) | (entry ^ ((word >> 62) & 1))) != 0 ||
+                load<std::uint32_t>(func + F::func_version) != s.version)
+                break;
+            if (__builtin_expect(instr != s.instr, 0)) {
+                s.instr = instr;
+                s.word =
+                    (word & ~std::uintptr_t{0xffffffffu}) | instr_offset(instr, load_ptr(f + F::code) + F::co_code);
+                updated = true;
+            }
+            out[words++] = s.word;
+        } else if (__builtin_expect(word == 0, 0)) {
             // Where a shim was, a shim is: shims live on this thread's C stack, other frames on
             // the heap.
             if (words > 0)
@@ -757,6 +785,59 @@ int compare_walk(Shadow& sh, std::uintptr_t& frame, std::uintptr_t* out, int& n,
     return k;      // cut: walk on from here
 }
 
+/// The compare pass, and the start of a new record when it does not give the whole result: -1
+/// when it does (`n` words in `out`), else the step the walk records from (`frame` and `n` are
+/// where it goes on).
+template <typename F>
+int compare_then_record(Shadow* shadow, std::uintptr_t& frame, std::uintptr_t* out, int& n, int max,
+                        WalkOutcome* outcome) noexcept {
+    if (shadow == nullptr)
+        return 0;
+    int step = 0;
+    if (shadow->end != WalkEnd::none && shadow->max == max) {
+        bool updated = false;
+        step = compare_walk<F>(*shadow, frame, out, n, updated);
+        if (step < 0) {
+            outcome->unchanged = !updated;
+            outcome->recorded = true;
+            return -1; // the previous walk, entire
+        }
+        if (n >= max)
+            return -1; // as many frames as asked for
+    }
+    // From `step` on, this walk is recorded (the steps before it are the previous walk's).
+    shadow->end = WalkEnd::none;
+    shadow->max = max;
+    return step;
+}
+
+/// A walk's record of its steps, for the next capture's compare pass.
+struct StepLog {
+    Shadow* shadow;
+    int step;
+    bool recording;
+    WalkOutcome* outcome;
+    /// The record ends after `step` steps: `next` is the frame after them, as a later compare
+    /// meets it (0 at the chain's end), and `end` says how a compare that gets there goes on.
+    void finish(WalkEnd end, std::uintptr_t next) noexcept {
+        if (recording) {
+            shadow->steps[step].frame = next;
+            shadow->steps_n = step;
+            shadow->end = end;
+            recording = false;
+            outcome->recorded = end == WalkEnd::chain_end || end == WalkEnd::at_max;
+        }
+    }
+    /// A step remembered: while the walk stays recordable (a frame it skips is not: a later
+    /// compare could not tell it from the same address holding a readable frame).
+    void record(const WalkStep& s) noexcept {
+        if (step >= kWalkSteps)
+            finish(WalkEnd::cut, s.frame);
+        else if (recording)
+            shadow->steps[step++] = s;
+    }
+};
+
 /// The walk for interpreters with code versions (3.12+). It first compares the stack with the
 /// thread's previous walk (compare_walk), then walks from where they differ: a frame whose code
 /// object is the one the previous capture met at the same depth, with the same version, takes
@@ -766,55 +847,23 @@ int walk_versioned(const Interpreter& in, const FastTable* fast, Shadow* shadow,
                    std::uintptr_t* out, int max, WalkOutcome* outcome) noexcept {
     if (max > kMaxPythonFrames)
         max = kMaxPythonFrames; // the shadow's size: no bound check per frame below
-    int n = 0, step = 0;
-    if (shadow != nullptr) {
-        if (shadow->end != WalkEnd::none && shadow->max == max) {
-            bool updated = false;
-            step = compare_walk<F>(*shadow, frame, out, n, updated);
-            if (step < 0) {
-                outcome->unchanged = !updated;
-                outcome->recorded = true;
-                return n; // the previous walk, entire
-            }
-            if (n >= max)
-                return n; // as many frames as asked for
-        }
-        // From `step` on, this walk is recorded (the steps before it are the previous walk's).
-        shadow->end = WalkEnd::none;
-        shadow->max = max;
-    }
+    int n = 0;
+    const int step = compare_then_record<F>(shadow, frame, out, n, max, outcome);
+    if (step < 0)
+        return n;
+    StepLog log{shadow, step, shadow != nullptr, outcome};
     Shadow::Entry* at = shadow != nullptr ? shadow->at : g_no_shadow.at;
     const std::uintptr_t code_type = in.code_type;
     const std::size_t ob_type = in.layout.ob_type;
     int shims = 0;
-    bool recording = shadow != nullptr;
-    // The record ends after `step` steps: `next` is the frame after them, as a later compare
-    // meets it (0 at the chain's end), and `end` says how a compare that gets there goes on.
-    auto finish = [&](WalkEnd end, std::uintptr_t next) {
-        if (recording) {
-            shadow->steps[step].frame = next;
-            shadow->steps_n = step;
-            shadow->end = end;
-            recording = false;
-            outcome->recorded = end == WalkEnd::chain_end || end == WalkEnd::at_max;
-        }
-    };
-    // A step remembered: while the walk stays recordable (a frame it skips is not: a later
-    // compare could not tell it from the same address holding a readable frame).
-    auto record = [&](const WalkStep& s) {
-        if (step >= kWalkSteps)
-            finish(WalkEnd::cut, s.frame);
-        else if (recording)
-            shadow->steps[step++] = s;
-    };
-    auto stop_recording = [&] { finish(WalkEnd::cut, frame); };
+    auto stop_recording = [&] { log.finish(WalkEnd::cut, frame); };
     while (frame != 0) {
         const std::uintptr_t previous = load_ptr(frame + F::previous);
         if (__builtin_expect(load<char>(frame + F::owner) == kOwnedByCStack, 0)) {
             // The shim an eval-loop call pushes below its first frame: that frame is an entry.
             if (n > 0)
                 out[n - 1] |= kEntryTag;
-            record(WalkStep{frame, 0, 0, 0, 0});
+            log.record(WalkStep{frame, 0, 0, 0, 0});
             frame = previous;
             if (++shims > 100000)
                 break; // only a cycle could get here
@@ -847,14 +896,14 @@ int walk_versioned(const Interpreter& in, const FastTable* fast, Shadow* shadow,
         out[n] = kPythonTag | (vi & 0xffffffff00000000ull) | instr_offset(instr, code + F::co_code);
         if (version == 0)
             stop_recording(); // no version: nothing tells this object from a later one there
-        record(WalkStep{frame, code, instr, out[n], static_cast<std::uint32_t>(version)});
+        log.record(WalkStep{frame, code, instr, out[n], static_cast<std::uint32_t>(version)});
         frame = previous;
         if (++n >= max) {
-            finish(WalkEnd::at_max, previous);
+            log.finish(WalkEnd::at_max, previous);
             return n;
         }
     }
-    finish(shims > 100000 ? WalkEnd::none : WalkEnd::chain_end, 0);
+    log.finish(shims > 100000 ? WalkEnd::none : WalkEnd::chain_end, 0);
     return n;
 }
 
@@ -872,18 +921,27 @@ Shadow311* thread_shadow311() noexcept {
     return util::PerThread<Shadow311>::get();
 }
 
-int walk_311(const Interpreter& in, const FastTable* fast, std::uintptr_t frame, std::uintptr_t* out,
-             int max) noexcept {
-    constexpr std::size_t previous_at = 48, code_at = 32, instr_at = 56, is_entry_at = 68, co_code = 184;
+/// The 3.11 walk: first the compare pass (Fixed311), then from where the stacks differ a walk
+/// that knows each code object by its CodeKey (compared with the one met at the same depth by the
+/// previous capture) and records the frames whose function has a version and runs its own code.
+int walk_311(const Interpreter& in, const FastTable* fast, Shadow* steps, std::uintptr_t frame, std::uintptr_t* out,
+             int max, WalkOutcome* outcome) noexcept {
+    using F = Fixed311;
     if (max > kMaxPythonFrames)
         max = kMaxPythonFrames;
+    int n = 0;
+    const int step = compare_then_record<F>(steps, frame, out, n, max, outcome);
+    if (step < 0)
+        return n;
+    StepLog log{steps, step, steps != nullptr, outcome};
     Shadow311* shadow = thread_shadow311();
-    int n = 0, steps = 0;
-    while (frame != 0 && ++steps < 100000) {
-        const std::uintptr_t previous = load_ptr(frame + previous_at);
-        const std::uintptr_t code = load_ptr(frame + code_at);
+    int walked = 0;
+    while (frame != 0 && ++walked < 100000) {
+        const std::uintptr_t previous = load_ptr(frame + F::previous);
+        const std::uintptr_t code = load_ptr(frame + F::code);
         CodeKey key;
         if (code == 0 || !code_key(in, code, &key)) {
+            log.finish(WalkEnd::cut, frame);
             frame = previous;
             continue;
         }
@@ -893,6 +951,7 @@ int walk_311(const Interpreter& in, const FastTable* fast, std::uintptr_t frame,
         } else {
             index = code_index_of_key(in, fast, key);
             if (index == kNone) {
+                log.finish(WalkEnd::cut, frame);
                 frame = previous;
                 continue;
             }
@@ -902,16 +961,26 @@ int walk_311(const Interpreter& in, const FastTable* fast, std::uintptr_t frame,
                 shadow->at[n].valid = true;
             }
         }
-        const std::uintptr_t instr = load_ptr(frame + instr_at);
+        const std::uintptr_t instr = load_ptr(frame + F::instr);
         std::uintptr_t w =
-            kPythonTag | (static_cast<std::uintptr_t>(index) << 32) | instr_offset(instr, code + co_code);
-        if (load<bool>(frame + is_entry_at))
+            kPythonTag | (static_cast<std::uintptr_t>(index) << 32) | instr_offset(instr, code + F::co_code);
+        if (load<bool>(frame + F::is_entry))
             w |= kEntryTag;
         out[n] = w;
+        // Recordable: a function with a version, running its own code (a frame started before its
+        // function's code was replaced runs the old code: no version tells that one apart).
+        const std::uintptr_t func = load_ptr(frame + F::func);
+        const std::uint32_t version = func != 0 ? load<std::uint32_t>(func + F::func_version) : 0;
+        if (version == 0 || load_ptr(func + F::func_code) != code)
+            log.finish(WalkEnd::cut, frame);
+        log.record(WalkStep{frame, func, instr, w, version});
         frame = previous;
-        if (++n >= max)
-            break;
+        if (++n >= max) {
+            log.finish(WalkEnd::at_max, previous);
+            return n;
+        }
     }
+    log.finish(frame == 0 ? WalkEnd::chain_end : WalkEnd::none, 0);
     return n;
 }
 
@@ -980,14 +1049,15 @@ int capture(std::uintptr_t* out, int max, std::uint64_t* serial) noexcept {
     const FastTable* fast = g_fast.load(std::memory_order_acquire);
     const std::uintptr_t frame = current_frame(in);
     tl_call.latest_none = false;
-    if (in.fixed == 12 || in.fixed == 13) {
+    if (in.fixed == 11 || in.fixed == 12 || in.fixed == 13) {
         CallState& t = tl_call;
         const bool nested = t.busy; // a signal handler's capture inside this thread's own
         t.busy = true;
         std::atomic_signal_fence(std::memory_order_seq_cst);
         WalkOutcome o;
-        const int n = in.fixed == 12 ? walk_versioned<Fixed312>(in, fast, thread_shadow(), frame, out, max, &o)
-                                     : walk_versioned<Fixed313>(in, fast, thread_shadow(), frame, out, max, &o);
+        const int n = in.fixed == 11   ? walk_311(in, fast, thread_shadow(), frame, out, max, &o)
+                      : in.fixed == 12 ? walk_versioned<Fixed312>(in, fast, thread_shadow(), frame, out, max, &o)
+                                       : walk_versioned<Fixed313>(in, fast, thread_shadow(), frame, out, max, &o);
         std::atomic_signal_fence(std::memory_order_seq_cst);
         if (nested) {
             t.disturbed = true; // (busy stays: the interrupted capture still runs)
@@ -1009,8 +1079,6 @@ int capture(std::uintptr_t* out, int max, std::uint64_t* serial) noexcept {
     tl_call.record_is_latest = false;
     if (serial != nullptr)
         *serial = tl_call.serial;
-    if (in.fixed == 11)
-        return walk_311(in, fast, frame, out, max);
     return walk_general(in, fast, frame, out, max);
 }
 
@@ -1103,9 +1171,15 @@ std::vector<std::pair<std::string, std::size_t>> assumed_layout(int minor) {
         v.emplace_back("frame.previous", l.fr_previous);
         v.emplace_back("frame.instr", l.fr_instr);
         v.emplace_back("frame.owner", l.fr_owner);
-        if (minor == 11)
+        if (minor == 11) {
             v.emplace_back("frame.is_entry", l.fr_is_entry);
-        else
+            v.emplace_back("frame.func", Fixed311::func);
+            v.emplace_back("func.code", Fixed311::func_code);
+            v.emplace_back("func.version", Fixed311::func_version);
+            // (The compare pass's other 3.11 offsets are the layout table's, checked above.)
+            static_assert(Fixed311::previous == 48 && Fixed311::code == 32 && Fixed311::instr == 56 &&
+                          Fixed311::is_entry == 68 && Fixed311::co_code == 184);
+        } else
             v.emplace_back("owner.cstack", static_cast<std::size_t>(kOwnedByCStack));
         v.emplace_back("code.filename", l.co_filename);
         v.emplace_back("code.qualname", l.co_qualname);

@@ -12,13 +12,17 @@
 #   resumed: one generator allocating, resumed by turns from two callers at different depths
 #            (its frame stays where it is; the frames below it change);
 #   depth:   one recursive function allocating at its innermost call, 3 and 5 calls deep by
-#            turns (the same frames, the same code, a chain of another length).
+#            turns (the same frames, the same code, a chain of another length);
+#   functions: function objects, each made where the previous one was freed, of code objects
+#            that all stay alive (other names and lines), each called often enough that 3.11
+#            gives it a version (3.11 knows a frame's code by its function and that version).
 # Prints a JSON line with what it did, for the checker.
 import ctypes
 import gc
 import json
 import sys
 import threading
+import types
 
 KIB = 1024
 cudart = ctypes.CDLL("libcudart.so.13")
@@ -80,6 +84,38 @@ def reused(rounds):
     return made
 
 
+FUNC_CALLS = 10  # calls of each function: past the 8 after which 3.11 specialises a call to it
+
+
+def functions(rounds):
+    """Function objects at freed ones' addresses, each of a code object of its own (made first, all
+    alive throughout) and called FUNC_CALLS times by a driver of its own (a call site that has not
+    given up specialising). The driver is freed first, so that the next function takes the
+    address of the one before."""
+    made = []
+    for i in range(rounds):
+        name = "fn_%03d" % i
+        src = ("def %s(lib, byref, p, n):\n%s    return lib.cudaMalloc(byref(p), n)\n"
+               "def drive(f, lib, byref, p, n, free):\n"
+               "    for _ in range(%d):\n"
+               "        f(lib, byref, p, n)\n"
+               "        free(p)\n" % (name, "\n" * (i % 3), FUNC_CALLS))
+        codes = [c for c in compile(src, "<function %s>" % name, "exec").co_consts if isinstance(c, types.CodeType)]
+        made.append({"name": name, "line": 2 + i % 3, "bytes": (300 + i) * KIB, "codes": codes})
+    g = {"__builtins__": __builtins__}
+    p = ctypes.c_void_p()
+    for m in made:
+        f = types.FunctionType(m["codes"][0], g)
+        d = types.FunctionType(m["codes"][1], g)
+        m["function"] = id(f)
+        d(f, cudart, ctypes.byref, p, m["bytes"], free)
+        del d
+        del f
+    for m in made:
+        del m["codes"]
+    return made
+
+
 def thread_a():
     p = ctypes.c_void_p()
     cudart.cudaMalloc(ctypes.byref(p), 121 * KIB)  # @site:thread_a
@@ -133,6 +169,7 @@ def main():
         caller_1()
         caller_2()
     made = reused(ROUNDS)
+    fns = functions(ROUNDS)
     g = generator_alloc()
     next(g)
     for _ in range(ROUNDS):
@@ -146,7 +183,8 @@ def main():
         t.start()
         t.join()
     codes = [m["code"] for m in made]
-    print(json.dumps({"rounds": ROUNDS, "generated": made,
+    print(json.dumps({"rounds": ROUNDS, "generated": made, "functions": fns, "function_calls": FUNC_CALLS,
+                      "reused_functions": sum(a["function"] == b["function"] for a, b in zip(fns, fns[1:])),
                       "reused_code_addresses": len(codes) - len(set(codes)),
                       "reused_thread_stacks": len(selves) - len(set(selves))}))
 

@@ -44,6 +44,9 @@ int main(void) {
     P("frame.owner", offsetof(_PyInterpreterFrame, owner));
 #if PY_VERSION_HEX < 0x030C0000
     P("frame.is_entry", offsetof(_PyInterpreterFrame, is_entry));
+    P("frame.func", offsetof(_PyInterpreterFrame, f_func));
+    P("func.code", offsetof(PyFunctionObject, func_code));
+    P("func.version", offsetof(PyFunctionObject, func_version));
 #else
     P("owner.cstack", FRAME_OWNED_BY_CSTACK);
 #endif

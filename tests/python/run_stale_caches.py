@@ -87,6 +87,15 @@ def main():
           not wrong, wrong[:5])
     gen_total = sum(v[0] for k, v in by_inner.items() if k[0].startswith("gen_"))
     check("no other allocation under a generated function", gen_total == rounds, gen_total)
+    check("function objects were made where the one before was (%d of %d)" % (did["reused_functions"], rounds - 1),
+          did["reused_functions"] > 0, "the scenario did not happen: nothing was tested")
+    calls = did["function_calls"]
+    wrong = [(f["name"], f["line"], by_inner.get((f["name"], f["line"])))
+             for f in did["functions"] if by_inner.get((f["name"], f["line"]), [0, 0]) != [calls, calls * f["bytes"]]]
+    check("each function's %d allocations under its own name and line (%d)" % (calls, len(did["functions"])),
+          not wrong, wrong[:5])
+    fn_total = sum(v[0] for k, v in by_inner.items() if k[0].startswith("fn_"))
+    check("no other allocation under one of those functions", fn_total == rounds * calls, fn_total)
     check("new threads got a previous thread's stack memory (%d of %d)" % (did["reused_thread_stacks"], rounds),
           did["reused_thread_stacks"] > 0, "the scenario did not happen: nothing was tested")
     sums(by_inner, ("thread_a", L["thread_a"]), rounds // 2, 121 * KIB, "a new thread on an old one's stack")
