@@ -35,12 +35,12 @@ struct ThreadCapture {
     int current = 0;     ///< the buffer the next capture is written to
     int previous_n = -1; ///< frames of the previous capture (the other buffer)
     StackId previous_id = 0;
-    std::uint64_t previous_tree = 0; ///< generation of the tree previous_id belongs to
+    std::uint64_t previous_tree = 0;          ///< generation of the tree previous_id belongs to
+    std::uint64_t stats_owner = 0;            ///< the recorder whose counters `stats` is
+    detail::CaptureCounters* stats = nullptr; ///< that recorder's counters for this thread
     /// The walks' serials of the previous capture (WalkInfo::serial, python::capture): when both
     /// come back unchanged, its words are this capture's, without comparing them.
     std::uint64_t previous_native = 0, previous_python = 0;
-    std::uint64_t stats_owner = 0;            ///< the recorder whose counters `stats` is
-    detail::CaptureCounters* stats = nullptr; ///< that recorder's counters for this thread
 };
 ThreadCapture* thread_capture() noexcept {
     return util::PerThread<ThreadCapture>::get();
