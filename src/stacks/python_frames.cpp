@@ -511,7 +511,8 @@ constexpr int kWalkSteps = 2 * kMaxPythonFrames;
 /// One frame of the previous walk, as it was read: its address, and for a Python frame its code
 /// object, that object's version, its instruction pointer and the word the walk wrote for it
 /// (without the entry tag, which comes from the next step). The eval loop's entry shim has word 0
-/// (a Python frame's word has kPythonTag) and nothing else read.
+/// (a Python frame's word has kPythonTag) and nothing else read. On 3.11 `code` and `version`
+/// are the frame's function object and its func_version, and the word carries the entry tag.
 struct WalkStep {
     std::uintptr_t frame = 0;
     std::uintptr_t code = 0;
@@ -687,23 +688,34 @@ struct WalkOutcome {
     bool recorded = false;  ///< the shadow's record now holds exactly the words written
 };
 
-/// Per thread: capture()'s serial (see python_frames.hpp), whether the shadow's record holds the
-/// words of the thread's latest capture, and the marks that keep a capture made by a signal
-/// handler, inside another, from being taken for a repeat.
+/// What the thread's latest capture wrote: words of none of the kinds below, no frames read at
+/// all, or exactly the words the shadow's record holds.
+enum class Latest : std::uint8_t { other, none, record };
+
+/// Per thread: capture()'s serial (see python_frames.hpp), what the latest capture wrote, and the
+/// marks that keep a capture made by a signal handler, inside another, from being taken for a
+/// repeat.
 struct CallState {
     std::uint64_t serial = 0;
-    bool record_is_latest = false;
-    bool latest_none = false; ///< the latest capture read no frames (nothing to read)
+    Latest latest = Latest::other;
     bool busy = false;
     bool disturbed = false;
 };
 thread_local CallState tl_call __attribute__((tls_model("initial-exec")));
 
-/// The pass over a repeated stack (3.12+): the frames of this thread's previous walk, compared
-/// step by step with what is there now. While they match, a frame's word is the one written then,
-/// and the next frame is the address remembered, which equals the one just read: the processor
-/// then starts the next frame's reads without waiting for that read (a predicted branch, not a
-/// chain of loads each waiting for the one before). Returns the step where the stacks differ
+/// The same code object at another instruction (another line of the same function, as the
+/// innermost frame often is): the step keeps its code index and takes the new offset.
+inline void take_instruction(WalkStep& s, std::uintptr_t instr, std::uintptr_t first, bool& updated) noexcept {
+    s.instr = instr;
+    s.word = (s.word & ~std::uintptr_t{0xffffffffu}) | instr_offset(instr, first);
+    updated = true;
+}
+
+/// The pass over a repeated stack (3.11+; 3.11 by function versions, Fixed311): the frames of this thread's previous
+/// walk, compared step by step with what is there now. While they match, a frame's word is the one written then, and
+/// the next frame is the address remembered, which equals the one just read: the processor then starts the next frame's
+/// reads without waiting for that read (a predicted branch, not a chain of loads each waiting for the one before).
+/// Returns the step where the stacks differ
 /// (`frame` and `n` are then that step's frame and the words written before it), or -1 when the
 /// previous walk's end was reached (the walk is complete in `out`, `n` words).
 template <typename F>
@@ -732,12 +744,8 @@ int compare_walk(Shadow& sh, std::uintptr_t& frame, std::uintptr_t* out, int& n,
             if (((func ^ s.code) | (entry ^ ((word >> 62) & 1))) != 0 ||
                 load<std::uint32_t>(func + F::func_version) != s.version)
                 break;
-            if (__builtin_expect(instr != s.instr, 0)) {
-                s.instr = instr;
-                s.word =
-                    (word & ~std::uintptr_t{0xffffffffu}) | instr_offset(instr, load_ptr(f + F::code) + F::co_code);
-                updated = true;
-            }
+            if (__builtin_expect(instr != s.instr, 0))
+                take_instruction(s, instr, load_ptr(f + F::code) + F::co_code, updated);
             out[words++] = s.word;
         } else if (__builtin_expect(word == 0, 0)) {
             // Where a shim was, a shim is: shims live on this thread's C stack, other frames on
@@ -755,11 +763,7 @@ int compare_walk(Shadow& sh, std::uintptr_t& frame, std::uintptr_t* out, int& n,
                     0)) {
                 if (((code ^ s.code) | (load<std::uint32_t>(code + F::version) ^ s.version)) != 0)
                     break;
-                // The same code object at another instruction (another line of the same
-                // function, as the innermost frame often is): the same index, another offset.
-                s.instr = instr;
-                s.word = (word & ~std::uintptr_t{0xffffffffu}) | instr_offset(instr, code + F::co_code);
-                updated = true;
+                take_instruction(s, instr, code + F::co_code, updated);
             }
             // (No type check, unlike the walk: the step was a code object when it was recorded,
             // and what a live 3.13 frame points to is a code object or None, which is static:
@@ -1021,65 +1025,65 @@ int walk_general(const Interpreter& in, const FastTable* fast, std::uintptr_t fr
 
 } // namespace
 
-int capture(std::uintptr_t* out, int max, std::uint64_t* serial) noexcept {
-    // No frames read: the same result as the latest one only if that had none read either.
-    auto none = [serial]() noexcept {
-        CallState& t = tl_call;
-        if (t.busy)
-            t.disturbed = true; // inside another capture of this thread (a signal handler's)
-        if (!t.latest_none || t.busy) {
-            t.latest_none = !t.busy;
-            t.record_is_latest = false;
-            ++t.serial;
-        }
-        if (serial != nullptr)
-            *serial = t.serial;
-        return 0;
-    };
+namespace {
+
+/// The frames, as capture() writes them, and what the serial needs to know of them: `now` is
+/// Latest::none when nothing was read, Latest::record when the shadow's record holds exactly the
+/// words written, and `o` whether they are the record's, unchanged.
+int read_frames(std::uintptr_t* out, int max, WalkOutcome* o, Latest* now) noexcept {
+    *now = Latest::none;
     State s = g_state.load(std::memory_order_acquire);
     if (s != State::ready) {
         if (s != State::unknown)
-            return none(); // not Python, or a Python we cannot read: nothing more to pay
+            return 0; // not Python, or a Python we cannot read: nothing more to pay
         if (discover() != State::ready)
-            return none();
+            return 0;
     }
     const Interpreter& in = g_interp;
     if (out == nullptr || max <= 0 || in.is_initialized() == 0)
-        return none(); // finalised
+        return 0; // finalised
     const FastTable* fast = g_fast.load(std::memory_order_acquire);
     const std::uintptr_t frame = current_frame(in);
-    tl_call.latest_none = false;
-    if (in.fixed == 11 || in.fixed == 12 || in.fixed == 13) {
-        CallState& t = tl_call;
-        const bool nested = t.busy; // a signal handler's capture inside this thread's own
-        t.busy = true;
-        std::atomic_signal_fence(std::memory_order_seq_cst);
-        WalkOutcome o;
-        const int n = in.fixed == 11   ? walk_311(in, fast, thread_shadow(), frame, out, max, &o)
-                      : in.fixed == 12 ? walk_versioned<Fixed312>(in, fast, thread_shadow(), frame, out, max, &o)
-                                       : walk_versioned<Fixed313>(in, fast, thread_shadow(), frame, out, max, &o);
-        std::atomic_signal_fence(std::memory_order_seq_cst);
-        if (nested) {
-            t.disturbed = true; // (busy stays: the interrupted capture still runs)
-            t.record_is_latest = false;
-            ++t.serial;
-        } else {
-            const bool same = o.unchanged && t.record_is_latest && !t.disturbed;
-            t.record_is_latest = o.recorded && !t.disturbed;
-            t.disturbed = false;
-            if (!same)
-                ++t.serial;
-            t.busy = false;
-        }
-        if (serial != nullptr)
-            *serial = t.serial;
-        return n;
+    int n;
+    if (in.fixed == 11)
+        n = walk_311(in, fast, thread_shadow(), frame, out, max, o);
+    else if (in.fixed == 12)
+        n = walk_versioned<Fixed312>(in, fast, thread_shadow(), frame, out, max, o);
+    else if (in.fixed == 13)
+        n = walk_versioned<Fixed313>(in, fast, thread_shadow(), frame, out, max, o);
+    else
+        n = walk_general(in, fast, frame, out, max);
+    *now = o->recorded ? Latest::record : Latest::other;
+    return n;
+}
+
+} // namespace
+
+int capture(std::uintptr_t* out, int max, std::uint64_t* serial) noexcept {
+    CallState& t = tl_call;
+    const bool nested = t.busy; // a signal handler's capture inside this thread's own
+    t.busy = true;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    WalkOutcome o;
+    Latest now;
+    const int n = read_frames(out, max, &o, &now);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    bool same = false;
+    if (nested) {
+        t.disturbed = true; // (busy stays: the interrupted capture still runs)
+        t.latest = Latest::other;
+    } else {
+        // The same words as the latest capture's: none read again, or the record unchanged.
+        same = !t.disturbed && now == t.latest && (now == Latest::none || (now == Latest::record && o.unchanged));
+        t.latest = t.disturbed ? Latest::other : now;
+        t.disturbed = false;
+        t.busy = false;
     }
-    ++tl_call.serial;
-    tl_call.record_is_latest = false;
+    if (!same)
+        ++t.serial;
     if (serial != nullptr)
-        *serial = tl_call.serial;
-    return walk_general(in, fast, frame, out, max);
+        *serial = t.serial;
+    return n;
 }
 
 int line_for_offset(const unsigned char* p, std::size_t size, int first_line, int offset) noexcept {
