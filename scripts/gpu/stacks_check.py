@@ -21,10 +21,12 @@
 #   python3 scripts/gpu/stacks_check.py --lib ... --workloads train --layers 6 --seq 512 --vocab 32000 \
 #       --bf16 --modes ours,pool,plain
 import argparse
+import ctypes
 import glob
 import json
 import os
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -38,6 +40,47 @@ MODES = ("off", "ours", "plain", "torch")
 
 
 # ---- the workloads (run in a child process) ------------------------------------------------------
+
+class StepCounters:
+    """What a step costs the CPU besides its wall time, which moves by up to 1.6x between
+    processes on the H200's host: the instructions the main thread retires in user space (a
+    hardware counter through perf_event_open, where the kernel allows it; None where not), the
+    main thread's CPU time and the whole process's CPU time (every thread: PyTorch's, ours)."""
+
+    def __init__(self):
+        self.fd = self._open_instructions()
+        self.rows = []
+
+    @staticmethod
+    def _open_instructions():
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            # struct perf_event_attr (PERF_ATTR_SIZE_VER5, 112 bytes): type PERF_TYPE_HARDWARE,
+            # config PERF_COUNT_HW_INSTRUCTIONS, flags exclude_kernel | exclude_hv; this thread, any CPU.
+            attr = bytearray(112)
+            struct.pack_into("<IIQ", attr, 0, 0, 112, 1)
+            struct.pack_into("<Q", attr, 40, (1 << 5) | (1 << 6))
+            buf = ctypes.create_string_buffer(bytes(attr), 112)
+            libc.syscall.restype = ctypes.c_long
+            fd = libc.syscall(298, buf, 0, -1, -1, 0)  # __NR_perf_event_open on x86-64
+            return fd if fd >= 0 else None
+        except (OSError, AttributeError):
+            return None
+
+    def read(self):
+        instr = struct.unpack("<Q", os.read(self.fd, 8))[0] if self.fd is not None else None
+        return instr, time.thread_time(), time.process_time()
+
+    def record(self, before, after):
+        self.rows.append(tuple(None if b is None else a - b for a, b in zip(after, before)))
+
+    def medians(self):
+        if not self.rows:
+            return {}
+        names = ("main_thread_instructions", "main_thread_cpu_s", "process_cpu_s")
+        return {name: statistics.median(r[i] for r in self.rows) for i, name in enumerate(names)
+                if self.rows[0][i] is not None}
+
 
 def gpt2_config(args):
     from transformers import GPT2Config
@@ -103,9 +146,11 @@ def train(args):
     ids = torch.randint(0, args.vocab, (args.batch, args.seq), device="cuda")
     times, blocks, phases = [], switcher(args), []
     args.phase_times = phases
+    counters = args.counters = StepCounters()
     for step in range(args.warmup + args.steps):
         timed = blocks.before(step) if blocks else step >= args.warmup
         torch.cuda.synchronize()
+        c0 = counters.read()
         t0 = time.perf_counter()
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=args.bf16):
             out = model(input_ids=ids, labels=ids)
@@ -125,6 +170,7 @@ def train(args):
             blocks.record(timed, time.perf_counter() - t0)
         elif timed:
             times.append(time.perf_counter() - t0)
+            counters.record(c0, counters.read())
     return blocks.times if blocks else times
 
 
@@ -163,6 +209,8 @@ def child(args):
                           "on_over_off": statistics.median(on) / statistics.median(off), "on": on, "off": off}))
         return
     out = {"median_s": statistics.median(times), "times": times}
+    if getattr(args, "counters", None):
+        out["counters_median"] = args.counters.medians()
     if getattr(args, "phase_times", None):
         out["phases_median_s"] = {name: statistics.median(p[i] for p in args.phase_times)
                                   for i, name in enumerate(("forward", "backward", "optimizer"))}
@@ -290,6 +338,8 @@ def main():
             per_round.append(row)
             print("%s round %d: %s" % (workload, r + 1, {m: row[m].get("median_s", row[m].get("error"))
                                                          for m in modes}), file=sys.stderr)
+            print("%s round %d counters: %s" % (workload, r + 1, {m: row[m].get("counters_median") for m in modes}),
+                  file=sys.stderr, flush=True)
         ok_rounds = [row for row in per_round if all("median_s" in row[m] for m in modes)]
         w = {"errors": [row[m]["error"] for row in per_round for m in modes if "error" in row[m]]}
         if ok_rounds:
@@ -301,6 +351,18 @@ def main():
                 if a in modes and b in modes:
                     w["%s_over_%s" % (a, b)] = med(row[a]["median_s"] / row[b]["median_s"] for row in ok_rounds)
             w["per_round"] = [{m: row[m]["median_s"] for m in modes} for row in ok_rounds]
+            # The CPU's side of a step (StepCounters), per mode, and ours / pool round by round.
+            names = sorted(set.intersection(*[set(row[m].get("counters_median", {})) for row in ok_rounds
+                                              for m in modes]))
+            if names:
+                w["counters_median"] = {m: {n: med(row[m]["counters_median"][n] for row in ok_rounds) for n in names}
+                                        for m in modes}
+                if "ours" in modes and "pool" in modes:
+                    w["counters_ours_over_pool"] = {
+                        n: [row["ours"]["counters_median"][n] / row["pool"]["counters_median"][n] for row in ok_rounds]
+                        for n in names}
+                    w["ours_faster_rounds"] = sum(row["ours"]["median_s"] < row["pool"]["median_s"]
+                                                  for row in ok_rounds)
             if "ours_over_off" in w:
                 w["goal_ours_le_1.02"] = w["ours_over_off"] <= 1.02
             if "ours_over_off" in w and "torch_over_plain" in w:
