@@ -41,6 +41,18 @@ MODES = ("off", "ours", "plain", "torch")
 
 # ---- the workloads (run in a child process) ------------------------------------------------------
 
+def barrier(args):
+    """--concurrent: the processes of one round start their timed steps together (each marks its
+    arrival with a file, then waits, at most 120 s, for the others' marks)."""
+    if not args.barrier:
+        return
+    folder, count = args.barrier.rsplit(":", 1)
+    open(os.path.join(folder, "ready-%d" % os.getpid()), "w").close()
+    deadline = time.monotonic() + 120
+    while len(glob.glob(os.path.join(folder, "ready-*"))) < int(count) and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
 class StepCounters:
     """What a step costs the CPU besides its wall time, which moves by up to 1.6x between
     processes on the H200's host: the instructions the main thread retires in user space (a
@@ -149,6 +161,8 @@ def train(args):
     counters = args.counters = StepCounters()
     for step in range(args.warmup + args.steps):
         timed = blocks.before(step) if blocks else step >= args.warmup
+        if step == args.warmup:
+            barrier(args)
         torch.cuda.synchronize()
         c0 = counters.read()
         t0 = time.perf_counter()
@@ -186,6 +200,8 @@ def generate(args):
     with torch.no_grad():
         for step in range(args.warmup + args.steps):
             timed = blocks.before(step) if blocks else step >= args.warmup
+            if step == args.warmup:
+                barrier(args)
             torch.cuda.synchronize()
             t0 = time.perf_counter()
             model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=args.new_tokens, do_sample=False,
@@ -219,7 +235,8 @@ def child(args):
 
 # ---- the parent: alternating runs --------------------------------------------------------------
 
-def run_one(args, workload, mode, out_dir):
+def command(args, workload, mode, out_dir):
+    """The child's command line and environment for one mode."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUMEMPROF_")}
     env.pop("LD_PRELOAD", None)
     if mode in ("off", "ours", "pool", "nopy", "inline"):
@@ -244,11 +261,46 @@ def run_one(args, workload, mode, out_dir):
         cmd += ["--inprocess", "--block", str(args.block)]
     if mode == "torch":
         cmd.append("--torch-history")
+    return cmd, env
+
+
+def result_of(returncode, stdout, stderr):
+    if returncode != 0:
+        return {"error": "exit %d: %s" % (returncode, stderr[-3000:])}
+    lines = [l for l in stdout.splitlines() if l.startswith("{")]
+    return json.loads(lines[-1]) if lines else {"error": "no result: " + stdout[-2000:]}
+
+
+def run_one(args, workload, mode, out_dir):
+    cmd, env = command(args, workload, mode, out_dir)
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
-    if p.returncode != 0:
-        return {"error": "exit %d: %s" % (p.returncode, p.stderr[-3000:])}
-    lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
-    return json.loads(lines[-1]) if lines else {"error": "no result: " + p.stdout[-2000:]}
+    return result_of(p.returncode, p.stdout, p.stderr)
+
+
+def run_together(args, workload, modes, out_dir, round_index):
+    """--concurrent: one process per mode at the same time, each on its own share of this
+    process's CPUs (the shares rotate from round to round), their timed steps started together:
+    what the host does meanwhile (other tenants, clocks) falls on every mode alike."""
+    cpus = sorted(os.sched_getaffinity(0))
+    share = len(cpus) // len(modes)
+    folder = tempfile.mkdtemp(prefix="barrier-", dir=out_dir)
+    procs = {}
+    for i, mode in enumerate(modes):
+        cmd, env = command(args, workload, mode, out_dir)
+        cmd += ["--barrier", "%s:%d" % (folder, len(modes))]
+        k = (i + round_index) % len(modes)
+        mine = set(cpus[k * share:(k + 1) * share]) or set(cpus)
+        procs[mode] = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                       preexec_fn=lambda m=mine: os.sched_setaffinity(0, m))
+    row = {}
+    for mode, p in procs.items():
+        try:
+            out, err = p.communicate(timeout=args.timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, err = p.communicate()
+        row[mode] = result_of(p.returncode, out, err)
+    return row
 
 
 def capture_figures(out_dir, workload):
@@ -310,6 +362,10 @@ def main():
                     help="two processes a round: the preload alternating stacks on/off in blocks of steps "
                          "(gpumemprof_set_stack_depth), and plain PyTorch alternating its recorder on/off")
     ap.add_argument("--block", type=int, default=4, help="--inprocess: steps a block (the first is not timed)")
+    ap.add_argument("--concurrent", action="store_true",
+                    help="the modes of a round run at the same time, each on its own share of the CPUs (rotated "
+                         "each round), their timed steps started together")
+    ap.add_argument("--barrier", help=argparse.SUPPRESS)  # FOLDER:COUNT, set by --concurrent
     ap.add_argument("--phases", action="store_true", help=argparse.SUPPRESS)  # train: time each phase too
     ap.add_argument("--child", choices=("train", "generate"), help=argparse.SUPPRESS)
     ap.add_argument("--torch-history", action="store_true", help=argparse.SUPPRESS)
@@ -323,7 +379,7 @@ def main():
     os.makedirs(out_dir, exist_ok=True)
     modes = ("ours", "torch") if args.inprocess else tuple(dict.fromkeys(m for m in args.modes.split(",") if m))
     result = {"lib": os.path.abspath(args.lib), "rounds": args.rounds, "modes": modes, "workloads": {},
-              "inprocess": args.inprocess}
+              "inprocess": args.inprocess, "concurrent": args.concurrent}
     for workload in args.workloads.split(","):
         if args.inprocess:
             result["workloads"][workload] = inprocess_rounds(args, workload, modes, out_dir)
@@ -333,8 +389,11 @@ def main():
             row = {}
             # Alternate the order too, so that no mode always runs first (warm caches, clocks).
             order = modes if r % 2 == 0 else tuple(reversed(modes))
-            for mode in order:
-                row[mode] = run_one(args, workload, mode, out_dir)
+            if args.concurrent:
+                row = run_together(args, workload, modes, out_dir, r)
+            else:
+                for mode in order:
+                    row[mode] = run_one(args, workload, mode, out_dir)
             per_round.append(row)
             print("%s round %d: %s" % (workload, r + 1, {m: row[m].get("median_s", row[m].get("error"))
                                                          for m in modes}), file=sys.stderr)
