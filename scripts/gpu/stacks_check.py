@@ -36,7 +36,8 @@ MODES = ("off", "ours", "plain", "torch")
 # Also available with --modes: "pool" (LD_PRELOAD=<lib>, GPUMEMPROF_TORCH=pool: gpumemprof's pool
 # serves every tensor, PyTorch's caching off: issue 18's step-time baseline), "nopy"
 # (LD_PRELOAD=<lib>, GPUMEMPROF_PYTHON=0: native frames only) and "inline" (LD_PRELOAD=<lib>,
-# GPUMEMPROF_TORCH_THREAD=0: PyTorch's events handled wholly on the thread that made them).
+# GPUMEMPROF_TORCH_THREAD=0: PyTorch's events handled wholly on the thread that made them) and
+# "base" (LD_PRELOAD=<--base-lib>, defaults: an earlier build of the library, for an A/B).
 
 
 # ---- the workloads (run in a child process) ------------------------------------------------------
@@ -239,8 +240,8 @@ def command(args, workload, mode, out_dir):
     """The child's command line and environment for one mode."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUMEMPROF_")}
     env.pop("LD_PRELOAD", None)
-    if mode in ("off", "ours", "pool", "nopy", "inline"):
-        env["LD_PRELOAD"] = os.path.abspath(args.lib)
+    if mode in ("off", "ours", "pool", "nopy", "inline", "base"):
+        env["LD_PRELOAD"] = os.path.abspath(args.base_lib if mode == "base" else args.lib)
         env["GPUMEMPROF_OUTPUT"] = os.path.join(out_dir, "%s-%s-%%p" % (workload, mode))
         env["GPUMEMPROF_HTML"] = "0"  # the reports' writing is not part of a step
         env["GPUMEMPROF_PICKLE"] = "0"
@@ -303,10 +304,10 @@ def run_together(args, workload, modes, out_dir, round_index):
     return row
 
 
-def capture_figures(out_dir, workload):
-    """What our own report says capture cost (the JSON's "stacks" section) in the `ours` runs."""
+def capture_figures(out_dir, workload, mode="ours"):
+    """What our own report says capture cost (the JSON's "stacks" section) in one mode's runs."""
     found = []
-    for path in sorted(glob.glob(os.path.join(out_dir, "%s-ours-*.json" % workload))):
+    for path in sorted(glob.glob(os.path.join(out_dir, "%s-%s-*.json" % (workload, mode)))):
         try:
             found.append(json.load(open(path)).get("stacks"))
         except (OSError, ValueError):
@@ -343,6 +344,7 @@ def inprocess_rounds(args, workload, modes, out_dir):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", help="libgpumemprof.so")
+    ap.add_argument("--base-lib", help="an earlier libgpumemprof.so, run as the mode 'base'")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--workloads", default="train,generate")
     ap.add_argument("--layers", type=int, default=12)
@@ -406,7 +408,8 @@ def main():
             w["median_step_s"] = {m: med(row[m]["median_s"] for row in ok_rounds) for m in modes}
             # Every ratio of two modes run, the median over rounds of each round's ratio.
             for a, b in (("ours", "off"), ("torch", "plain"), ("off", "plain"), ("ours", "plain"), ("ours", "pool"),
-                         ("pool", "plain"), ("nopy", "off"), ("ours", "inline"), ("inline", "pool")):
+                         ("pool", "plain"), ("nopy", "off"), ("ours", "inline"), ("inline", "pool"), ("ours", "base"),
+                         ("base", "pool")):
                 if a in modes and b in modes:
                     w["%s_over_%s" % (a, b)] = med(row[a]["median_s"] / row[b]["median_s"] for row in ok_rounds)
             w["per_round"] = [{m: row[m]["median_s"] for m in modes} for row in ok_rounds]
@@ -429,6 +432,8 @@ def main():
             if "ours_over_pool" in w:
                 w["goal_ours_le_pool"] = w["ours_over_pool"] <= 1.0
         w["our_capture_stats"] = capture_figures(out_dir, workload)
+        if "base" in modes:
+            w["base_capture_stats"] = capture_figures(out_dir, workload, "base")
         result["workloads"][workload] = w
     result["reports"] = out_dir
     print(json.dumps(result, indent=1))

@@ -32,6 +32,7 @@ struct TorchBlockEvent {
     bool backward = false;        ///< allocated while autograd evaluated a node
     bool accumulate_grad = false; ///< ... an AccumulateGrad node
     bool in_backward = false;     ///< freed while autograd evaluated a node
+    bool completed = false;       ///< a free_requested whose free_completed came right after it
     /// Its site's traits, worked out on the allocating thread: that may ask the dynamic loader
     /// (dladdr, under its lock), which the profiler's thread never does, so that a drain
     /// from inside a library's constructor cannot wait for it.
@@ -52,6 +53,10 @@ public:
 
     /// Queues `e` (starting the thread at the first push); false when stopped: handle it yourself.
     bool push(const Event& e) noexcept;
+    /// A free_completed: when the event waiting last is the free_requested of the same block
+    /// (PyTorch reports the two in a row, under its mutex, when no other stream used the block),
+    /// it is marked `completed` instead of queueing another event; else as push().
+    bool push_completion(const Event& e) noexcept;
     /// Returns once every event pushed before the call was handled (at most `timeout_ms`; false
     /// when the wait timed out). At once on the queue's own thread and when nothing waits.
     bool drain(int timeout_ms = 10000) noexcept;
@@ -67,7 +72,7 @@ public:
     void unlock_after_fork() noexcept { mutex_.unlock(); }
     void reset_after_fork() noexcept;
 
-    /// Events pushed so far, and the most that waited at once.
+    /// Events pushed so far (folded completions included), and the most that waited at once.
     std::uint64_t pushed() const noexcept;
     std::size_t most_waiting() const noexcept;
 
@@ -81,7 +86,8 @@ private:
     std::condition_variable wake_;    ///< the thread: work to do, a drain, or the stop
     std::condition_variable handled_; ///< drains, full pushes and the stop: a batch is handled
     std::vector<Event> waiting_, batch_;
-    std::uint64_t pushed_ = 0, done_ = 0;
+    std::uint64_t pushed_ = 0, done_ = 0; ///< queued events, handled events (a folded completion is neither)
+    std::uint64_t folded_ = 0;            ///< completions folded into the free before them
     std::size_t most_waiting_ = 0;
     bool started_ = false;  ///< a thread was started (in this process)
     bool alive_ = false;    ///< it has not ended

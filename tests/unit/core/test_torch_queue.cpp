@@ -160,6 +160,75 @@ TEST_CASE("no more than the capacity waits: a full queue makes the pusher wait")
     q.stop();
 }
 
+namespace {
+using gpumemprof::core::TorchAction;
+
+// What the recording handler saw, in order: (action, address, completed).
+struct Seen {
+    TorchAction action;
+    std::uint64_t addr;
+    bool completed;
+    bool operator==(const Seen&) const = default;
+};
+std::vector<Seen> g_seen;
+std::atomic<bool> g_entered{false};
+
+void recording_handler(const TorchBlockEvent& e) noexcept {
+    g_entered = true;
+    while (g_hold.load())
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+    std::lock_guard lock(g_mutex);
+    g_seen.push_back({e.ev.action, e.ev.addr, e.completed});
+}
+
+TorchBlockEvent block_event(TorchAction action, std::uint64_t addr, int device = 0) {
+    TorchBlockEvent e;
+    e.ev.action = action;
+    e.ev.addr = addr;
+    e.ev.device = device;
+    return e;
+}
+} // namespace
+
+TEST_CASE("a free's completion right after it is folded into it; any other completion is queued") {
+    reset(1);
+    g_seen.clear();
+    g_entered = false;
+    TorchQueue q(&recording_handler);
+    // The thread takes the first event and waits in the handler: the rest wait in the queue.
+    g_hold = true;
+    REQUIRE(q.push(block_event(TorchAction::alloc, 1)));
+    while (!g_entered.load())
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+    const auto fr = TorchAction::free_requested, fc = TorchAction::free_completed, al = TorchAction::alloc;
+    REQUIRE(q.push(block_event(fr, 0xA)));
+    REQUIRE(q.push_completion(block_event(fc, 0xA))); // folded
+    REQUIRE(q.push(block_event(fr, 0xB)));
+    REQUIRE(q.push(block_event(al, 0xC)));
+    REQUIRE(q.push_completion(block_event(fc, 0xB))); // another event between: queued
+    REQUIRE(q.push(block_event(fr, 0xD)));
+    REQUIRE(q.push_completion(block_event(fc, 0xE))); // another block: queued
+    REQUIRE(q.push_completion(block_event(fc, 0xD))); // after a completion: queued
+    REQUIRE(q.push(block_event(fr, 0xF)));
+    REQUIRE(q.push_completion(block_event(fc, 0xF, 1))); // another device: queued
+    REQUIRE(q.push(block_event(fr, 0x10)));
+    REQUIRE(q.push_completion(block_event(fc, 0x10))); // folded
+    REQUIRE(q.push_completion(block_event(fc, 0x10))); // a second completion of it: queued
+    g_hold = false;
+    REQUIRE(q.drain());
+    const std::vector<Seen> want{{al, 1, false},   {fr, 0xA, true},  {fr, 0xB, false}, {al, 0xC, false},
+                                 {fc, 0xB, false}, {fr, 0xD, false}, {fc, 0xE, false}, {fc, 0xD, false},
+                                 {fr, 0xF, false}, {fc, 0xF, false}, {fr, 0x10, true}, {fc, 0x10, false}};
+    {
+        std::lock_guard lock(g_mutex);
+        CHECK(g_seen == want);
+    }
+    CHECK(q.pushed() == 14); // every event handed over, the two folded ones too
+    q.stop();
+    // Stopped: a completion is refused like any push (the caller handles it itself).
+    CHECK_FALSE(q.push_completion(block_event(fc, 0x11)));
+}
+
 #if !defined(__SANITIZE_THREAD__)
 TEST_CASE("a fork child gets a queue of its own, with a new thread") {
     reset(1);
