@@ -516,7 +516,8 @@ def main():
     ap.add_argument("--tries", type=int, default=1000)
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--repeat", type=int, default=3, help="runs of each timed PyTorch configuration")
-    ap.add_argument("--only", default="layouts,attach,accounting,gloo,stacks,stacks-inprocess,steptime,cuda,cross,"
+    ap.add_argument("--only", default="layouts,attach,accounting,gloo,stacks,stacks-inprocess,steptime,"
+                    "steptime-together,cuda,cross,"
                     "bench,torch,ab,oom,frameworks,html,expandable,python,pool")
     ap.add_argument("--pool-repeat", type=int, default=5, help="alternating runs of each pool-vs-PyTorch loop")
     ap.add_argument("--pool-loops", default="readme,big", help="which pool-vs-PyTorch loops to run")
@@ -581,6 +582,13 @@ def main():
         stacks_script("attached step time no worse than the pool mode's (host-bound bf16 training)",
                       ["--workloads", "train", "--layers", "6", "--vocab", "32000", "--bf16", "--modes",
                        "ours,pool,plain", "--rounds", os.environ.get("STACKS_ROUNDS", "5"), "--steps", "24"],
+                      ["goal_ours_le_pool"])
+    # The same, the two modes of a round run side by side (each on half the CPUs, halves swapped
+    # each round, timed steps started together): the host's drift falls on both alike.
+    if "steptime-together" in only:
+        stacks_script("attached step time no worse than the pool mode's, side by side (host-bound bf16 training)",
+                      ["--workloads", "train", "--layers", "6", "--vocab", "32000", "--bf16", "--modes", "ours,pool",
+                       "--rounds", os.environ.get("STACKS_ROUNDS", "10"), "--steps", "100", "--concurrent"],
                       ["goal_ours_le_pool"])
     # The checks below measure gpumemprof's own pool serving every tensor (PyTorch's caching off)
     # and JAX's per-buffer allocations, as they did before PyTorch's allocator was attached.
