@@ -52,6 +52,7 @@ def barrier(args):
     deadline = time.monotonic() + 120
     while len(glob.glob(os.path.join(folder, "ready-*"))) < int(count) and time.monotonic() < deadline:
         time.sleep(0.005)
+    args.timed_from = time.time()  # (the processes' common start, for the check of the check)
 
 
 class StepCounters:
@@ -225,7 +226,8 @@ def child(args):
         print(json.dumps({"median_on_s": statistics.median(on), "median_off_s": statistics.median(off),
                           "on_over_off": statistics.median(on) / statistics.median(off), "on": on, "off": off}))
         return
-    out = {"median_s": statistics.median(times), "times": times}
+    out = {"median_s": statistics.median(times), "times": times, "timed_from": getattr(args, "timed_from", None),
+           "cpus": sorted(os.sched_getaffinity(0))}
     if getattr(args, "counters", None):
         out["counters_median"] = args.counters.medians()
     if getattr(args, "phase_times", None):
@@ -341,7 +343,7 @@ def inprocess_rounds(args, workload, modes, out_dir):
     return w
 
 
-def main():
+def parser():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", help="libgpumemprof.so")
     ap.add_argument("--base-lib", help="an earlier libgpumemprof.so, run as the mode 'base'")
@@ -371,6 +373,15 @@ def main():
     ap.add_argument("--phases", action="store_true", help=argparse.SUPPRESS)  # train: time each phase too
     ap.add_argument("--child", choices=("train", "generate"), help=argparse.SUPPRESS)
     ap.add_argument("--torch-history", action="store_true", help=argparse.SUPPRESS)
+    return ap
+
+
+def parse_args(argv=None):
+    return parser().parse_args(argv)
+
+
+def main():
+    ap = parser()
     args = ap.parse_args()
     if args.child:
         child(args)
