@@ -20,6 +20,11 @@
 #   issue 18's step time (host-bound bf16 training, attach vs our pool vs plain):
 #   python3 scripts/gpu/stacks_check.py --lib ... --workloads train --layers 6 --seq 512 --vocab 32000 \
 #       --bf16 --modes ours,pool,plain
+#   the same side by side (--concurrent: the modes of a round at once, each on its own share of the
+#   CPUs, timed steps started together) and against an earlier build (--base-lib, mode "base"):
+#   ... --modes ours,base,pool --steps 100 --concurrent --base-lib OLD/libgpumemprof.so
+# Each timed step of training also reads its CPU side (StepCounters), reported per mode and as
+# ours / pool round by round.
 import argparse
 import ctypes
 import glob
