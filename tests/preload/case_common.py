@@ -154,9 +154,14 @@ def collect(out_dir):
     return reports, sim
 
 
-# LeakSanitizer's own crash at exit ("Tracer caught signal 11", seen once in many ASan-stage
-# runs on a loaded machine, and twice in a row in two cases of one run on 2026-12-05), not a
-# leak it found: that run says nothing of the program.
+# LeakSanitizer's own crash at exit, not a leak it found: that run says nothing of the program.
+# Its tracer faults reading a thread's dynamic TLS range, which GCC 12's runtime held as garbage
+# for a thread started on the stack of one that had ended (LSAN_OPTIONS=verbosity=1 showed "DTLS
+# 11 at 0x000600000087-0x001600001189", then "Tracer caught signal 11: addr=0x600000088"). Seen once
+# in many ASan-stage runs before; on 2026-12-05 in up to half the runs of preload cases whose
+# program starts threads after others ended. After three such crashes the run is made once more
+# with leak detection off (noted): every other check of the run still holds, and the leak check
+# stays with the runs and cases where LeakSanitizer works.
 LSAN_RUNTIME_CRASH = "LeakSanitizer has encountered a fatal error"
 LSAN_ATTEMPTS = 4
 
@@ -167,6 +172,8 @@ def run_prog(args, tmp, label, preload, extra_env=None, argv=()):
         shutil.rmtree(out_dir, ignore_errors=True)
         os.makedirs(out_dir)
         env = prog_env(args, out_dir, preload, extra_env)
+        if attempt == LSAN_ATTEMPTS:
+            env["ASAN_OPTIONS"] = ":".join(x for x in (env.get("ASAN_OPTIONS", ""), "detect_leaks=0") if x)
         try:
             p = subprocess.run([args.prog, *argv], env=env, capture_output=True, text=True, timeout=120)
             rc, so, se = p.returncode, p.stdout, p.stderr
@@ -176,7 +183,8 @@ def run_prog(args, tmp, label, preload, extra_env=None, argv=()):
             se = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
         if rc == 0 or LSAN_RUNTIME_CRASH not in se or attempt == LSAN_ATTEMPTS:
             break
-        print("note: %s: LeakSanitizer itself crashed at exit; running it again" % label)
+        print("note: %s: LeakSanitizer itself crashed at exit; running it again%s" %
+              (label, " without leak detection" if attempt + 1 == LSAN_ATTEMPTS else ""))
     reports, sim = collect(out_dir)
     return Run(label, rc, so, se, reports, sim, out_dir)
 
