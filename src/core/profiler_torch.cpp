@@ -241,8 +241,7 @@ void Profiler::torch_event(const TorchEvent& ev) noexcept {
             std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count();
         b.ticks = util::CycleClock::now();
         // The rest needs nothing of this thread: the profiler's thread does it, in event order.
-        if (options_.torch_thread &&
-            (ev.action == TorchAction::free_completed ? torch_queue_.push_completion(b) : torch_queue_.push(b)))
+        if (options_.torch_thread && torch_queue_.push(b))
             clock.lap(EventCost::handover);
         else
             torch_block_event(b, clock);

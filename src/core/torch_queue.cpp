@@ -79,6 +79,17 @@ bool TorchQueue::push(const Event& e) noexcept {
             stopped_ = true;
             return false;
         }
+        // A block's completion right after its free (PyTorch reports the two in a row, under its
+        // mutex, when no other stream used the block): the free waiting last takes it.
+        if (e.ev.action == TorchAction::free_completed && !waiting_.empty()) {
+            Event& last = waiting_.back();
+            if (last.ev.action == TorchAction::free_requested && !last.completed && last.ev.addr == e.ev.addr &&
+                last.ev.device == e.ev.device && last.slot == e.slot) {
+                last.completed = true;
+                ++folded_;
+                return true;
+            }
+        }
         while (waiting_.size() >= capacity_) {
             hurry_ = true;
             wake_.notify_one();
@@ -100,24 +111,6 @@ bool TorchQueue::push(const Event& e) noexcept {
     } catch (...) {
         return false;
     }
-}
-
-bool TorchQueue::push_completion(const Event& e) noexcept {
-    try {
-        std::unique_lock lock(mutex_);
-        if (!stopped_ && !waiting_.empty()) {
-            Event& last = waiting_.back();
-            if (last.ev.action == TorchAction::free_requested && !last.completed && last.ev.addr == e.ev.addr &&
-                last.ev.device == e.ev.device && last.slot == e.slot) {
-                last.completed = true;
-                ++folded_;
-                return true;
-            }
-        }
-    } catch (...) {
-        return false;
-    }
-    return push(e);
 }
 
 void TorchQueue::run() noexcept {

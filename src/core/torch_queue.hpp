@@ -52,11 +52,10 @@ public:
         : handler_(handler), capacity_(capacity) {}
 
     /// Queues `e` (starting the thread at the first push); false when stopped: handle it yourself.
+    /// A free_completed whose block's free_requested is the event waiting last is not queued:
+    /// that free is marked `completed` (PyTorch reports the two in a row, under its mutex, when
+    /// no other stream used the block), and the handler handles both.
     bool push(const Event& e) noexcept;
-    /// A free_completed: when the event waiting last is the free_requested of the same block
-    /// (PyTorch reports the two in a row, under its mutex, when no other stream used the block),
-    /// it is marked `completed` instead of queueing another event; else as push().
-    bool push_completion(const Event& e) noexcept;
     /// Returns once every event pushed before the call was handled (at most `timeout_ms`; false
     /// when the wait timed out). At once on the queue's own thread and when nothing waits.
     bool drain(int timeout_ms = 10000) noexcept;

@@ -68,8 +68,10 @@ void handler(const TorchBlockEvent& e) noexcept {
     g_handled.fetch_add(1);
 }
 
-TorchBlockEvent event(int producer, std::uint64_t seq) {
+TorchBlockEvent event(int producer, std::uint64_t seq,
+                      gpumemprof::core::TorchAction action = gpumemprof::core::TorchAction::other) {
     TorchBlockEvent e;
+    e.ev.action = action;
     e.ev.device = producer;
     e.ev.addr = seq;
     return e;
@@ -180,14 +182,6 @@ void recording_handler(const TorchBlockEvent& e) noexcept {
     std::lock_guard lock(g_mutex);
     g_seen.push_back({e.ev.action, e.ev.addr, e.completed});
 }
-
-TorchBlockEvent block_event(TorchAction action, std::uint64_t addr, int device = 0) {
-    TorchBlockEvent e;
-    e.ev.action = action;
-    e.ev.addr = addr;
-    e.ev.device = device;
-    return e;
-}
 } // namespace
 
 TEST_CASE("a free's completion right after it is folded into it; any other completion is queued") {
@@ -197,23 +191,23 @@ TEST_CASE("a free's completion right after it is folded into it; any other compl
     TorchQueue q(&recording_handler);
     // The thread takes the first event and waits in the handler: the rest wait in the queue.
     g_hold = true;
-    REQUIRE(q.push(block_event(TorchAction::alloc, 1)));
+    const auto fr = TorchAction::free_requested, fc = TorchAction::free_completed, al = TorchAction::alloc;
+    REQUIRE(q.push(event(0, 1, al)));
     while (!g_entered.load())
         std::this_thread::sleep_for(std::chrono::microseconds(100));
-    const auto fr = TorchAction::free_requested, fc = TorchAction::free_completed, al = TorchAction::alloc;
-    REQUIRE(q.push(block_event(fr, 0xA)));
-    REQUIRE(q.push_completion(block_event(fc, 0xA))); // folded
-    REQUIRE(q.push(block_event(fr, 0xB)));
-    REQUIRE(q.push(block_event(al, 0xC)));
-    REQUIRE(q.push_completion(block_event(fc, 0xB))); // another event between: queued
-    REQUIRE(q.push(block_event(fr, 0xD)));
-    REQUIRE(q.push_completion(block_event(fc, 0xE))); // another block: queued
-    REQUIRE(q.push_completion(block_event(fc, 0xD))); // after a completion: queued
-    REQUIRE(q.push(block_event(fr, 0xF)));
-    REQUIRE(q.push_completion(block_event(fc, 0xF, 1))); // another device: queued
-    REQUIRE(q.push(block_event(fr, 0x10)));
-    REQUIRE(q.push_completion(block_event(fc, 0x10))); // folded
-    REQUIRE(q.push_completion(block_event(fc, 0x10))); // a second completion of it: queued
+    REQUIRE(q.push(event(0, 0xA, fr)));
+    REQUIRE(q.push(event(0, 0xA, fc))); // folded
+    REQUIRE(q.push(event(0, 0xB, fr)));
+    REQUIRE(q.push(event(0, 0xC, al)));
+    REQUIRE(q.push(event(0, 0xB, fc))); // another event between: queued
+    REQUIRE(q.push(event(0, 0xD, fr)));
+    REQUIRE(q.push(event(0, 0xE, fc))); // another block: queued
+    REQUIRE(q.push(event(0, 0xD, fc))); // after a completion: queued
+    REQUIRE(q.push(event(0, 0xF, fr)));
+    REQUIRE(q.push(event(1, 0xF, fc))); // another device: queued
+    REQUIRE(q.push(event(0, 0x10, fr)));
+    REQUIRE(q.push(event(0, 0x10, fc))); // folded
+    REQUIRE(q.push(event(0, 0x10, fc))); // a second completion of it: queued
     g_hold = false;
     REQUIRE(q.drain());
     const std::vector<Seen> want{{al, 1, false},   {fr, 0xA, true},  {fr, 0xB, false}, {al, 0xC, false},
@@ -226,7 +220,7 @@ TEST_CASE("a free's completion right after it is folded into it; any other compl
     CHECK(q.pushed() == 14); // every event handed over, the two folded ones too
     q.stop();
     // Stopped: a completion is refused like any push (the caller handles it itself).
-    CHECK_FALSE(q.push_completion(block_event(fc, 0x11)));
+    CHECK_FALSE(q.push(event(0, 0x11, fc)));
 }
 
 #if !defined(__SANITIZE_THREAD__)
