@@ -121,12 +121,14 @@ def model_stat(report, key, device=0):
     return d.get("pytorch_model", {}).get("memory_stats", {}).get(key, "<missing %s>" % key)
 
 
-def prog_env(args, out_dir, preload, extra_env=None):
+def prog_env(args, out_dir, preload, extra_env=None, leak_check=True):
     """The environment of one run: simulated driver first on the library path, then the
-    program's directory (its runtime-loaded libraries), outputs in out_dir."""
+    program's directory (its runtime-loaded libraries), outputs in out_dir; LeakSanitizer off
+    with `leak_check=False` and in the cases of NO_LEAK_CHECK."""
     return preload_env(args.sim_dir, args.lib if preload else None, asan_runtime=args.asan_runtime,
                        lib_dirs=[os.path.dirname(os.path.abspath(args.prog))],
-                       output=os.path.join(out_dir, "out-%p"), leak_check=args.case not in NO_LEAK_CHECK,
+                       output=os.path.join(out_dir, "out-%p"),
+                       leak_check=leak_check and args.case not in NO_LEAK_CHECK,
                        extra=dict({"SIMCUDA_LOG": os.path.join(out_dir, "sim-%p.log")}, **(extra_env or {})))
 
 
@@ -171,9 +173,7 @@ def run_prog(args, tmp, label, preload, extra_env=None, argv=()):
     for attempt in range(1, LSAN_ATTEMPTS + 1):
         shutil.rmtree(out_dir, ignore_errors=True)
         os.makedirs(out_dir)
-        env = prog_env(args, out_dir, preload, extra_env)
-        if attempt == LSAN_ATTEMPTS:
-            env["ASAN_OPTIONS"] = ":".join(x for x in (env.get("ASAN_OPTIONS", ""), "detect_leaks=0") if x)
+        env = prog_env(args, out_dir, preload, extra_env, leak_check=attempt < LSAN_ATTEMPTS)
         try:
             p = subprocess.run([args.prog, *argv], env=env, capture_output=True, text=True, timeout=120)
             rc, so, se = p.returncode, p.stdout, p.stderr
