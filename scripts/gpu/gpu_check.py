@@ -578,17 +578,18 @@ def main():
                        "--gen-steps", "19"],
                       ["goal_ours_le_1.02", "goal_ours_below_torch"])
     # Issue 18's step time: host-bound bf16 training, attached against the pool mode.
+    host_bound_train = ["--workloads", "train", "--layers", "6", "--vocab", "32000", "--bf16"]
     if "steptime" in only:
         stacks_script("attached step time no worse than the pool mode's (host-bound bf16 training)",
-                      ["--workloads", "train", "--layers", "6", "--vocab", "32000", "--bf16", "--modes",
-                       "ours,pool,plain", "--rounds", os.environ.get("STACKS_ROUNDS", "5"), "--steps", "24"],
+                      host_bound_train + ["--modes", "ours,pool,plain", "--rounds",
+                                          os.environ.get("STACKS_ROUNDS", "5"), "--steps", "24"],
                       ["goal_ours_le_pool"])
     # The same, the two modes of a round run side by side (each on half the CPUs, halves swapped
     # each round, timed steps started together): the host's drift falls on both alike.
     if "steptime-together" in only:
         stacks_script("attached step time no worse than the pool mode's, side by side (host-bound bf16 training)",
-                      ["--workloads", "train", "--layers", "6", "--vocab", "32000", "--bf16", "--modes", "ours,pool",
-                       "--rounds", os.environ.get("STACKS_ROUNDS", "10"), "--steps", "100", "--concurrent"],
+                      host_bound_train + ["--modes", "ours,pool", "--rounds", os.environ.get("STACKS_ROUNDS", "10"),
+                                          "--steps", "100", "--concurrent"],
                       ["goal_ours_le_pool"])
     # The checks below measure gpumemprof's own pool serving every tensor (PyTorch's caching off)
     # and JAX's per-buffer allocations, as they did before PyTorch's allocator was attached.
