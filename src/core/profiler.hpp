@@ -333,6 +333,7 @@ private:
     RetiredContexts retired_; ///< destroyed contexts the table no longer keeps (requires pools_.lock())
     std::atomic<std::int64_t> invalid_foreign_frees_{0};
     std::chrono::steady_clock::time_point start_;
+    util::CycleClock ticks_; ///< turns the time-stamp counter of PyTorch's events into start_'s clock
     std::atomic<trace::Writer*> trace_{nullptr}; ///< GPUMEMPROF_TRACE, null when off or not yet opened
     std::mutex first_use_mutex_;                 ///< on_first_cuda_use; taken at fork
     bool forked_child_ = false;                  ///< this process is a fork() child (no exec) of a profiled one

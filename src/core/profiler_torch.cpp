@@ -213,20 +213,19 @@ void Profiler::torch_event(const TorchEvent& ev) noexcept {
         b.slot = s;
         switch (ev.action) {
         case TorchAction::alloc: {
-            stacks::StackId id = t_segment_stack != 0 ? t_segment_stack : capture_stack(ev.size);
+            b.stack = t_segment_stack != 0 ? t_segment_stack : capture_stack(ev.size);
             t_segment_stack = 0;
             clock.lap(EventCost::stacks);
-            // Backward: charged to the forward line that made the node (core/torch_autograd.hpp).
-            const TorchAutograd::Node node = autograd_.current();
-            if (node.present && id != 0)
-                id = autograd_.backward_stack(id, node);
-            else if (!node.present)
-                autograd_.remember(autograd_.forward_thread(), autograd_.forward_seq(), id);
+            // Backward is charged to the forward line that made the node (core/torch_autograd.hpp):
+            // only this thread can tell which node it evaluates, or where its forward pass is.
+            b.node = autograd_.current();
+            if (!b.node.present) {
+                b.fwd_thread = autograd_.forward_thread();
+                b.fwd_seq = autograd_.forward_seq();
+            }
             clock.lap(EventCost::backward);
-            b.stack = id;
-            b.backward = node.present;
-            b.accumulate_grad = node.accumulate_grad;
-            b.traits = site_traits(id);
+            // The same as the joined backward stack's: its traits stop at the node's marker.
+            b.traits = site_traits(b.stack);
             clock.lap(EventCost::kinds);
             break;
         }
@@ -237,8 +236,8 @@ void Profiler::torch_event(const TorchEvent& ev) noexcept {
             clock.done();
             return;
         }
-        b.t_ns =
-            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count();
+        // The time-stamp counter only (one instruction): the handler turns it into the steady
+        // clock's time, off this thread when the event is handed over.
         b.ticks = util::CycleClock::now();
         // The rest needs nothing of this thread: the profiler's thread does it, in event order.
         if (options_.torch_thread && torch_queue_.push(b))
@@ -275,19 +274,30 @@ void Profiler::torch_block_event(const TorchBlockEvent& b, EventCost::Clock& clo
         pool::TorchMirror& m = *b.slot->torch;
         set_event_origin(ev.stream, {ev.pool.first, ev.pool.second});
         set_event_ticks(b.ticks);
+        thread_local util::CycleClock::Anchor anchor;
+        const std::int64_t t_ns =
+            std::chrono::duration_cast<std::chrono::nanoseconds>(ticks_.steady_at(b.ticks, anchor) - start_).count();
         switch (ev.action) {
         case TorchAction::alloc: {
-            std::size_t block_size = m.alloc(ev.addr, ev.size, ev.stream, ev.pool, b.stack);
+            // A backward allocation's stack joins the forward stack its node's op allocated from;
+            // a forward allocation's is remembered for that. In push order, so forward comes first.
+            stacks::StackId id = b.stack;
+            if (b.node.present && id != 0)
+                id = autograd_.backward_stack(id, b.node);
+            else if (!b.node.present)
+                autograd_.remember(b.fwd_thread, b.fwd_seq, id);
+            clock.lap(EventCost::backward);
+            std::size_t block_size = m.alloc(ev.addr, ev.size, ev.stream, ev.pool, id);
             if (block_size == 0) // the event did not fit: the block that holds the address now
                 block_size = m.lookup(ev.addr).block_size;
             clock.lap(EventCost::mirror);
-            b.slot->categories->on_alloc(b.t_ns, ev.addr, static_cast<std::int64_t>(block_size), b.stack, b.backward,
-                                         b.accumulate_grad, !ev.pool.is_default(), b.traits);
+            b.slot->categories->on_alloc(t_ns, ev.addr, static_cast<std::int64_t>(block_size), id, b.node.present,
+                                         b.node.accumulate_grad, !ev.pool.is_default(), b.traits);
             clock.lap(EventCost::kinds);
             break;
         }
         case TorchAction::free_requested:
-            b.slot->categories->on_free(b.t_ns, ev.addr, b.in_backward);
+            b.slot->categories->on_free(t_ns, ev.addr, b.in_backward);
             clock.lap(EventCost::kinds);
             m.free_requested(ev.addr);
             clock.lap(EventCost::mirror);

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 // PyTorch's block events, handed from the thread that made them to one thread of the profiler's
-// own. The allocating thread does only what needs it (its stack, the autograd node it runs, the
-// time) and pushes the event; the profiler's thread rebuilds the allocator's blocks and the kinds
-// of memory from the events in the order they were pushed (core/profiler_torch.cpp). Under
-// PyTorch's allocator mutex, the program then waits for a push, not for the bookkeeping.
+// own. The allocating thread reads only what it alone can tell (its stack, the autograd node it
+// runs or its place in the forward pass, the time-stamp counter) and pushes the event; the
+// profiler's thread rebuilds the allocator's blocks and the kinds of memory from the events in
+// the order they were pushed (core/profiler_torch.cpp), and joins backward stacks to forward
+// ones. Under PyTorch's allocator mutex, the program then waits for a push, not for the
+// bookkeeping.
 //
 // Whoever reads what the events build (a report, the C API's statistics, a segment event, an
 // OOM) first drains the queue: every event pushed before the call is handled when it returns.
@@ -13,6 +15,7 @@
 
 #include "core/memory_categories.hpp"
 #include "core/torch_attach.hpp"
+#include "core/torch_autograd.hpp"
 
 #include <condition_variable>
 #include <cstddef>
@@ -27,18 +30,19 @@ struct PoolSlot;
 /// One block event with what only the allocating thread could tell.
 struct TorchBlockEvent {
     TorchEvent ev;
-    PoolSlot* slot = nullptr;     ///< the device's mirror
-    std::uint32_t stack = 0;      ///< the allocation's call site (0: none)
-    bool backward = false;        ///< allocated while autograd evaluated a node
-    bool accumulate_grad = false; ///< ... an AccumulateGrad node
-    bool in_backward = false;     ///< freed while autograd evaluated a node
-    bool completed = false;       ///< a free_requested whose free_completed came right after it
+    PoolSlot* slot = nullptr; ///< the device's mirror
+    std::uint32_t stack = 0;  ///< the allocation's call site as captured (0: none)
+    /// An allocation: the autograd node the thread evaluated (backward), else the thread's place
+    /// in the forward pass. The handler charges the one to the other (core/torch_autograd.hpp).
+    TorchAutograd::Node node;
+    std::uint64_t fwd_thread = 0, fwd_seq = 0;
+    bool in_backward = false; ///< freed while autograd evaluated a node
+    bool completed = false;   ///< a free_requested whose free_completed came right after it
     /// Its site's traits, worked out on the allocating thread: that may ask the dynamic loader
     /// (dladdr, under its lock), which the profiler's thread never does, so that a drain
     /// from inside a library's constructor cannot wait for it.
     MemoryCategories::SiteTraits traits;
-    std::int64_t t_ns = 0;   ///< steady clock, nanoseconds since the profiler started
-    std::uint64_t ticks = 0; ///< util::CycleClock at the event (the history's times)
+    std::uint64_t ticks = 0; ///< util::CycleClock at the event (its time, in the history and the kinds)
 };
 
 class TorchQueue {

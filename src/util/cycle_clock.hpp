@@ -37,6 +37,30 @@ public:
         return ns / static_cast<double>(ticks);
     }
 
+    /// Where a thread last read both clocks, for steady_at().
+    struct Anchor {
+        std::uint64_t ticks = 0;
+        std::chrono::steady_clock::time_point time;
+        double ns_per_tick = 0.0;
+    };
+    /// The steady clock's reading at `ticks` (a recent now()): `anchor`'s time plus the ticks
+    /// between, at the rate measured so far. Both clocks are read again (the anchor moved) once
+    /// `ticks` is more than about 10 ms from it. Until the rate is known (the first millisecond),
+    /// the steady clock now: off by at most the event's age.
+    std::chrono::steady_clock::time_point steady_at(std::uint64_t ticks, Anchor& anchor) const noexcept {
+        const double ticks_ns =
+            static_cast<double>(static_cast<std::int64_t>(ticks - anchor.ticks)) * anchor.ns_per_tick;
+        if (anchor.ns_per_tick > 0.0 && ticks_ns > -1e7 && ticks_ns < 1e7)
+            return anchor.time + std::chrono::nanoseconds(static_cast<std::int64_t>(ticks_ns));
+        const double rate = ns_per_tick();
+        const std::uint64_t now_ticks = now();
+        const auto now_time = std::chrono::steady_clock::now();
+        if (rate <= 0.0)
+            return now_time;
+        anchor = {now_ticks, now_time, rate};
+        return steady_at(ticks, anchor);
+    }
+
 private:
     std::uint64_t ticks0_;
     std::chrono::steady_clock::time_point time0_;
