@@ -43,25 +43,32 @@ public:
         std::chrono::steady_clock::time_point time;
         double ns_per_tick = 0.0;
     };
-    /// The steady clock's reading at `ticks` (a recent now()): `anchor`'s time plus the ticks
-    /// between, at the rate measured so far. Both clocks are read again (the anchor moved) once
-    /// `ticks` is more than about 10 ms from it. Until the rate is known (the first millisecond),
-    /// the steady clock now: off by at most the event's age.
+    /// The steady clock's reading at `ticks` (an earlier now()): `anchor`'s time plus the
+    /// ticks between, at the rate measured so far. Both clocks are read again (the anchor
+    /// moves to now) when `ticks` is more than 100 ms from it; a reading older than that
+    /// is then taken back from now. Until the rate is known (the first millisecond), the
+    /// steady clock now: off by at most the reading's age.
     std::chrono::steady_clock::time_point steady_at(std::uint64_t ticks, Anchor& anchor) const noexcept {
-        const double ticks_ns =
-            static_cast<double>(static_cast<std::int64_t>(ticks - anchor.ticks)) * anchor.ns_per_tick;
-        if (anchor.ns_per_tick > 0.0 && ticks_ns > -1e7 && ticks_ns < 1e7)
-            return anchor.time + std::chrono::nanoseconds(static_cast<std::int64_t>(ticks_ns));
+        const auto since = [&ticks](const Anchor& a) {
+            const double ns = static_cast<double>(static_cast<std::int64_t>(ticks - a.ticks)) * a.ns_per_tick;
+            return std::chrono::nanoseconds(static_cast<std::int64_t>(ns));
+        };
+        if (anchor.ns_per_tick > 0.0) {
+            const auto ns = since(anchor);
+            if (ns > -kAnchorReach && ns < kAnchorReach)
+                return anchor.time + ns;
+        }
         const double rate = ns_per_tick();
         const std::uint64_t now_ticks = now();
         const auto now_time = std::chrono::steady_clock::now();
         if (rate <= 0.0)
             return now_time;
         anchor = {now_ticks, now_time, rate};
-        return steady_at(ticks, anchor);
+        return anchor.time + since(anchor);
     }
 
 private:
+    static constexpr std::chrono::nanoseconds kAnchorReach{100'000'000};
     std::uint64_t ticks0_;
     std::chrono::steady_clock::time_point time0_;
 };

@@ -38,7 +38,7 @@ TEST_CASE("steady_at gives an earlier reading the time it was taken, not the tim
     CHECK(ms_between(at, steady_clock::now()) > 6.0);
 }
 
-TEST_CASE("steady_at keeps its anchor for nearby readings and moves it for distant ones") {
+TEST_CASE("steady_at keeps its anchor for readings near it and moves it for distant ones") {
     CycleClock clock;
     std::this_thread::sleep_for(milliseconds(20));
     CycleClock::Anchor anchor;
@@ -51,10 +51,27 @@ TEST_CASE("steady_at keeps its anchor for nearby readings and moves it for dista
     CHECK(anchor.ticks == anchored); // no clock read for an event 2 ms away
     CHECK(ms_between(t_first, t_near) > 1.5);
     CHECK(ms_between(t_near, steady_clock::now()) > -1.0);
-    std::this_thread::sleep_for(milliseconds(25));
+    std::this_thread::sleep_for(milliseconds(120));
     const std::uint64_t far = CycleClock::now();
     const auto t_far = clock.steady_at(far, anchor);
-    CHECK(anchor.ticks != anchored); // 25 ms on: both clocks read again
-    CHECK(ms_between(t_near, t_far) > 24.0);
+    CHECK(anchor.ticks != anchored); // 120 ms on: both clocks read again
+    CHECK(ms_between(t_near, t_far) > 119.0);
     CHECK(std::abs(ms_between(t_far, steady_clock::now())) < 2.0);
+}
+
+TEST_CASE("a reading older than the anchor's reach is taken back from now") {
+    // Events that waited in the queue longer than the reach: the anchor moves to now, and the
+    // reading is still given its own time (a loop that kept moving the anchor would not return).
+    CycleClock clock;
+    std::this_thread::sleep_for(milliseconds(20));
+    const auto before = steady_clock::now();
+    const std::uint64_t old = CycleClock::now();
+    std::this_thread::sleep_for(milliseconds(150));
+    CycleClock::Anchor anchor;
+    clock.steady_at(CycleClock::now(), anchor); // anchored now, 150 ms after `old`
+    const std::uint64_t anchored = anchor.ticks;
+    const auto t_old = clock.steady_at(old, anchor);
+    CHECK(anchor.ticks != anchored);
+    CHECK(std::abs(ms_between(before, t_old)) < 5.0);
+    CHECK(ms_between(t_old, steady_clock::now()) > 145.0);
 }
