@@ -400,16 +400,17 @@ void torch_cost_line(util::BufferedOut& out, const EventCostSummary& c) {
                       static_cast<unsigned long long>(c.events), c.seconds * us, c.stacks_seconds * us,
                       c.backward_seconds * us, c.kinds_seconds * us, c.mirror_seconds * us, c.seconds);
     } else {
-        // Kinds and blocks ran on our thread for the events handed to it.
+        // Backward joins, kinds and blocks ran on our thread for the events handed to it (the
+        // allocating thread reads the autograd node and the site's traits: small, counted in them).
         std::snprintf(line, sizeof line,
                       "PyTorch allocator events: %llu, %.2f us each in the profiler on the thread that made them "
-                      "(stacks %.2f, backward to forward %.2f, handing %llu to the profiler's thread %.2f), %.3f s "
-                      "in all; on the profiler's thread %.2f us each (kinds of memory %.2f, its blocks %.2f), at "
+                      "(stacks %.2f, handing %llu to the profiler's thread %.2f), %.3f s in all; on the profiler's "
+                      "thread %.2f us each (backward to forward %.2f, kinds of memory %.2f, its blocks %.2f), at "
                       "most %llu waiting\n",
                       static_cast<unsigned long long>(c.events), c.seconds * us, c.stacks_seconds * us,
-                      c.backward_seconds * us, static_cast<unsigned long long>(c.deferred_events),
-                      c.handover_seconds * us, c.seconds, c.deferred_seconds * us, c.kinds_seconds * us,
-                      c.mirror_seconds * us, static_cast<unsigned long long>(c.most_waiting));
+                      static_cast<unsigned long long>(c.deferred_events), c.handover_seconds * us, c.seconds,
+                      c.deferred_seconds * us, c.backward_seconds * us, c.kinds_seconds * us, c.mirror_seconds * us,
+                      static_cast<unsigned long long>(c.most_waiting));
     }
     out += line;
 }
