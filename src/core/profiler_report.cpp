@@ -114,6 +114,7 @@ report::ReportInput Profiler::snapshot(const std::string& prefix) const {
     in.torch_events = torch_cost_.summary();
     in.torch_events.deferred_events = torch_queue_.pushed();
     in.torch_events.most_waiting = torch_queue_.most_waiting();
+    in.torch_events.dropped_events = torch_queue_.dropped();
     const DumpSignalState ds = dump_signal_state();
     in.dump_signal = ds.signal;
     in.dump_signal_installed = ds.installed;

@@ -201,6 +201,10 @@ PoolSlot* Profiler::torch_slot(int device) noexcept {
 }
 
 void Profiler::torch_event(const TorchEvent& ev) noexcept {
+    if (torch_queue_.abandoned()) {           // our thread stalled: we no longer follow PyTorch (torch_drain)
+        torch_queue_.push(TorchBlockEvent{}); // counted as dropped
+        return;
+    }
     try {
         CoreScope scope;
         PoolSlot* s = torch_slot(ev.device);
@@ -351,9 +355,19 @@ void Profiler::torch_segment_event(const TorchEvent& ev, PoolSlot& s) noexcept {
 }
 
 void Profiler::torch_drain() noexcept {
-    if (!torch_queue_.drain())
-        log::warn("PyTorch's allocator events: the profiler's thread has not caught up after 10 s; the figures "
-                  "read now may miss the latest events");
+    if (torch_queue_.drain())
+        return;
+    if (torch_queue_.abandoned()) {
+        static std::atomic<bool> said{false};
+        if (!said.exchange(true))
+            log::warn("PyTorch's allocator events: the profiler's thread has made no progress for 10 s; gpumemprof "
+                      "stops following PyTorch's allocator here, so that the program does not wait for it (the "
+                      "report's PyTorch figures stop at this point; stacks.torch_events.dropped_events counts "
+                      "what was left out). Please report this as a gpumemprof bug");
+        return;
+    }
+    log::warn("PyTorch's allocator events: the profiler's thread has not caught up after 10 s; the figures "
+              "read now may miss the latest events");
 }
 
 MemoryCategories::SiteTraits Profiler::site_traits(stacks::StackId id) noexcept {
@@ -416,6 +430,8 @@ void Profiler::torch_final_check() noexcept {
     CoreScope scope;
     // From here on each event is handled on the thread that made it: the exit report is near.
     torch_queue_.stop();
+    if (torch_queue_.abandoned())
+        return; // the mirror stopped following PyTorch's allocator: nothing to compare
     try {
         for (int d = 0; d < kMaxTorchDevices; ++d) {
             PoolSlot* s = torch_slots_[d].load(std::memory_order_acquire);

@@ -67,12 +67,35 @@ bool TorchQueue::start() noexcept {
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
     started_ = true;
     alive_ = made;
+    seen_at_ = std::chrono::steady_clock::now();
     return made;
+}
+
+bool TorchQueue::stalled() noexcept {
+    if (abandoned_.load(std::memory_order_relaxed))
+        return true;
+    const auto now = std::chrono::steady_clock::now();
+    if (const std::uint64_t beat = progress_.load(std::memory_order_relaxed); beat != seen_progress_) {
+        seen_progress_ = beat;
+        seen_at_ = now;
+        return false;
+    }
+    if (done_ >= pushed_ || now - seen_at_ < stall_limit_)
+        return false;
+    dropped_ += waiting_.size();
+    waiting_.clear();
+    abandoned_.store(true, std::memory_order_release);
+    handled_.notify_all();
+    return true;
 }
 
 bool TorchQueue::push(const Event& e) noexcept {
     try {
         std::unique_lock lock(mutex_);
+        if (abandoned_.load(std::memory_order_relaxed)) {
+            ++dropped_;
+            return true;
+        }
         if (stopped_)
             return false;
         if (!started_ && !start()) {
@@ -94,6 +117,10 @@ bool TorchQueue::push(const Event& e) noexcept {
             hurry_ = true;
             wake_.notify_one();
             handled_.wait_for(lock, kBusyPoll);
+            if (stalled()) {
+                ++dropped_;
+                return true;
+            }
             if (stopped_)
                 return false;
         }
@@ -119,6 +146,9 @@ void TorchQueue::run() noexcept {
     std::unique_lock lock(mutex_);
     int idle = 0;
     for (;;) {
+        progress_.store(progress_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        if (abandoned_.load(std::memory_order_relaxed))
+            break; // it came back after all: what it would handle was dropped
         if (waiting_.empty()) {
             if (stopped_)
                 break;
@@ -135,8 +165,10 @@ void TorchQueue::run() noexcept {
         lock.unlock();
         {
             CoreScope scope;
-            for (const Event& e : batch_)
+            for (const Event& e : batch_) {
                 handler_(e);
+                progress_.store(progress_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+            }
         }
         const std::size_t n = batch_.size();
         batch_.clear();
@@ -156,9 +188,17 @@ bool TorchQueue::drain(int timeout_ms) noexcept {
         const std::uint64_t target = pushed_;
         if (done_ >= target)
             return true;
+        if (abandoned_.load(std::memory_order_relaxed))
+            return false;
         hurry_ = true;
         wake_.notify_one();
-        return handled_.wait_for(lock, milliseconds(timeout_ms), [&] { return done_ >= target; });
+        const auto until = std::chrono::steady_clock::now() + milliseconds(timeout_ms);
+        while (done_ < target) {
+            if (stalled() || std::chrono::steady_clock::now() >= until)
+                return false;
+            handled_.wait_until(lock, std::min(until, std::chrono::steady_clock::now() + milliseconds(100)));
+        }
+        return true;
     } catch (...) {
         return false;
     }
@@ -190,7 +230,8 @@ void TorchQueue::reset_after_fork() noexcept {
     new (&handled_) std::condition_variable();
     waiting_.clear();
     batch_.clear();
-    pushed_ = done_ = folded_ = 0;
+    pushed_ = done_ = folded_ = dropped_ = 0;
+    abandoned_.store(false, std::memory_order_relaxed);
     started_ = alive_ = sleeping_ = hurry_ = false;
     mutex_.unlock();
 }
@@ -198,6 +239,11 @@ void TorchQueue::reset_after_fork() noexcept {
 std::uint64_t TorchQueue::pushed() const noexcept {
     std::lock_guard lock(mutex_);
     return pushed_ + folded_;
+}
+
+std::uint64_t TorchQueue::dropped() const noexcept {
+    std::lock_guard lock(mutex_);
+    return dropped_;
 }
 
 std::size_t TorchQueue::most_waiting() const noexcept {

@@ -11,12 +11,20 @@
 // OOM) first drains the queue: every event pushed before the call is handled when it returns.
 // Once stopped (at exit, or when the thread could not start), push() refuses and the caller
 // handles the event itself, as it does with GPUMEMPROF_TORCH_THREAD=0.
+//
+// A thread that stops making progress (a bug of ours: it has happened) must not stop the
+// program. When events wait and the thread has finished nothing for `stall_limit` while a
+// drain or a full push waits for it, the queue is *abandoned*: what waits and every later event
+// is dropped (counted), drains and pushes return at once, and the caller stops following
+// PyTorch's allocator and says so.
 #pragma once
 
 #include "core/memory_categories.hpp"
 #include "core/torch_attach.hpp"
 #include "core/torch_autograd.hpp"
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -52,16 +60,19 @@ public:
 
     /// `handler` runs on the queue's thread, once per event, in push order. More than
     /// `capacity` waiting events make push() wait for the thread (a bound on our memory).
-    explicit TorchQueue(Handler handler, std::size_t capacity = std::size_t{1} << 16) noexcept
-        : handler_(handler), capacity_(capacity) {}
+    explicit TorchQueue(Handler handler, std::size_t capacity = std::size_t{1} << 16,
+                        std::chrono::milliseconds stall_limit = std::chrono::seconds(10)) noexcept
+        : handler_(handler), capacity_(capacity), stall_limit_(stall_limit) {}
 
     /// Queues `e` (starting the thread at the first push); false when stopped: handle it yourself.
+    /// Abandoned: drops it (true).
     /// A free_completed whose block's free_requested is the event waiting last is not queued:
     /// that free is marked `completed` (PyTorch reports the two in a row, under its mutex, when
     /// no other stream used the block), and the handler handles both.
     bool push(const Event& e) noexcept;
     /// Returns once every event pushed before the call was handled (at most `timeout_ms`; false
-    /// when the wait timed out). At once on the queue's own thread and when nothing waits.
+    /// when the wait timed out, or the queue is or became abandoned). At once on the queue's own
+    /// thread and when nothing waits.
     bool drain(int timeout_ms = 10000) noexcept;
     /// Drains, then refuses later pushes; the thread ends.
     void stop() noexcept;
@@ -78,19 +89,33 @@ public:
     /// Events pushed so far (folded completions included), and the most that waited at once.
     std::uint64_t pushed() const noexcept;
     std::size_t most_waiting() const noexcept;
+    /// The thread stalled (above): events are dropped from then on. Lock-free.
+    bool abandoned() const noexcept { return abandoned_.load(std::memory_order_acquire); }
+    /// Events dropped since (those waiting then included).
+    std::uint64_t dropped() const noexcept;
 
 private:
     void run() noexcept;
     bool start() noexcept; // requires mutex_
+    /// Events wait and the thread's heartbeat has not moved for stall_limit_: abandons. Requires mutex_.
+    bool stalled() noexcept;
 
     Handler handler_;
     std::size_t capacity_;
+    std::chrono::milliseconds stall_limit_;
+    /// The thread's heartbeat: one more at each look at the queue and each event handled. A
+    /// waiter compares it with what it saw last (at `seen_at_`) to tell slow from stuck.
+    std::atomic<std::uint64_t> progress_{0};
+    std::uint64_t seen_progress_ = 0;
+    std::chrono::steady_clock::time_point seen_at_;
     mutable std::mutex mutex_;
     std::condition_variable wake_;    ///< the thread: work to do, a drain, or the stop
     std::condition_variable handled_; ///< drains, full pushes and the stop: a batch is handled
     std::vector<Event> waiting_, batch_;
     std::uint64_t pushed_ = 0, done_ = 0; ///< queued events, handled events (a folded completion is neither)
     std::uint64_t folded_ = 0;            ///< completions folded into the free before them
+    std::uint64_t dropped_ = 0;           ///< events dropped once abandoned
+    std::atomic<bool> abandoned_{false};
     std::size_t most_waiting_ = 0;
     bool started_ = false;  ///< a thread was started (in this process)
     bool alive_ = false;    ///< it has not ended

@@ -188,7 +188,8 @@ void json_sections(util::JsonWriter& w, const ReportInput& in, const stacks::Rep
         w.field("handover_seconds", t.handover_seconds); // handing events to the profiler's thread
         w.field("deferred_seconds", t.deferred_seconds); // that thread's time on them
         w.field("deferred_events", t.deferred_events);
-        w.field("most_waiting", t.most_waiting); // the most that waited for it at once
+        w.field("most_waiting", t.most_waiting);     // the most that waited for it at once
+        w.field("dropped_events", t.dropped_events); // left out after our thread stalled
         w.end_object();
     }
     w.end_object();

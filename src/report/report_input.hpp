@@ -187,6 +187,9 @@ struct EventCostSummary {
     double deferred_seconds = 0;       ///< the profiler's thread, handling them
     std::uint64_t deferred_events = 0; ///< events handled there
     std::uint64_t most_waiting = 0;    ///< the most that waited for it at once
+    /// Events left out after that thread stalled (core/torch_queue.hpp): the PyTorch figures
+    /// stop where the first was dropped. 0 in a healthy run.
+    std::uint64_t dropped_events = 0;
 };
 
 struct ReportInput {

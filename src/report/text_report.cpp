@@ -413,6 +413,13 @@ void torch_cost_line(util::BufferedOut& out, const EventCostSummary& c) {
                       static_cast<unsigned long long>(c.most_waiting));
     }
     out += line;
+    if (c.dropped_events != 0) {
+        std::snprintf(line, sizeof line,
+                      "PyTorch allocator events left out: %llu, after the profiler's thread made no progress for 10 s "
+                      "(a gpumemprof bug: please report it). The PyTorch figures above stop where they begin\n",
+                      static_cast<unsigned long long>(c.dropped_events));
+        out += line;
+    }
 }
 
 /// "Summary": process-wide figures, each device's, the call-site count and the capture cost.

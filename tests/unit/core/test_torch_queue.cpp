@@ -29,6 +29,7 @@ std::vector<std::uint64_t> g_last; // per producer (ev.device): the last sequenc
 std::atomic<std::uint64_t> g_handled{0}, g_out_of_order{0};
 std::atomic<int> g_delay_us{0};
 std::atomic<bool> g_hold{false};
+std::atomic<bool> g_in_handler{false}; // the handler was entered
 std::atomic<bool> g_signals_blocked{true};
 std::thread::id g_handler_thread;
 std::atomic<int> g_threads_seen{0};
@@ -40,12 +41,14 @@ void reset(int producers) {
     g_out_of_order = 0;
     g_delay_us = 0;
     g_hold = false;
+    g_in_handler = false;
     g_signals_blocked = true;
     g_handler_thread = {};
     g_threads_seen = 0;
 }
 
 void handler(const TorchBlockEvent& e) noexcept {
+    g_in_handler = true;
     while (g_hold.load())
         std::this_thread::sleep_for(std::chrono::microseconds(100));
     if (const int d = g_delay_us.load(); d > 0)
@@ -159,6 +162,61 @@ TEST_CASE("no more than the capacity waits: a full queue makes the pusher wait")
     CHECK(g_out_of_order.load() == 0);
     CHECK(q.most_waiting() <= 8);
     CHECK(q.most_waiting() >= 1);
+    q.stop();
+}
+
+TEST_CASE("a thread that makes no progress is abandoned: a full push and a drain return, events are dropped") {
+    reset(1);
+    TorchQueue q(&handler, 4, std::chrono::milliseconds(200));
+    g_hold = true; // the handler never returns while held: a stuck thread
+    REQUIRE(q.push(event(0, 1)));
+    while (!g_in_handler.load()) // the thread took event 1 and is stuck in it
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    for (std::uint64_t i = 2; i <= 5; ++i) // the thread took event 1; these four fill the queue
+        REQUIRE(q.push(event(0, i)));
+    CHECK_FALSE(q.abandoned());
+    const auto t0 = std::chrono::steady_clock::now();
+    REQUIRE(q.push(event(0, 6))); // full: waits for room, then gives up on the thread
+    const auto waited = std::chrono::steady_clock::now() - t0;
+    CHECK(waited >= std::chrono::milliseconds(150));
+    CHECK(waited < std::chrono::seconds(5));
+    CHECK(q.abandoned());
+    CHECK(q.dropped() == 5); // the four waiting and the one pushed
+    CHECK(q.push(event(0, 7)));
+    CHECK(q.dropped() == 6);
+    CHECK_FALSE(q.drain()); // at once: nothing more will be handled
+    g_hold = false;         // it comes back: handles the event it held, then ends
+    q.stop();
+    CHECK(g_handled.load() == 1);
+    CHECK(g_out_of_order.load() == 0);
+}
+
+TEST_CASE("a drain that sees no progress for the stall limit abandons the queue; a slow thread is not abandoned") {
+    reset(1);
+    {
+        TorchQueue q(&handler, 1024, std::chrono::milliseconds(200));
+        g_hold = true;
+        REQUIRE(q.push(event(0, 1)));
+        while (!g_in_handler.load())
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        REQUIRE(q.push(event(0, 2)));
+        CHECK_FALSE(q.drain(50)); // shorter than the limit: just a timeout
+        CHECK_FALSE(q.abandoned());
+        CHECK_FALSE(q.drain(1000));
+        CHECK(q.abandoned());
+        CHECK(q.dropped() == 1); // event 2, which waited
+        g_hold = false;
+        q.stop();
+        CHECK(g_handled.load() == 1);
+    }
+    reset(1);
+    TorchQueue q(&handler, 1024, std::chrono::milliseconds(200));
+    g_delay_us = 20000; // 20 ms an event: 600 ms for the batch, progress every 20 ms
+    for (std::uint64_t i = 1; i <= 30; ++i)
+        REQUIRE(q.push(event(0, i)));
+    CHECK(q.drain());
+    CHECK_FALSE(q.abandoned());
+    CHECK(g_handled.load() == 30);
     q.stop();
 }
 
