@@ -302,8 +302,10 @@ constexpr OptionSpec kOptions[] = {
      [](const Options& o) { return std::string(o.torch == kTorchPool ? "pool" : o.torch == kTorchOff ? "off" : "attach"); }},
     {"GPUMEMPROF_TORCH_THREAD", "1", "`1`",
      "attached to PyTorch's allocator: `1`: the allocating thread captures its stack and hands the event to "
-     "one thread of gpumemprof's, which rebuilds the allocator's blocks and the kinds of memory (the program "
-     "waits for less); `0`: everything on the allocating thread",
+     "one thread of gpumemprof's, which rebuilds the allocator's blocks and the kinds of memory and joins "
+     "backward stacks to forward ones (the program waits for less; should that thread ever stop making progress "
+     "for 10 s, gpumemprof stops following PyTorch's allocator, warns, and counts the events left out); `0`: "
+     "everything on the allocating thread",
      "expected 0 or 1", set_bool<&Options::torch_thread>, show_bool<&Options::torch_thread>},
     {"GPUMEMPROF_USER_CODE", "", "(empty)",
      "comma-separated globs matched against a frame's file (and a native frame's module) that name your own "
