@@ -587,11 +587,14 @@ def main():
     # The same, the two modes of a round run side by side (each on half the CPUs, halves swapped
     # each round, timed steps started together): the host's drift falls on both alike. The two
     # share the GPU, so the model is small enough (2 layers, batch 2 x 128) that the host still
-    # sets the pace: with 6 layers side by side the GPU did (docs/measurements.md, AG).
+    # sets the pace: with 6 layers side by side the GPU did (docs/measurements.md, AG). Attached
+    # with stacks off (off) and PyTorch alone (plain) run beside them: what the attached mode
+    # costs beyond PyTorch's own allocator, and what our stacks add to that.
     if "steptime-together" in only:
         stacks_script("attached step time no worse than the pool mode's, side by side (host-bound bf16 training)",
                       ["--workloads", "train", "--layers", "2", "--batch", "2", "--seq", "128", "--vocab", "32000",
-                       "--bf16", "--modes", "ours,pool", "--rounds", os.environ.get("STACKS_ROUNDS", "10"),
+                       "--bf16", "--modes", os.environ.get("STEPTIME_MODES", "ours,pool,off,plain"),
+                       "--rounds", os.environ.get("STACKS_ROUNDS", "10"),
                        "--steps", "100", "--concurrent", "--timeout", "300"],
                       ["goal_ours_le_pool"])
     # The checks below measure gpumemprof's own pool serving every tensor (PyTorch's caching off)

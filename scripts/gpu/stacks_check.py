@@ -425,7 +425,7 @@ def main():
             # Every ratio of two modes run, the median over rounds of each round's ratio.
             for a, b in (("ours", "off"), ("torch", "plain"), ("off", "plain"), ("ours", "plain"), ("ours", "pool"),
                          ("pool", "plain"), ("nopy", "off"), ("ours", "inline"), ("inline", "pool"), ("ours", "base"),
-                         ("base", "pool")):
+                         ("base", "pool"), ("off", "pool")):
                 if a in modes and b in modes:
                     w["%s_over_%s" % (a, b)] = med(row[a]["median_s"] / row[b]["median_s"] for row in ok_rounds)
             w["per_round"] = [{m: row[m]["median_s"] for m in modes} for row in ok_rounds]
