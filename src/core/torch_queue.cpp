@@ -29,6 +29,9 @@ constexpr milliseconds kBusyPoll{1};  // while events keep coming
 constexpr milliseconds kIdlePoll{50}; // after kIdleRounds empty looks
 constexpr int kIdleRounds = 100;
 
+// A stall is declared only by a waiter that looked this many times without seeing a beat.
+constexpr int kStallLooks = 20;
+
 // How many events ahead of the one written a push asks for its line.
 constexpr std::size_t kAhead = 4;
 
@@ -71,16 +74,20 @@ bool TorchQueue::start() noexcept {
     return made;
 }
 
-bool TorchQueue::stalled() noexcept {
+bool TorchQueue::stalled(int& looks) noexcept {
     if (abandoned_.load(std::memory_order_relaxed))
         return true;
     const auto now = std::chrono::steady_clock::now();
     if (const std::uint64_t beat = progress_.load(std::memory_order_relaxed); beat != seen_progress_) {
         seen_progress_ = beat;
         seen_at_ = now;
+        looks = 0;
         return false;
     }
-    if (done_ >= pushed_ || now - seen_at_ < stall_limit_)
+    // Both: long enough without a beat, and this waiter looked often enough meanwhile. A process
+    // stopped and resumed (SIGSTOP, a debugger) finds the time passed at its first look, before
+    // our thread had a chance to run again: that is not a stall.
+    if (done_ >= pushed_ || ++looks < kStallLooks || now - seen_at_ < stall_limit_)
         return false;
     dropped_ += waiting_.size();
     waiting_.clear();
@@ -113,11 +120,12 @@ bool TorchQueue::push(const Event& e) noexcept {
                 return true;
             }
         }
+        int looks = 0;
         while (waiting_.size() >= capacity_) {
             hurry_ = true;
             wake_.notify_one();
             handled_.wait_for(lock, kBusyPoll);
-            if (stalled()) {
+            if (stalled(looks)) {
                 ++dropped_;
                 return true;
             }
@@ -193,10 +201,13 @@ bool TorchQueue::drain(int timeout_ms) noexcept {
         hurry_ = true;
         wake_.notify_one();
         const auto until = std::chrono::steady_clock::now() + milliseconds(timeout_ms);
+        // Looks at the thread's heartbeat often enough to see kStallLooks within the stall limit.
+        const auto look = std::clamp(stall_limit_ / (2 * kStallLooks), milliseconds(1), milliseconds(100));
+        int looks = 0;
         while (done_ < target) {
-            if (stalled() || std::chrono::steady_clock::now() >= until)
+            if (stalled(looks) || std::chrono::steady_clock::now() >= until)
                 return false;
-            handled_.wait_until(lock, std::min(until, std::chrono::steady_clock::now() + milliseconds(100)));
+            handled_.wait_until(lock, std::min(until, std::chrono::steady_clock::now() + look));
         }
         return true;
     } catch (...) {

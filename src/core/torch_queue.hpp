@@ -97,8 +97,9 @@ public:
 private:
     void run() noexcept;
     bool start() noexcept; // requires mutex_
-    /// Events wait and the thread's heartbeat has not moved for stall_limit_: abandons. Requires mutex_.
-    bool stalled() noexcept;
+    /// Events wait, the thread's heartbeat has not moved for stall_limit_ and this waiter looked
+    /// at it `looks` times meanwhile (counted here): abandons. Requires mutex_.
+    bool stalled(int& looks) noexcept;
 
     Handler handler_;
     std::size_t capacity_;

@@ -220,6 +220,26 @@ TEST_CASE("a drain that sees no progress for the stall limit abandons the queue;
     q.stop();
 }
 
+TEST_CASE("a waiter that finds the limit passed at its first look does not abandon a thread that resumes") {
+    // As after SIGSTOP or a debugger's stop: the time passed while nothing ran, and the waiter
+    // looks before our thread has run again.
+    reset(1);
+    TorchQueue q(&handler, 1024, std::chrono::milliseconds(200));
+    g_hold = true;
+    REQUIRE(q.push(event(0, 1)));
+    while (!g_in_handler.load())
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    REQUIRE(q.push(event(0, 2)));
+    CHECK_FALSE(q.drain(20)); // its looks see the beat it will compare with later
+    CHECK_FALSE(q.abandoned());
+    std::this_thread::sleep_for(std::chrono::milliseconds(400)); // "stopped": twice the limit
+    g_hold = false; // the thread resumes, a little after the waiter's first look
+    CHECK(q.drain());
+    CHECK_FALSE(q.abandoned());
+    CHECK(g_handled.load() == 2);
+    q.stop();
+}
+
 namespace {
 using gpumemprof::core::TorchAction;
 
