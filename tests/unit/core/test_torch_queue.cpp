@@ -165,15 +165,22 @@ TEST_CASE("no more than the capacity waits: a full queue makes the pusher wait")
     q.stop();
 }
 
+namespace {
+// A queue whose thread took event 1 and is stuck in the handler (held), then event 2..n pushed.
+void stuck_after(TorchQueue& q, std::uint64_t n) {
+    g_hold = true; // the handler never returns while held
+    REQUIRE(q.push(event(0, 1)));
+    while (!g_in_handler.load())
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    for (std::uint64_t i = 2; i <= n; ++i)
+        REQUIRE(q.push(event(0, i)));
+}
+} // namespace
+
 TEST_CASE("a thread that makes no progress is abandoned: a full push and a drain return, events are dropped") {
     reset(1);
     TorchQueue q(&handler, 4, std::chrono::milliseconds(200));
-    g_hold = true; // the handler never returns while held: a stuck thread
-    REQUIRE(q.push(event(0, 1)));
-    while (!g_in_handler.load()) // the thread took event 1 and is stuck in it
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    for (std::uint64_t i = 2; i <= 5; ++i) // the thread took event 1; these four fill the queue
-        REQUIRE(q.push(event(0, i)));
+    stuck_after(q, 5); // events 2-5 fill the queue
     CHECK_FALSE(q.abandoned());
     const auto t0 = std::chrono::steady_clock::now();
     REQUIRE(q.push(event(0, 6))); // full: waits for room, then gives up on the thread
@@ -195,11 +202,7 @@ TEST_CASE("a drain that sees no progress for the stall limit abandons the queue;
     reset(1);
     {
         TorchQueue q(&handler, 1024, std::chrono::milliseconds(200));
-        g_hold = true;
-        REQUIRE(q.push(event(0, 1)));
-        while (!g_in_handler.load())
-            std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        REQUIRE(q.push(event(0, 2)));
+        stuck_after(q, 2);
         CHECK_FALSE(q.drain(50)); // shorter than the limit: just a timeout
         CHECK_FALSE(q.abandoned());
         CHECK_FALSE(q.drain(1000));
@@ -225,11 +228,7 @@ TEST_CASE("a waiter that finds the limit passed at its first look does not aband
     // looks before our thread has run again.
     reset(1);
     TorchQueue q(&handler, 1024, std::chrono::milliseconds(200));
-    g_hold = true;
-    REQUIRE(q.push(event(0, 1)));
-    while (!g_in_handler.load())
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    REQUIRE(q.push(event(0, 2)));
+    stuck_after(q, 2);
     CHECK_FALSE(q.drain(20)); // its looks see the beat it will compare with later
     CHECK_FALSE(q.abandoned());
     std::this_thread::sleep_for(std::chrono::milliseconds(400)); // "stopped": twice the limit
