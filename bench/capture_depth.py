@@ -102,6 +102,35 @@ def main():
     all_frames = frames(lib)
     new_nodes = (lib.gpumemprof_bench_nodes() - nodes0) / a.cold
 
+    # Alternating inner frames: one framework operator after another. Under the same outer chain,
+    # captures alternate between a path of 1 more frame and one of 3 more (another depth, so other
+    # frame addresses) and, at the depth they share, other functions: each capture's stack differs
+    # from the previous one in its inner frames only.
+    outer = make_chain(a.deep - base - 4, "o")
+    one = make_chain(1, "p")
+    three = make_chain(3, "q")
+    alt_ns, alt_py_ns, alt_compared = [], [], []
+    py_probe = getattr(lib, "gpumemprof_bench_python_once", None)
+    if py_probe is not None:
+        py_probe.restype = ctypes.c_double
+        py_probe.argtypes = [ctypes.POINTER(ctypes.c_int)]
+    compared = ctypes.c_int(0)
+
+    def alternate(k):
+        for i in range(2 * a.cold):
+            path = one if i % 2 == 0 else three
+            path(lambda: alt_ns.append(lib.gpumemprof_bench_once()))
+
+    def alternate_python(k):  # the same, reading the Python frames alone
+        for i in range(2 * a.cold):
+            path = one if i % 2 == 0 else three
+            path(lambda: alt_py_ns.append(py_probe(ctypes.byref(compared))))
+            alt_compared.append(compared.value)
+    outer(lambda: alternate(None))
+    if py_probe is not None:
+        outer(lambda: alternate_python(None))
+    alt_frames = frames(lib)
+
     med = statistics.median
     ratio = med(r[2] for r in rows)
     print("interpreter: %s %s" % (sys.executable, sys.version.split()[0]))
@@ -116,6 +145,10 @@ def main():
     print("cold, every frame new (%.0f new tree nodes each), %d Python + %d native frames: median %.0f ns, "
           "p90 %.0f ns" % (new_nodes, all_frames[1], all_frames[0] - all_frames[1], med(out_all),
                            sorted(out_all)[int(len(out_all) * 0.9)]))
+    print("alternating inner frames (1 or 3 under the same outer chain), up to %d Python + %d native frames: "
+          "median %.0f ns a capture" % (alt_frames[1], alt_frames[0] - alt_frames[1], med(alt_ns)) +
+          ("; the Python frames alone %.0f ns, %.1f of them compared" % (med(alt_py_ns), med(alt_compared))
+           if alt_py_ns else ""))
     print("goal: repeated deep <= 1.5x shallow: %s" % ("met" if ratio <= 1.5 else "NOT met"))
     print("goal: cold capture <= 1.5 us: %s" % ("met" if max(med(out_inner), med(out_all)) <= 1500 else "NOT met"))
     return 0

@@ -65,6 +65,18 @@ __attribute__((visibility("default"), noinline)) double gpumemprof_bench_once() 
     return static_cast<double>(t1 - t0) * tsc().ns_per_tick();
 }
 
+/// ns of reading the Python frames alone (python::capture), and how many of the words the compare
+/// pass took from the thread's previous capture (`compared`).
+__attribute__((visibility("default"), noinline)) double gpumemprof_bench_python_once(int* compared) {
+    std::uintptr_t words[128];
+    int n = 0;
+    const std::uint64_t t0 = gpumemprof::util::CycleClock::now();
+    g_sink = static_cast<std::uint32_t>(gpumemprof::stacks::python::capture(words, 128, nullptr, &n));
+    const std::uint64_t t1 = gpumemprof::util::CycleClock::now();
+    *compared = n;
+    return static_cast<double>(t1 - t0) * tsc().ns_per_tick();
+}
+
 /// Frames of the latest stack: all, and how many of them are Python frames.
 __attribute__((visibility("default"))) int gpumemprof_bench_frames(int* python) {
     const auto f = recorder().frames(g_last);

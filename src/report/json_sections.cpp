@@ -164,11 +164,13 @@ void json_sections(util::JsonWriter& w, const ReportInput& in, const stacks::Rep
     w.field("shadow_frames", c.shadow_frames);     // frames those copied from it instead of walking them
     w.field("python_captures", c.python_captures); // stacks that had Python frames
     w.field("python_frames", c.python_frames);
-    w.field("small_stack_skips", c.small_stack_skips); // kept under "no stack": too little stack to unwind
+    w.field("python_frames_compared", c.python_compared); // taken by comparing with the thread's previous capture
+    w.field("small_stack_skips", c.small_stack_skips);    // kept under "no stack": too little stack to unwind
     w.field("sample_one_in", static_cast<std::uint64_t>(c.sample_one_in < 1 ? 1 : c.sample_one_in));
     w.field("sample_always_from", c.sample_one_in > 1 ? c.sample_always_from : 0);
     w.field("sampled_out", c.sampled_out); // allocations sampling left without a stack
     w.field("unwind_seconds", c.unwind_seconds);
+    w.field("python_seconds", c.python_seconds); // the part of unwind_seconds spent on the Python frames
     w.field("intern_seconds", c.intern_seconds);
     w.field("unwind_rules", c.unwind_rules);       // code addresses with a learnt rule (the process's table)
     w.field("unwind_learnt", c.unwind_learnt);     // rules libunwind worked out (the table's misses)

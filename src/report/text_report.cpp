@@ -345,13 +345,13 @@ void capture_lines(util::BufferedOut& out, const stacks::CaptureStats& c) {
         const double n = static_cast<double>(c.captures);
         std::snprintf(line, sizeof line,
                       "stack capture cost: %llu stacks, %.1f frames and %.2f us each on average (unwind %.2f us, "
-                      "intern %.2f us; %.0f%% from the per-thread cache; %.0f%% met a walk the thread "
-                      "remembers, %.1f native frames each not walked), %.3f s in all\n",
+                      "of which Python frames %.2f us; intern %.2f us; %.0f%% from the per-thread cache; %.0f%% met "
+                      "a walk the thread remembers, %.1f native frames each not walked), %.3f s in all\n",
                       static_cast<unsigned long long>(c.captures), static_cast<double>(c.frames) / n,
                       (c.unwind_seconds + c.intern_seconds) * 1e6 / n, c.unwind_seconds * 1e6 / n,
-                      c.intern_seconds * 1e6 / n, 100.0 * static_cast<double>(c.cache_hits) / n,
-                      100.0 * static_cast<double>(c.shadow_hits) / n, static_cast<double>(c.shadow_frames) / n,
-                      c.unwind_seconds + c.intern_seconds);
+                      c.python_seconds * 1e6 / n, c.intern_seconds * 1e6 / n,
+                      100.0 * static_cast<double>(c.cache_hits) / n, 100.0 * static_cast<double>(c.shadow_hits) / n,
+                      static_cast<double>(c.shadow_frames) / n, c.unwind_seconds + c.intern_seconds);
         out += line;
         if (c.sample_one_in > 1) {
             std::snprintf(line, sizeof line,

@@ -130,18 +130,21 @@ struct Walk {
 /// Walks a thread remembers, one per slot: a slot is chosen by the stack pointer at the walk's
 /// first frame, so the walks of the different call paths a loop repeats (one framework operator
 /// after another, each at its own depth) are each there for the next time that path comes.
-constexpr int kWalkSlots = 16;
+/// 64: HF `generate` repeats some 30 paths; with 16 slots a third of its native frames were
+/// walked afresh, with 64 a seventh (docs/measurements.md, AQ).
+constexpr int kWalkSlots = 64;
+constexpr int kWalkSetBits = 5; ///< log2(kWalkSlots / 2): sets of two slots
+static_assert(kWalkSlots == 2 << kWalkSetBits);
 /// A thread's shadow has one slot until the thread's walks reach this many (a thread that
 /// allocates a few times keeps a small shadow: docs/measurements.md, thread_rss).
 constexpr std::uint32_t kSlotsAfter = 256;
 
 /// Per thread, on the heap (not on the thread's stack), made at its first walk: the remembered
-/// walks and the one being written (slots + 1 walks). Their frames follow the header, each
-/// walk's in a block of its own (frame i of walk w at frames()[w capacity + i]), as many as the
-/// walks' frame limit needs (made again, larger, when a walk asks for more frames or the thread
-/// for more slots).
-struct Shadow {
-    Walk walk[kWalkSlots + 1];
+/// walks and the one being written (slots + 1 walks). Their headers follow this one, then their
+/// frames, each walk's in a block of its own (frame i of walk w at frames()[w capacity + i]), as
+/// many as the walks' frame limit needs (made again, larger, when a walk asks for more frames or
+/// the thread for more slots). Pages no walk has reached are never touched.
+struct alignas(16) Shadow {
     std::uint8_t in_slot[kWalkSlots];    ///< the walk remembered for each slot (two slots a set)
     std::uint8_t recent[kWalkSlots / 2]; ///< the slot of each set written last (0 or 1)
     std::uint8_t scratch;                ///< the walk the next walk is written to
@@ -149,13 +152,14 @@ struct Shadow {
     bool busy;    ///< a walk is under way (a signal handler's walk then neither reads nor writes it)
     int capacity; ///< frames each walk has room for
     int slots;    ///< 1 or kWalkSlots
-    WalkFrame* frames() noexcept { return reinterpret_cast<WalkFrame*>(this + 1); }
+    Walk* walk() noexcept { return reinterpret_cast<Walk*>(this + 1); }
+    WalkFrame* frames() noexcept { return reinterpret_cast<WalkFrame*>(walk() + slots + 1); }
     static std::size_t bytes(int capacity, int slots) noexcept {
-        return sizeof(Shadow) +
+        return sizeof(Shadow) + static_cast<std::size_t>(slots + 1) * sizeof(Walk) +
                static_cast<std::size_t>(slots + 1) * static_cast<std::size_t>(capacity) * sizeof(WalkFrame);
     }
 };
-static_assert(sizeof(Shadow) % alignof(WalkFrame) == 0);
+static_assert(sizeof(Shadow) % alignof(Walk) == 0 && sizeof(Walk) % alignof(WalkFrame) == 0);
 
 /// One of the walks: its header and its frames.
 struct WalkView {
@@ -165,12 +169,13 @@ struct WalkView {
     WalkFrame& f(int i) const noexcept { return first[i]; }
 };
 WalkView view(Shadow* sh, int w) noexcept {
-    return WalkView{&sh->walk[w], sh->frames() + static_cast<std::size_t>(w) * static_cast<std::size_t>(sh->capacity)};
+    return WalkView{sh->walk() + w,
+                    sh->frames() + static_cast<std::size_t>(w) * static_cast<std::size_t>(sh->capacity)};
 }
 /// The first slot of the set (two slots; one while the thread has one) of a walk whose first
 /// frame has this stack pointer (the frames of one capture site differ by 16-byte multiples).
 inline int walk_set(std::uintptr_t sp, int slots) noexcept {
-    return static_cast<int>(((sp >> 4) * 0x9e3779b97f4a7c15ull) >> 60) & (slots - 1) & ~1;
+    return static_cast<int>(((sp >> 4) * 0x9e3779b97f4a7c15ull) >> (63 - kWalkSetBits)) & (slots - 1) & ~1;
 }
 /// Whether walk w starts at this very frame (and is usable under these rules).
 inline bool starts_at(const WalkView& w, std::uintptr_t sp, std::uintptr_t pc, std::uint64_t generation) noexcept {
@@ -197,8 +202,9 @@ __attribute__((noinline)) Shadow* make_shadow(int capacity, int slots) noexcept 
     // Uninitialised frames: only those a walk reaches get touched.
     t.shadow = static_cast<Shadow*>(::operator new(Shadow::bytes(capacity, slots), std::nothrow));
     if (t.shadow != nullptr) {
-        for (Walk& w : t.shadow->walk)
-            w.frames = 0;
+        t.shadow->slots = slots;
+        for (int i = 0; i <= slots; ++i)
+            t.shadow->walk()[i].frames = 0;
         for (int i = 0; i < kWalkSlots; ++i)
             t.shadow->in_slot[i] = static_cast<std::uint8_t>(i < slots ? i : 0);
         for (std::uint8_t& r : t.shadow->recent)
@@ -551,7 +557,7 @@ done:
             sh->previous = sh->scratch;
             sh->scratch = replaced;
         } else {
-            sh->previous = static_cast<std::uint8_t>(old.head - sh->walk);
+            sh->previous = static_cast<std::uint8_t>(old.head - sh->walk());
         }
         // The same result as the latest walk's: this walk is the previous one entire, and that
         // one's result was all of it, with the same limits.

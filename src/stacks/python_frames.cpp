@@ -686,6 +686,7 @@ namespace {
 struct WalkOutcome {
     bool unchanged = false; ///< the record's words, every one as it was (the compare pass reached its end)
     bool recorded = false;  ///< the shadow's record now holds exactly the words written
+    int compared = 0;       ///< words the compare pass wrote (the rest were walked)
 };
 
 /// What the thread's latest capture wrote: words of none of the kinds below, no frames read at
@@ -715,21 +716,22 @@ inline void take_instruction(WalkStep& s, std::uintptr_t instr, std::uintptr_t f
 /// walk, compared step by step with what is there now. While they match, a frame's word is the one written then, and
 /// the next frame is the address remembered, which equals the one just read: the processor then starts the next frame's
 /// reads without waiting for that read (a predicted branch, not a chain of loads each waiting for the one before).
+/// It starts at step `from` with `n` words written (0 and 0, unless after compare_and_merge's move).
 /// Returns the step where the stacks differ
 /// (`frame` and `n` are then that step's frame and the words written before it), or -1 when the
 /// previous walk's end was reached (the walk is complete in `out`, `n` words).
 template <typename F>
-int compare_walk(Shadow& sh, std::uintptr_t& frame, std::uintptr_t* out, int& n, bool& updated) noexcept {
+int compare_walk(Shadow& sh, int from, std::uintptr_t& frame, std::uintptr_t* out, int& n, bool& updated) noexcept {
     WalkStep* st = sh.steps;
-    // At most `max` steps (a step writes at most one word): `out` is never written past `max`,
+    // At most `max` words in all (a step writes at most one): `out` is never written past `max`,
     // even from a record a signal handler's capture wrote over meanwhile.
     const int recorded = sh.steps_n;
-    const int steps = recorded < sh.max ? recorded : sh.max;
-    int k = 0;
-    int words = 0;
+    const int steps = recorded < from + (sh.max - n) ? recorded : from + (sh.max - n);
+    int k = from;
+    int words = n;
     std::uintptr_t f = frame;
-    if (steps == 0 || f != st[0].frame)
-        return 0;
+    if (k >= steps || f != st[k].frame)
+        return k;
     for (; k < steps; ++k) {
         WalkStep& s = st[k];
         const std::uintptr_t previous = load_ptr(f + F::previous);
@@ -789,18 +791,120 @@ int compare_walk(Shadow& sh, std::uintptr_t& frame, std::uintptr_t* out, int& n,
     return k;      // cut: walk on from here
 }
 
+/// How far compare_and_merge reads new frames looking for the record again, and how many times
+/// it moves the record's outer part in one capture.
+constexpr int kMergeAhead = 16;
+constexpr int kMergeRounds = 8;
+
+/// A frame read as the walk reads it (3.12+), for compare_and_merge: false for one the walk would
+/// skip or not record (no code object, none readable, version 0), left for the walk itself.
+template <typename F>
+bool read_new_frame(const Interpreter& in, const FastTable* fast, Shadow& sh, std::uintptr_t frame, std::uintptr_t* out,
+                    int& n, WalkStep* s) noexcept {
+    *s = WalkStep{frame, 0, 0, 0, 0};
+    if (load<char>(frame + F::owner) == kOwnedByCStack) {
+        if (n > 0)
+            out[n - 1] |= kEntryTag; // (a shim: the frame before it is an entry)
+        return true;
+    }
+    const std::uintptr_t code = load_ptr(frame + F::code);
+    if (code == 0 || (F::check_type && load_ptr(code + in.layout.ob_type) != in.code_type))
+        return false;
+    const std::uint32_t version = load<std::uint32_t>(code + F::version);
+    if (version == 0)
+        return false;
+    std::uint64_t vi = sh.at[n].version_index;
+    if (sh.at[n].code != code || static_cast<std::uint32_t>(vi) != version) {
+        const std::size_t i = code_index(in, fast, code);
+        if (i == kNone)
+            return false;
+        vi = version | (static_cast<std::uint64_t>(i) << 32);
+        sh.at[n].code = code;
+        sh.at[n].version_index = vi;
+    }
+    const std::uintptr_t instr = load_ptr(frame + F::instr);
+    *s = WalkStep{frame, code, instr,
+                  kPythonTag | (vi & 0xffffffff00000000ull) | instr_offset(instr, code + F::co_code), version};
+    out[n++] = s->word;
+    return true;
+}
+
+/// The compare pass, and where it stops (3.12+), a merge with the record further out: the frames
+/// from there are read as the walk reads them until one is at the address of a step further on in
+/// the record; the record's steps from that one on are moved to follow the frames read, and the
+/// compare pass goes on from there. One framework operator after another (HF `generate`) differs in
+/// its inner Python frames and shares the outer ones, at the same addresses. Sound as the pass
+/// itself: a step is used only once the live frame at its address has its code, version and
+/// instruction, and an address is followed only once the link read equals it.
+/// Returns -1 when the stack is complete in `out` (`n` words), else the step the walk records from
+/// (`frame` and `n`: where it goes on); `compared`: the words the compare pass wrote.
+template <typename F>
+int compare_and_merge(const Interpreter& in, const FastTable* fast, Shadow& sh, std::uintptr_t& frame,
+                      std::uintptr_t* out, int& n, bool& updated, int* compared) noexcept {
+    int k = compare_walk<F>(sh, 0, frame, out, n, updated);
+    *compared = n;
+    if constexpr (!F::function_versions) {
+        WalkStep* st = sh.steps;
+        for (int round = 0;
+             round < kMergeRounds && k >= 0 && sh.end == WalkEnd::chain_end && k + kMergeAhead <= kWalkSteps; ++round) {
+            WalkStep read[kMergeAhead];
+            int t = 0;
+            int from = k; // the record's steps from here may be met again
+            int j = -1;
+            const int last = sh.steps_n;
+            while (frame != 0 && t < kMergeAhead && n < sh.max) {
+                for (int c = from; c < last && c < from + kMergeAhead; ++c) {
+                    if (st[c].frame == frame) {
+                        j = c;
+                        break;
+                    }
+                }
+                if (j >= 0 && (j > k || t > 0))
+                    break; // met the record again at step j
+                // (j == k and nothing read: the very step the pass stopped at, another code object)
+                const std::uintptr_t previous = load_ptr(frame + F::previous);
+                if (!read_new_frame<F>(in, fast, sh, frame, out, n, &read[t])) {
+                    j = -1;
+                    break; // the walk reads this one
+                }
+                ++t;
+                if (j >= 0)
+                    from = j + 1; // that step of the record is this frame no more
+                j = -1;
+                frame = previous;
+            }
+            if (j < 0 || k + t + (last - j) + 1 > kWalkSteps + 1) {
+                // Not met again: what was read becomes the record's, and the walk goes on.
+                for (int i = 0; i < t; ++i)
+                    st[k + i] = read[i];
+                return k + t;
+            }
+            // The record's steps j .. last (with the frame after its last) follow the frames read.
+            std::memmove(static_cast<void*>(&st[k + t]), &st[j], static_cast<std::size_t>(last - j + 1) * sizeof *st);
+            for (int i = 0; i < t; ++i)
+                st[k + i] = read[i];
+            sh.steps_n = k + t + (last - j);
+            updated = true;
+            const int before = n;
+            k = compare_walk<F>(sh, k + t, frame, out, n, updated);
+            *compared += n - before;
+        }
+    }
+    return k;
+}
+
 /// The compare pass, and the start of a new record when it does not give the whole result: -1
 /// when it does (`n` words in `out`), else the step the walk records from (`frame` and `n` are
 /// where it goes on).
 template <typename F>
-int compare_then_record(Shadow* shadow, std::uintptr_t& frame, std::uintptr_t* out, int& n, int max,
-                        WalkOutcome* outcome) noexcept {
+int compare_then_record(const Interpreter& in, const FastTable* fast, Shadow* shadow, std::uintptr_t& frame,
+                        std::uintptr_t* out, int& n, int max, WalkOutcome* outcome) noexcept {
     if (shadow == nullptr)
         return 0;
     int step = 0;
     if (shadow->end != WalkEnd::none && shadow->max == max) {
         bool updated = false;
-        step = compare_walk<F>(*shadow, frame, out, n, updated);
+        step = compare_and_merge<F>(in, fast, *shadow, frame, out, n, updated, &outcome->compared);
         if (step < 0) {
             outcome->unchanged = !updated;
             outcome->recorded = true;
@@ -852,7 +956,7 @@ int walk_versioned(const Interpreter& in, const FastTable* fast, Shadow* shadow,
     if (max > kMaxPythonFrames)
         max = kMaxPythonFrames; // the shadow's size: no bound check per frame below
     int n = 0;
-    const int step = compare_then_record<F>(shadow, frame, out, n, max, outcome);
+    const int step = compare_then_record<F>(in, fast, shadow, frame, out, n, max, outcome);
     if (step < 0)
         return n;
     StepLog log{shadow, step, shadow != nullptr, outcome};
@@ -934,7 +1038,7 @@ int walk_311(const Interpreter& in, const FastTable* fast, Shadow* steps, std::u
     if (max > kMaxPythonFrames)
         max = kMaxPythonFrames;
     int n = 0;
-    const int step = compare_then_record<F>(steps, frame, out, n, max, outcome);
+    const int step = compare_then_record<F>(in, fast, steps, frame, out, n, max, outcome);
     if (step < 0)
         return n;
     StepLog log{steps, step, steps != nullptr, outcome};
@@ -1059,7 +1163,7 @@ int read_frames(std::uintptr_t* out, int max, WalkOutcome* o, Latest* now) noexc
 
 } // namespace
 
-int capture(std::uintptr_t* out, int max, std::uint64_t* serial) noexcept {
+int capture(std::uintptr_t* out, int max, std::uint64_t* serial, int* compared) noexcept {
     CallState& t = tl_call;
     const bool nested = t.busy; // a signal handler's capture inside this thread's own
     t.busy = true;
@@ -1083,6 +1187,8 @@ int capture(std::uintptr_t* out, int max, std::uint64_t* serial) noexcept {
         ++t.serial;
     if (serial != nullptr)
         *serial = t.serial;
+    if (compared != nullptr)
+        *compared = o.compared;
     return n;
 }
 

@@ -50,7 +50,9 @@ void set_warning_sink(void (*sink)(const char* message)) noexcept;
 /// `serial`, when given, gets a number per thread that stays the same from one call to the next
 /// only when the words written are certainly the same (same `max`, nothing read otherwise than
 /// before): the caller may then keep what it made of them without comparing them.
-int capture(std::uintptr_t* out, int max, std::uint64_t* serial = nullptr) noexcept;
+/// `compared`, when given, gets how many of the words were taken by comparing the stack with the
+/// thread's previous capture rather than by walking it.
+int capture(std::uintptr_t* out, int max, std::uint64_t* serial = nullptr, int* compared = nullptr) noexcept;
 
 State state() noexcept;
 /// "3.12" etc. once an interpreter was found; empty before.

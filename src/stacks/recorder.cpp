@@ -92,7 +92,8 @@ bool room_to_unwind(std::uintptr_t sp) noexcept {
 /// store, no read-modify-write), read by capture_stats.
 struct detail::CaptureCounters {
     std::atomic<std::uint64_t> captures{0}, frames{0}, cache_hits{0}, shadow_hits{0}, shadow_frames{0},
-        python_captures{0}, python_frames{0}, small_stack_skips{0}, unwind_ticks{0}, intern_ticks{0}, sampled_out{0};
+        python_captures{0}, python_frames{0}, python_compared{0}, small_stack_skips{0}, unwind_ticks{0},
+        python_ticks{0}, intern_ticks{0}, sampled_out{0};
     CaptureCounters* next = nullptr;      ///< the recorder's list of every block (push only)
     CaptureCounters* next_free = nullptr; ///< on the free list
     CaptureCounters* next_made = nullptr; ///< every block ever made (g_all_counters: never freed)
@@ -263,7 +264,10 @@ __attribute__((always_inline)) inline StackId Recorder::unwind_and_intern() noex
     // The thread's Python frames follow the native ones (tagged words, innermost first); the
     // reports put them in place of the interpreter's frames (report::resolve_report).
     std::uint64_t python_serial = 0;
-    const int py = python::capture(ips + n, std::min(depth, python::kMaxPythonFrames), &python_serial);
+    int python_compared = 0;
+    const std::uint64_t t_python = util::CycleClock::now();
+    const int py =
+        python::capture(ips + n, std::min(depth, python::kMaxPythonFrames), &python_serial, &python_compared);
     n += py;
     const std::uint64_t t1 = util::CycleClock::now();
     bool cached = false;
@@ -301,7 +305,9 @@ __attribute__((always_inline)) inline StackId Recorder::unwind_and_intern() noex
         if (py > 0) {
             detail::CaptureCounters::add(stats->python_captures, 1);
             detail::CaptureCounters::add(stats->python_frames, static_cast<std::uint64_t>(py));
+            detail::CaptureCounters::add(stats->python_compared, static_cast<std::uint64_t>(python_compared));
         }
+        detail::CaptureCounters::add(stats->python_ticks, t1 - t_python);
         detail::CaptureCounters::add(stats->unwind_ticks, t1 - t0);
         detail::CaptureCounters::add(stats->intern_ticks, t2 - t1);
     }
@@ -323,7 +329,7 @@ __attribute__((noinline)) StackId Recorder::capture_now(std::uint32_t weight) no
 
 CaptureStats Recorder::capture_stats() const noexcept {
     CaptureStats s;
-    std::uint64_t unwind = 0, intern = 0;
+    std::uint64_t unwind = 0, python = 0, intern = 0;
     try {
         for (const detail::CaptureCounters* b = stats_head_.load(std::memory_order_acquire); b != nullptr;
              b = b->next) {
@@ -334,9 +340,11 @@ CaptureStats Recorder::capture_stats() const noexcept {
             s.shadow_frames += b->shadow_frames.load(std::memory_order_relaxed);
             s.python_captures += b->python_captures.load(std::memory_order_relaxed);
             s.python_frames += b->python_frames.load(std::memory_order_relaxed);
+            s.python_compared += b->python_compared.load(std::memory_order_relaxed);
             s.small_stack_skips += b->small_stack_skips.load(std::memory_order_relaxed);
             s.sampled_out += b->sampled_out.load(std::memory_order_relaxed);
             unwind += b->unwind_ticks.load(std::memory_order_relaxed);
+            python += b->python_ticks.load(std::memory_order_relaxed);
             intern += b->intern_ticks.load(std::memory_order_relaxed);
         }
     } catch (...) {
@@ -352,6 +360,7 @@ CaptureStats Recorder::capture_stats() const noexcept {
     const double ns = clock_.ns_per_tick();
     s.unwind_seconds = static_cast<double>(unwind) * ns * 1e-9;
     s.intern_seconds = static_cast<double>(intern) * ns * 1e-9;
+    s.python_seconds = static_cast<double>(python) * ns * 1e-9;
     return s;
 }
 

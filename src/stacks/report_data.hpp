@@ -51,6 +51,7 @@ struct CaptureStats {
     std::uint64_t shadow_frames = 0;      ///< native frames copied from the previous walk instead of walked, summed
     std::uint64_t python_captures = 0;    ///< captures that found Python frames on the thread
     std::uint64_t python_frames = 0;      ///< Python frames kept, summed over captures
+    std::uint64_t python_compared = 0;    ///< of those, frames the compare pass took from the thread's previous capture
     std::uint64_t small_stack_skips = 0;  ///< allocations kept without a stack: too little stack left to unwind
     std::uint64_t sampled_out = 0;        ///< allocations sampling left without a stack (no unwind at all)
     std::uint32_t sample_one_in = 0;      ///< sampling: 1 in this many smaller allocations (0/1: off)
@@ -60,6 +61,7 @@ struct CaptureStats {
     std::uint64_t libunwind_steps = 0;    ///< frames libunwind stepped one at a time (no simple rule)
     std::uint64_t full_unwinds = 0;       ///< stacks libunwind unwound entirely (frames needing more registers)
     double unwind_seconds = 0;            ///< time walking the native and Python frames
+    double python_seconds = 0;            ///< of that, time reading the Python frames
     double intern_seconds = 0;            ///< time hashing / interning the frames
 };
 
