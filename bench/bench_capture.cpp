@@ -107,21 +107,25 @@ __attribute__((noinline)) void alt_inner(int n) {
     g_alt_shadow = info.from_shadow;
     g_alt_ns.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count());
 }
-/// A middle path of `n` frames of `Pad` bytes each (two sizes: two functions of their own).
-template <int Pad> __attribute__((noinline)) void alt_mid(int n) {
+/// A middle path of `n` frames of `Pad` bytes each (two sizes: two functions of their own; two
+/// tags of one size: two functions whose frames are alike but for their return addresses).
+template <int Pad, int Tag = 0> __attribute__((noinline)) void alt_mid(int n) {
     volatile char pad[Pad];
-    pad[0] = 1;
+    pad[0] = Tag;
     asm volatile("" : : "r"(&pad[0]) : "memory");
     if (n > 0)
-        alt_mid<Pad>(n - 1);
+        alt_mid<Pad, Tag>(n - 1);
     else
         alt_inner(10);
     asm volatile("" ::: "memory");
 }
 /// The median ns of a capture: `captures` of them, the middle path alternating, caches cold or warm.
-__attribute__((noinline)) double alt_outer(int n, bool cold, int captures) {
+/// `same_depth`: the two paths have the same frames but for their code (one operator after
+/// another at the same depth: the first frame is the same, the walk meets its own path again
+/// further out).
+__attribute__((noinline)) double alt_outer(int n, bool cold, int captures, bool same_depth = false) {
     if (n > 0) {
-        const double r = alt_outer(n - 1, cold, captures);
+        const double r = alt_outer(n - 1, cold, captures, same_depth);
         asm volatile("" ::: "memory");
         return r;
     }
@@ -130,6 +134,8 @@ __attribute__((noinline)) double alt_outer(int n, bool cold, int captures) {
     for (int i = 0; i < captures; ++i) {
         if (i % 2 == 0)
             alt_mid<48>(10);
+        else if (same_depth)
+            alt_mid<48, 1>(10);
         else
             alt_mid<176>(14);
     }
@@ -177,6 +183,15 @@ int main() {
     }
     std::printf("alternating middle paths, %d frames (%d from the previous walk): warm %.0f ns, cold caches %.0f ns "
                 "(ratio %.2f)\n",
+                g_alt_frames, g_alt_shadow, warm, cold, cold / warm);
+    warm = cold = 0;
+    alt_outer(30, false, 200, true);
+    for (int round = 0; round < 5; ++round) {
+        warm += alt_outer(30, false, 2000, true) / 5;
+        cold += alt_outer(30, true, 400, true) / 5;
+    }
+    std::printf("alternating middle paths at one depth, %d frames (%d from a remembered walk): warm %.0f ns, cold "
+                "caches %.0f ns (ratio %.2f)\n",
                 g_alt_frames, g_alt_shadow, warm, cold, cold / warm);
     return 0;
 }
