@@ -231,7 +231,8 @@ def check_torch(lib, steps, artifacts=None, repeat=1):
         record("torch_stacks_on_vs_off_1.15x", t_st / t_ours <= 1.15, stacks_on_ms=round(t_st, 2),
                stacks_off_ms=round(t_ours, 2), ratio=round(t_st / t_ours, 3),
                capture_cost={k: st.get(k) for k in ("captures", "frames_captured", "cache_hits",
-                                                     "unwind_seconds", "intern_seconds")})
+                                                     "unwind_seconds", "python_seconds", "intern_seconds",
+                                                     "python_frames", "python_frames_compared")})
 
 
 def check_torch_stacks_ab(lib, steps, runs, depths):
@@ -255,6 +256,7 @@ def check_torch_stacks_ab(lib, steps, runs, depths):
                             "ratio": round(ab["ratio"], 3), "captures": st.get("captures"),
                             "frames_per_capture": round(st.get("frames_captured", 0) / n, 1),
                             "unwind_us_per_capture": round(1e6 * st.get("unwind_seconds", 0) / n, 3),
+                            "python_us_per_capture": round(1e6 * st.get("python_seconds", 0) / n, 3),
                             "intern_us_per_capture": round(1e6 * st.get("intern_seconds", 0) / n, 3),
                             "cache_hit_rate": round(st.get("cache_hits", 0) / n, 3)})
             ratios.append(ab["ratio"])
