@@ -116,16 +116,20 @@ def main():
         py_probe.argtypes = [ctypes.POINTER(ctypes.c_int)]
     compared = ctypes.c_int(0)
 
+    def grab():  # one function object (a lambda made in the loop would be another each time)
+        alt_ns.append(lib.gpumemprof_bench_once())
+
+    def grab_python():
+        alt_py_ns.append(py_probe(ctypes.byref(compared)))
+        alt_compared.append(compared.value)
+
     def alternate(k):
         for i in range(2 * a.cold):
-            path = one if i % 2 == 0 else three
-            path(lambda: alt_ns.append(lib.gpumemprof_bench_once()))
+            (one if i % 2 == 0 else three)(grab)
 
     def alternate_python(k):  # the same, reading the Python frames alone
         for i in range(2 * a.cold):
-            path = one if i % 2 == 0 else three
-            path(lambda: alt_py_ns.append(py_probe(ctypes.byref(compared))))
-            alt_compared.append(compared.value)
+            (one if i % 2 == 0 else three)(grab_python)
     outer(lambda: alternate(None))
     if py_probe is not None:
         outer(lambda: alternate_python(None))

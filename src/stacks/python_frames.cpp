@@ -796,11 +796,39 @@ int compare_walk(Shadow& sh, int from, std::uintptr_t& frame, std::uintptr_t* ou
 constexpr int kMergeAhead = 16;
 constexpr int kMergeRounds = 8;
 
-/// A frame read as the walk reads it (3.12+), for compare_and_merge: false for one the walk would
-/// skip or not record (no code object, none readable, version 0), left for the walk itself.
+/// 3.11 (no code versions): a code object is known by its whole CodeKey. Each thread remembers the
+/// key met at each depth by its previous capture, so a repeated stack compares the fields instead
+/// of hashing them and looking the hash up.
+struct Shadow311 {
+    struct Entry {
+        CodeKey key{};
+        std::uint32_t index = 0;
+        bool valid = false;
+    } at[kMaxPythonFrames];
+};
+Shadow311* thread_shadow311() noexcept {
+    return util::PerThread<Shadow311>::get();
+}
+
+/// 3.11: the code table index of the code object with `key`, met at depth n: the one the thread's
+/// previous capture met there when the key is the same, else looked up (kNone: not readable).
+std::size_t index_311(const Interpreter& in, const FastTable* fast, Shadow311* shadow, int n,
+                      const CodeKey& key) noexcept {
+    if (shadow != nullptr && shadow->at[n].valid && shadow->at[n].key == key)
+        return shadow->at[n].index;
+    const std::size_t index = code_index_of_key(in, fast, key);
+    if (index != kNone && shadow != nullptr) {
+        shadow->at[n].key = key;
+        shadow->at[n].index = static_cast<std::uint32_t>(index);
+        shadow->at[n].valid = true;
+    }
+    return index;
+}
+
+/// read_new_frame for 3.12+ (code versions, shims).
 template <typename F>
-bool read_new_frame(const Interpreter& in, const FastTable* fast, Shadow& sh, std::uintptr_t frame, std::uintptr_t* out,
-                    int& n, WalkStep* s) noexcept {
+bool read_new_frame_versioned(const Interpreter& in, const FastTable* fast, Shadow& sh, std::uintptr_t frame,
+                              std::uintptr_t* out, int& n, WalkStep* s) noexcept {
     *s = WalkStep{frame, 0, 0, 0, 0};
     if (load<char>(frame + F::owner) == kOwnedByCStack) {
         if (n > 0)
@@ -829,7 +857,38 @@ bool read_new_frame(const Interpreter& in, const FastTable* fast, Shadow& sh, st
     return true;
 }
 
-/// The compare pass, and where it stops (3.12+), a merge with the record further out: the frames
+/// A frame read as the walk reads it, for compare_and_merge: false for one the walk would skip or
+/// not record (no code object, none readable; 3.12+: version 0; 3.11: a function without a
+/// version, or not running its own code), left for the walk itself.
+template <typename F>
+bool read_new_frame(const Interpreter& in, const FastTable* fast, Shadow& sh, std::uintptr_t frame, std::uintptr_t* out,
+                    int& n, WalkStep* s) noexcept {
+    if constexpr (F::function_versions) {
+        const std::uintptr_t code = load_ptr(frame + F::code);
+        CodeKey key;
+        if (code == 0 || !code_key(in, code, &key))
+            return false;
+        const std::uintptr_t func = load_ptr(frame + F::func);
+        const std::uint32_t version = func != 0 ? load<std::uint32_t>(func + F::func_version) : 0;
+        if (version == 0 || load_ptr(func + F::func_code) != code)
+            return false;
+        const std::size_t index = index_311(in, fast, thread_shadow311(), n, key);
+        if (index == kNone)
+            return false;
+        const std::uintptr_t instr = load_ptr(frame + F::instr);
+        std::uintptr_t w =
+            kPythonTag | (static_cast<std::uintptr_t>(index) << 32) | instr_offset(instr, code + F::co_code);
+        if (load<bool>(frame + F::is_entry))
+            w |= kEntryTag;
+        *s = WalkStep{frame, func, instr, w, version};
+        out[n++] = w;
+        return true;
+    } else {
+        return read_new_frame_versioned<F>(in, fast, sh, frame, out, n, s);
+    }
+}
+
+/// The compare pass, and where it stops, a merge with the record further out: the frames
 /// from there are read as the walk reads them until one is at the address of a step further on in
 /// the record; the record's steps from that one on are moved to follow the frames read, and the
 /// compare pass goes on from there. One framework operator after another (HF `generate`) differs in
@@ -843,10 +902,9 @@ int compare_and_merge(const Interpreter& in, const FastTable* fast, Shadow& sh, 
                       std::uintptr_t* out, int& n, bool& updated, int* compared) noexcept {
     int k = compare_walk<F>(sh, 0, frame, out, n, updated);
     *compared = n;
-    if constexpr (!F::function_versions) {
+    {
         WalkStep* st = sh.steps;
-        for (int round = 0;
-             round < kMergeRounds && k >= 0 && sh.end == WalkEnd::chain_end && k + kMergeAhead <= kWalkSteps; ++round) {
+        for (int round = 0; round < kMergeRounds && k >= 0 && k + kMergeAhead <= kWalkSteps; ++round) {
             WalkStep read[kMergeAhead];
             int t = 0;
             int from = k; // the record's steps from here may be met again
@@ -1015,20 +1073,6 @@ int walk_versioned(const Interpreter& in, const FastTable* fast, Shadow* shadow,
     return n;
 }
 
-/// 3.11 (no code versions): a code object is known by its whole CodeKey. Each thread remembers the
-/// key met at each depth by its previous capture, so a repeated stack compares the fields instead
-/// of hashing them and looking the hash up.
-struct Shadow311 {
-    struct Entry {
-        CodeKey key{};
-        std::uint32_t index = 0;
-        bool valid = false;
-    } at[kMaxPythonFrames];
-};
-Shadow311* thread_shadow311() noexcept {
-    return util::PerThread<Shadow311>::get();
-}
-
 /// The 3.11 walk: first the compare pass (Fixed311), then from where the stacks differ a walk
 /// that knows each code object by its CodeKey (compared with the one met at the same depth by the
 /// previous capture) and records the frames whose function has a version and runs its own code.
@@ -1053,21 +1097,11 @@ int walk_311(const Interpreter& in, const FastTable* fast, Shadow* steps, std::u
             frame = previous;
             continue;
         }
-        std::size_t index;
-        if (shadow != nullptr && shadow->at[n].valid && shadow->at[n].key == key) {
-            index = shadow->at[n].index;
-        } else {
-            index = code_index_of_key(in, fast, key);
-            if (index == kNone) {
-                log.finish(WalkEnd::cut, frame);
-                frame = previous;
-                continue;
-            }
-            if (shadow != nullptr) {
-                shadow->at[n].key = key;
-                shadow->at[n].index = static_cast<std::uint32_t>(index);
-                shadow->at[n].valid = true;
-            }
+        const std::size_t index = index_311(in, fast, shadow, n, key);
+        if (index == kNone) {
+            log.finish(WalkEnd::cut, frame);
+            frame = previous;
+            continue;
         }
         const std::uintptr_t instr = load_ptr(frame + F::instr);
         std::uintptr_t w =
