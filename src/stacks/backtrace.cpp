@@ -210,7 +210,6 @@ __attribute__((noinline)) Shadow* make_shadow(int capacity, int slots) noexcept 
         for (std::uint8_t& r : t.shadow->recent)
             r = 0;
         t.shadow->scratch = static_cast<std::uint8_t>(slots);
-        t.shadow->slots = slots;
         t.shadow->previous = 0;
         t.shadow->busy = false;
         t.shadow->capacity = capacity;

@@ -825,67 +825,86 @@ std::size_t index_311(const Interpreter& in, const FastTable* fast, Shadow311* s
     return index;
 }
 
-/// read_new_frame for 3.12+ (code versions, shims).
+/// How the walk reads one frame: the shim an eval-loop call pushes below its first frame (3.12+);
+/// a Python frame, its step (word, code object or 3.11 function, version) made; the same, but one
+/// a later compare could not tell from another object at its address (3.12+: code version 0;
+/// 3.11: a function without a version, or not running its own code), so it is not recorded; or
+/// one skipped (no code object, or none the code table can read).
+enum class FrameRead { shim, python, unrecordable, skipped };
+
+/// 3.12+: the code object met at depth n by the thread's previous capture (`at`; kept there when
+/// `keep`), same version, gives the index without a lookup. Version 0 is never stored.
 template <typename F>
-bool read_new_frame_versioned(const Interpreter& in, const FastTable* fast, Shadow& sh, std::uintptr_t frame,
-                              std::uintptr_t* out, int& n, WalkStep* s) noexcept {
-    *s = WalkStep{frame, 0, 0, 0, 0};
-    if (load<char>(frame + F::owner) == kOwnedByCStack) {
-        if (n > 0)
-            out[n - 1] |= kEntryTag; // (a shim: the frame before it is an entry)
-        return true;
+inline FrameRead read_frame_versioned(const Interpreter& in, const FastTable* fast, Shadow::Entry* at, bool keep, int n,
+                                      std::uintptr_t frame, WalkStep* s) noexcept {
+    if (__builtin_expect(load<char>(frame + F::owner) == kOwnedByCStack, 0)) {
+        *s = WalkStep{frame, 0, 0, 0, 0};
+        return FrameRead::shim;
     }
     const std::uintptr_t code = load_ptr(frame + F::code);
-    if (code == 0 || (F::check_type && load_ptr(code + in.layout.ob_type) != in.code_type))
-        return false;
-    const std::uint32_t version = load<std::uint32_t>(code + F::version);
-    if (version == 0)
-        return false;
-    std::uint64_t vi = sh.at[n].version_index;
-    if (sh.at[n].code != code || static_cast<std::uint32_t>(vi) != version) {
+    if (__builtin_expect(code == 0, 0) || (F::check_type && load_ptr(code + in.layout.ob_type) != in.code_type))
+        return FrameRead::skipped;
+    const std::uint64_t version = load<std::uint32_t>(code + F::version);
+    std::uint64_t vi = at[n].version_index;
+    if (__builtin_expect(at[n].code != code || static_cast<std::uint32_t>(vi) != version, 0)) {
         const std::size_t i = code_index(in, fast, code);
         if (i == kNone)
-            return false;
+            return FrameRead::skipped;
         vi = version | (static_cast<std::uint64_t>(i) << 32);
-        sh.at[n].code = code;
-        sh.at[n].version_index = vi;
+        if (keep && version != 0) {
+            at[n].code = code;
+            at[n].version_index = vi;
+        }
     }
     const std::uintptr_t instr = load_ptr(frame + F::instr);
-    *s = WalkStep{frame, code, instr,
-                  kPythonTag | (vi & 0xffffffff00000000ull) | instr_offset(instr, code + F::co_code), version};
-    out[n++] = s->word;
-    return true;
+    *s =
+        WalkStep{frame, code, instr, kPythonTag | (vi & 0xffffffff00000000ull) | instr_offset(instr, code + F::co_code),
+                 static_cast<std::uint32_t>(version)};
+    return version != 0 ? FrameRead::python : FrameRead::unrecordable;
+}
+
+/// 3.11: a code object known by its CodeKey (index_311); recordable when its function has a
+/// version and runs its own code (a frame started before its function's code was replaced runs
+/// the old code: no version tells that one apart).
+inline FrameRead read_frame_311(const Interpreter& in, const FastTable* fast, Shadow311* shadow, int n,
+                                std::uintptr_t frame, WalkStep* s) noexcept {
+    using F = Fixed311;
+    const std::uintptr_t code = load_ptr(frame + F::code);
+    CodeKey key;
+    if (code == 0 || !code_key(in, code, &key))
+        return FrameRead::skipped;
+    const std::size_t index = index_311(in, fast, shadow, n, key);
+    if (index == kNone)
+        return FrameRead::skipped;
+    const std::uintptr_t instr = load_ptr(frame + F::instr);
+    std::uintptr_t w = kPythonTag | (static_cast<std::uintptr_t>(index) << 32) | instr_offset(instr, code + F::co_code);
+    if (load<bool>(frame + F::is_entry))
+        w |= kEntryTag;
+    const std::uintptr_t func = load_ptr(frame + F::func);
+    const std::uint32_t version = func != 0 ? load<std::uint32_t>(func + F::func_version) : 0;
+    *s = WalkStep{frame, func, instr, w, version};
+    return version == 0 || load_ptr(func + F::func_code) != code ? FrameRead::unrecordable : FrameRead::python;
 }
 
 /// A frame read as the walk reads it, for compare_and_merge: false for one the walk would skip or
-/// not record (no code object, none readable; 3.12+: version 0; 3.11: a function without a
-/// version, or not running its own code), left for the walk itself.
+/// not record, left for the walk itself.
 template <typename F>
 bool read_new_frame(const Interpreter& in, const FastTable* fast, Shadow& sh, std::uintptr_t frame, std::uintptr_t* out,
                     int& n, WalkStep* s) noexcept {
-    if constexpr (F::function_versions) {
-        const std::uintptr_t code = load_ptr(frame + F::code);
-        CodeKey key;
-        if (code == 0 || !code_key(in, code, &key))
-            return false;
-        const std::uintptr_t func = load_ptr(frame + F::func);
-        const std::uint32_t version = func != 0 ? load<std::uint32_t>(func + F::func_version) : 0;
-        if (version == 0 || load_ptr(func + F::func_code) != code)
-            return false;
-        const std::size_t index = index_311(in, fast, thread_shadow311(), n, key);
-        if (index == kNone)
-            return false;
-        const std::uintptr_t instr = load_ptr(frame + F::instr);
-        std::uintptr_t w =
-            kPythonTag | (static_cast<std::uintptr_t>(index) << 32) | instr_offset(instr, code + F::co_code);
-        if (load<bool>(frame + F::is_entry))
-            w |= kEntryTag;
-        *s = WalkStep{frame, func, instr, w, version};
-        out[n++] = w;
+    FrameRead r;
+    if constexpr (F::function_versions)
+        r = read_frame_311(in, fast, thread_shadow311(), n, frame, s);
+    else
+        r = read_frame_versioned<F>(in, fast, sh.at, true, n, frame, s);
+    if (r == FrameRead::shim) {
+        if (n > 0)
+            out[n - 1] |= kEntryTag; // the frame before a shim is an entry
         return true;
-    } else {
-        return read_new_frame_versioned<F>(in, fast, sh, frame, out, n, s);
     }
+    if (r != FrameRead::python)
+        return false;
+    out[n++] = s->word;
+    return true;
 }
 
 /// The compare pass, and where it stops, a merge with the record further out: the frames
@@ -902,51 +921,49 @@ int compare_and_merge(const Interpreter& in, const FastTable* fast, Shadow& sh, 
                       std::uintptr_t* out, int& n, bool& updated, int* compared) noexcept {
     int k = compare_walk<F>(sh, 0, frame, out, n, updated);
     *compared = n;
-    {
-        WalkStep* st = sh.steps;
-        for (int round = 0; round < kMergeRounds && k >= 0 && k + kMergeAhead <= kWalkSteps; ++round) {
-            WalkStep read[kMergeAhead];
-            int t = 0;
-            int from = k; // the record's steps from here may be met again
-            int j = -1;
-            const int last = sh.steps_n;
-            while (frame != 0 && t < kMergeAhead && n < sh.max) {
-                for (int c = from; c < last && c < from + kMergeAhead; ++c) {
-                    if (st[c].frame == frame) {
-                        j = c;
-                        break;
-                    }
+    WalkStep* st = sh.steps;
+    for (int round = 0; round < kMergeRounds && k >= 0 && k + kMergeAhead <= kWalkSteps; ++round) {
+        WalkStep read[kMergeAhead];
+        int t = 0;
+        int from = k; // the record's steps from here may be met again
+        int j = -1;
+        const int last = sh.steps_n;
+        while (frame != 0 && t < kMergeAhead && n < sh.max) {
+            for (int c = from; c < last && c < from + kMergeAhead; ++c) {
+                if (st[c].frame == frame) {
+                    j = c;
+                    break;
                 }
-                if (j >= 0 && (j > k || t > 0))
-                    break; // met the record again at step j
-                // (j == k and nothing read: the very step the pass stopped at, another code object)
-                const std::uintptr_t previous = load_ptr(frame + F::previous);
-                if (!read_new_frame<F>(in, fast, sh, frame, out, n, &read[t])) {
-                    j = -1;
-                    break; // the walk reads this one
-                }
-                ++t;
-                if (j >= 0)
-                    from = j + 1; // that step of the record is this frame no more
+            }
+            if (j >= 0 && (j > k || t > 0))
+                break; // met the record again at step j
+            // (j == k and nothing read: the very step the pass stopped at, another code object)
+            const std::uintptr_t previous = load_ptr(frame + F::previous);
+            if (!read_new_frame<F>(in, fast, sh, frame, out, n, &read[t])) {
                 j = -1;
-                frame = previous;
+                break; // the walk reads this one
             }
-            if (j < 0 || k + t + (last - j) + 1 > kWalkSteps + 1) {
-                // Not met again: what was read becomes the record's, and the walk goes on.
-                for (int i = 0; i < t; ++i)
-                    st[k + i] = read[i];
-                return k + t;
-            }
-            // The record's steps j .. last (with the frame after its last) follow the frames read.
-            std::memmove(static_cast<void*>(&st[k + t]), &st[j], static_cast<std::size_t>(last - j + 1) * sizeof *st);
+            ++t;
+            if (j >= 0)
+                from = j + 1; // that step of the record is this frame no more
+            j = -1;
+            frame = previous;
+        }
+        if (j < 0 || k + t + (last - j) + 1 > kWalkSteps + 1) {
+            // Not met again: what was read becomes the record's, and the walk goes on.
             for (int i = 0; i < t; ++i)
                 st[k + i] = read[i];
-            sh.steps_n = k + t + (last - j);
-            updated = true;
-            const int before = n;
-            k = compare_walk<F>(sh, k + t, frame, out, n, updated);
-            *compared += n - before;
+            return k + t;
         }
+        // The record's steps j .. last (with the frame after its last) follow the frames read.
+        std::memmove(static_cast<void*>(&st[k + t]), &st[j], static_cast<std::size_t>(last - j + 1) * sizeof *st);
+        for (int i = 0; i < t; ++i)
+            st[k + i] = read[i];
+        sh.steps_n = k + t + (last - j);
+        updated = true;
+        const int before = n;
+        k = compare_walk<F>(sh, k + t, frame, out, n, updated);
+        *compared += n - before;
     }
     return k;
 }
@@ -1019,50 +1036,31 @@ int walk_versioned(const Interpreter& in, const FastTable* fast, Shadow* shadow,
         return n;
     StepLog log{shadow, step, shadow != nullptr, outcome};
     Shadow::Entry* at = shadow != nullptr ? shadow->at : g_no_shadow.at;
-    const std::uintptr_t code_type = in.code_type;
-    const std::size_t ob_type = in.layout.ob_type;
     int shims = 0;
     auto stop_recording = [&] { log.finish(WalkEnd::cut, frame); };
     while (frame != 0) {
         const std::uintptr_t previous = load_ptr(frame + F::previous);
-        if (__builtin_expect(load<char>(frame + F::owner) == kOwnedByCStack, 0)) {
+        WalkStep s;
+        const FrameRead r = read_frame_versioned<F>(in, fast, at, shadow != nullptr, n, frame, &s);
+        if (__builtin_expect(r == FrameRead::shim, 0)) {
             // The shim an eval-loop call pushes below its first frame: that frame is an entry.
             if (n > 0)
                 out[n - 1] |= kEntryTag;
-            log.record(WalkStep{frame, 0, 0, 0, 0});
+            log.record(s);
             frame = previous;
             if (++shims > 100000)
                 break; // only a cycle could get here
             continue;
         }
-        const std::uintptr_t code = load_ptr(frame + F::code);
-        if (__builtin_expect(code == 0, 0) || (F::check_type && load_ptr(code + ob_type) != code_type)) {
+        if (__builtin_expect(r == FrameRead::skipped, 0)) {
             stop_recording();
             frame = previous;
             continue;
         }
-        const std::uint64_t version = load<std::uint32_t>(code + F::version);
-        // The code object this thread's previous capture met at this depth, same version: its
-        // index without a lookup. Version 0 (the counter ran out) is never stored.
-        std::uint64_t vi = at[n].version_index;
-        if (__builtin_expect(at[n].code != code || static_cast<std::uint32_t>(vi) != version, 0)) {
-            const std::size_t i = code_index(in, fast, code);
-            if (i == kNone) {
-                stop_recording();
-                frame = previous;
-                continue;
-            }
-            vi = version | (static_cast<std::uint64_t>(i) << 32);
-            if (shadow != nullptr && version != 0) {
-                at[n].code = code;
-                at[n].version_index = vi;
-            }
-        }
-        const std::uintptr_t instr = load_ptr(frame + F::instr);
-        out[n] = kPythonTag | (vi & 0xffffffff00000000ull) | instr_offset(instr, code + F::co_code);
-        if (version == 0)
+        out[n] = s.word;
+        if (r == FrameRead::unrecordable)
             stop_recording(); // no version: nothing tells this object from a later one there
-        log.record(WalkStep{frame, code, instr, out[n], static_cast<std::uint32_t>(version)});
+        log.record(s);
         frame = previous;
         if (++n >= max) {
             log.finish(WalkEnd::at_max, previous);
@@ -1090,32 +1088,17 @@ int walk_311(const Interpreter& in, const FastTable* fast, Shadow* steps, std::u
     int walked = 0;
     while (frame != 0 && ++walked < 100000) {
         const std::uintptr_t previous = load_ptr(frame + F::previous);
-        const std::uintptr_t code = load_ptr(frame + F::code);
-        CodeKey key;
-        if (code == 0 || !code_key(in, code, &key)) {
+        WalkStep s;
+        const FrameRead r = read_frame_311(in, fast, shadow, n, frame, &s);
+        if (r == FrameRead::skipped) {
             log.finish(WalkEnd::cut, frame);
             frame = previous;
             continue;
         }
-        const std::size_t index = index_311(in, fast, shadow, n, key);
-        if (index == kNone) {
+        out[n] = s.word;
+        if (r == FrameRead::unrecordable)
             log.finish(WalkEnd::cut, frame);
-            frame = previous;
-            continue;
-        }
-        const std::uintptr_t instr = load_ptr(frame + F::instr);
-        std::uintptr_t w =
-            kPythonTag | (static_cast<std::uintptr_t>(index) << 32) | instr_offset(instr, code + F::co_code);
-        if (load<bool>(frame + F::is_entry))
-            w |= kEntryTag;
-        out[n] = w;
-        // Recordable: a function with a version, running its own code (a frame started before its
-        // function's code was replaced runs the old code: no version tells that one apart).
-        const std::uintptr_t func = load_ptr(frame + F::func);
-        const std::uint32_t version = func != 0 ? load<std::uint32_t>(func + F::func_version) : 0;
-        if (version == 0 || load_ptr(func + F::func_code) != code)
-            log.finish(WalkEnd::cut, frame);
-        log.record(WalkStep{frame, func, instr, w, version});
+        log.record(s);
         frame = previous;
         if (++n >= max) {
             log.finish(WalkEnd::at_max, previous);
