@@ -201,8 +201,8 @@ PoolSlot* Profiler::torch_slot(int device) noexcept {
 }
 
 void Profiler::torch_event(const TorchEvent& ev) noexcept {
-    if (torch_queue_.abandoned()) {           // our thread stalled: we no longer follow PyTorch (torch_drain)
-        torch_queue_.push(TorchBlockEvent{}); // counted as dropped
+    if (torch_queue_.abandoned()) { // our thread stalled: we no longer follow PyTorch (torch_drain)
+        torch_queue_.count_dropped();
         return;
     }
     try {

@@ -257,6 +257,11 @@ std::uint64_t TorchQueue::dropped() const noexcept {
     return dropped_;
 }
 
+void TorchQueue::count_dropped() noexcept {
+    std::lock_guard lock(mutex_);
+    ++dropped_;
+}
+
 std::size_t TorchQueue::most_waiting() const noexcept {
     std::lock_guard lock(mutex_);
     return most_waiting_;

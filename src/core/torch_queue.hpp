@@ -93,6 +93,8 @@ public:
     bool abandoned() const noexcept { return abandoned_.load(std::memory_order_acquire); }
     /// Events dropped since (those waiting then included).
     std::uint64_t dropped() const noexcept;
+    /// One more event dropped: one its maker did not push, the queue being abandoned.
+    void count_dropped() noexcept;
 
 private:
     void run() noexcept;

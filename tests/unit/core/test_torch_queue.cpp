@@ -191,6 +191,8 @@ TEST_CASE("a thread that makes no progress is abandoned: a full push and a drain
     CHECK(q.dropped() == 5); // the four waiting and the one pushed
     CHECK(q.push(event(0, 7)));
     CHECK(q.dropped() == 6);
+    q.count_dropped(); // an event its maker did not push (Profiler::torch_event once abandoned)
+    CHECK(q.dropped() == 7);
     CHECK_FALSE(q.drain()); // at once: nothing more will be handled
     g_hold = false;         // it comes back: handles the event it held, then ends
     q.stop();
