@@ -123,16 +123,12 @@ def main():
         alt_py_ns.append(py_probe(ctypes.byref(compared)))
         alt_compared.append(compared.value)
 
-    def alternate(k):
+    def alternate(take):
         for i in range(2 * a.cold):
-            (one if i % 2 == 0 else three)(grab)
-
-    def alternate_python(k):  # the same, reading the Python frames alone
-        for i in range(2 * a.cold):
-            (one if i % 2 == 0 else three)(grab_python)
-    outer(lambda: alternate(None))
-    if py_probe is not None:
-        outer(lambda: alternate_python(None))
+            (one if i % 2 == 0 else three)(take)
+    outer(lambda: alternate(grab))
+    if py_probe is not None:  # the same, reading the Python frames alone
+        outer(lambda: alternate(grab_python))
     alt_frames = frames(lib)
 
     med = statistics.median
