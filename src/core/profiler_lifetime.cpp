@@ -69,6 +69,7 @@ Profiler& Profiler::make_instance() noexcept {
                 log::debug("{}", line);
         stacks::python::set_warning_sink([](const char* message) { log::warn("{}", message); });
         stacks::python::set_enabled(options.python != 0);
+        stacks::python::set_code_watcher(options.code_watcher);
         stacks::Recorder::instance().configure(options.stack_depth);
         if (options.stack_sample > 1)
             stacks::Recorder::instance().set_sampling(static_cast<std::size_t>(options.stack_sample_from),

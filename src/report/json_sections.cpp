@@ -165,6 +165,7 @@ void json_sections(util::JsonWriter& w, const ReportInput& in, const stacks::Rep
     w.field("python_captures", c.python_captures); // stacks that had Python frames
     w.field("python_frames", c.python_frames);
     w.field("python_frames_compared", c.python_compared); // taken by comparing with the thread's previous capture
+    w.field("python_frames_trusted", c.python_trusted);   // of those, code objects not read: none destroyed since
     w.field("small_stack_skips", c.small_stack_skips);    // kept under "no stack": too little stack to unwind
     w.field("sample_one_in", static_cast<std::uint64_t>(c.sample_one_in < 1 ? 1 : c.sample_one_in));
     w.field("sample_always_from", c.sample_one_in > 1 ? c.sample_always_from : 0);

@@ -5,9 +5,11 @@
 // hook it is not running bytecode, so its frame chain cannot change under us, whether it holds
 // the GIL (ctypes.PyDLL) or released it (PyTorch operators, ctypes.CDLL). Other threads never
 // modify another thread's frames, code objects are immutable apart from their adaptive bytecode,
-// and every object reached is kept alive by the frames of this thread. Nothing here calls into
-// the interpreter except PyGILState_GetThisThreadState and Py_IsInitialized, which only read a
-// thread-specific key and a flag (both documented as callable without the GIL).
+// and every object reached is kept alive by the frames of this thread. The capture calls into
+// the interpreter only through PyGILState_GetThisThreadState and Py_IsInitialized, which only read
+// a thread-specific key and a flag, and once through Py_AddPendingCall (all three documented as
+// callable without the GIL): the main thread then adds a code watcher, holding the GIL (3.12+;
+// "code objects destroyed" below).
 #include "stacks/python_frames.hpp"
 
 #include "util/log.hpp"
@@ -41,6 +43,7 @@ struct Layout {
     std::size_t ts_cframe = kNone;
     std::size_t cframe_current_frame = kNone;
     std::size_t ts_current_frame = kNone;
+    std::size_t ts_interp = 16; ///< PyThreadState -> its interpreter
     // _PyInterpreterFrame
     std::size_t fr_code = 0; ///< f_code (3.11/3.12), f_executable (3.13)
     std::size_t fr_previous = 0;
@@ -175,6 +178,12 @@ struct Interpreter {
     int fixed = 0; ///< 11, 12 or 13: the walk may use its constant offsets (they match layout)
     int (*is_initialized)() = nullptr;
     void* (*this_thread_state)() = nullptr;
+    /// 3.12+, for the code watcher (see "code objects destroyed" below); null when not exported.
+    int (*add_pending_call)(int (*)(void*), void*) = nullptr;
+    int (*add_code_watcher)(int (*)(int, void*)) = nullptr;
+    void* (*interpreter_get)() = nullptr;
+    void (*err_fetch)(void**, void**, void**) = nullptr;
+    void (*err_restore)(void*, void*, void*) = nullptr;
     std::uintptr_t code_type = 0, bytes_type = 0, unicode_type = 0;
     std::string version;
 };
@@ -252,6 +261,7 @@ State discover() noexcept {
             Layout& l = in.layout;
             l.minor = 13;
             l.ts_current_frame = off->thread_state.current_frame;
+            l.ts_interp = off->thread_state.interp;
             l.fr_code = off->interpreter_frame.executable;
             l.fr_previous = off->interpreter_frame.previous;
             l.fr_instr = off->interpreter_frame.instr_ptr;
@@ -272,6 +282,13 @@ State discover() noexcept {
         }
         in.is_initialized = is_init;
         in.this_thread_state = reinterpret_cast<void* (*)()>(sym("PyGILState_GetThisThreadState"));
+        if (minor >= 12) {
+            in.add_pending_call = reinterpret_cast<int (*)(int (*)(void*), void*)>(sym("Py_AddPendingCall"));
+            in.add_code_watcher = reinterpret_cast<int (*)(int (*)(int, void*))>(sym("PyCode_AddWatcher"));
+            in.interpreter_get = reinterpret_cast<void* (*)()>(sym("PyInterpreterState_Get"));
+            in.err_fetch = reinterpret_cast<void (*)(void**, void**, void**)>(sym("PyErr_Fetch"));
+            in.err_restore = reinterpret_cast<void (*)(void*, void*, void*)>(sym("PyErr_Restore"));
+        }
         in.code_type = reinterpret_cast<std::uintptr_t>(sym("PyCode_Type"));
         in.bytes_type = reinterpret_cast<std::uintptr_t>(sym("PyBytes_Type"));
         in.unicode_type = reinterpret_cast<std::uintptr_t>(sym("PyUnicode_Type"));
@@ -292,6 +309,84 @@ State discover() noexcept {
     } catch (...) {
         return State::unknown;
     }
+}
+
+// ---- code objects destroyed ------------------------------------------------------------------
+//
+// 3.12+: a code watcher (PyCode_AddWatcher) counts the code objects the interpreter destroys.
+// While that count is what it was when a thread's record of its frames was made, every code
+// object the record names is still that object (another one at its address needs it destroyed
+// first), and a live frame whose instruction pointer is the one recorded runs inside it (two live
+// objects do not overlap): the compare pass then reads two words of a frame instead of four. The
+// watcher is added once, by the main thread holding the GIL, through Py_AddPendingCall, which
+// any thread may call without the GIL. Until it is there, and in a thread of another interpreter,
+// the compare pass checks each code object's version.
+
+constexpr std::uint64_t kNoEpoch = ~std::uint64_t{0};
+constexpr int kCodeEventCreate = 0; // PY_CODE_EVENT_CREATE (tests/python/check_layouts.py)
+constexpr int kWatcherTries = 16;   // Py_AddPendingCall fails while its queue is full
+
+enum class Watch : int { off, unasked, asked, watching, failed };
+std::atomic<Watch> g_watch{Watch::unasked};
+std::atomic<int> g_watch_tries{0};
+std::atomic<std::uint64_t> g_code_destroyed{0};
+std::atomic<std::uintptr_t> g_watched_interp{0};
+
+/// The watcher: any event but a creation counts (a destroyed object may be resurrected by another
+/// watcher; counting it anyway only costs a full compare).
+int on_code_event(int event, void*) {
+    if (event != kCodeEventCreate)
+        g_code_destroyed.fetch_add(1, std::memory_order_relaxed);
+    return 0;
+}
+
+/// Run by the main thread, holding the GIL, between two bytecodes.
+int add_watcher(void*) {
+    const Interpreter& in = g_interp;
+    void* type = nullptr;
+    void* value = nullptr;
+    void* traceback = nullptr;
+    in.err_fetch(&type, &value, &traceback); // an exception being handled is left as it was
+    const int id = in.add_code_watcher(on_code_event);
+    const auto interp = reinterpret_cast<std::uintptr_t>(in.interpreter_get());
+    in.err_restore(type, value, traceback); // (and the error of a full watcher table is dropped)
+    if (id >= 0) {
+        g_watched_interp.store(interp, std::memory_order_relaxed);
+        g_watch.store(Watch::watching, std::memory_order_release);
+    } else {
+        g_watch.store(Watch::failed, std::memory_order_relaxed);
+    }
+    return 0;
+}
+
+/// Asks the main thread, once, to add the watcher.
+void ask_for_watcher(const Interpreter& in) noexcept {
+    Watch expected = Watch::unasked;
+    if (!g_watch.compare_exchange_strong(expected, Watch::asked, std::memory_order_relaxed))
+        return;
+    if (in.add_pending_call == nullptr || in.add_code_watcher == nullptr || in.interpreter_get == nullptr ||
+        in.err_fetch == nullptr || in.err_restore == nullptr) {
+        g_watch.store(Watch::failed, std::memory_order_relaxed);
+        return;
+    }
+    if (in.add_pending_call(add_watcher, nullptr) != 0)
+        g_watch.store(g_watch_tries.fetch_add(1, std::memory_order_relaxed) < kWatcherTries ? Watch::unasked
+                                                                                            : Watch::failed,
+                      std::memory_order_relaxed);
+}
+
+/// The count of destroyed code objects, when the watcher counts those of the interpreter of the
+/// thread state `ts`; else kNoEpoch. `may_ask`: not inside another capture (a signal handler's).
+inline std::uint64_t code_epoch(const Interpreter& in, std::uintptr_t ts, bool may_ask) noexcept {
+    const Watch w = g_watch.load(std::memory_order_acquire);
+    if (__builtin_expect(w == Watch::watching, 1)) {
+        if (load_ptr(ts + in.layout.ts_interp) == g_watched_interp.load(std::memory_order_relaxed))
+            return g_code_destroyed.load(std::memory_order_relaxed);
+        return kNoEpoch;
+    }
+    if (w == Watch::unasked && may_ask && in.fixed >= 12)
+        ask_for_watcher(in);
+    return kNoEpoch;
 }
 
 // ---- code objects ----------------------------------------------------------------------------
@@ -541,10 +636,17 @@ struct Shadow {
     int steps_n = 0;
     int max = 0; ///< the walk's frame limit
     WalkEnd end = WalkEnd::none;
+    /// The count of destroyed code objects when every step was last compared or recorded
+    /// (kNoEpoch: not known, or the record may be torn by a capture inside another).
+    std::uint64_t epoch = kNoEpoch;
 };
 Shadow g_no_shadow; // read (never written) by a thread whose shadow could not be allocated
 Shadow* thread_shadow() noexcept {
     return util::PerThread<Shadow>::get();
+}
+void forget_epoch() noexcept {
+    if (Shadow* s = thread_shadow())
+        s->epoch = kNoEpoch;
 }
 
 /// What tells this code object from another one at the same address: (aux, version) as the fast
@@ -646,9 +748,8 @@ inline std::size_t code_index(const Interpreter& in, const FastTable* fast, std:
     return code_index_slow(in, code, aux, version);
 }
 
-/// The current frame of this thread's Python thread state (null when it runs no Python).
-std::uintptr_t current_frame(const Interpreter& in) noexcept {
-    const auto ts = reinterpret_cast<std::uintptr_t>(in.this_thread_state());
+/// The current frame of the Python thread state `ts` (null when there is none).
+std::uintptr_t current_frame(const Interpreter& in, std::uintptr_t ts) noexcept {
     if (ts == 0)
         return 0;
     const Layout& l = in.layout;
@@ -666,6 +767,11 @@ void set_enabled(bool on) noexcept {
         State expected = State::unknown;
         g_state.compare_exchange_strong(expected, State::disabled);
     }
+}
+
+void set_code_watcher(bool on) noexcept {
+    Watch expected = on ? Watch::off : Watch::unasked;
+    g_watch.compare_exchange_strong(expected, on ? Watch::unasked : Watch::off);
 }
 
 void set_warning_sink(void (*sink)(const char*)) noexcept {
@@ -686,6 +792,8 @@ namespace {
 struct WalkOutcome {
     bool unchanged = false; ///< the record's words, every one as it was (the compare pass reached its end)
     bool recorded = false;  ///< the shadow's record now holds exactly the words written
+    bool partial = false;   ///< the record keeps steps past the last one compared (`max` words reached)
+    bool trusted = false;   ///< the compare pass trusted the record's epoch
     int compared = 0;       ///< words the compare pass wrote (the rest were walked)
 };
 
@@ -717,10 +825,13 @@ inline void take_instruction(WalkStep& s, std::uintptr_t instr, std::uintptr_t f
 /// the next frame is the address remembered, which equals the one just read: the processor then starts the next frame's
 /// reads without waiting for that read (a predicted branch, not a chain of loads each waiting for the one before).
 /// It starts at step `from` with `n` words written (0 and 0, unless after compare_and_merge's move).
+/// `Trusted` (3.12+): no code object was destroyed since every step was compared or recorded (the
+/// shadow's epoch), so a frame with the step's instruction pointer runs the step's code object,
+/// and neither is read.
 /// Returns the step where the stacks differ
 /// (`frame` and `n` are then that step's frame and the words written before it), or -1 when the
 /// previous walk's end was reached (the walk is complete in `out`, `n` words).
-template <typename F>
+template <typename F, bool Trusted>
 int compare_walk(Shadow& sh, int from, std::uintptr_t& frame, std::uintptr_t* out, int& n, bool& updated) noexcept {
     WalkStep* st = sh.steps;
     // At most `max` words in all (a step writes at most one): `out` is never written past `max`,
@@ -754,6 +865,15 @@ int compare_walk(Shadow& sh, int from, std::uintptr_t& frame, std::uintptr_t* ou
             // the heap.
             if (words > 0)
                 out[words - 1] |= kEntryTag;
+        } else if constexpr (Trusted) {
+            const std::uintptr_t instr = load_ptr(f + F::instr);
+            if (__builtin_expect(instr != s.instr, 0)) {
+                const std::uintptr_t code = load_ptr(f + F::code);
+                if (((code ^ s.code) | (load<std::uint32_t>(code + F::version) ^ s.version)) != 0)
+                    break;
+                take_instruction(s, instr, code + F::co_code, updated);
+            }
+            out[words++] = s.word;
         } else {
             const std::uintptr_t code = load_ptr(f + F::code);
             const std::uintptr_t instr = load_ptr(f + F::instr);
@@ -916,10 +1036,10 @@ bool read_new_frame(const Interpreter& in, const FastTable* fast, Shadow& sh, st
 /// instruction, and an address is followed only once the link read equals it.
 /// Returns -1 when the stack is complete in `out` (`n` words), else the step the walk records from
 /// (`frame` and `n`: where it goes on); `compared`: the words the compare pass wrote.
-template <typename F>
+template <typename F, bool Trusted>
 int compare_and_merge(const Interpreter& in, const FastTable* fast, Shadow& sh, std::uintptr_t& frame,
                       std::uintptr_t* out, int& n, bool& updated, int* compared) noexcept {
-    int k = compare_walk<F>(sh, 0, frame, out, n, updated);
+    int k = compare_walk<F, Trusted>(sh, 0, frame, out, n, updated);
     *compared = n;
     WalkStep* st = sh.steps;
     for (int round = 0; round < kMergeRounds && k >= 0 && k + kMergeAhead <= kWalkSteps; ++round) {
@@ -962,7 +1082,7 @@ int compare_and_merge(const Interpreter& in, const FastTable* fast, Shadow& sh, 
         sh.steps_n = k + t + (last - j);
         updated = true;
         const int before = n;
-        k = compare_walk<F>(sh, k + t, frame, out, n, updated);
+        k = compare_walk<F, Trusted>(sh, k + t, frame, out, n, updated);
         *compared += n - before;
     }
     return k;
@@ -970,23 +1090,31 @@ int compare_and_merge(const Interpreter& in, const FastTable* fast, Shadow& sh, 
 
 /// The compare pass, and the start of a new record when it does not give the whole result: -1
 /// when it does (`n` words in `out`), else the step the walk records from (`frame` and `n` are
-/// where it goes on).
+/// where it goes on). `epoch`: the count of destroyed code objects now (3.12+; kNoEpoch when not
+/// known or not to be trusted).
 template <typename F>
 int compare_then_record(const Interpreter& in, const FastTable* fast, Shadow* shadow, std::uintptr_t& frame,
-                        std::uintptr_t* out, int& n, int max, WalkOutcome* outcome) noexcept {
+                        std::uintptr_t* out, int& n, int max, std::uint64_t epoch, WalkOutcome* outcome) noexcept {
     if (shadow == nullptr)
         return 0;
     int step = 0;
     if (shadow->end != WalkEnd::none && shadow->max == max) {
         bool updated = false;
-        step = compare_and_merge<F>(in, fast, *shadow, frame, out, n, updated, &outcome->compared);
+        bool trusted = false;
+        if constexpr (!F::function_versions)
+            trusted = epoch != kNoEpoch && shadow->epoch == epoch;
+        outcome->trusted = trusted;
+        step = trusted ? compare_and_merge<F, true>(in, fast, *shadow, frame, out, n, updated, &outcome->compared)
+                       : compare_and_merge<F, false>(in, fast, *shadow, frame, out, n, updated, &outcome->compared);
         if (step < 0) {
             outcome->unchanged = !updated;
             outcome->recorded = true;
             return -1; // the previous walk, entire
         }
-        if (n >= max)
+        if (n >= max) {
+            outcome->partial = true;
             return -1; // as many frames as asked for
+        }
     }
     // From `step` on, this walk is recorded (the steps before it are the previous walk's).
     shadow->end = WalkEnd::none;
@@ -1027,11 +1155,11 @@ struct StepLog {
 /// its index from there without a lookup. What it meets is remembered for the next capture.
 template <typename F>
 int walk_versioned(const Interpreter& in, const FastTable* fast, Shadow* shadow, std::uintptr_t frame,
-                   std::uintptr_t* out, int max, WalkOutcome* outcome) noexcept {
+                   std::uintptr_t* out, int max, std::uint64_t epoch, WalkOutcome* outcome) noexcept {
     if (max > kMaxPythonFrames)
         max = kMaxPythonFrames; // the shadow's size: no bound check per frame below
     int n = 0;
-    const int step = compare_then_record<F>(in, fast, shadow, frame, out, n, max, outcome);
+    const int step = compare_then_record<F>(in, fast, shadow, frame, out, n, max, epoch, outcome);
     if (step < 0)
         return n;
     StepLog log{shadow, step, shadow != nullptr, outcome};
@@ -1080,7 +1208,7 @@ int walk_311(const Interpreter& in, const FastTable* fast, Shadow* steps, std::u
     if (max > kMaxPythonFrames)
         max = kMaxPythonFrames;
     int n = 0;
-    const int step = compare_then_record<F>(in, fast, steps, frame, out, n, max, outcome);
+    const int step = compare_then_record<F>(in, fast, steps, frame, out, n, max, kNoEpoch, outcome);
     if (step < 0)
         return n;
     StepLog log{steps, step, steps != nullptr, outcome};
@@ -1151,7 +1279,7 @@ namespace {
 /// The frames, as capture() writes them, and what the serial needs to know of them: `now` is
 /// Latest::none when nothing was read, Latest::record when the shadow's record holds exactly the
 /// words written, and `o` whether they are the record's, unchanged.
-int read_frames(std::uintptr_t* out, int max, WalkOutcome* o, Latest* now) noexcept {
+int read_frames(std::uintptr_t* out, int max, bool nested, WalkOutcome* o, Latest* now) noexcept {
     *now = Latest::none;
     State s = g_state.load(std::memory_order_acquire);
     if (s != State::ready) {
@@ -1164,36 +1292,46 @@ int read_frames(std::uintptr_t* out, int max, WalkOutcome* o, Latest* now) noexc
     if (out == nullptr || max <= 0 || in.is_initialized() == 0)
         return 0; // finalised
     const FastTable* fast = g_fast.load(std::memory_order_acquire);
-    const std::uintptr_t frame = current_frame(in);
+    const auto ts = reinterpret_cast<std::uintptr_t>(in.this_thread_state());
+    const std::uintptr_t frame = current_frame(in, ts);
     int n;
-    if (in.fixed == 11)
+    if (in.fixed == 12 || in.fixed == 13) {
+        Shadow* shadow = thread_shadow();
+        const std::uint64_t epoch = ts != 0 ? code_epoch(in, ts, !nested) : kNoEpoch;
+        // A capture inside another (a signal handler's) may meet a step half written: it trusts
+        // no epoch, and leaves none for the next capture (nor does the one it interrupted: capture).
+        const std::uint64_t trusted = nested ? kNoEpoch : epoch;
+        n = in.fixed == 12 ? walk_versioned<Fixed312>(in, fast, shadow, frame, out, max, trusted, o)
+                           : walk_versioned<Fixed313>(in, fast, shadow, frame, out, max, trusted, o);
+        if (shadow != nullptr)
+            shadow->epoch = o->partial ? kNoEpoch : trusted;
+    } else if (in.fixed == 11) {
         n = walk_311(in, fast, thread_shadow(), frame, out, max, o);
-    else if (in.fixed == 12)
-        n = walk_versioned<Fixed312>(in, fast, thread_shadow(), frame, out, max, o);
-    else if (in.fixed == 13)
-        n = walk_versioned<Fixed313>(in, fast, thread_shadow(), frame, out, max, o);
-    else
+    } else {
         n = walk_general(in, fast, frame, out, max);
+    }
     *now = o->recorded ? Latest::record : Latest::other;
     return n;
 }
 
 } // namespace
 
-int capture(std::uintptr_t* out, int max, std::uint64_t* serial, int* compared) noexcept {
+int capture(std::uintptr_t* out, int max, std::uint64_t* serial, int* compared, int* trusted) noexcept {
     CallState& t = tl_call;
     const bool nested = t.busy; // a signal handler's capture inside this thread's own
     t.busy = true;
     std::atomic_signal_fence(std::memory_order_seq_cst);
     WalkOutcome o;
     Latest now;
-    const int n = read_frames(out, max, &o, &now);
+    const int n = read_frames(out, max, nested, &o, &now);
     std::atomic_signal_fence(std::memory_order_seq_cst);
     bool same = false;
     if (nested) {
         t.disturbed = true; // (busy stays: the interrupted capture still runs)
         t.latest = Latest::other;
     } else {
+        if (t.disturbed)
+            forget_epoch(); // the record may mix this capture's steps with the interrupting one's
         // The same words as the latest capture's: none read again, or the record unchanged.
         same = !t.disturbed && now == t.latest && (now == Latest::none || (now == Latest::record && o.unchanged));
         t.latest = t.disturbed ? Latest::other : now;
@@ -1206,6 +1344,8 @@ int capture(std::uintptr_t* out, int max, std::uint64_t* serial, int* compared) 
         *serial = t.serial;
     if (compared != nullptr)
         *compared = o.compared;
+    if (trusted != nullptr)
+        *trusted = o.trusted ? o.compared : 0;
     return n;
 }
 
@@ -1294,6 +1434,7 @@ std::vector<std::pair<std::string, std::size_t>> assumed_layout(int minor) {
         const Layout l = minor == 11 ? layout_311() : layout_312();
         v.emplace_back("ts.cframe", l.ts_cframe);
         v.emplace_back("cframe.current_frame", l.cframe_current_frame);
+        v.emplace_back("ts.interp", l.ts_interp);
         v.emplace_back("frame.code", l.fr_code);
         v.emplace_back("frame.previous", l.fr_previous);
         v.emplace_back("frame.instr", l.fr_instr);
@@ -1306,8 +1447,10 @@ std::vector<std::pair<std::string, std::size_t>> assumed_layout(int minor) {
             // (The compare pass's other 3.11 offsets are the layout table's, checked above.)
             static_assert(Fixed311::previous == 48 && Fixed311::code == 32 && Fixed311::instr == 56 &&
                           Fixed311::is_entry == 68 && Fixed311::co_code == 184);
-        } else
+        } else {
             v.emplace_back("owner.cstack", static_cast<std::size_t>(kOwnedByCStack));
+            v.emplace_back("event.code_create", static_cast<std::size_t>(kCodeEventCreate));
+        }
         v.emplace_back("code.filename", l.co_filename);
         v.emplace_back("code.qualname", l.co_qualname);
         v.emplace_back("code.linetable", l.co_linetable);
@@ -1327,6 +1470,7 @@ std::vector<std::pair<std::string, std::size_t>> assumed_layout(int minor) {
         GPUMEMPROF_DEBUG_FIELD("debug.version", version);
         GPUMEMPROF_DEBUG_FIELD("debug.free_threaded", free_threaded);
         GPUMEMPROF_DEBUG_FIELD("debug.thread_state.current_frame", thread_state.current_frame);
+        GPUMEMPROF_DEBUG_FIELD("debug.thread_state.interp", thread_state.interp);
         GPUMEMPROF_DEBUG_FIELD("debug.interpreter_frame.previous", interpreter_frame.previous);
         GPUMEMPROF_DEBUG_FIELD("debug.interpreter_frame.executable", interpreter_frame.executable);
         GPUMEMPROF_DEBUG_FIELD("debug.interpreter_frame.instr_ptr", interpreter_frame.instr_ptr);
@@ -1346,6 +1490,7 @@ std::vector<std::pair<std::string, std::size_t>> assumed_layout(int minor) {
         v.emplace_back("str.compact_extra", 2 * sizeof(void*));
         v.emplace_back("code.version", 92);
         v.emplace_back("owner.cstack", static_cast<std::size_t>(kOwnedByCStack));
+        v.emplace_back("event.code_create", static_cast<std::size_t>(kCodeEventCreate));
     }
     return v;
 }

@@ -39,20 +39,27 @@ enum class State {
 
 /// GPUMEMPROF_PYTHON: false stops reading Python frames (native stacks only).
 void set_enabled(bool on) noexcept;
+/// GPUMEMPROF_CODE_WATCHER: false adds no code watcher (3.12+; see python_frames.cpp), before the
+/// first capture.
+void set_code_watcher(bool on) noexcept;
 /// Where the one "cannot read this Python" warning goes (default: stderr). The core passes its
 /// logger; the stacks area itself depends on nothing else.
 void set_warning_sink(void (*sink)(const char* message)) noexcept;
 
 /// Writes the calling thread's Python frames, innermost first, as tagged words into out[0..max).
-/// Never takes the GIL, never calls Python, never throws; allocates only the first time it meets
-/// a code object (copies its names and line table). Returns the number written (0 when the
+/// Never takes the GIL, never runs Python code, never throws; allocates only the first time it
+/// meets a code object (copies its names and line table). The first call asks the main thread,
+/// through Py_AddPendingCall, to add the code watcher (set_code_watcher). Returns the number written (0 when the
 /// thread runs no Python code or the process has no readable interpreter).
 /// `serial`, when given, gets a number per thread that stays the same from one call to the next
 /// only when the words written are certainly the same (same `max`, nothing read otherwise than
 /// before): the caller may then keep what it made of them without comparing them.
 /// `compared`, when given, gets how many of the words were taken by comparing the stack with the
-/// thread's previous capture rather than by walking it.
-int capture(std::uintptr_t* out, int max, std::uint64_t* serial = nullptr, int* compared = nullptr) noexcept;
+/// thread's previous capture rather than by walking it; `trusted`, how many of those the compare
+/// took without reading their code objects (3.12+: no code object destroyed since that capture,
+/// as a code watcher counts; see python_frames.cpp).
+int capture(std::uintptr_t* out, int max, std::uint64_t* serial = nullptr, int* compared = nullptr,
+            int* trusted = nullptr) noexcept;
 
 State state() noexcept;
 /// "3.12" etc. once an interpreter was found; empty before.

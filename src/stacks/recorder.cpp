@@ -92,8 +92,8 @@ bool room_to_unwind(std::uintptr_t sp) noexcept {
 /// store, no read-modify-write), read by capture_stats.
 struct detail::CaptureCounters {
     std::atomic<std::uint64_t> captures{0}, frames{0}, cache_hits{0}, shadow_hits{0}, shadow_frames{0},
-        python_captures{0}, python_frames{0}, python_compared{0}, small_stack_skips{0}, unwind_ticks{0},
-        python_ticks{0}, intern_ticks{0}, sampled_out{0};
+        python_captures{0}, python_frames{0}, python_compared{0}, python_trusted{0}, small_stack_skips{0},
+        unwind_ticks{0}, python_ticks{0}, intern_ticks{0}, sampled_out{0};
     CaptureCounters* next = nullptr;      ///< the recorder's list of every block (push only)
     CaptureCounters* next_free = nullptr; ///< on the free list
     CaptureCounters* next_made = nullptr; ///< every block ever made (g_all_counters: never freed)
@@ -265,9 +265,10 @@ __attribute__((always_inline)) inline StackId Recorder::unwind_and_intern() noex
     // reports put them in place of the interpreter's frames (report::resolve_report).
     std::uint64_t python_serial = 0;
     int python_compared = 0;
+    int python_trusted = 0;
     const std::uint64_t t_python = util::CycleClock::now();
-    const int py =
-        python::capture(ips + n, std::min(depth, python::kMaxPythonFrames), &python_serial, &python_compared);
+    const int py = python::capture(ips + n, std::min(depth, python::kMaxPythonFrames), &python_serial, &python_compared,
+                                   &python_trusted);
     n += py;
     const std::uint64_t t1 = util::CycleClock::now();
     bool cached = false;
@@ -306,6 +307,7 @@ __attribute__((always_inline)) inline StackId Recorder::unwind_and_intern() noex
             detail::CaptureCounters::add(stats->python_captures, 1);
             detail::CaptureCounters::add(stats->python_frames, static_cast<std::uint64_t>(py));
             detail::CaptureCounters::add(stats->python_compared, static_cast<std::uint64_t>(python_compared));
+            detail::CaptureCounters::add(stats->python_trusted, static_cast<std::uint64_t>(python_trusted));
         }
         detail::CaptureCounters::add(stats->python_ticks, t1 - t_python);
         detail::CaptureCounters::add(stats->unwind_ticks, t1 - t0);
@@ -341,6 +343,7 @@ CaptureStats Recorder::capture_stats() const noexcept {
             s.python_captures += b->python_captures.load(std::memory_order_relaxed);
             s.python_frames += b->python_frames.load(std::memory_order_relaxed);
             s.python_compared += b->python_compared.load(std::memory_order_relaxed);
+            s.python_trusted += b->python_trusted.load(std::memory_order_relaxed);
             s.small_stack_skips += b->small_stack_skips.load(std::memory_order_relaxed);
             s.sampled_out += b->sampled_out.load(std::memory_order_relaxed);
             unwind += b->unwind_ticks.load(std::memory_order_relaxed);
@@ -442,9 +445,9 @@ void Recorder::reset_after_fork() noexcept {
     table_.clear();
     ooms_.clear();
     for (detail::CaptureCounters* b = stats_head_.load(std::memory_order_acquire); b != nullptr; b = b->next)
-        for (auto* c :
-             {&b->captures, &b->frames, &b->cache_hits, &b->shadow_hits, &b->shadow_frames, &b->python_captures,
-              &b->python_frames, &b->small_stack_skips, &b->unwind_ticks, &b->intern_ticks, &b->sampled_out})
+        for (auto* c : {&b->captures, &b->frames, &b->cache_hits, &b->shadow_hits, &b->shadow_frames,
+                        &b->python_captures, &b->python_frames, &b->python_compared, &b->python_trusted,
+                        &b->small_stack_skips, &b->unwind_ticks, &b->python_ticks, &b->intern_ticks, &b->sampled_out})
             c->store(0, std::memory_order_relaxed);
 }
 

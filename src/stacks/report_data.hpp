@@ -52,6 +52,7 @@ struct CaptureStats {
     std::uint64_t python_captures = 0;    ///< captures that found Python frames on the thread
     std::uint64_t python_frames = 0;      ///< Python frames kept, summed over captures
     std::uint64_t python_compared = 0;    ///< of those, frames the compare pass took from the thread's previous capture
+    std::uint64_t python_trusted = 0;     ///< of those, frames taken without reading their code objects (code watcher)
     std::uint64_t small_stack_skips = 0;  ///< allocations kept without a stack: too little stack left to unwind
     std::uint64_t sampled_out = 0;        ///< allocations sampling left without a stack (no unwind at all)
     std::uint32_t sample_one_in = 0;      ///< sampling: 1 in this many smaller allocations (0/1: off)

@@ -283,6 +283,10 @@ constexpr OptionSpec kOptions[] = {
          return false;
      },
      [](const Options& o) { return std::string(o.python == 2 ? "all" : o.python == 1 ? "1" : "0"); }},
+    {"GPUMEMPROF_CODE_WATCHER", "1", "`1`",
+     "CPython 3.12+: add one code watcher (`PyCode_AddWatcher`, 8 per interpreter) that counts destroyed code "
+     "objects, so that a repeated Python stack is read without reading its code objects; `0`: add none",
+     "expected 0 or 1", set_bool<&Options::code_watcher>, show_bool<&Options::code_watcher>},
     {"GPUMEMPROF_FRAMEWORK_ENV", "1", "`1`",
      "with the pool on, set the variables that `GPUMEMPROF_TORCH=pool` and `GPUMEMPROF_JAX=platform` ask "
      "for at load time, where the user has not set them (the report lists what was set); `0`: never",

@@ -49,6 +49,9 @@ struct Options {
     /// GPUMEMPROF_PYTHON: 0 = native stacks only, 1 = the thread's Python frames in place of the
     /// interpreter's, 2 ("all") = Python frames and the interpreter's own frames.
     int python = 1;
+    /// GPUMEMPROF_CODE_WATCHER: CPython 3.12+, add one code watcher that counts destroyed code
+    /// objects, so that a repeated Python stack is read without its code objects.
+    bool code_watcher = true;
     /// GPUMEMPROF_FRAMEWORK_ENV: with the pool on, set PYTORCH_NO_CUDA_MEMORY_CACHING=1 and
     /// XLA_PYTHON_CLIENT_ALLOCATOR=platform at load time where the user has not set them.
     bool framework_env = true;

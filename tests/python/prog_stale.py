@@ -16,6 +16,11 @@
 #   functions: function objects, each made where the previous one was freed, of code objects
 #            that all stay alive (other names and lines), each called often enough that 3.11
 #            gives it a version (3.11 knows a frame's code by its function and that version).
+#   subinterpreter: the `reused` pattern in a thread of a subinterpreter, whose code objects the
+#            profiler's code watcher (3.12+, on the main interpreter) does not see destroyed.
+# With --fill-watchers (3.12+, where _testcapi is installed), the program first takes all 8 code
+# watcher slots itself: the profiler's own watcher cannot be added, and the program must not see
+# the error that raises (its slots, its ids and the patterns' stacks are as without the profiler).
 # Prints a JSON line with what it did, for the checker.
 import ctypes
 import gc
@@ -116,6 +121,50 @@ def functions(rounds):
     return made
 
 
+SUB_SRC = '''
+import ctypes, gc, json, threading
+cudart = ctypes.CDLL("libcudart.so.13")
+cudart.cudaMalloc.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+cudart.cudaFree.argtypes = [ctypes.c_void_p]
+made = []
+def run():
+    for i in range(%(rounds)d):
+        name = "sub_%%03d" %% i
+        src = "def %%s(lib, byref, p, n):\\n%%s    return lib.cudaMalloc(byref(p), n)\\n" %% (name, "\\n" * (i %% 3))
+        ns = {}
+        exec(compile(src, "<generated %%s>" %% name, "exec"), ns)
+        f = ns[name]
+        p = ctypes.c_void_p()
+        n = (400 + i) * 1024
+        f(cudart, ctypes.byref, p, n)
+        cudart.cudaFree(p)
+        made.append({"name": name, "line": 2 + i %% 3, "bytes": n, "code": id(f.__code__)})
+        del f, ns
+        gc.collect()
+t = threading.Thread(target=run)
+t.start()
+t.join()
+with open(%(path)r, "w") as out:
+    json.dump(made, out)
+'''
+
+
+def subinterpreter(rounds, path):
+    """The `reused` pattern in a thread of a legacy subinterpreter (it may load ctypes)."""
+    if sys.version_info < (3, 12):
+        return None  # no threads in 3.11's subinterpreters (and no code watcher to test)
+    try:
+        import _interpreters as si  # 3.13
+        interp = si.create("legacy")
+    except ImportError:
+        import _xxsubinterpreters as si
+        interp = si.create(isolated=False) if sys.version_info >= (3, 12) else si.create()
+    si.run_string(interp, SUB_SRC % {"rounds": rounds, "path": path})
+    si.destroy(interp)
+    with open(path) as f:
+        return json.load(f)
+
+
 def thread_a():
     p = ctypes.c_void_p()
     cudart.cudaMalloc(ctypes.byref(p), 121 * KIB)  # @site:thread_a
@@ -162,7 +211,23 @@ def recurse(k, n):
     free(p)
 
 
+def fill_watchers():
+    """Takes every code watcher slot; returns the ids given (None without _testcapi's helper)."""
+    try:
+        import _testcapi
+        add = _testcapi.add_code_watcher
+    except (ImportError, AttributeError):
+        return None
+    ids = []
+    while True:
+        try:
+            ids.append(add(len(ids) % 2))
+        except RuntimeError:
+            return ids
+
+
 def main():
+    watchers = fill_watchers() if "--fill-watchers" in sys.argv else None
     for _ in range(ROUNDS):
         two_lines()
     for _ in range(ROUNDS):
@@ -182,8 +247,17 @@ def main():
         t = threading.Thread(target=thread_a if i % 2 == 0 else thread_b)
         t.start()
         t.join()
+    sub = subinterpreter(ROUNDS, sys.argv[1])
+    if watchers is not None:
+        try:
+            _testcapi_add = __import__("_testcapi").add_code_watcher
+            _testcapi_add(0)
+            watchers.append("a slot was free at the end")
+        except RuntimeError:
+            pass
     codes = [m["code"] for m in made]
-    print(json.dumps({"rounds": ROUNDS, "generated": made, "functions": fns, "function_calls": FUNC_CALLS,
+    print(json.dumps({"rounds": ROUNDS, "generated": made, "watchers": watchers, "functions": fns, "function_calls": FUNC_CALLS,
+                      "subinterpreter": sub, "reused_sub_addresses": len(sub) - len(set(m["code"] for m in sub)) if sub else 0,
                       "reused_functions": sum(a["function"] == b["function"] for a, b in zip(fns, fns[1:])),
                       "reused_code_addresses": len(codes) - len(set(codes)),
                       "reused_thread_stacks": len(selves) - len(set(selves))}))

@@ -38,6 +38,7 @@ int main(void) {
 #if PY_VERSION_HEX < 0x030D0000
     P("ts.cframe", offsetof(PyThreadState, cframe));
     P("cframe.current_frame", offsetof(_PyCFrame, current_frame));
+    P("ts.interp", offsetof(PyThreadState, interp));
     P("frame.code", offsetof(_PyInterpreterFrame, f_code));
     P("frame.previous", offsetof(_PyInterpreterFrame, previous));
     P("frame.instr", offsetof(_PyInterpreterFrame, prev_instr));
@@ -49,6 +50,7 @@ int main(void) {
     P("func.version", offsetof(PyFunctionObject, func_version));
 #else
     P("owner.cstack", FRAME_OWNED_BY_CSTACK);
+    P("event.code_create", PY_CODE_EVENT_CREATE);
 #endif
     P("code.filename", offsetof(PyCodeObject, co_filename));
     P("code.qualname", offsetof(PyCodeObject, co_qualname));
@@ -70,6 +72,7 @@ int main(void) {
     D("version", version);
     D("free_threaded", free_threaded);
     D("thread_state.current_frame", thread_state.current_frame);
+    D("thread_state.interp", thread_state.interp);
     D("interpreter_frame.previous", interpreter_frame.previous);
     D("interpreter_frame.executable", interpreter_frame.executable);
     D("interpreter_frame.instr_ptr", interpreter_frame.instr_ptr);
@@ -88,6 +91,7 @@ int main(void) {
     P("str.compact_extra", sizeof(PyCompactUnicodeObject) - sizeof(PyASCIIObject));
     P("owner.cstack", FRAME_OWNED_BY_CSTACK);
     P("code.version", offsetof(PyCodeObject, co_version));
+    P("event.code_create", PY_CODE_EVENT_CREATE);
 #endif
     return 0;
 }

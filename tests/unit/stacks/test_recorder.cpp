@@ -103,10 +103,22 @@ TEST_CASE("recorder: accounting through the public API and collect", "[recorder]
     CHECK(d.ooms[0].suggestion == "try less");
     CHECK(d.ooms[0].seq == 1);
 
+    std::this_thread::sleep_for(std::chrono::milliseconds(2)); // (the tick rate is known after 1 ms)
+    const auto before = r.capture_stats();
+    CHECK(before.captures == 2);
+    CHECK(before.unwind_seconds > 0);
+    CHECK(before.python_seconds > 0); // (the look for Python frames is timed even when there are none)
     r.reset_after_fork();
     const auto c = r.collect();
     CHECK(c.live_bytes == 0);
     CHECK(c.ooms.empty());
+    // The child's report counts its own captures only: every counter starts again from zero.
+    const auto after = r.capture_stats();
+    CHECK(after.captures == 0);
+    CHECK(after.frames == 0);
+    CHECK(after.unwind_seconds == 0);
+    CHECK(after.python_seconds == 0);
+    CHECK(after.intern_seconds == 0);
     // A forked child goes on numbering: its OOMs never take the number of one of the parent's.
     CHECK(r.on_oom(0, info, b, "") == 2);
     CHECK(r.frames(a).size() == d.sites[0].frames.size() + 0); // tree kept
