@@ -22,6 +22,8 @@ def load(path):
     lib.gpumemprof_bench_repeat.restype = ctypes.c_double
     lib.gpumemprof_bench_repeat.argtypes = [ctypes.c_int, ctypes.c_int]
     lib.gpumemprof_bench_once.restype = ctypes.c_double
+    lib.gpumemprof_bench_evicted.restype = ctypes.c_double
+    lib.gpumemprof_bench_evicted.argtypes = [ctypes.c_int, ctypes.c_size_t]
     lib.gpumemprof_bench_frames.restype = ctypes.c_int
     lib.gpumemprof_bench_frames.argtypes = [ctypes.POINTER(ctypes.c_int)]
     lib.gpumemprof_bench_nodes.restype = ctypes.c_double
@@ -59,6 +61,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--deep", type=int, default=60)
     ap.add_argument("--cold", type=int, default=2000, help="new stacks per cold measurement")
+    ap.add_argument("--evict", type=int, default=1 << 20,
+                    help="bytes written between two captures in the 'caches evicted' rows")
     a = ap.parse_args()
     lib = load(a.probe)
 
@@ -83,6 +87,14 @@ def main():
         s = repeat()
         d = deep(repeat)
         rows.append((s, d, d / s))
+    # The same stacks, each capture after the program's own work has moved their lines out of the
+    # nearer caches (a framework between two allocations): what a training step sees.
+    evicted = functools.partial(lib.gpumemprof_bench_evicted, 2000, a.evict)
+    evicted_rows = []
+    for _ in range(a.rounds):
+        s = evicted()
+        d = deep(evicted)
+        evicted_rows.append((s, d))
 
     # Cold, new innermost line: the chain's last call goes to a function (one more frame) whose
     # `a.cold` lines each capture once: every capture a stack not seen before.
@@ -139,6 +151,9 @@ def main():
     print("repeated stack, %d Python + %d native frames: %.0f ns a capture" %
           (deep_frames[1], deep_frames[0] - deep_frames[1], med(r[1] for r in rows)))
     print("ratio deep / shallow, same round: %.2f (rounds: %s)" % (ratio, " ".join("%.2f" % r[2] for r in rows)))
+    print("repeated stack, caches evicted (%d KiB written between captures): %.0f ns with %d Python frames, "
+          "%.0f ns with %d" % (a.evict // 1024, med(r[0] for r in evicted_rows), shallow_frames[1],
+                               med(r[1] for r in evicted_rows), deep_frames[1]))
     print("cold, new innermost line, %d Python + %d native frames: median %.0f ns, p90 %.0f ns (%d stacks)" %
           (inner_frames[1], inner_frames[0] - inner_frames[1], med(out_inner),
            sorted(out_inner)[int(len(out_inner) * 0.9)], len(out_inner)))

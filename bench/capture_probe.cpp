@@ -56,6 +56,28 @@ __attribute__((visibility("default"), noinline)) double gpumemprof_bench_repeat(
     return per[per.size() / 2];
 }
 
+/// Median ns of one capture of the same stack, `n` times, each after writing `evict` bytes of a
+/// buffer of ours: the program's own work between two allocations, which moves the frames', the
+/// code objects' and the records' lines out of the nearer caches.
+__attribute__((visibility("default"), noinline)) double gpumemprof_bench_evicted(int n, std::size_t evict) {
+    Recorder& r = recorder();
+    static std::vector<unsigned char> buffer;
+    buffer.resize(evict);
+    std::vector<double> per;
+    per.reserve(static_cast<std::size_t>(n));
+    const double ns = tsc().ns_per_tick();
+    for (int i = 0; i < n; ++i) {
+        for (std::size_t j = 0; j < evict; j += 64)
+            buffer[j] = static_cast<unsigned char>(buffer[j] + 1);
+        const std::uint64_t t0 = gpumemprof::util::CycleClock::now();
+        g_sink = r.capture();
+        const std::uint64_t t1 = gpumemprof::util::CycleClock::now();
+        per.push_back(static_cast<double>(t1 - t0) * ns);
+    }
+    g_last = g_sink;
+    std::nth_element(per.begin(), per.begin() + per.size() / 2, per.end());
+    return per[per.size() / 2];
+}
 /// ns of one capture (the caller makes each one from another stack).
 __attribute__((visibility("default"), noinline)) double gpumemprof_bench_once() {
     Recorder& r = recorder();

@@ -327,16 +327,20 @@ constexpr int kCodeEventCreate = 0; // PY_CODE_EVENT_CREATE (tests/python/check_
 constexpr int kWatcherTries = 16;   // Py_AddPendingCall fails while its queue is full
 
 enum class Watch : int { off, unasked, asked, watching, failed };
-std::atomic<Watch> g_watch{Watch::unasked};
-std::atomic<int> g_watch_tries{0};
-std::atomic<std::uint64_t> g_code_destroyed{0};
-std::atomic<std::uintptr_t> g_watched_interp{0};
+/// What a capture reads of the watcher, in one cache line.
+struct alignas(64) CodeWatch {
+    std::atomic<Watch> state{Watch::unasked};
+    std::atomic<int> tries{0};
+    std::atomic<std::uint64_t> destroyed{0}; ///< code objects destroyed since the watcher was added
+    std::atomic<std::uintptr_t> interp{0};   ///< the interpreter it watches
+};
+CodeWatch g_code_watch;
 
 /// The watcher: any event but a creation counts (a destroyed object may be resurrected by another
 /// watcher; counting it anyway only costs a full compare).
 int on_code_event(int event, void*) {
     if (event != kCodeEventCreate)
-        g_code_destroyed.fetch_add(1, std::memory_order_relaxed);
+        g_code_watch.destroyed.fetch_add(1, std::memory_order_relaxed);
     return 0;
 }
 
@@ -351,10 +355,10 @@ int add_watcher(void*) {
     const auto interp = reinterpret_cast<std::uintptr_t>(in.interpreter_get());
     in.err_restore(type, value, traceback); // (and the error of a full watcher table is dropped)
     if (id >= 0) {
-        g_watched_interp.store(interp, std::memory_order_relaxed);
-        g_watch.store(Watch::watching, std::memory_order_release);
+        g_code_watch.interp.store(interp, std::memory_order_relaxed);
+        g_code_watch.state.store(Watch::watching, std::memory_order_release);
     } else {
-        g_watch.store(Watch::failed, std::memory_order_relaxed);
+        g_code_watch.state.store(Watch::failed, std::memory_order_relaxed);
     }
     return 0;
 }
@@ -362,26 +366,26 @@ int add_watcher(void*) {
 /// Asks the main thread, once, to add the watcher.
 void ask_for_watcher(const Interpreter& in) noexcept {
     Watch expected = Watch::unasked;
-    if (!g_watch.compare_exchange_strong(expected, Watch::asked, std::memory_order_relaxed))
+    if (!g_code_watch.state.compare_exchange_strong(expected, Watch::asked, std::memory_order_relaxed))
         return;
     if (in.add_pending_call == nullptr || in.add_code_watcher == nullptr || in.interpreter_get == nullptr ||
         in.err_fetch == nullptr || in.err_restore == nullptr) {
-        g_watch.store(Watch::failed, std::memory_order_relaxed);
+        g_code_watch.state.store(Watch::failed, std::memory_order_relaxed);
         return;
     }
     if (in.add_pending_call(add_watcher, nullptr) != 0)
-        g_watch.store(g_watch_tries.fetch_add(1, std::memory_order_relaxed) < kWatcherTries ? Watch::unasked
-                                                                                            : Watch::failed,
-                      std::memory_order_relaxed);
+        g_code_watch.state.store(
+            g_code_watch.tries.fetch_add(1, std::memory_order_relaxed) < kWatcherTries ? Watch::unasked : Watch::failed,
+            std::memory_order_relaxed);
 }
 
 /// The count of destroyed code objects, when the watcher counts those of the interpreter of the
 /// thread state `ts`; else kNoEpoch. `may_ask`: not inside another capture (a signal handler's).
 inline std::uint64_t code_epoch(const Interpreter& in, std::uintptr_t ts, bool may_ask) noexcept {
-    const Watch w = g_watch.load(std::memory_order_acquire);
+    const Watch w = g_code_watch.state.load(std::memory_order_acquire);
     if (__builtin_expect(w == Watch::watching, 1)) {
-        if (load_ptr(ts + in.layout.ts_interp) == g_watched_interp.load(std::memory_order_relaxed))
-            return g_code_destroyed.load(std::memory_order_relaxed);
+        if (load_ptr(ts + in.layout.ts_interp) == g_code_watch.interp.load(std::memory_order_relaxed))
+            return g_code_watch.destroyed.load(std::memory_order_relaxed);
         return kNoEpoch;
     }
     if (w == Watch::unasked && may_ask && in.fixed >= 12)
@@ -771,7 +775,7 @@ void set_enabled(bool on) noexcept {
 
 void set_code_watcher(bool on) noexcept {
     Watch expected = on ? Watch::off : Watch::unasked;
-    g_watch.compare_exchange_strong(expected, on ? Watch::unasked : Watch::off);
+    g_code_watch.state.compare_exchange_strong(expected, on ? Watch::unasked : Watch::off);
 }
 
 void set_warning_sink(void (*sink)(const char*)) noexcept {
