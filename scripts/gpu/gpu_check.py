@@ -232,7 +232,8 @@ def check_torch(lib, steps, artifacts=None, repeat=1):
                stacks_off_ms=round(t_ours, 2), ratio=round(t_st / t_ours, 3),
                capture_cost={k: st.get(k) for k in ("captures", "frames_captured", "cache_hits",
                                                      "unwind_seconds", "python_seconds", "intern_seconds",
-                                                     "python_frames", "python_frames_compared")})
+                                                     "python_frames", "python_frames_compared",
+                                                     "python_frames_trusted")})
 
 
 def check_torch_stacks_ab(lib, steps, runs, depths):
