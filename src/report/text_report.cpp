@@ -370,10 +370,15 @@ void capture_lines(util::BufferedOut& out, const stacks::CaptureStats& c) {
             out += line;
         }
         if (c.python_captures > 0) {
+            const double frames = static_cast<double>(c.python_frames);
             std::snprintf(line, sizeof line,
-                          "Python frames: found in %llu stacks (%.1f frames each on average), included in that cost\n",
+                          "Python frames: found in %llu stacks (%.1f frames each on average; %.0f%% taken from the "
+                          "thread's previous stack, %.0f%% without reading their code objects), included in that "
+                          "cost\n",
                           static_cast<unsigned long long>(c.python_captures),
-                          static_cast<double>(c.python_frames) / static_cast<double>(c.python_captures));
+                          frames / static_cast<double>(c.python_captures),
+                          frames > 0 ? 100.0 * static_cast<double>(c.python_compared) / frames : 0.0,
+                          frames > 0 ? 100.0 * static_cast<double>(c.python_trusted) / frames : 0.0);
             out += line;
         }
     }

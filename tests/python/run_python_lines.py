@@ -239,6 +239,11 @@ def main():
         check("Python frames compared: %d of %d kept" % (compared, kept),
               (4 if version not in ("3.11",) else 0) <= compared <= kept, st)
         check("the .txt splits out the Python frames' time", "of which Python frames" in txt, "")
+        # What share of them the compare pass took, and took on the code watcher's word (3.12+).
+        want = "%.0f%% taken from the thread's previous stack, %.0f%% without reading their code objects" % (
+            100.0 * compared / kept if kept else 0, 100.0 * st.get("python_frames_trusted", 0) / kept if kept else 0)
+        check("the .txt gives the compared and trusted shares of the JSON's counts (%s)" % want, want in txt,
+              [l for l in txt.splitlines() if l.startswith("Python frames")])
     print("%d failures" % len(failures))
     return 1 if failures else 0
 
