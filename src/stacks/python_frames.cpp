@@ -184,6 +184,7 @@ struct Interpreter {
     void* (*interpreter_get)() = nullptr;
     void (*err_fetch)(void**, void**, void**) = nullptr;
     void (*err_restore)(void*, void*, void*) = nullptr;
+    int (*at_exit)(void (*)()) = nullptr;
     std::uintptr_t code_type = 0, bytes_type = 0, unicode_type = 0;
     std::string version;
 };
@@ -288,6 +289,7 @@ State discover() noexcept {
             in.interpreter_get = reinterpret_cast<void* (*)()>(sym("PyInterpreterState_Get"));
             in.err_fetch = reinterpret_cast<void (*)(void**, void**, void**)>(sym("PyErr_Fetch"));
             in.err_restore = reinterpret_cast<void (*)(void*, void*, void*)>(sym("PyErr_Restore"));
+            in.at_exit = reinterpret_cast<int (*)(void (*)())>(sym("Py_AtExit"));
         }
         in.code_type = reinterpret_cast<std::uintptr_t>(sym("PyCode_Type"));
         in.bytes_type = reinterpret_cast<std::uintptr_t>(sym("PyBytes_Type"));
@@ -320,7 +322,10 @@ State discover() noexcept {
 // objects do not overlap): the compare pass then reads two words of a frame instead of four. The
 // watcher is added once, by the main thread holding the GIL, through Py_AddPendingCall, which
 // any thread may call without the GIL. Until it is there, and in a thread of another interpreter,
-// the compare pass checks each code object's version.
+// the compare pass checks each code object's version. Py_FinalizeEx drops the interpreter's
+// watchers before it destroys the code objects: a function it calls at its very end (Py_AtExit)
+// moves the count on, so that no record made before is trusted again, and an interpreter started
+// again in this process (embedding) is asked for a watcher of its own.
 
 constexpr std::uint64_t kNoEpoch = ~std::uint64_t{0};
 constexpr int kCodeEventCreate = 0; // PY_CODE_EVENT_CREATE (tests/python/check_layouts.py)
@@ -344,9 +349,21 @@ int on_code_event(int event, void*) {
     return 0;
 }
 
+/// Run at the end of Py_FinalizeEx, after everything in the interpreter was destroyed.
+void on_python_exit() {
+    g_code_watch.destroyed.fetch_add(1, std::memory_order_relaxed);
+    g_code_watch.interp.store(0, std::memory_order_relaxed);
+    g_code_watch.state.store(Watch::unasked, std::memory_order_release);
+}
+
 /// Run by the main thread, holding the GIL, between two bytecodes.
 int add_watcher(void*) {
     const Interpreter& in = g_interp;
+    if (in.at_exit(on_python_exit) != 0) {
+        // (32 functions at most) A watcher whose end cannot be seen is not trusted.
+        g_code_watch.state.store(Watch::failed, std::memory_order_relaxed);
+        return 0;
+    }
     void* type = nullptr;
     void* value = nullptr;
     void* traceback = nullptr;
@@ -363,13 +380,13 @@ int add_watcher(void*) {
     return 0;
 }
 
-/// Asks the main thread, once, to add the watcher.
+/// Asks the main thread, once for each start of the interpreter, to add the watcher.
 void ask_for_watcher(const Interpreter& in) noexcept {
     Watch expected = Watch::unasked;
     if (!g_code_watch.state.compare_exchange_strong(expected, Watch::asked, std::memory_order_relaxed))
         return;
     if (in.add_pending_call == nullptr || in.add_code_watcher == nullptr || in.interpreter_get == nullptr ||
-        in.err_fetch == nullptr || in.err_restore == nullptr) {
+        in.err_fetch == nullptr || in.err_restore == nullptr || in.at_exit == nullptr) {
         g_code_watch.state.store(Watch::failed, std::memory_order_relaxed);
         return;
     }
