@@ -60,13 +60,16 @@ def main():
             print("SKIP: cannot build an embedding program against %s:\n%s" % (a.python, c.stderr[-2000:]))
             return 77
         # The interpreter under test must not see this one's PYTHON* settings.
-        plain_env = {k: v for k, v in preload_env(a.sim_dir).items() if not k.startswith("PYTHON")}
+        asan = asan_runtime_from_env()  # (the simulated runtime is instrumented in the ASan run)
+        plain_env = {k: v for k, v in preload_env(a.sim_dir, leak_check=False).items() if not k.startswith("PYTHON")}
+        if asan:
+            plain_env["LD_PRELOAD"] = asan
         plain = subprocess.run([exe, PROG], env=plain_env, capture_output=True, text=True, timeout=120)
         if plain.returncode != 0:
             print("SKIP: this Python cannot run the script twice in one process, without the profiler either "
                   "(exit %d): %s" % (plain.returncode, plain.stderr[-500:]))
             return 77
-        env = {k: v for k, v in preload_env(a.sim_dir, a.lib, asan_runtime_from_env(), output=os.path.join(tmp, "out"),
+        env = {k: v for k, v in preload_env(a.sim_dir, a.lib, asan, output=os.path.join(tmp, "out"),
                                             leak_check=False,
                                             extra={"GPUMEMPROF_HTML": "0", "GPUMEMPROF_PICKLE": "0"}).items()
                if not k.startswith("PYTHON")}
