@@ -1321,11 +1321,11 @@ int read_frames(std::uintptr_t* out, int max, bool nested, WalkOutcome* o, Lates
         const std::uint64_t epoch = ts != 0 ? code_epoch(in, ts, !nested) : kNoEpoch;
         // A capture inside another (a signal handler's) may meet a step half written: it trusts
         // no epoch, and leaves none for the next capture (nor does the one it interrupted: capture).
-        const std::uint64_t trusted = nested ? kNoEpoch : epoch;
-        n = in.fixed == 12 ? walk_versioned<Fixed312>(in, fast, shadow, frame, out, max, trusted, o)
-                           : walk_versioned<Fixed313>(in, fast, shadow, frame, out, max, trusted, o);
+        const std::uint64_t usable = nested ? kNoEpoch : epoch;
+        n = in.fixed == 12 ? walk_versioned<Fixed312>(in, fast, shadow, frame, out, max, usable, o)
+                           : walk_versioned<Fixed313>(in, fast, shadow, frame, out, max, usable, o);
         if (shadow != nullptr)
-            shadow->epoch = o->partial ? kNoEpoch : trusted;
+            shadow->epoch = o->partial ? kNoEpoch : usable;
     } else if (in.fixed == 11) {
         n = walk_311(in, fast, thread_shadow(), frame, out, max, o);
     } else {
