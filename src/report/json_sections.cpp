@@ -177,6 +177,7 @@ void json_sections(util::JsonWriter& w, const ReportInput& in, const stacks::Rep
     w.field("unwind_learnt", c.unwind_learnt);     // rules libunwind worked out (the table's misses)
     w.field("libunwind_steps", c.libunwind_steps); // frames stepped by libunwind one at a time (no simple rule)
     w.field("full_unwinds", c.full_unwinds);       // stacks libunwind unwound whole
+    w.field("tree_nodes", c.tree_nodes);           // the trace tree's nodes (distinct stacks, shared outer parts once)
     if (in.torch_events.events > 0) {
         // What handling PyTorch's allocator events cost, on the threads that made them and on ours.
         const EventCostSummary& t = in.torch_events;

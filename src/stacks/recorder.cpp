@@ -358,6 +358,11 @@ CaptureStats Recorder::capture_stats() const noexcept {
     s.unwind_learnt = rules.learnt;
     s.libunwind_steps = rules.libunwind_steps;
     s.full_unwinds = rules.full_unwinds;
+    try {
+        s.tree_nodes = tree_.size();
+    } catch (...) {
+        GPUMEMPROF_SWALLOWED();
+    }
     s.sample_one_in = one_in_.load(std::memory_order_relaxed);
     s.sample_always_from = always_from_.load(std::memory_order_relaxed);
     const double ns = clock_.ns_per_tick();

@@ -61,6 +61,7 @@ struct CaptureStats {
     std::uint64_t unwind_learnt = 0;      ///< rules worked out by libunwind (misses of that table)
     std::uint64_t libunwind_steps = 0;    ///< frames libunwind stepped one at a time (no simple rule)
     std::uint64_t full_unwinds = 0;       ///< stacks libunwind unwound entirely (frames needing more registers)
+    std::uint64_t tree_nodes = 0;         ///< the trace tree's nodes: distinct stacks' frames as interned
     double unwind_seconds = 0;            ///< time walking the native and Python frames
     double python_seconds = 0;            ///< of that, time reading the Python frames
     double intern_seconds = 0;            ///< time hashing / interning the frames

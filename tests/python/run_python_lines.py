@@ -239,6 +239,10 @@ def main():
         check("Python frames compared: %d of %d kept" % (compared, kept),
               (4 if version not in ("3.11",) else 0) <= compared <= kept, st)
         check("the .txt splits out the Python frames' time", "of which Python frames" in txt, "")
+        # The tree holds at least every frame of the deepest stack (one node a frame).
+        deepest = max(len(s["frames"]) for s in report["sites"])
+        check("stacks.tree_nodes (%s) at least the deepest site's %d frames" % (st.get("tree_nodes"), deepest),
+              st.get("tree_nodes", 0) >= deepest, st)
         # What share of them the compare pass took, and took on the code watcher's word (3.12+).
         want = "%.0f%% taken from the thread's previous stack, %.0f%% without reading their code objects" % (
             100.0 * compared / kept if kept else 0, 100.0 * st.get("python_frames_trusted", 0) / kept if kept else 0)
