@@ -249,15 +249,16 @@ def main():
         t.join()
     sub = subinterpreter(ROUNDS, sys.argv[1])
     if watchers is not None:
+        import _testcapi
         try:
-            _testcapi_add = __import__("_testcapi").add_code_watcher
-            _testcapi_add(0)
+            _testcapi.add_code_watcher(0)
             watchers.append("a slot was free at the end")
         except RuntimeError:
-            pass
+            pass  # (all 8 still the program's)
     codes = [m["code"] for m in made]
-    print(json.dumps({"rounds": ROUNDS, "generated": made, "watchers": watchers, "functions": fns, "function_calls": FUNC_CALLS,
-                      "subinterpreter": sub, "reused_sub_addresses": len(sub) - len(set(m["code"] for m in sub)) if sub else 0,
+    print(json.dumps({"rounds": ROUNDS, "generated": made, "watchers": watchers, "functions": fns,
+                      "function_calls": FUNC_CALLS, "subinterpreter": sub,
+                      "reused_sub_addresses": len(sub) - len(set(m["code"] for m in sub)) if sub else 0,
                       "reused_functions": sum(a["function"] == b["function"] for a, b in zip(fns, fns[1:])),
                       "reused_code_addresses": len(codes) - len(set(codes)),
                       "reused_thread_stacks": len(selves) - len(set(selves))}))

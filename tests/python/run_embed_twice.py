@@ -36,8 +36,9 @@ def main():
     if not os.path.exists(a.python):
         print("SKIP: %s not installed" % a.python)
         return 77
-    info = subprocess.run([a.python, "-c", "import json, sysconfig as s; print(json.dumps({k: s.get_config_var(k) for k "
-                           "in ('INCLUDEPY', 'LIBDIR', 'LDVERSION', 'VERSION', 'Py_ENABLE_SHARED')}))"],
+    names = ("INCLUDEPY", "LIBDIR", "LDVERSION", "VERSION", "Py_ENABLE_SHARED")
+    info = subprocess.run([a.python, "-c", "import json, sys, sysconfig as s; "
+                           "print(json.dumps({k: s.get_config_var(k) for k in sys.argv[1:]}))", *names],
                           capture_output=True, text=True)
     cfg = json.loads(info.stdout)
     if not cfg.get("Py_ENABLE_SHARED"):

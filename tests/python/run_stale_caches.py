@@ -48,11 +48,13 @@ def main():
         `watcher`, the profiler is told to add none (GPUMEMPROF_CODE_WATCHER=0)."""
         with tempfile.TemporaryDirectory() as tmp:
             # The interpreter under test must not see this one's PYTHON* settings.
-            asan = asan_runtime_from_env()
-            env = {k: v for k, v in preload_env(a.sim_dir, a.lib, asan, output=os.path.join(tmp, "out"),
-                                                leak_check=False, extra={"GPUMEMPROF_HTML": "0", "GPUMEMPROF_PICKLE": "0",
-                                                       "GPUMEMPROF_CODE_WATCHER": "1" if watcher else "0"}).items() if not k.startswith("PYTHON")}
-            p = subprocess.run([a.python, PROG, os.path.join(tmp, "sub.json")] + (["--fill-watchers"] if fill else []), env=env, capture_output=True, text=True, timeout=180)
+            extra = {"GPUMEMPROF_HTML": "0", "GPUMEMPROF_PICKLE": "0",
+                     "GPUMEMPROF_CODE_WATCHER": "1" if watcher else "0"}
+            env = preload_env(a.sim_dir, a.lib, asan_runtime_from_env(), output=os.path.join(tmp, "out"),
+                              leak_check=False, extra=extra)
+            env = {k: v for k, v in env.items() if not k.startswith("PYTHON")}
+            argv = [a.python, PROG, os.path.join(tmp, "sub.json")] + (["--fill-watchers"] if fill else [])
+            p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=180)
             check("program exits 0", p.returncode == 0, (p.returncode, p.stdout[-2000:], p.stderr[-2000:]))
             if p.returncode != 0:
                 return
