@@ -240,6 +240,12 @@ def check(name, script, args, env_extra, timed, lib, artifacts):
     record(name + ": the report names the script's own lines", bool(hits), top_sites=n, script_lines=hits)
     res = {"plain_wall": plain["wall"], "attached_wall": att["wall"], "step_ms_plain": median(po.get("step_ms", [])),
            "step_ms_attached": median(ao.get("step_ms", []))}
+    # What capture cost and how the caches did (issue 19): the code watcher's share of the Python
+    # frames, and the tree's size against the sites it merged into.
+    st = rep.get("stacks") or {}
+    res["stacks"] = {k: st.get(k) for k in ("captures", "cache_hits", "unique_sites", "tree_nodes", "python_frames",
+                                            "python_frames_compared", "python_frames_trusted", "unwind_seconds",
+                                            "python_seconds", "intern_seconds")}
     if timed:
         pool = run(script, args, env_extra, lib, torch_mode="pool")
         pm = median((pool["out"] or {}).get("step_ms", []))
