@@ -22,6 +22,7 @@ from run_golden import site_lines  # noqa: E402
 sys.path.insert(0, os.path.join(HERE, "..", "harness"))
 from exit_json import load_report  # noqa: E402
 from preload_env import asan_runtime_from_env, preload_env  # noqa: E402
+from checks import Checks  # noqa: E402
 
 KIB = 1024
 
@@ -45,12 +46,8 @@ def main():
         print("SKIP: %s has no shared libpython to embed" % a.python)
         return 77
     L = site_lines(PROG)
-    failures = []
-
-    def check(what, cond, detail=""):
-        print("  %s %s%s" % ("ok  " if cond else "FAIL", what, "" if cond else "  " + str(detail)[:3000]))
-        if not cond:
-            failures.append(what)
+    check = Checks()
+    failures = check.failures
 
     with tempfile.TemporaryDirectory() as tmp:
         exe = os.path.join(tmp, "embed_twice")

@@ -21,6 +21,7 @@ from run_golden import section, site_lines  # noqa: E402  (the .txt's sections, 
 sys.path.insert(0, os.path.join(HERE, "..", "harness"))
 from exit_json import load_report  # noqa: E402
 from preload_env import asan_runtime_from_env, preload_env  # noqa: E402
+from checks import Checks  # noqa: E402
 
 
 class Node:
@@ -80,12 +81,8 @@ def main():
         print("SKIP: %s not installed" % a.python)
         return 77
     L = site_lines(PROG)
-    failures = []
-
-    def check(what, cond, detail=""):
-        print("  %s %s%s" % ("ok  " if cond else "FAIL", what, "" if cond else "  " + str(detail)[:3000]))
-        if not cond:
-            failures.append(what)
+    check = Checks()
+    failures = check.failures
 
     version = subprocess.run([a.python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
                              capture_output=True, text=True).stdout.strip()

@@ -22,6 +22,7 @@ from run_golden import site_lines  # noqa: E402  (@site: markers)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
 from exit_json import load_report  # noqa: E402
 from preload_env import asan_runtime_from_env, preload_env  # noqa: E402
+from checks import Checks  # noqa: E402
 
 KIB = 1024
 
@@ -36,12 +37,8 @@ def main():
         print("SKIP: %s not installed" % a.python)
         return 77
     L = site_lines(PROG)
-    failures = []
-
-    def check(what, cond, detail=""):
-        print("  %s %s%s" % ("ok  " if cond else "FAIL", what, "" if cond else "  " + str(detail)[:3000]))
-        if not cond:
-            failures.append(what)
+    check = Checks()
+    failures = check.failures
 
     def one_run(fill, watcher=True):
         """The program once; with `fill`, it takes every code watcher slot first (3.12+); without
