@@ -7,7 +7,6 @@
 # (the code watcher's count, 3.12+, which that interpreter stopped keeping when it was finalised)
 # puts the second life's allocations under the first's functions. Skipped where the interpreter
 # has no shared libpython to embed, or cannot run the script twice without the profiler either.
-import argparse
 import collections
 import json
 import os
@@ -23,19 +22,14 @@ sys.path.insert(0, os.path.join(HERE, "..", "harness"))
 from exit_json import load_report  # noqa: E402
 from preload_env import asan_runtime_from_env, preload_env  # noqa: E402
 from checks import Checks  # noqa: E402
+from python_args import parse_python_args  # noqa: E402
 
 KIB = 1024
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--python", required=True)
-    ap.add_argument("--lib", required=True)
-    ap.add_argument("--sim-dir", required=True)
-    ap.add_argument("--cc", default=os.environ.get("CC", "cc"))
-    a = ap.parse_args()
-    if not os.path.exists(a.python):
-        print("SKIP: %s not installed" % a.python)
+    a = parse_python_args(lambda ap: ap.add_argument("--cc", default=os.environ.get("CC", "cc")))
+    if a is None:
         return 77
     names = ("INCLUDEPY", "LIBDIR", "LDVERSION", "VERSION", "Py_ENABLE_SHARED")
     info = subprocess.run([a.python, "-c", "import json, sys, sysconfig as s; "

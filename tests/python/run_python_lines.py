@@ -5,7 +5,6 @@
 # the line-profile tree (file:line:function, used and acquired bytes, nesting), the JSON sites'
 # Python frames ("kind": "python") and the folded file. With --expect-fallback the interpreter
 # is one the profiler cannot read: one warning, native stacks, same byte totals.
-import argparse
 import glob
 import json
 import os
@@ -22,6 +21,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "harness"))
 from exit_json import load_report  # noqa: E402
 from preload_env import asan_runtime_from_env, preload_env  # noqa: E402
 from checks import Checks  # noqa: E402
+from python_args import parse_python_args  # noqa: E402
 
 
 class Node:
@@ -71,14 +71,8 @@ def find_path(node, steps):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--python", required=True)
-    ap.add_argument("--lib", required=True)
-    ap.add_argument("--sim-dir", required=True)
-    ap.add_argument("--expect-fallback", action="store_true")
-    a = ap.parse_args()
-    if not os.path.exists(a.python):
-        print("SKIP: %s not installed" % a.python)
+    a = parse_python_args(lambda ap: ap.add_argument("--expect-fallback", action="store_true"))
+    if a is None:
         return 77
     L = site_lines(PROG)
     check = Checks()

@@ -7,7 +7,6 @@
 # same function, another caller, a code object made at a freed one's address, a new thread on the
 # previous thread's stack memory. Each site is identified by its innermost Python frames; sizes
 # differ per line, so a stack taken from the wrong allocation shows as wrong sums.
-import argparse
 import collections
 import json
 import os
@@ -23,18 +22,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from exit_json import load_report  # noqa: E402
 from preload_env import asan_runtime_from_env, preload_env  # noqa: E402
 from checks import Checks  # noqa: E402
+from python_args import parse_python_args  # noqa: E402
 
 KIB = 1024
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--python", required=True)
-    ap.add_argument("--lib", required=True)
-    ap.add_argument("--sim-dir", required=True)
-    a = ap.parse_args()
-    if not os.path.exists(a.python):
-        print("SKIP: %s not installed" % a.python)
+    a = parse_python_args()
+    if a is None:
         return 77
     L = site_lines(PROG)
     check = Checks()
