@@ -87,6 +87,22 @@ def main():
         s = repeat()
         d = deep(repeat)
         rows.append((s, d, d / s))
+    # Which compare the repeated deep stack got: frames compared, and of those, frames taken
+    # without reading their code objects (the code watcher, 3.12+).
+    py_probe = getattr(lib, "gpumemprof_bench_python_once", None)
+    if py_probe is not None:
+        py_probe.restype = ctypes.c_double
+        py_probe.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int)]
+    compared = ctypes.c_int(0)
+    trusted = ctypes.c_int(0)
+    deep_compare = None
+    if py_probe is not None:
+        # A C callable, as `repeat` is: the same Python frames as the timed stack. The second
+        # capture repeats the first one's stack.
+        probe = functools.partial(py_probe, ctypes.byref(compared), ctypes.byref(trusted))
+        deep(probe)
+        deep(probe)
+        deep_compare = (compared.value, trusted.value)
     # The same stacks, each capture after the program's own work has moved their lines out of the
     # nearer caches (a framework between two allocations): what a training step sees.
     evicted = functools.partial(lib.gpumemprof_bench_evicted, 2000, a.evict)
@@ -122,17 +138,12 @@ def main():
     one = make_chain(1, "p")
     three = make_chain(3, "q")
     alt_ns, alt_py_ns, alt_compared = [], [], []
-    py_probe = getattr(lib, "gpumemprof_bench_python_once", None)
-    if py_probe is not None:
-        py_probe.restype = ctypes.c_double
-        py_probe.argtypes = [ctypes.POINTER(ctypes.c_int)]
-    compared = ctypes.c_int(0)
 
     def grab():  # one function object (a lambda made in the loop would be another each time)
         alt_ns.append(lib.gpumemprof_bench_once())
 
     def grab_python():
-        alt_py_ns.append(py_probe(ctypes.byref(compared)))
+        alt_py_ns.append(py_probe(ctypes.byref(compared), ctypes.byref(trusted)))
         alt_compared.append(compared.value)
 
     def alternate(take):
@@ -151,6 +162,9 @@ def main():
     print("repeated stack, %d Python + %d native frames: %.0f ns a capture" %
           (deep_frames[1], deep_frames[0] - deep_frames[1], med(r[1] for r in rows)))
     print("ratio deep / shallow, same round: %.2f (rounds: %s)" % (ratio, " ".join("%.2f" % r[2] for r in rows)))
+    if deep_compare is not None:
+        print("the repeated deep stack's Python frames: %d compared, %d of them without reading their code objects "
+              "(the code watcher, 3.12+)" % deep_compare)
     print("repeated stack, caches evicted (%d KiB written between captures): %.0f ns with %d Python frames, "
           "%.0f ns with %d" % (a.evict // 1024, med(r[0] for r in evicted_rows), shallow_frames[1],
                                med(r[1] for r in evicted_rows), deep_frames[1]))

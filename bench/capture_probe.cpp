@@ -87,15 +87,18 @@ __attribute__((visibility("default"), noinline)) double gpumemprof_bench_once() 
     return static_cast<double>(t1 - t0) * tsc().ns_per_tick();
 }
 
-/// ns of reading the Python frames alone (python::capture), and how many of the words the compare
-/// pass took from the thread's previous capture (`compared`).
-__attribute__((visibility("default"), noinline)) double gpumemprof_bench_python_once(int* compared) {
+/// ns of reading the Python frames alone (python::capture), how many of the words the compare
+/// pass took from the thread's previous capture (`compared`), and how many of those without
+/// reading their code objects (`trusted`: the code watcher, 3.12+).
+__attribute__((visibility("default"), noinline)) double gpumemprof_bench_python_once(int* compared, int* trusted) {
     std::uintptr_t words[128];
     int n = 0;
+    int t = 0;
     const std::uint64_t t0 = gpumemprof::util::CycleClock::now();
-    g_sink = static_cast<std::uint32_t>(gpumemprof::stacks::python::capture(words, 128, nullptr, &n));
+    g_sink = static_cast<std::uint32_t>(gpumemprof::stacks::python::capture(words, 128, nullptr, &n, &t));
     const std::uint64_t t1 = gpumemprof::util::CycleClock::now();
     *compared = n;
+    *trusted = t;
     return static_cast<double>(t1 - t0) * tsc().ns_per_tick();
 }
 
