@@ -67,7 +67,11 @@ inline StackHash hash_stack(const std::uintptr_t* ips, int n, std::uint64_t seed
         h0 ^= h0 >> 32;
         h1 += h0;
     }
-    const std::uint64_t a = mix64(h0 ^ ((h1 << 21) | (h1 >> 43)) ^ mix64(h2 + static_cast<std::uint64_t>(n)));
+    // Each half from all four lanes: `a` picks the cache entry, so a lane left out of it would put
+    // stacks that differ only in that lane's words (every fourth frame) in one entry, each pushing
+    // the other out for ever.
+    const std::uint64_t a =
+        mix64(h0 ^ ((h1 << 21) | (h1 >> 43)) ^ mix64(h2 + static_cast<std::uint64_t>(n)) ^ ((h3 << 42) | (h3 >> 22)));
     const std::uint64_t b = mix64(h3 ^ ((h2 << 39) | (h2 >> 25)) ^ mix64(h1 ^ 0xa0761d6478bd642full) ^ (h0 >> 7));
     return StackHash{a, b};
 }
