@@ -1027,16 +1027,24 @@ inline FrameRead read_frame_311(const Interpreter& in, const FastTable* fast, Sh
     return version == 0 || load_ptr(func + F::func_code) != code ? FrameRead::unrecordable : FrameRead::python;
 }
 
+/// One frame as the walk reads it: 3.12+ by its code object and version (the one `shadow` met at
+/// depth n takes its index without a lookup), 3.11 by its CodeKey (`shadow311`, index_311).
+template <typename F>
+inline FrameRead read_frame(const Interpreter& in, const FastTable* fast, Shadow* shadow, Shadow311* shadow311, int n,
+                            std::uintptr_t frame, WalkStep* s) noexcept {
+    if constexpr (F::function_versions)
+        return read_frame_311(in, fast, shadow311, n, frame, s);
+    else
+        return read_frame_versioned<F>(in, fast, shadow != nullptr ? shadow->at : g_no_shadow.at, shadow != nullptr, n,
+                                       frame, s);
+}
+
 /// A frame read as the walk reads it, for compare_and_merge: false for one the walk would skip or
 /// not record, left for the walk itself.
 template <typename F>
 bool read_new_frame(const Interpreter& in, const FastTable* fast, Shadow& sh, std::uintptr_t frame, std::uintptr_t* out,
                     int& n, WalkStep* s) noexcept {
-    FrameRead r;
-    if constexpr (F::function_versions)
-        r = read_frame_311(in, fast, thread_shadow311(), n, frame, s);
-    else
-        r = read_frame_versioned<F>(in, fast, sh.at, true, n, frame, s);
+    const FrameRead r = read_frame<F>(in, fast, &sh, F::function_versions ? thread_shadow311() : nullptr, n, frame, s);
     if (r == FrameRead::shim) {
         if (n > 0)
             out[n - 1] |= kEntryTag; // the frame before a shim is an entry
@@ -1170,13 +1178,14 @@ struct StepLog {
     }
 };
 
-/// The walk for interpreters with code versions (3.12+). It first compares the stack with the
-/// thread's previous walk (compare_walk), then walks from where they differ: a frame whose code
-/// object is the one the previous capture met at the same depth, with the same version, takes
-/// its index from there without a lookup. What it meets is remembered for the next capture.
+/// The walk for the interpreters of the fixed layouts. It first compares the stack with the
+/// thread's previous walk (compare_and_merge), then walks from where they differ, and remembers
+/// what it meets for the next capture. 3.12+ knows a code object by its address and version (the
+/// one the previous capture met at the same depth takes its index without a lookup); 3.11 by its
+/// CodeKey, and records only the frames whose function has a version and runs its own code.
 template <typename F>
-int walk_versioned(const Interpreter& in, const FastTable* fast, Shadow* shadow, std::uintptr_t frame,
-                   std::uintptr_t* out, int max, std::uint64_t epoch, WalkOutcome* outcome) noexcept {
+int walk(const Interpreter& in, const FastTable* fast, Shadow* shadow, std::uintptr_t frame, std::uintptr_t* out,
+         int max, std::uint64_t epoch, WalkOutcome* outcome) noexcept {
     if (max > kMaxPythonFrames)
         max = kMaxPythonFrames; // the shadow's size: no bound check per frame below
     int n = 0;
@@ -1184,69 +1193,28 @@ int walk_versioned(const Interpreter& in, const FastTable* fast, Shadow* shadow,
     if (step < 0)
         return n;
     StepLog log{shadow, step, shadow != nullptr, outcome};
-    Shadow::Entry* at = shadow != nullptr ? shadow->at : g_no_shadow.at;
-    int shims = 0;
-    auto stop_recording = [&] { log.finish(WalkEnd::cut, frame); };
-    while (frame != 0) {
+    Shadow311* const shadow311 = F::function_versions ? thread_shadow311() : nullptr;
+    int walked = 0;
+    while (frame != 0 && ++walked < 100000) { // (only a cycle could reach the bound)
         const std::uintptr_t previous = load_ptr(frame + F::previous);
         WalkStep s;
-        const FrameRead r = read_frame_versioned<F>(in, fast, at, shadow != nullptr, n, frame, &s);
+        const FrameRead r = read_frame<F>(in, fast, shadow, shadow311, n, frame, &s);
         if (__builtin_expect(r == FrameRead::shim, 0)) {
             // The shim an eval-loop call pushes below its first frame: that frame is an entry.
             if (n > 0)
                 out[n - 1] |= kEntryTag;
             log.record(s);
             frame = previous;
-            if (++shims > 100000)
-                break; // only a cycle could get here
             continue;
         }
         if (__builtin_expect(r == FrameRead::skipped, 0)) {
-            stop_recording();
-            frame = previous;
-            continue;
-        }
-        out[n] = s.word;
-        if (r == FrameRead::unrecordable)
-            stop_recording(); // no version: nothing tells this object from a later one there
-        log.record(s);
-        frame = previous;
-        if (++n >= max) {
-            log.finish(WalkEnd::at_max, previous);
-            return n;
-        }
-    }
-    log.finish(shims > 100000 ? WalkEnd::none : WalkEnd::chain_end, 0);
-    return n;
-}
-
-/// The 3.11 walk: first the compare pass (Fixed311), then from where the stacks differ a walk
-/// that knows each code object by its CodeKey (compared with the one met at the same depth by the
-/// previous capture) and records the frames whose function has a version and runs its own code.
-int walk_311(const Interpreter& in, const FastTable* fast, Shadow* steps, std::uintptr_t frame, std::uintptr_t* out,
-             int max, WalkOutcome* outcome) noexcept {
-    using F = Fixed311;
-    if (max > kMaxPythonFrames)
-        max = kMaxPythonFrames;
-    int n = 0;
-    const int step = compare_then_record<F>(in, fast, steps, frame, out, n, max, kNoEpoch, outcome);
-    if (step < 0)
-        return n;
-    StepLog log{steps, step, steps != nullptr, outcome};
-    Shadow311* shadow = thread_shadow311();
-    int walked = 0;
-    while (frame != 0 && ++walked < 100000) {
-        const std::uintptr_t previous = load_ptr(frame + F::previous);
-        WalkStep s;
-        const FrameRead r = read_frame_311(in, fast, shadow, n, frame, &s);
-        if (r == FrameRead::skipped) {
             log.finish(WalkEnd::cut, frame);
             frame = previous;
             continue;
         }
         out[n] = s.word;
         if (r == FrameRead::unrecordable)
-            log.finish(WalkEnd::cut, frame);
+            log.finish(WalkEnd::cut, frame); // nothing tells this object from a later one at its address
         log.record(s);
         frame = previous;
         if (++n >= max) {
@@ -1322,12 +1290,12 @@ int read_frames(std::uintptr_t* out, int max, bool nested, WalkOutcome* o, Lates
         // A capture inside another (a signal handler's) may meet a step half written: it trusts
         // no epoch, and leaves none for the next capture (nor does the one it interrupted: capture).
         const std::uint64_t usable = nested ? kNoEpoch : epoch;
-        n = in.fixed == 12 ? walk_versioned<Fixed312>(in, fast, shadow, frame, out, max, usable, o)
-                           : walk_versioned<Fixed313>(in, fast, shadow, frame, out, max, usable, o);
+        n = in.fixed == 12 ? walk<Fixed312>(in, fast, shadow, frame, out, max, usable, o)
+                           : walk<Fixed313>(in, fast, shadow, frame, out, max, usable, o);
         if (shadow != nullptr)
             shadow->epoch = o->partial ? kNoEpoch : usable;
     } else if (in.fixed == 11) {
-        n = walk_311(in, fast, thread_shadow(), frame, out, max, o);
+        n = walk<Fixed311>(in, fast, thread_shadow(), frame, out, max, kNoEpoch, o);
     } else {
         n = walk_general(in, fast, frame, out, max);
     }
