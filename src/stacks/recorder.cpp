@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <new>
 
@@ -100,6 +101,18 @@ struct detail::CaptureCounters {
     CountersFreeList* free_list = nullptr;
     static void add(std::atomic<std::uint64_t>& c, std::uint64_t d) noexcept {
         c.store(c.load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
+    }
+    /// Every counter above back to zero (a fork child counts its own captures only).
+    void clear() noexcept {
+        std::atomic<std::uint64_t>* const all[] = {
+            &captures,        &frames,        &cache_hits,      &shadow_hits,    &shadow_frames,
+            &python_captures, &python_frames, &python_compared, &python_trusted, &small_stack_skips,
+            &unwind_ticks,    &python_ticks,  &intern_ticks,    &sampled_out};
+        static_assert(sizeof all / sizeof all[0] * sizeof(std::atomic<std::uint64_t>) ==
+                          offsetof(CaptureCounters, next),
+                      "clear() names every counter");
+        for (auto* c : all)
+            c->store(0, std::memory_order_relaxed);
     }
 };
 
@@ -450,10 +463,7 @@ void Recorder::reset_after_fork() noexcept {
     table_.clear();
     ooms_.clear();
     for (detail::CaptureCounters* b = stats_head_.load(std::memory_order_acquire); b != nullptr; b = b->next)
-        for (auto* c : {&b->captures, &b->frames, &b->cache_hits, &b->shadow_hits, &b->shadow_frames,
-                        &b->python_captures, &b->python_frames, &b->python_compared, &b->python_trusted,
-                        &b->small_stack_skips, &b->unwind_ticks, &b->python_ticks, &b->intern_ticks, &b->sampled_out})
-            c->store(0, std::memory_order_relaxed);
+        b->clear();
 }
 
 std::vector<std::pair<StackId, std::int64_t>> Recorder::live_by_site(int device) const noexcept {
