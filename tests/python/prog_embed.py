@@ -5,28 +5,17 @@
 # from the same line 20 times (a repeated stack). Sizes differ per round and per function, so a
 # stack kept from the interpreter's first life shows as a wrong sum. Prints a JSON line.
 import ctypes
-import gc
 import json
+
+from reused_code import generated_allocations  # (run_embed_twice.py puts this folder on PYTHONPATH)
 
 cudart = ctypes.CDLL("libcudart.so.13")
 cudart.cudaMalloc.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 cudart.cudaFree.argtypes = [ctypes.c_void_p]
-made = []
-for i in range(40):
-    # (Names unlike in their first 7 characters: 3.11 knows a code object by a key that holds
-    # only those of its name; see design.md.)
-    name = "g%03d_r%d" % (i, ROUND)  # noqa: F821 (set by embed_twice.c)
-    src = "def %s(lib, byref, p, n):\n%s    return lib.cudaMalloc(byref(p), n)\n" % (name, "\n" * (i % 3))
-    ns = {}
-    exec(compile(src, "<generated %s>" % name, "exec"), ns)
-    f = ns[name]
-    p = ctypes.c_void_p()
-    n = (500 + 100 * ROUND + i) * 1024  # noqa: F821
-    f(cudart, ctypes.byref, p, n)
-    cudart.cudaFree(p)
-    made.append({"name": name, "line": 2 + i % 3, "bytes": n, "code": id(f.__code__)})
-    del f, ns
-    gc.collect()
+# (Names unlike in their first 7 characters: 3.11 knows a code object by a key that holds only
+# those of its name; see design.md.)
+made = generated_allocations(cudart, ["g%03d_r%d" % (i, ROUND) for i in range(40)],  # noqa: F821 (embed_twice.c)
+                             [(500 + 100 * ROUND + i) * 1024 for i in range(40)])  # noqa: F821
 
 
 def steady(n):

@@ -23,11 +23,13 @@
 # the error that raises (its slots, its ids and the patterns' stacks are as without the profiler).
 # Prints a JSON line with what it did, for the checker.
 import ctypes
-import gc
 import json
+import os
 import sys
 import threading
 import types
+
+from reused_code import generated_allocations
 
 KIB = 1024
 cudart = ctypes.CDLL("libcudart.so.13")
@@ -68,25 +70,9 @@ def caller_2():
 
 
 def reused(rounds):
-    """Generated functions, the next one made after the previous one is gone. Names and the line
-    of the call differ; the code objects have the same size (blank lines add no code)."""
-    made = []
-    for i in range(rounds):
-        name = "gen_%03d" % i
-        blank = "\n" * (i % 3)
-        src = "def %s(lib, byref, p, n):\n%s    return lib.cudaMalloc(byref(p), n)\n" % (name, blank)
-        ns = {}
-        exec(compile(src, "<generated %s>" % name, "exec"), ns)
-        f = ns[name]
-        code_id = id(f.__code__)
-        p = ctypes.c_void_p()
-        n = (200 + i) * KIB
-        f(cudart, ctypes.byref, p, n)
-        free(p)
-        made.append({"name": name, "line": 2 + i % 3, "bytes": n, "code": code_id})
-        del f, ns
-        gc.collect()  # the function and its globals form a cycle: only the collector frees them
-    return made
+    """Generated functions, the next one made after the previous one is gone (reused_code.py)."""
+    return generated_allocations(cudart, ["gen_%03d" % i for i in range(rounds)],
+                                 [(200 + i) * KIB for i in range(rounds)])
 
 
 FUNC_CALLS = 10  # calls of each function: past the 8 after which 3.11 specialises a call to it
@@ -122,26 +108,15 @@ def functions(rounds):
 
 
 SUB_SRC = '''
-import ctypes, gc, json, threading
+import ctypes, json, sys, threading
+sys.path.insert(0, %(here)r)
+from reused_code import generated_allocations
 cudart = ctypes.CDLL("libcudart.so.13")
 cudart.cudaMalloc.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 cudart.cudaFree.argtypes = [ctypes.c_void_p]
 made = []
-def run():
-    for i in range(%(rounds)d):
-        name = "sub_%%03d" %% i
-        src = "def %%s(lib, byref, p, n):\\n%%s    return lib.cudaMalloc(byref(p), n)\\n" %% (name, "\\n" * (i %% 3))
-        ns = {}
-        exec(compile(src, "<generated %%s>" %% name, "exec"), ns)
-        f = ns[name]
-        p = ctypes.c_void_p()
-        n = (400 + i) * 1024
-        f(cudart, ctypes.byref, p, n)
-        cudart.cudaFree(p)
-        made.append({"name": name, "line": 2 + i %% 3, "bytes": n, "code": id(f.__code__)})
-        del f, ns
-        gc.collect()
-t = threading.Thread(target=run)
+t = threading.Thread(target=lambda: made.extend(generated_allocations(
+    cudart, ["sub_%%03d" %% i for i in range(%(rounds)d)], [(400 + i) * 1024 for i in range(%(rounds)d)])))
 t.start()
 t.join()
 with open(%(path)r, "w") as out:
@@ -159,7 +134,8 @@ def subinterpreter(rounds, path):
     except ImportError:
         import _xxsubinterpreters as si
         interp = si.create(isolated=False) if sys.version_info >= (3, 12) else si.create()
-    si.run_string(interp, SUB_SRC % {"rounds": rounds, "path": path})
+    here = os.path.dirname(os.path.abspath(__file__))
+    si.run_string(interp, SUB_SRC % {"rounds": rounds, "path": path, "here": here})
     si.destroy(interp)
     with open(path) as f:
         return json.load(f)

@@ -54,6 +54,7 @@ def main():
         # The interpreter under test must not see this one's PYTHON* settings.
         asan = asan_runtime_from_env()  # (the simulated runtime is instrumented in the ASan run)
         plain_env = {k: v for k, v in preload_env(a.sim_dir, leak_check=False).items() if not k.startswith("PYTHON")}
+        plain_env["PYTHONPATH"] = HERE
         if asan:
             plain_env["LD_PRELOAD"] = asan
         plain = subprocess.run([exe, PROG], env=plain_env, capture_output=True, text=True, timeout=120)
@@ -65,6 +66,7 @@ def main():
                                             leak_check=False,
                                             extra={"GPUMEMPROF_HTML": "0", "GPUMEMPROF_PICKLE": "0"}).items()
                if not k.startswith("PYTHON")}
+        env["PYTHONPATH"] = HERE  # (prog_embed.py imports reused_code.py)
         p = subprocess.run([exe, PROG], env=env, capture_output=True, text=True, timeout=120)
         check("exits 0, as without the profiler", p.returncode == 0, (p.returncode, p.stderr[-2000:]))
         if p.returncode != 0:
