@@ -89,7 +89,7 @@ __attribute__((visibility("default"), noinline)) double gpumemprof_bench_once() 
 
 /// ns of reading the Python frames alone (python::capture), how many of the words the compare
 /// pass took from the thread's previous capture (`compared`), and how many of those without
-/// reading their code objects (`trusted`: the code watcher, 3.12+).
+/// reading their code objects (`trusted`: the count of destroyed code objects).
 __attribute__((visibility("default"), noinline)) double gpumemprof_bench_python_once(int* compared, int* trusted) {
     std::uintptr_t words[128];
     int n = 0;

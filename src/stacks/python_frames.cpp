@@ -178,7 +178,8 @@ struct Interpreter {
     int fixed = 0; ///< 11, 12 or 13: the walk may use its constant offsets (they match layout)
     int (*is_initialized)() = nullptr;
     void* (*this_thread_state)() = nullptr;
-    /// 3.12+, for the code watcher (see "code objects destroyed" below); null when not exported.
+    /// For the count of destroyed code objects (see "code objects destroyed" below): the pending
+    /// call (3.11+), the code watcher's functions (3.12+); null when not exported.
     int (*add_pending_call)(int (*)(void*), void*) = nullptr;
     int (*add_code_watcher)(int (*)(int, void*)) = nullptr;
     void* (*interpreter_get)() = nullptr;
@@ -283,8 +284,8 @@ State discover() noexcept {
         }
         in.is_initialized = is_init;
         in.this_thread_state = reinterpret_cast<void* (*)()>(sym("PyGILState_GetThisThreadState"));
+        in.add_pending_call = reinterpret_cast<int (*)(int (*)(void*), void*)>(sym("Py_AddPendingCall"));
         if (minor >= 12) {
-            in.add_pending_call = reinterpret_cast<int (*)(int (*)(void*), void*)>(sym("Py_AddPendingCall"));
             in.add_code_watcher = reinterpret_cast<int (*)(int (*)(int, void*))>(sym("PyCode_AddWatcher"));
             in.interpreter_get = reinterpret_cast<void* (*)()>(sym("PyInterpreterState_Get"));
             in.err_fetch = reinterpret_cast<void (*)(void**, void**, void**)>(sym("PyErr_Fetch"));
@@ -315,8 +316,10 @@ State discover() noexcept {
 
 // ---- code objects destroyed ------------------------------------------------------------------
 //
-// 3.12+: a code watcher (PyCode_AddWatcher) counts the code objects the interpreter destroys.
-// While that count is what it was when a thread's record of its frames was made, every code
+// 3.12+: a code watcher (PyCode_AddWatcher) counts the code objects the interpreter destroys;
+// 3.11, which has no watchers: PyCode_Type's deallocator, replaced by one that counts and calls it
+// (every code object of every interpreter is destroyed through that slot, holding the GIL; the
+// slot survives Py_FinalizeEx, and a capture checks that it still holds ours). While that count is what it was when a thread's record of its frames was made, every code
 // object the record names is still that object (another one at its address needs it destroyed
 // first), and a live frame whose instruction pointer is the one recorded runs inside it (two live
 // objects do not overlap): the compare pass then reads two words of a frame instead of four. The
@@ -337,7 +340,8 @@ struct alignas(64) CodeWatch {
     std::atomic<Watch> state{Watch::unasked};
     std::atomic<int> tries{0};
     std::atomic<std::uint64_t> destroyed{0}; ///< code objects destroyed since the watcher was added
-    std::atomic<std::uintptr_t> interp{0};   ///< the interpreter it watches
+    std::atomic<std::uintptr_t> interp{0};   ///< the interpreter it watches (3.12+)
+    std::atomic<std::uintptr_t> slot{0};     ///< 3.11: where PyCode_Type's deallocator is
 };
 CodeWatch g_code_watch;
 
@@ -346,6 +350,31 @@ CodeWatch g_code_watch;
 int on_code_event(int event, void*) {
     if (event != kCodeEventCreate)
         g_code_watch.destroyed.fetch_add(1, std::memory_order_relaxed);
+    return 0;
+}
+
+/// 3.11: PyCode_Type's deallocator as it was, and the one that counts before calling it.
+constexpr std::size_t kTypeDealloc = 48; // offsetof(PyTypeObject, tp_dealloc) (check_layouts.py)
+std::atomic<void (*)(void*)> g_code_dealloc{nullptr};
+void counting_code_dealloc(void* code) {
+    g_code_watch.destroyed.fetch_add(1, std::memory_order_relaxed);
+    g_code_dealloc.load(std::memory_order_relaxed)(code);
+}
+
+/// Run by the main thread, holding the GIL (no code object is being destroyed meanwhile).
+int count_code_deallocs(void*) {
+    auto* slot = reinterpret_cast<std::atomic<void (*)(void*)>*>(g_interp.code_type + kTypeDealloc);
+    void (*was)(void*) = slot->load(std::memory_order_relaxed);
+    if (was != counting_code_dealloc) { // (already ours: the interpreter was started again)
+        if (was == nullptr) {
+            g_code_watch.state.store(Watch::failed, std::memory_order_relaxed);
+            return 0;
+        }
+        g_code_dealloc.store(was, std::memory_order_relaxed);
+        slot->store(counting_code_dealloc, std::memory_order_release);
+    }
+    g_code_watch.slot.store(g_interp.code_type + kTypeDealloc, std::memory_order_relaxed);
+    g_code_watch.state.store(Watch::watching, std::memory_order_release);
     return 0;
 }
 
@@ -385,12 +414,14 @@ void ask_for_watcher(const Interpreter& in) noexcept {
     Watch expected = Watch::unasked;
     if (!g_code_watch.state.compare_exchange_strong(expected, Watch::asked, std::memory_order_relaxed))
         return;
-    if (in.add_pending_call == nullptr || in.add_code_watcher == nullptr || in.interpreter_get == nullptr ||
-        in.err_fetch == nullptr || in.err_restore == nullptr || in.at_exit == nullptr) {
+    const bool slot = in.fixed == 11;
+    if (in.add_pending_call == nullptr ||
+        (!slot && (in.add_code_watcher == nullptr || in.interpreter_get == nullptr || in.err_fetch == nullptr ||
+                   in.err_restore == nullptr || in.at_exit == nullptr))) {
         g_code_watch.state.store(Watch::failed, std::memory_order_relaxed);
         return;
     }
-    if (in.add_pending_call(add_watcher, nullptr) != 0)
+    if (in.add_pending_call(slot ? count_code_deallocs : add_watcher, nullptr) != 0)
         g_code_watch.state.store(
             g_code_watch.tries.fetch_add(1, std::memory_order_relaxed) < kWatcherTries ? Watch::unasked : Watch::failed,
             std::memory_order_relaxed);
@@ -401,11 +432,17 @@ void ask_for_watcher(const Interpreter& in) noexcept {
 inline std::uint64_t code_epoch(const Interpreter& in, std::uintptr_t ts, bool may_ask) noexcept {
     const Watch w = g_code_watch.state.load(std::memory_order_acquire);
     if (__builtin_expect(w == Watch::watching, 1)) {
+        if (const std::uintptr_t slot = g_code_watch.slot.load(std::memory_order_relaxed); slot != 0) {
+            // 3.11: counted while the slot holds ours (a later wrapper may not call it).
+            if (load_ptr(slot) == reinterpret_cast<std::uintptr_t>(&counting_code_dealloc))
+                return g_code_watch.destroyed.load(std::memory_order_relaxed);
+            return kNoEpoch;
+        }
         if (load_ptr(ts + in.layout.ts_interp) == g_code_watch.interp.load(std::memory_order_relaxed))
             return g_code_watch.destroyed.load(std::memory_order_relaxed);
         return kNoEpoch;
     }
-    if (w == Watch::unasked && may_ask && in.fixed >= 12)
+    if (w == Watch::unasked && may_ask && in.fixed >= 11)
         ask_for_watcher(in);
     return kNoEpoch;
 }
@@ -846,7 +883,7 @@ inline void take_instruction(WalkStep& s, std::uintptr_t instr, std::uintptr_t f
 /// the next frame is the address remembered, which equals the one just read: the processor then starts the next frame's
 /// reads without waiting for that read (a predicted branch, not a chain of loads each waiting for the one before).
 /// It starts at step `from` with `n` words written (0 and 0, unless after compare_and_merge's move).
-/// `Trusted` (3.12+): no code object was destroyed since every step was compared or recorded (the
+/// `Trusted`: no code object was destroyed since every step was compared or recorded (the
 /// shadow's epoch), so a frame with the step's instruction pointer runs the step's code object,
 /// and neither is read.
 /// Returns the step where the stacks differ
@@ -872,14 +909,18 @@ int compare_walk(Shadow& sh, int from, std::uintptr_t& frame, std::uintptr_t* ou
             // 3.11: the step's code object is its function's code (the walk records no other
             // step), so the same function object with the same version runs it still; the
             // version is read only from the live frame's function.
-            const std::uintptr_t func = load_ptr(f + F::func);
             const std::uintptr_t instr = load_ptr(f + F::instr);
             const std::uintptr_t entry = load<std::uint8_t>(f + F::is_entry);
-            if (((func ^ s.code) | (entry ^ ((word >> 62) & 1))) != 0 ||
-                load<std::uint32_t>(func + F::func_version) != s.version)
-                break;
-            if (__builtin_expect(instr != s.instr, 0))
-                take_instruction(s, instr, load_ptr(f + F::code) + F::co_code, updated);
+            // Trusted: the instruction pointer alone tells the code object (as below); the
+            // function is read only where it moved.
+            if (!Trusted || __builtin_expect(((instr ^ s.instr) | (entry ^ ((word >> 62) & 1))) != 0, 0)) {
+                const std::uintptr_t func = load_ptr(f + F::func);
+                if (((func ^ s.code) | (entry ^ ((word >> 62) & 1))) != 0 ||
+                    load<std::uint32_t>(func + F::func_version) != s.version)
+                    break;
+                if (__builtin_expect(instr != s.instr, 0))
+                    take_instruction(s, instr, load_ptr(f + F::code) + F::co_code, updated);
+            }
             out[words++] = s.word;
         } else if (__builtin_expect(word == 0, 0)) {
             // Where a shim was, a shim is: shims live on this thread's C stack, other frames on
@@ -1119,7 +1160,7 @@ int compare_and_merge(const Interpreter& in, const FastTable* fast, Shadow& sh, 
 
 /// The compare pass, and the start of a new record when it does not give the whole result: -1
 /// when it does (`n` words in `out`), else the step the walk records from (`frame` and `n` are
-/// where it goes on). `epoch`: the count of destroyed code objects now (3.12+; kNoEpoch when not
+/// where it goes on). `epoch`: the count of destroyed code objects now (kNoEpoch when not
 /// known or not to be trusted).
 template <typename F>
 int compare_then_record(const Interpreter& in, const FastTable* fast, Shadow* shadow, std::uintptr_t& frame,
@@ -1129,9 +1170,7 @@ int compare_then_record(const Interpreter& in, const FastTable* fast, Shadow* sh
     int step = 0;
     if (shadow->end != WalkEnd::none && shadow->max == max) {
         bool updated = false;
-        bool trusted = false;
-        if constexpr (!F::function_versions)
-            trusted = epoch != kNoEpoch && shadow->epoch == epoch;
+        const bool trusted = epoch != kNoEpoch && shadow->epoch == epoch;
         outcome->trusted = trusted;
         step = trusted ? compare_and_merge<F, true>(in, fast, *shadow, frame, out, n, updated, &outcome->compared)
                        : compare_and_merge<F, false>(in, fast, *shadow, frame, out, n, updated, &outcome->compared);
@@ -1284,18 +1323,17 @@ int read_frames(std::uintptr_t* out, int max, bool nested, WalkOutcome* o, Lates
     const auto ts = reinterpret_cast<std::uintptr_t>(in.this_thread_state());
     const std::uintptr_t frame = current_frame(in, ts);
     int n;
-    if (in.fixed == 12 || in.fixed == 13) {
+    if (in.fixed >= 11) {
         Shadow* shadow = thread_shadow();
         const std::uint64_t epoch = ts != 0 ? code_epoch(in, ts, !nested) : kNoEpoch;
         // A capture inside another (a signal handler's) may meet a step half written: it trusts
         // no epoch, and leaves none for the next capture (nor does the one it interrupted: capture).
         const std::uint64_t usable = nested ? kNoEpoch : epoch;
-        n = in.fixed == 12 ? walk<Fixed312>(in, fast, shadow, frame, out, max, usable, o)
-                           : walk<Fixed313>(in, fast, shadow, frame, out, max, usable, o);
+        n = in.fixed == 12   ? walk<Fixed312>(in, fast, shadow, frame, out, max, usable, o)
+            : in.fixed == 13 ? walk<Fixed313>(in, fast, shadow, frame, out, max, usable, o)
+                             : walk<Fixed311>(in, fast, shadow, frame, out, max, usable, o);
         if (shadow != nullptr)
             shadow->epoch = o->partial ? kNoEpoch : usable;
-    } else if (in.fixed == 11) {
-        n = walk<Fixed311>(in, fast, thread_shadow(), frame, out, max, kNoEpoch, o);
     } else {
         n = walk_general(in, fast, frame, out, max);
     }
@@ -1433,6 +1471,7 @@ std::vector<std::pair<std::string, std::size_t>> assumed_layout(int minor) {
             v.emplace_back("frame.func", Fixed311::func);
             v.emplace_back("func.code", Fixed311::func_code);
             v.emplace_back("func.version", Fixed311::func_version);
+            v.emplace_back("type.dealloc", kTypeDealloc);
             // (The compare pass's other 3.11 offsets are the layout table's, checked above.)
             static_assert(Fixed311::previous == 48 && Fixed311::code == 32 && Fixed311::instr == 56 &&
                           Fixed311::is_entry == 68 && Fixed311::co_code == 184);

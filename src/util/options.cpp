@@ -284,8 +284,9 @@ constexpr OptionSpec kOptions[] = {
      },
      [](const Options& o) { return std::string(o.python == 2 ? "all" : o.python == 1 ? "1" : "0"); }},
     {"GPUMEMPROF_CODE_WATCHER", "1", "`1`",
-     "CPython 3.12+: add one code watcher (`PyCode_AddWatcher`, 8 per interpreter) that counts destroyed code "
-     "objects, so that a repeated Python stack is read without reading its code objects; `0`: add none",
+     "count destroyed code objects, so that a repeated Python stack is read without reading its code objects: "
+     "CPython 3.12+ with one code watcher (`PyCode_AddWatcher`, 8 per interpreter), 3.11 by wrapping "
+     "`PyCode_Type`'s deallocator; `0`: neither",
      "expected 0 or 1", set_bool<&Options::code_watcher>, show_bool<&Options::code_watcher>},
     {"GPUMEMPROF_FRAMEWORK_ENV", "1", "`1`",
      "with the pool on, set the variables that `GPUMEMPROF_TORCH=pool` and `GPUMEMPROF_JAX=platform` ask "
