@@ -316,18 +316,20 @@ State discover() noexcept {
 
 // ---- code objects destroyed ------------------------------------------------------------------
 //
-// 3.12+: a code watcher (PyCode_AddWatcher) counts the code objects the interpreter destroys;
-// 3.11, which has no watchers: PyCode_Type's deallocator, replaced by one that counts and calls it
-// (every code object of every interpreter is destroyed through that slot, holding the GIL; the
-// slot survives Py_FinalizeEx, and a capture checks that it still holds ours). While that count is what it was when a
-// thread's record of its frames was made, every code object the record names is still that object (another one at its
-// address needs it destroyed first), and a live frame whose instruction pointer is the one recorded runs inside it (two
-// live objects do not overlap): the compare pass then reads two words of a frame instead of four. The watcher is added
-// once, by the main thread holding the GIL, through Py_AddPendingCall, which any thread may call without the GIL. Until
-// it is there, and in a thread of another interpreter, the compare pass checks each code object's version.
-// Py_FinalizeEx drops the interpreter's watchers before it destroys the code objects: a function it calls at its very
-// end (Py_AtExit) moves the count on, so that no record made before is trusted again, and an interpreter started again
-// in this process (embedding) is asked for a watcher of its own.
+// 3.12+: a code watcher (PyCode_AddWatcher) counts the code objects the interpreter destroys; 3.11,
+// which has no watchers: PyCode_Type's deallocator, replaced by one that counts and calls it (every
+// code object of every interpreter is destroyed through that slot, holding the GIL; the slot
+// survives Py_FinalizeEx, and a capture checks that it still holds ours). While that count is what
+// it was when a thread's record of its frames was made, every code object the record names is still
+// that object (another one at its address needs it destroyed first), and a live frame whose
+// instruction pointer is the one recorded runs inside it (two live objects do not overlap): the
+// compare pass then reads two words of a frame instead of four. The watcher is added once, by the
+// main thread holding the GIL, through Py_AddPendingCall, which any thread may call without the
+// GIL. Until it is there, and in a thread of another interpreter, the compare pass checks each code
+// object's version. Py_FinalizeEx drops the interpreter's watchers before it destroys the code
+// objects: a function it calls at its very end (Py_AtExit) moves the count on, so that no record
+// made before is trusted again, and an interpreter started again in this process (embedding) is
+// asked for a watcher of its own.
 
 constexpr std::uint64_t kNoEpoch = ~std::uint64_t{0};
 constexpr int kCodeEventCreate = 0; // PY_CODE_EVENT_CREATE (tests/python/check_layouts.py)
