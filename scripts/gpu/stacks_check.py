@@ -252,6 +252,9 @@ def command(args, workload, mode, out_dir):
         env["GPUMEMPROF_OUTPUT"] = os.path.join(out_dir, "%s-%s-%%p" % (workload, mode))
         env["GPUMEMPROF_HTML"] = "0"  # the reports' writing is not part of a step
         env["GPUMEMPROF_PICKLE"] = "0"
+        for setting in args.preload_env:  # (--preload-env: e.g. the sampling mode's cost)
+            key, _, value = setting.partition("=")
+            env[key] = value
         if mode == "off":
             env["GPUMEMPROF_STACK_DEPTH"] = "0"
         if mode == "pool":
@@ -366,6 +369,8 @@ def parser():
     ap.add_argument("--vocab", type=int, default=50257)
     ap.add_argument("--bf16", action="store_true", help="bf16 autocast in training (issue 18's hf_train)")
     ap.add_argument("--keep", help="keep our reports in this directory")
+    ap.add_argument("--preload-env", action="append", default=[], metavar="GPUMEMPROF_X=V",
+                    help="a setting for every process with the preload (repeatable)")
     ap.add_argument("--modes", default=",".join(MODES), help="comma-separated, the modes run")
     ap.add_argument("--inprocess", action="store_true",
                     help="two processes a round: the preload alternating stacks on/off in blocks of steps "
