@@ -355,7 +355,8 @@ int on_code_event(int event, void*) {
 }
 
 /// 3.11: PyCode_Type's deallocator as it was, and the one that counts before calling it.
-constexpr std::size_t kTypeDealloc = 48; // offsetof(PyTypeObject, tp_dealloc) (check_layouts.py)
+constexpr std::size_t kTypeName = 24;    // offsetof(PyTypeObject, tp_name) (check_layouts.py)
+constexpr std::size_t kTypeDealloc = 48; // offsetof(PyTypeObject, tp_dealloc)
 std::atomic<void (*)(void*)> g_code_dealloc{nullptr};
 void counting_code_dealloc(void* code) {
     g_code_watch.destroyed.fetch_add(1, std::memory_order_relaxed);
@@ -367,7 +368,9 @@ int count_code_deallocs(void*) {
     auto* slot = reinterpret_cast<std::atomic<void (*)(void*)>*>(g_interp.code_type + kTypeDealloc);
     void (*was)(void*) = slot->load(std::memory_order_relaxed);
     if (was != counting_code_dealloc) { // (already ours: the interpreter was started again)
-        if (was == nullptr) {
+        // The type object laid out as assumed (a build with another object header is not).
+        const auto* name = reinterpret_cast<const char* const*>(g_interp.code_type + kTypeName);
+        if (was == nullptr || *name == nullptr || std::strcmp(*name, "code") != 0) {
             g_code_watch.state.store(Watch::failed, std::memory_order_relaxed);
             return 0;
         }
@@ -1472,6 +1475,7 @@ std::vector<std::pair<std::string, std::size_t>> assumed_layout(int minor) {
             v.emplace_back("frame.func", Fixed311::func);
             v.emplace_back("func.code", Fixed311::func_code);
             v.emplace_back("func.version", Fixed311::func_version);
+            v.emplace_back("type.name", kTypeName);
             v.emplace_back("type.dealloc", kTypeDealloc);
             // (The compare pass's other 3.11 offsets are the layout table's, checked above.)
             static_assert(Fixed311::previous == 48 && Fixed311::code == 32 && Fixed311::instr == 56 &&

@@ -48,6 +48,7 @@ int main(void) {
     P("frame.func", offsetof(_PyInterpreterFrame, f_func));
     P("func.code", offsetof(PyFunctionObject, func_code));
     P("func.version", offsetof(PyFunctionObject, func_version));
+    P("type.name", offsetof(PyTypeObject, tp_name));
     P("type.dealloc", offsetof(PyTypeObject, tp_dealloc));
 #else
     P("owner.cstack", FRAME_OWNED_BY_CSTACK);
