@@ -21,6 +21,10 @@
 # With --fill-watchers (3.12+, where _testcapi is installed), the program first takes all 8 code
 # watcher slots itself: the profiler's own watcher cannot be added, and the program must not see
 # the error that raises (its slots, its ids and the patterns' stacks are as without the profiler).
+# With --restore-dealloc (3.11), once the profiler has wrapped PyCode_Type's deallocator to count
+# destroyed code objects, the program puts the type's own deallocator back, as other code that
+# takes the slot without calling what it found would: from then on nothing counts, and the
+# profiler must see that the slot is not its wrapper's any more.
 # Prints a JSON line with what it did, for the checker.
 import ctypes
 import json
@@ -202,8 +206,26 @@ def fill_watchers():
             return ids
 
 
+def restore_dealloc():
+    """3.11: puts PyCode_Type's own deallocator back over the profiler's wrapper; returns whether
+    the wrapper was there (None on other versions)."""
+    if sys.version_info[:2] != (3, 11):
+        return None
+    slot = ctypes.c_void_p.from_address(id(types.CodeType) + 48)  # tp_dealloc (check_layouts.py)
+    original = slot.value
+    p = ctypes.c_void_p()
+    cudart.cudaMalloc(ctypes.byref(p), 4 * KIB)  # the first capture asks the main thread for the count
+    free(p)
+    for _ in range(1000):
+        pass  # the main thread runs the pending call between two bytecodes
+    wrapped = slot.value != original
+    slot.value = original
+    return wrapped
+
+
 def main():
     watchers = fill_watchers() if "--fill-watchers" in sys.argv else None
+    restored = restore_dealloc() if "--restore-dealloc" in sys.argv else None
     for _ in range(ROUNDS):
         two_lines()
     for _ in range(ROUNDS):
@@ -232,7 +254,8 @@ def main():
         except RuntimeError:
             pass  # (all 8 still the program's)
     codes = [m["code"] for m in made]
-    print(json.dumps({"rounds": ROUNDS, "generated": made, "watchers": watchers, "functions": fns,
+    print(json.dumps({"rounds": ROUNDS, "generated": made, "watchers": watchers, "dealloc_wrapped": restored,
+                      "functions": fns,
                       "function_calls": FUNC_CALLS, "subinterpreter": sub,
                       "reused_sub_addresses": len(sub) - len(set(m["code"] for m in sub)) if sub else 0,
                       "reused_functions": sum(a["function"] == b["function"] for a, b in zip(fns, fns[1:])),

@@ -35,9 +35,10 @@ def main():
     check = Checks()
     failures = check.failures
 
-    def one_run(fill, watcher=True):
+    def one_run(fill, watcher=True, restore=False):
         """The program once; with `fill`, it takes every code watcher slot first (3.12+); without
-        `watcher`, the profiler is told to add none (GPUMEMPROF_CODE_WATCHER=0)."""
+        `watcher`, the profiler is told to add none (GPUMEMPROF_CODE_WATCHER=0); with `restore`
+        (3.11), it puts PyCode_Type's own deallocator back over the profiler's wrapper."""
         with tempfile.TemporaryDirectory() as tmp:
             # The interpreter under test must not see this one's PYTHON* settings.
             extra = {"GPUMEMPROF_HTML": "0", "GPUMEMPROF_PICKLE": "0",
@@ -45,7 +46,8 @@ def main():
             env = preload_env(a.sim_dir, a.lib, asan_runtime_from_env(), output=os.path.join(tmp, "out"),
                               leak_check=False, extra=extra)
             env = {k: v for k, v in env.items() if not k.startswith("PYTHON")}
-            argv = [a.python, PROG, os.path.join(tmp, "sub.json")] + (["--fill-watchers"] if fill else [])
+            argv = [a.python, PROG, os.path.join(tmp, "sub.json")] + (["--fill-watchers"] if fill else []) + \
+                (["--restore-dealloc"] if restore else [])
             p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=180)
             check("program exits 0", p.returncode == 0, (p.returncode, p.stdout[-2000:], p.stderr[-2000:]))
             if p.returncode != 0:
@@ -127,6 +129,10 @@ def main():
         if not watcher:
             check("GPUMEMPROF_CODE_WATCHER=0: no frame taken on the count of destroyed code objects",
                   trusted == 0, trusted)
+        elif restore:
+            check("the profiler's wrapper was in PyCode_Type's deallocator slot", did["dealloc_wrapped"] is True,
+                  did["dealloc_wrapped"])
+            check("no frame taken on the count once the slot lost the wrapper", trusted == 0, trusted)
         elif not fill:
             check("the compare pass took frames on the count of destroyed code objects (%d)" % trusted, trusted > 0,
                   "the count was not used: the fast compare was not tested")
@@ -140,6 +146,9 @@ def main():
     if watchers and not failures:
         print("again, the program first taking every code watcher slot (3.12+):")
         one_run(True)
+    if not watchers and not failures:
+        print("again, the program putting PyCode_Type's own deallocator back over the wrapper (3.11):")
+        one_run(False, restore=True)
     if not failures:
         print("again, with GPUMEMPROF_CODE_WATCHER=0:")
         one_run(False, watcher=False)
