@@ -165,7 +165,8 @@ def main():
     print("ratio deep / shallow, same round: %.2f (rounds: %s)" % (ratio, " ".join("%.2f" % r[2] for r in rows)))
     if deep_compare is not None:
         print("the repeated deep stack's Python frames: %d compared, %d of them without reading their code objects "
-              "(the count of destroyed code objects: a code watcher on 3.12+, PyCode_Type's deallocator on 3.11)" % deep_compare)
+              "(the count of destroyed code objects: a code watcher on 3.12+, PyCode_Type's deallocator on 3.11)"
+              % deep_compare)
     print("repeated stack, caches evicted (%d KiB written between captures): %.0f ns with %d Python frames, "
           "%.0f ns with %d" % (a.evict // 1024, med(r[0] for r in evicted_rows), shallow_frames[1],
                                med(r[1] for r in evicted_rows), deep_frames[1]))

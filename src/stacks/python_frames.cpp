@@ -342,7 +342,6 @@ struct alignas(64) CodeWatch {
     std::atomic<int> tries{0};
     std::atomic<std::uint64_t> destroyed{0}; ///< code objects destroyed since the watcher was added
     std::atomic<std::uintptr_t> interp{0};   ///< the interpreter it watches (3.12+)
-    std::atomic<std::uintptr_t> slot{0};     ///< 3.11: where PyCode_Type's deallocator is
 };
 CodeWatch g_code_watch;
 
@@ -377,7 +376,6 @@ int count_code_deallocs(void*) {
         g_code_dealloc.store(was, std::memory_order_relaxed);
         slot->store(counting_code_dealloc, std::memory_order_release);
     }
-    g_code_watch.slot.store(g_interp.code_type + kTypeDealloc, std::memory_order_relaxed);
     g_code_watch.state.store(Watch::watching, std::memory_order_release);
     return 0;
 }
@@ -436,9 +434,9 @@ void ask_for_watcher(const Interpreter& in) noexcept {
 inline std::uint64_t code_epoch(const Interpreter& in, std::uintptr_t ts, bool may_ask) noexcept {
     const Watch w = g_code_watch.state.load(std::memory_order_acquire);
     if (__builtin_expect(w == Watch::watching, 1)) {
-        if (const std::uintptr_t slot = g_code_watch.slot.load(std::memory_order_relaxed); slot != 0) {
-            // 3.11: counted while the slot holds ours (a later wrapper may not call it).
-            if (load_ptr(slot) == reinterpret_cast<std::uintptr_t>(&counting_code_dealloc))
+        if (in.fixed == 11) {
+            // Counted while PyCode_Type's slot holds ours (a later wrapper may not call it).
+            if (load_ptr(in.code_type + kTypeDealloc) == reinterpret_cast<std::uintptr_t>(&counting_code_dealloc))
                 return g_code_watch.destroyed.load(std::memory_order_relaxed);
             return kNoEpoch;
         }
@@ -914,13 +912,12 @@ int compare_walk(Shadow& sh, int from, std::uintptr_t& frame, std::uintptr_t* ou
             // step), so the same function object with the same version runs it still; the
             // version is read only from the live frame's function.
             const std::uintptr_t instr = load_ptr(f + F::instr);
-            const std::uintptr_t entry = load<std::uint8_t>(f + F::is_entry);
+            const std::uintptr_t other_entry = load<std::uint8_t>(f + F::is_entry) ^ ((word >> 62) & 1);
             // Trusted: the instruction pointer alone tells the code object (as below); the
             // function is read only where it moved.
-            if (!Trusted || __builtin_expect(((instr ^ s.instr) | (entry ^ ((word >> 62) & 1))) != 0, 0)) {
+            if (!Trusted || __builtin_expect(((instr ^ s.instr) | other_entry) != 0, 0)) {
                 const std::uintptr_t func = load_ptr(f + F::func);
-                if (((func ^ s.code) | (entry ^ ((word >> 62) & 1))) != 0 ||
-                    load<std::uint32_t>(func + F::func_version) != s.version)
+                if (((func ^ s.code) | other_entry) != 0 || load<std::uint32_t>(func + F::func_version) != s.version)
                     break;
                 if (__builtin_expect(instr != s.instr, 0))
                     take_instruction(s, instr, load_ptr(f + F::code) + F::co_code, updated);

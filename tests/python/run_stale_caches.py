@@ -142,11 +142,11 @@ def main():
             check("no frame taken on a code watcher's word when none could be added", trusted == 0, trusted)
         return did["subinterpreter"] is not None
 
-    watchers = one_run(False)
-    if watchers and not failures:
+    has_watchers = one_run(False)  # (3.12+)
+    if has_watchers and not failures:
         print("again, the program first taking every code watcher slot (3.12+):")
         one_run(True)
-    if not watchers and not failures:
+    elif not failures:
         print("again, the program putting PyCode_Type's own deallocator back over the wrapper (3.11):")
         one_run(False, restore=True)
     if not failures:
