@@ -2,7 +2,8 @@
 // The HTML report's data (see html_report.hpp). Layout of the JSON, read by html/report.js:
 //   frames:  [[function, file, line, module, hidden, "python"?], ...]   every distinct frame once
 //   sites:   [[frame indices root first], live, total, total_count, acquired, peak_live,
-//             peak_acquired, live_count, peak_live_count]                       merged call sites
+//             peak_acquired, live_count, peak_live_count, owner]                merged call sites
+//            (owner: the library that keeps the site's blocks, "" for the program: owner.hpp)
 //   devices: [{device, context, capacity, memory_stats, at_reserved_peak, model?, series,
 //              markers, peak, events, live_end, kinds?}]
 //            kinds: {names, t, bytes: [[bytes of kind k at each t], ...], changes, slot_ns}
@@ -20,6 +21,7 @@
 #include "report/frame_filter.hpp"
 #include "report/html_template.hpp"
 #include "report/oom_advice.hpp"
+#include "report/owner.hpp"
 #include "util/json_writer.hpp"
 #include "util/options.hpp"
 
@@ -314,6 +316,7 @@ bool write_html_data(util::OutputSink& out, const ReportInput& in, const StackRe
         write_frames(w, table, res, s.stack, buf);
         w.value(c.live_bytes).value(c.total_bytes).value(c.total_count).value(c.acquired_bytes);
         w.value(c.peak_live_bytes).value(c.peak_acquired_bytes).value(c.live_count).value(c.peak_live_count);
+        w.value(owning_library(res, s.stack));
         w.end_array();
     }
     w.end_array();

@@ -8,6 +8,7 @@
 
 #include "report/accounting_report.hpp"
 #include "report/oom_advice.hpp"
+#include "report/owner.hpp"
 
 #include <algorithm>
 
@@ -41,13 +42,16 @@ void frame_table_json(util::JsonWriter& w, const FrameTable& table) {
     w.end_array();
 }
 
-template <typename Key> void ranked(util::JsonWriter& w, const ResolvedReport& r, Key key) {
+/// `with_owner`: each entry also names the library that keeps the blocks ("" for the program).
+template <typename Key> void ranked(util::JsonWriter& w, const ResolvedReport& r, Key key, bool with_owner = false) {
     w.begin_array();
     for (std::uint32_t i : ranked_sites(r, key)) {
         w.begin_object();
         w.field("site", static_cast<std::uint64_t>(i));
         w.field("bytes", key(r.sites[i]).first);
         w.field("count", key(r.sites[i]).second);
+        if (with_owner)
+            w.field("owner", owning_library(r, r.sites[i].stack));
         w.end_object();
     }
     w.end_array();
@@ -121,8 +125,9 @@ void json_sections(util::JsonWriter& w, const ReportInput& in, const stacks::Rep
     w.field("bytes", data.live_bytes);
     w.field("count", data.live_count);
     w.key("sites");
-    ranked(w, r,
-           [](const ResolvedSite& s) { return std::make_pair(s.counters().live_bytes, s.counters().live_count); });
+    ranked(
+        w, r, [](const ResolvedSite& s) { return std::make_pair(s.counters().live_bytes, s.counters().live_count); },
+        true);
     w.end_object();
 
     w.key("ooms");

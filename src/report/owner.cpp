@@ -26,6 +26,10 @@ constexpr Known kLibraries[] = {
     {"libcupti", "CUPTI"},
     {"libnvshmem", "NVSHMEM"},
     {"libc10_cuda", "PyTorch"},
+    // PyTorch's own code outside its caching allocator: its pinned host buffers
+    // (CachingHostAllocator, for .item() and non_blocking copies), kept for reuse as the
+    // allocator keeps device blocks.
+    {"libtorch_cuda", "PyTorch (libtorch_cuda)"},
     {"xla_extension", "JAX (XLA)"},
     {"libjax", "JAX (XLA)"},
     {"libxla", "JAX (XLA)"},

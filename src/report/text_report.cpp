@@ -151,30 +151,6 @@ void top_user_sites(util::BufferedOut& out, const ResolvedReport& r, int n, Key 
     }
 }
 
-template <typename Key>
-void top_sites(util::BufferedOut& out, const ResolvedReport& r, int n, Key key, const char* what,
-               const FrameFilter& filter) {
-    const std::vector<std::uint32_t> v = ranked_sites(r, key);
-    if (v.empty()) {
-        out += "(none)\n";
-        return;
-    }
-    for (std::size_t i = 0; i < v.size() && i < static_cast<std::size_t>(n); ++i) {
-        const ResolvedSite& site = r.sites[v[i]];
-        const auto [bytes, count] = key(site);
-        out += "#" + std::to_string(i + 1) + " " + util::torch_size_exact(bytes) + " " + what + " in " +
-               std::to_string(count) + " block" + (count == 1 ? "" : "s") + "\n";
-        stack_lines(out, r, site.stack, 6, "    ", filter);
-    }
-    if (v.size() > static_cast<std::size_t>(n)) {
-        std::int64_t rest = 0;
-        for (std::size_t i = static_cast<std::size_t>(n); i < v.size(); ++i)
-            rest += key(r.sites[v[i]]).first;
-        out += "(" + std::to_string(v.size() - static_cast<std::size_t>(n)) + " more call sites, " +
-               util::torch_size_exact(rest) + " " + what + ")\n";
-    }
-}
-
 /// What happens to freed memory: reused at once, or kept until the device is past it, and why.
 void reuse_line(util::BufferedOut& out, const ReportInput& in, const ResolvedReport& r) {
     if (!in.caching)
@@ -486,18 +462,19 @@ void site_sections(util::BufferedOut& out, const ReportInput& in, const Resolved
     write_line_profile(out, r, TreeView::at_peak);
 }
 
-void leak_section(util::BufferedOut& out, const ResolvedReport& r, const FrameFilter& filter) {
+void leak_section(util::BufferedOut& out, const ReportInput& in, const ResolvedReport& r, const FrameFilter& filter) {
     heading(out, "Leaks at exit (live blocks grouped by call site)");
     // Blocks a library keeps for the whole process (cuBLAS's workspaces, NCCL's buffers,
-    // PyTorch's cached tensors at exit) are no leaks of the program's code: listed apart.
+    // PyTorch's cached tensors and pinned host buffers at exit) are no leaks of the program's
+    // code: listed apart. The program's own, by the user's line as the top sites are.
     const auto program = [&](const ResolvedSite& s) { return owning_library(r, s.stack).empty(); };
-    top_sites(
+    top_user_sites(
         out, r, kLeakSites,
         [&](const ResolvedSite& s) {
             return program(s) ? std::make_pair(s.counters().live_bytes, s.counters().live_count)
                               : std::make_pair(std::int64_t{0}, std::int64_t{0});
         },
-        "leaked", filter);
+        "leaked", filter, UserCode(in.exe, in.user_code));
     std::map<std::string, std::pair<std::int64_t, std::int64_t>> kept;
     for (const ResolvedSite& s : r.sites)
         if (s.counters().live_bytes > 0 && !program(s)) {
@@ -506,9 +483,8 @@ void leak_section(util::BufferedOut& out, const ResolvedReport& r, const FrameFi
             k.second += s.counters().live_count;
         }
     for (const auto& [lib, k] : kept)
-        out += "kept by " + lib +
-               " (its own memory, not a leak of the program's code): " + util::torch_size_exact(k.first) + " in " +
-               std::to_string(k.second) + " block" + (k.second == 1 ? "" : "s") + "\n";
+        out += "kept by " + lib + ": " + util::torch_size_exact(k.first) + " in " + std::to_string(k.second) +
+               " block" + (k.second == 1 ? "" : "s") + ", its own memory, not a leak of the program's code\n";
     out += "Blocks live when this report was written; at exit, after the program's exit handlers and the global\n"
            "and ELF destructors of the program and its libraries (frees made there are seen).\n";
 }
@@ -542,7 +518,7 @@ bool write_text(util::OutputSink& sink, const ReportInput& in, const stacks::Rep
     summary_section(out, in, data, r);
     out += accounting;
     site_sections(out, in, r, filter);
-    leak_section(out, r, filter);
+    leak_section(out, in, r, filter);
     oom_section(out, in, r, filter);
     return out.flush();
 }

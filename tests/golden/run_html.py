@@ -357,6 +357,33 @@ def labelled_sites(data):
     return out
 
 
+def check_kept_leaks(a, base, tmp):
+    """The leaks table lists the program's own blocks; a library's (a site's owner, sites[i][9])
+    are summed apart. The golden program's sites are all its own: the page's data says so, and the
+    same page with its leaked site's owner set to cuBLAS shows no leak and one "kept by" line."""
+    data = page_json(base + ".html")
+    check("every golden site is the program's own (owner \"\")", all(len(s) == 10 and s[9] == "" for s in data["sites"]),
+          [s[1:] for s in data["sites"]])
+    leaked = [s for s in data["sites"] if s[1] > 0]
+    check("one site live at exit (the weights, 8 MiB)", [s[1] for s in leaked] == [8 * MIB], [s[1] for s in leaked])
+    if not leaked:
+        return
+    leaked[0][9] = "cuBLAS"
+    text = open(base + ".html", encoding="utf-8").read()
+    m = re.search(r'(<script type="application/json" id="data">)(.*?)(</script>)', text, re.S)
+    page = os.path.join(tmp, "kept.html")
+    with open(page, "w", encoding="utf-8") as f:
+        f.write(text[:m.start(2)] + json.dumps(data).replace("</", "<\\/") + text[m.end(2):])
+    dom = open_page(a, page, "golden-kept.png")
+    if dom is None:
+        return
+    rows = [r for r in dom.find(within="leaks") if r["tag"] == "tr" and "data-bytes" in r["attrs"]]
+    notes = [e["text"] for e in dom.find(cls="kept", within="leaks")]
+    check("a library's blocks are no leak: no row in the leaks table", rows == [], rows)
+    check("... and one line says who keeps them", notes == [
+        "kept by cuBLAS: 8.00 MiB in 1 block, its own memory, not a leak of the program's code"], notes)
+
+
 def check_offline(a, base, tmp):
     """`gpumemprof report` of the recorded trace (version 2, stacks inside) says what the live
     report said: the same call sites with the same bytes, trees, top sites, leaks and OOM."""
@@ -409,6 +436,7 @@ def main():
             check("pickle written", False, os.listdir(tmp))
         check_html(a, base, trace, L, src)
         check_offline(a, base, tmp)
+        check_kept_leaks(a, base, tmp)
         if a.torch_prog:
             check_torch_views(a, tmp)
     print("%d failed" % len(failures))

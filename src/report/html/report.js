@@ -20,7 +20,7 @@ console.error = (...args) => { reportError(args.join(" ")); consoleError(...args
 const D = JSON.parse(document.getElementById("data").textContent);
 const FR = D.frames;     // [function, file, line, module, hidden, kind?]
 const SITES = D.sites;   // [frames root first, live, total, total_count, acquired, peak_live, peak_acquired, live_count, peak_count]
-const S_FRAMES = 0, S_LIVE = 1, S_TOTAL = 2, S_COUNT = 3, S_ACQ = 4, S_PEAK = 5, S_PEAK_ACQ = 6, S_LIVE_COUNT = 7, S_PEAK_COUNT = 8;
+const S_FRAMES = 0, S_LIVE = 1, S_TOTAL = 2, S_COUNT = 3, S_ACQ = 4, S_PEAK = 5, S_PEAK_ACQ = 6, S_LIVE_COUNT = 7, S_PEAK_COUNT = 8, S_OWNER = 9;
 const ACTION_ALLOC = 0, ACTION_FREE_REQUESTED = 1;
 
 // ---- formatting ------------------------------------------------------------------------------
@@ -677,10 +677,21 @@ function treeItem(node, label) {
 
 // ---- start ------------------------------------------------------------------------------------
 function leaks() {
-  const rows = SITES.map((s, i) => [i, s[S_LIVE], s[S_LIVE_COUNT]]).filter((r) => r[1] > 0).sort((a, b) => b[1] - a[1]);
+  // The program's own blocks; those a library keeps for the process (PyTorch's cache, cuBLAS's
+  // workspaces: S_OWNER) are no leaks of its code, and are summed apart.
+  const live = SITES.map((s, i) => [i, s[S_LIVE], s[S_LIVE_COUNT], s[S_OWNER] || ""]).filter((r) => r[1] > 0);
+  const rows = live.filter((r) => !r[3]).sort((a, b) => b[1] - a[1]).map((r) => r.slice(0, 3));
   const box = document.getElementById("leaks");
-  if (!rows.length) { box.append(el("p", { class: "note", text: "none: every block was freed" })); return; }
-  box.append(siteTable(rows.slice(0, 100), "leaked", rows.reduce((a, r) => a + r[1], 0)));
+  if (!rows.length) box.append(el("p", { class: "note", text: "none: every block of the program's was freed" }));
+  else box.append(siteTable(rows.slice(0, 100), "leaked", rows.reduce((a, r) => a + r[1], 0)));
+  const kept = new Map();
+  for (const r of live.filter((x) => x[3])) {
+    const k = kept.get(r[3]) || [0, 0];
+    kept.set(r[3], [k[0] + r[1], k[1] + r[2]]);
+  }
+  for (const [lib, [bytes, count]] of kept)
+    box.append(el("p", { class: "note kept", text: "kept by " + lib + ": " + human(bytes) + " in " + count +
+      (count === 1 ? " block" : " blocks") + ", its own memory, not a leak of the program's code" }));
 }
 
 // Deep links: #t=<ns> selects a time; #expand=<levels> opens the line-profile trees that deep;

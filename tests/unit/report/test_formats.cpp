@@ -4,6 +4,8 @@
 #include "fake_symbolizer.hpp"
 #include "report/folded_writer.hpp"
 #include "report/frame_filter.hpp"
+#include "report/html_report.hpp"
+#include "report/json_report.hpp"
 #include "report/line_profile.hpp"
 #include "report/oom_advice.hpp"
 #include "report/reports.hpp"
@@ -357,8 +359,8 @@ TEST_CASE("write_all_reports writes the four files atomically and reports failur
     CHECK(js.find("\"suggestion\":\"do less\",\"frames\":[2,1,0]}]") != std::string::npos);
     CHECK(js.find("\"peak\":{\"bytes\":2621440,\"devices\":[],\"sites\":[{\"site\":0,\"bytes\":2097152,\"count\":1},"
                   "{\"site\":1,\"bytes\":524288,\"count\":1}]}") != std::string::npos);
-    CHECK(js.find("\"leaks\":{\"bytes\":1049088,\"count\":2,\"sites\":[{\"site\":0,\"bytes\":1048576,\"count\":1},"
-                  "{\"site\":2,\"bytes\":512,\"count\":1}]}") != std::string::npos);
+    CHECK(js.find("\"leaks\":{\"bytes\":1049088,\"count\":2,\"sites\":[{\"site\":0,\"bytes\":1048576,\"count\":1,"
+                  "\"owner\":\"\"},{\"site\":2,\"bytes\":512,\"count\":1,\"owner\":\"\"}]}") != std::string::npos);
     CHECK(js.find("\"ooms\":[{\"device\":0,\"requested\":1000,") != std::string::npos);
     CHECK(js.find("\"suggestion\":\"do less\"") != std::string::npos);
 
@@ -420,6 +422,62 @@ TEST_CASE("the text listings leave out allocation and dispatch plumbing (GPUMEMP
           std::string::npos);
     // The tree and the folded file keep every frame.
     CHECK(folded(r, FoldedMetric::total_bytes).find("NativeCachingAllocator") != std::string::npos);
+}
+
+TEST_CASE("leaks at exit: the program's blocks by its line, a library's kept apart", "[report]") {
+    // Four sites live at exit, root first: main -> step (the executable's code) and then
+    //   a helper library's allocation (the program's leak, a library not known to keep memory);
+    //   PyTorch's caching allocator (a tensor it still holds); PyTorch's pinned host buffer for
+    //   .item() (libtorch_cuda, its CachingHostAllocator); cuBLASLt's workspace.
+    test::FakeSymbolizer s;
+    s.add(0x100, "main", "/src/train.cpp", 10);
+    s.add(0x110, "step()", "/src/train.cpp", 20);
+    s.add(0x120, "helper_alloc(unsigned long)", "", 0, "libhelper.so");
+    s.add(0x130, "c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::malloc(void**, signed char)", "", 0,
+          "libc10_cuda.so");
+    s.add(0x140, "at::native::item(at::Tensor const&)", "", 0, "libtorch_cpu.so");
+    s.add(0x150,
+          "at::cuda::(anonymous namespace)::CUDACachingHostAllocatorImpl::allocate_host_memory_slowpath(unsigned "
+          "long, void**)",
+          "", 0, "libtorch_cuda.so");
+    s.add(0x160, "cublasLtMatmul", "", 0, "libcublasLt.so.13");
+    stacks::ReportData d;
+    d.sites.push_back(site(1, {0x120, 0x110, 0x100}, 1 << 20, 0, 0, 0, 1 << 20));
+    d.sites.push_back(site(2, {0x130, 0x110, 0x100}, 2 << 20, 0, 0, 0, 2 << 20));
+    d.sites.push_back(site(3, {0x150, 0x140, 0x110, 0x100}, 4, 0, 0, 0, 4));
+    d.sites.push_back(site(4, {0x160, 0x110, 0x100}, 64 << 20, 0, 0, 0, 64 << 20));
+    d.live_bytes = (1 << 20) + (2 << 20) + 4 + (64 << 20);
+    d.live_count = 4;
+    ReportInput in;
+    in.exe = "/bin/app"; // the fake frames' module: main and step are the user's code
+    const StackReport rep = stack_report(d, s);
+    const std::string txt = text_report(in, d, rep.resolved);
+    const std::size_t at = txt.find("== Leaks at exit (live blocks grouped by call site) ==\n");
+    REQUIRE(at != std::string::npos);
+    const std::string leaks = txt.substr(at, txt.find("== Out-of-memory events ==") - at);
+    // Only the helper's megabyte is a leak, led by the user's line that called into it.
+    CHECK(leaks.find("#1 1024.00 KiB (1048576 bytes) leaked in 1 block\n"
+                     "    /src/train.cpp:20:step()   <- your code\n"
+                     "    called into:\n"
+                     "    at libhelper.so+0x120:helper_alloc(unsigned long)\n") != std::string::npos);
+    CHECK(leaks.find("#2 ") == std::string::npos);
+    CHECK(leaks.find("kept by PyTorch: 2.00 MiB (2097152 bytes) in 1 block, its own memory, not a leak of the "
+                     "program's code\n") != std::string::npos);
+    CHECK(leaks.find("kept by PyTorch (libtorch_cuda): 4 bytes (4 bytes) in 1 block, its own memory") !=
+          std::string::npos);
+    CHECK(leaks.find("kept by cuBLASLt: 64.00 MiB (67108864 bytes) in 1 block") != std::string::npos);
+
+    // The JSON's leaks: every live site, each with its owner ("" for the program).
+    const std::string js = json_report(in, rep);
+    CHECK(js.find("{\"site\":3,\"bytes\":67108864,\"count\":1,\"owner\":\"cuBLASLt\"},"
+                  "{\"site\":1,\"bytes\":2097152,\"count\":1,\"owner\":\"PyTorch\"},"
+                  "{\"site\":0,\"bytes\":1048576,\"count\":1,\"owner\":\"\"},"
+                  "{\"site\":2,\"bytes\":4,\"count\":1,\"owner\":\"PyTorch (libtorch_cuda)\"}]") != std::string::npos);
+    // The HTML page's sites carry the same owner, last (report.js sums a library's apart).
+    const std::string page = html_report(in, rep);
+    CHECK(page.find(",1,0,\"PyTorch (libtorch_cuda)\"]") != std::string::npos);
+    CHECK(page.find(",1,0,\"cuBLASLt\"]") != std::string::npos);
+    CHECK(page.find(",1,0,\"\"]") != std::string::npos);
 }
 
 TEST_CASE("frame filter: patterns match the function or the module; interpreter frames hidden", "[report]") {
