@@ -2,8 +2,9 @@
 // The HTML report's data (see html_report.hpp). Layout of the JSON, read by html/report.js:
 //   frames:  [[function, file, line, module, hidden, "python"?], ...]   every distinct frame once
 //   sites:   [[frame indices root first], live, total, total_count, acquired, peak_live,
-//             peak_acquired, live_count, peak_live_count, owner]                merged call sites
-//            (owner: the library that keeps the site's blocks, "" for the program: owner.hpp)
+//             peak_acquired, live_count, peak_live_count, owner, user]          merged call sites
+//            (owner: the library that keeps the site's blocks, "" for the program: owner.hpp;
+//            user: the frame of the innermost line of the user's own code, -1: none, user_code.hpp)
 //   devices: [{device, context, capacity, memory_stats, at_reserved_peak, model?, series,
 //              markers, peak, events, live_end, kinds?}]
 //            kinds: {names, t, bytes: [[bytes of kind k at each t], ...], changes, slot_ns}
@@ -22,6 +23,7 @@
 #include "report/html_template.hpp"
 #include "report/oom_advice.hpp"
 #include "report/owner.hpp"
+#include "report/user_code.hpp"
 #include "util/json_writer.hpp"
 #include "util/options.hpp"
 
@@ -309,6 +311,7 @@ bool write_html_data(util::OutputSink& out, const ReportInput& in, const StackRe
     w.end_object();
 
     const ResolvedReport& res = r.resolved;
+    const UserCode user(in.exe, in.user_code);
     w.key("sites").begin_array();
     for (const ResolvedSite& s : res.sites) {
         const stacks::SiteCounters& c = s.counters();
@@ -317,6 +320,11 @@ bool write_html_data(util::OutputSink& out, const ReportInput& in, const StackRe
         w.value(c.live_bytes).value(c.total_bytes).value(c.total_count).value(c.acquired_bytes);
         w.value(c.peak_live_bytes).value(c.peak_acquired_bytes).value(c.live_count).value(c.peak_live_count);
         w.value(owning_library(res, s.stack));
+        std::int64_t user_frame = -1;
+        for (std::uint32_t n = s.stack; n != 0 && user_frame < 0; n = res.stacks.parent(n))
+            if (user.is_user(res.frames[res.stacks.frame(n)]))
+                user_frame = static_cast<std::int64_t>(table.index(res.stacks.frame(n)));
+        w.value(user_frame);
         w.end_array();
     }
     w.end_array();

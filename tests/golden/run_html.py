@@ -362,13 +362,20 @@ def check_kept_leaks(a, base, tmp):
     are summed apart. The golden program's sites are all its own: the page's data says so, and the
     same page with its leaked site's owner set to cuBLAS shows no leak and one "kept by" line."""
     data = page_json(base + ".html")
-    check("every golden site is the program's own (owner \"\")", all(len(s) == 10 and s[9] == "" for s in data["sites"]),
+    check("every golden site is the program's own (owner \"\")", all(len(s) == 11 and s[9] == "" for s in data["sites"]),
           [s[1:] for s in data["sites"]])
+    # The user's code is the golden executable's: each site's innermost frame is its own.
+    check("each site's user frame is its innermost frame", all(s[10] == s[0][-1] for s in data["sites"]),
+          [(s[0], s[10]) for s in data["sites"]])
     leaked = [s for s in data["sites"] if s[1] > 0]
     check("one site live at exit (the weights, 8 MiB)", [s[1] for s in leaked] == [8 * MIB], [s[1] for s in leaked])
     if not leaked:
         return
     leaked[0][9] = "cuBLAS"
+    # And say its user frame is main, an outer frame: the tables lead with it, then the frames.
+    main = [i for i in leaked[0][0] if data["frames"][i][0] == "main"]
+    leaked[0][10] = main[0] if main else -1
+    main_label = "%s:%s:main" % tuple(data["frames"][main[0]][1:3]) if main else "?"
     text = open(base + ".html", encoding="utf-8").read()
     m = re.search(r'(<script type="application/json" id="data">)(.*?)(</script>)', text, re.S)
     page = os.path.join(tmp, "kept.html")
@@ -382,6 +389,15 @@ def check_kept_leaks(a, base, tmp):
     check("a library's blocks are no leak: no row in the leaks table", rows == [], rows)
     check("... and one line says who keeps them", notes == [
         "kept by cuBLAS: 8.00 MiB in 1 block, its own memory, not a leak of the program's code"], notes)
+    top = [r for r in dom.find(within="top-peak") if r["tag"] == "tr" and r["attrs"].get("data-bytes") == str(8 * MIB)]
+    lines = top[0]["text"].split("\n") if top else []
+    check("a site whose user line is not its first frame shown is led by it",
+          len(top) == 1 and lines[0].endswith(main_label + "   <- your code") and lines[1] == "called into:" and
+          "alloc_weights" in lines[2], lines)
+    untouched = [r["text"] for r in dom.find(within="top-peak") if r["tag"] == "tr" and "data-bytes" in r["attrs"] and
+                 r["attrs"]["data-bytes"] != str(8 * MIB)]
+    check("... and one whose first frame is its user line is not", untouched and
+          not any("<- your code" in t for t in untouched), untouched)
 
 
 def check_offline(a, base, tmp):

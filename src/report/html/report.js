@@ -19,8 +19,8 @@ console.error = (...args) => { reportError(args.join(" ")); consoleError(...args
 
 const D = JSON.parse(document.getElementById("data").textContent);
 const FR = D.frames;     // [function, file, line, module, hidden, kind?]
-const SITES = D.sites;   // [frames root first, live, total, total_count, acquired, peak_live, peak_acquired, live_count, peak_count]
-const S_FRAMES = 0, S_LIVE = 1, S_TOTAL = 2, S_COUNT = 3, S_ACQ = 4, S_PEAK = 5, S_PEAK_ACQ = 6, S_LIVE_COUNT = 7, S_PEAK_COUNT = 8, S_OWNER = 9;
+const SITES = D.sites;   // [frames root first, live, total, total_count, acquired, peak_live, peak_acquired, live_count, peak_count, owner, user frame]
+const S_FRAMES = 0, S_LIVE = 1, S_TOTAL = 2, S_COUNT = 3, S_ACQ = 4, S_PEAK = 5, S_PEAK_ACQ = 6, S_LIVE_COUNT = 7, S_PEAK_COUNT = 8, S_OWNER = 9, S_USER = 10;
 const ACTION_ALLOC = 0, ACTION_FREE_REQUESTED = 1;
 
 // ---- formatting ------------------------------------------------------------------------------
@@ -62,6 +62,14 @@ function siteStack(s, hide, max) {
   for (let k = frames.length - 1; k >= 0 && out.length < max; --k)
     if (!(hide && FR[frames[k]][4])) out.push(frameLabel(frames[k]));
   return out;
+}
+// A site's frames as the tables list them: led by the innermost line of the user's own code
+// (S_USER) when the frames shown do not start with it, as the text report does.
+function siteLines(s, max) {
+  const shown = siteStack(s, true, max);
+  const u = SITES[s][S_USER];
+  if (u === undefined || u < 0 || shown[0] === frameLabel(u)) return shown;
+  return [frameLabel(u) + "   <- your code", "called into:"].concat(shown);
 }
 const tooltip = document.getElementById("tooltip");
 function showTip(ev, text) {
@@ -454,7 +462,7 @@ function siteTable(rows, what, total) {
   const counts = rows.length > 0 && rows[0].length > 2;
   const tb = el("tbody");
   for (const [s, bytes, extra] of rows) {
-    const frames = s >= 0 ? siteStack(s, true, 6).join("\n") : "[no stack captured]";
+    const frames = s >= 0 ? siteLines(s, 6).join("\n") : "[no stack captured]";
     tb.append(el("tr", { "data-site": String(s), "data-bytes": String(bytes) },
       el("td", { class: "num", text: human(bytes) }),
       el("td", { class: "num", text: total ? (100 * bytes / total).toFixed(1) + "%" : "" }),

@@ -473,11 +473,14 @@ TEST_CASE("leaks at exit: the program's blocks by its line, a library's kept apa
                   "{\"site\":1,\"bytes\":2097152,\"count\":1,\"owner\":\"PyTorch\"},"
                   "{\"site\":0,\"bytes\":1048576,\"count\":1,\"owner\":\"\"},"
                   "{\"site\":2,\"bytes\":4,\"count\":1,\"owner\":\"PyTorch (libtorch_cuda)\"}]") != std::string::npos);
-    // The HTML page's sites carry the same owner, last (report.js sums a library's apart).
+    // The HTML page's sites carry the same owner (report.js sums a library's apart) and the
+    // page frame of their user's line (report.js leads the tables with it): main is page frame
+    // 0 and step 1, the first site's frames coming first.
     const std::string page = html_report(in, rep);
-    CHECK(page.find(",1,0,\"PyTorch (libtorch_cuda)\"]") != std::string::npos);
-    CHECK(page.find(",1,0,\"cuBLASLt\"]") != std::string::npos);
-    CHECK(page.find(",1,0,\"\"]") != std::string::npos);
+    CHECK(page.find("[[0,1,2],1048576,1048576,1,0,0,0,1,0,\"\",1]") != std::string::npos);
+    CHECK(page.find("[[0,1,3],2097152,2097152,1,0,0,0,1,0,\"PyTorch\",1]") != std::string::npos);
+    CHECK(page.find(",4,4,1,0,0,0,1,0,\"PyTorch (libtorch_cuda)\",1]") != std::string::npos);
+    CHECK(page.find(",1,0,\"cuBLASLt\",1]") != std::string::npos);
 }
 
 TEST_CASE("frame filter: patterns match the function or the module; interpreter frames hidden", "[report]") {
