@@ -180,6 +180,7 @@ void json_sections(util::JsonWriter& w, const ReportInput& in, const stacks::Rep
     w.field("intern_seconds", c.intern_seconds);
     w.field("unwind_rules", c.unwind_rules);       // code addresses with a learnt rule (the process's table)
     w.field("unwind_learnt", c.unwind_learnt);     // rules libunwind worked out (the table's misses)
+    w.field("learn_seconds", c.learn_seconds);     // of unwind_seconds, the time learning them
     w.field("libunwind_steps", c.libunwind_steps); // frames stepped by libunwind one at a time (no simple rule)
     w.field("full_unwinds", c.full_unwinds);       // stacks libunwind unwound whole
     w.field("tree_nodes", c.tree_nodes);           // the trace tree's nodes (distinct stacks, shared outer parts once)

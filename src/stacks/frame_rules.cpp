@@ -16,6 +16,7 @@
 #include "stacks/frame_rules.hpp"
 
 #include "stacks/unwinder_fds.hpp"
+#include "util/cycle_clock.hpp"
 #include "util/swallowed.hpp"
 
 #include <libunwind.h> // the generic (remote-capable) API: no UNW_LOCAL_ONLY in this file
@@ -54,6 +55,8 @@ using rules_table::Table;
 
 std::mutex g_mutex; // writers of the table, and every call into libunwind
 std::atomic<std::uint64_t> g_rules{0}, g_learnt{0}, g_steps{0}, g_full{0}, g_table_bytes{0};
+/// Time-stamp counter ticks spent learning rules (frame_rule's slow path, its lock included).
+std::atomic<std::uint64_t> g_learn_ticks{0};
 
 inline std::uint64_t encode(const FrameRule& r) noexcept {
     return static_cast<std::uint64_t>(r.kind) |
@@ -450,6 +453,12 @@ FrameRule frame_rule(const FrameRegs& at, const StackWindow& w) noexcept {
     if (find(g_table.load(std::memory_order_acquire), at.pc, &r))
         return r;
     r.kind = FrameRule::stop;
+    // What learning costs (the lock's wait included), for the reports: a short run pays it for
+    // most of its captures, a long one once.
+    struct Timed {
+        std::uint64_t t0 = util::CycleClock::now();
+        ~Timed() { g_learn_ticks.fetch_add(util::CycleClock::now() - t0, std::memory_order_relaxed); }
+    } timed;
     try {
         Holding lock;
         if (!lock.held())
@@ -551,6 +560,7 @@ FrameRuleStats frame_rule_stats() noexcept {
     FrameRuleStats s;
     s.rules = g_rules.load(std::memory_order_relaxed);
     s.learnt = g_learnt.load(std::memory_order_relaxed);
+    s.learn_ticks = g_learn_ticks.load(std::memory_order_relaxed);
     s.libunwind_steps = g_steps.load(std::memory_order_relaxed);
     s.full_unwinds = g_full.load(std::memory_order_relaxed);
     s.table_bytes = g_table_bytes.load(std::memory_order_relaxed);

@@ -119,6 +119,7 @@ void forget_frame_rules(std::uintptr_t lo, std::uintptr_t hi) noexcept;
 struct FrameRuleStats {
     std::uint64_t rules = 0;           ///< addresses in the table
     std::uint64_t learnt = 0;          ///< addresses worked out by libunwind (table misses)
+    std::uint64_t learn_ticks = 0;     ///< time-stamp counter ticks spent on those (util::CycleClock)
     std::uint64_t libunwind_steps = 0; ///< frames stepped by libunwind one at a time
     std::uint64_t full_unwinds = 0;    ///< stacks unwound entirely by libunwind
     std::uint64_t table_bytes = 0;     ///< memory the table holds (one table for the process)

@@ -65,6 +65,7 @@ struct CaptureStats {
     double unwind_seconds = 0;            ///< time walking the native and Python frames
     double python_seconds = 0;            ///< of that, time reading the Python frames
     double intern_seconds = 0;            ///< time hashing / interning the frames
+    double learn_seconds = 0;             ///< of unwind_seconds, time learning rules (unwind_learnt, each once)
 };
 
 /// A block handed out and not yet freed, with its call site.

@@ -143,6 +143,18 @@ TEST_CASE("backtrace: the shared rules give libunwind's frames", "[backtrace]") 
     const auto s = frame_rule_stats();
     CHECK(s.rules > 0);
     CHECK(s.learnt >= s.rules);
+    // Learning is timed (the reports' first-meeting cost); a walk from the table adds nothing
+    // (one call site, so that this frame's return address is the same each time).
+    clear_frame_rules_for_tests();
+    std::uint64_t ticks[3];
+    const std::uint64_t before = frame_rule_stats().learn_ticks;
+    for (std::uint64_t& t : ticks) {
+        check_same(descend(12));
+        t = frame_rule_stats().learn_ticks;
+    }
+    CHECK(ticks[0] > before);
+    CHECK(ticks[1] == ticks[0]);
+    CHECK(ticks[2] == ticks[0]);
 }
 
 TEST_CASE("backtrace: alloca and a realigned stack (frame-pointer rules)", "[backtrace]") {
