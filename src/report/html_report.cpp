@@ -366,6 +366,8 @@ bool write_html_data(util::OutputSink& out, const ReportInput& in, const StackRe
     w.field("cache_hits", c.cache_hits);
     w.field("unwind_seconds", c.unwind_seconds);
     w.field("intern_seconds", c.intern_seconds);
+    w.field("learn_seconds", c.learn_seconds);
+    w.field("unwind_learnt", c.unwind_learnt);
     w.field("unique_sites", static_cast<std::uint64_t>(r.data.sites.size()));
     w.field("events", r.data.events);
     w.end_object();

@@ -544,6 +544,10 @@ function renderSummary() {
     ["time unwinding", (c.unwind_seconds * 1000).toFixed(2) + " ms"],
     ["time interning", (c.intern_seconds * 1000).toFixed(2) + " ms"],
     ["per stack", c.captures ? ((c.unwind_seconds + c.intern_seconds) / c.captures * 1e9).toFixed(0) + " ns" : "-"],
+    ["of the time unwinding, learning how to unwind " + (c.unwind_learnt || 0) + " new code addresses (each once)",
+      ((c.learn_seconds || 0) * 1000).toFixed(2) + " ms"],
+    ["per stack without that", c.captures ?
+      ((c.unwind_seconds + c.intern_seconds - (c.learn_seconds || 0)) / c.captures * 1e9).toFixed(0) + " ns" : "-"],
     ["distinct call stacks", String(c.unique_sites)]]));
 }
 
