@@ -320,11 +320,8 @@ bool write_html_data(util::OutputSink& out, const ReportInput& in, const StackRe
         w.value(c.live_bytes).value(c.total_bytes).value(c.total_count).value(c.acquired_bytes);
         w.value(c.peak_live_bytes).value(c.peak_acquired_bytes).value(c.live_count).value(c.peak_live_count);
         w.value(owning_library(res, s.stack));
-        std::int64_t user_frame = -1;
-        for (std::uint32_t n = s.stack; n != 0 && user_frame < 0; n = res.stacks.parent(n))
-            if (user.is_user(res.frames[res.stacks.frame(n)]))
-                user_frame = static_cast<std::int64_t>(table.index(res.stacks.frame(n)));
-        w.value(user_frame);
+        const std::uint32_t uf = user.innermost_user(res, s.stack);
+        w.value(uf != 0 ? static_cast<std::int64_t>(table.index(uf - 1)) : std::int64_t{-1});
         w.end_array();
     }
     w.end_array();

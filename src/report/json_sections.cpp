@@ -89,11 +89,8 @@ void json_sections(util::JsonWriter& w, const ReportInput& in, const stacks::Rep
         w.field("peak_live_count", c.peak_live_count);
         w.field("peak_acquired_bytes", c.peak_acquired_bytes);
         // The innermost frame of the user's own code (report/user_code.hpp): an index into "frames".
-        for (std::uint32_t n = s.stack; n != 0; n = r.stacks.parent(n))
-            if (user.is_user(r.frames[r.stacks.frame(n)])) {
-                w.field("user_frame", static_cast<std::uint64_t>(r.stacks.frame(n)));
-                break;
-            }
+        if (const std::uint32_t uf = user.innermost_user(r, s.stack); uf != 0)
+            w.field("user_frame", static_cast<std::uint64_t>(uf - 1));
         if (auto k = kinds.find(static_cast<std::uint32_t>(si)); k != kinds.end()) {
             w.field("memory_kind", k->second->kind);
             w.field("kind_rule", k->second->rule);

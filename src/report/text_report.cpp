@@ -76,14 +76,6 @@ void stack_lines(util::BufferedOut& out, const ResolvedReport& r, std::uint32_t 
     }
 }
 
-/// The innermost frame of the user's own code in a stack (a FrameTable index + 1), or 0.
-std::uint32_t user_frame(const ResolvedReport& r, std::uint32_t stack, const UserCode& user) {
-    for (std::uint32_t n = stack; n != 0; n = r.stacks.parent(n))
-        if (user.is_user(r.frames[r.stacks.frame(n)]))
-            return r.stacks.frame(n) + 1;
-    return 0;
-}
-
 /// The top sites led by the user's own line: sites with the same innermost line of user code
 /// are one entry (one `loss = model(x)` is not forty sites); beneath it, the library frames of
 /// its largest call stack. Sites without user code stand alone.
@@ -99,7 +91,7 @@ void top_user_sites(util::BufferedOut& out, const ResolvedReport& r, int n, Key 
     for (const std::uint32_t i : ranked_sites(r, key)) {
         const ResolvedSite& site = r.sites[i];
         const auto [bytes, count] = key(site);
-        const std::uint32_t uf = user_frame(r, site.stack, user);
+        const std::uint32_t uf = user.innermost_user(r, site.stack);
         std::size_t g = groups.size();
         if (uf != 0) {
             auto [it, fresh] = by_label.try_emplace(r.frames.label(uf - 1), groups.size());

@@ -63,6 +63,13 @@ int UserCode::innermost_user(const std::vector<SymbolFrame>& frames) const {
     return -1;
 }
 
+std::uint32_t UserCode::innermost_user(const ResolvedReport& r, std::uint32_t stack) const {
+    for (std::uint32_t n = stack; n != 0; n = r.stacks.parent(n))
+        if (is_user(r.frames[r.stacks.frame(n)]))
+            return r.stacks.frame(n) + 1;
+    return 0;
+}
+
 std::string UserCode::user_line(const std::vector<SymbolFrame>& frames) const {
     const int i = innermost_user(frames);
     if (i < 0)

@@ -7,6 +7,7 @@
 // native frames, its module) says it instead.
 #pragma once
 
+#include "report/resolved_stacks.hpp"
 #include "report/symbolizer.hpp"
 
 #include <string>
@@ -23,6 +24,9 @@ public:
     bool is_user(const SymbolFrame& f) const;
     /// Index (into `frames`, root first) of the innermost user frame, or -1.
     int innermost_user(const std::vector<SymbolFrame>& frames) const;
+    /// The same for stack node `stack` of a resolved report: the innermost user frame's index
+    /// into r.frames plus one, or 0 when the stack has none.
+    std::uint32_t innermost_user(const ResolvedReport& r, std::uint32_t stack) const;
     /// "train.py:57:forward" of that frame (its file's base name), or "" when there is none.
     std::string user_line(const std::vector<SymbolFrame>& frames) const;
 
