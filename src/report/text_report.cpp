@@ -468,20 +468,26 @@ void leak_section(util::BufferedOut& out, const ReportInput& in, const ResolvedR
     // Blocks a library keeps for the whole process (cuBLAS's workspaces, NCCL's buffers,
     // PyTorch's cached tensors and pinned host buffers at exit) are no leaks of the program's
     // code: listed apart. The program's own, by the user's line as the top sites are.
-    const auto program = [&](const ResolvedSite& s) { return owning_library(r, s.stack).empty(); };
+    // Each site's owner once (the ranking's sort asks for a site's bytes many times); the key is
+    // given elements of r.sites, so a site's index is its place there.
+    std::vector<std::string> owner(r.sites.size());
+    for (std::size_t i = 0; i < r.sites.size(); ++i)
+        if (r.sites[i].counters().live_bytes > 0)
+            owner[i] = owning_library(r, r.sites[i].stack);
     top_user_sites(
         out, r, kLeakSites,
         [&](const ResolvedSite& s) {
-            return program(s) ? std::make_pair(s.counters().live_bytes, s.counters().live_count)
-                              : std::make_pair(std::int64_t{0}, std::int64_t{0});
+            return owner[static_cast<std::size_t>(&s - r.sites.data())].empty()
+                       ? std::make_pair(s.counters().live_bytes, s.counters().live_count)
+                       : std::make_pair(std::int64_t{0}, std::int64_t{0});
         },
         "leaked", filter, UserCode(in.exe, in.user_code));
     std::map<std::string, std::pair<std::int64_t, std::int64_t>> kept;
-    for (const ResolvedSite& s : r.sites)
-        if (s.counters().live_bytes > 0 && !program(s)) {
-            auto& k = kept[owning_library(r, s.stack)];
-            k.first += s.counters().live_bytes;
-            k.second += s.counters().live_count;
+    for (std::size_t i = 0; i < r.sites.size(); ++i)
+        if (!owner[i].empty()) {
+            auto& k = kept[owner[i]];
+            k.first += r.sites[i].counters().live_bytes;
+            k.second += r.sites[i].counters().live_count;
         }
     for (const auto& [lib, k] : kept)
         out += "kept by " + lib + ": " + util::torch_size_exact(k.first) + " in " + std::to_string(k.second) +
