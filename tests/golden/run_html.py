@@ -396,6 +396,8 @@ def check_kept_leaks(a, base, tmp):
           "alloc_weights" in lines[2], lines)
     untouched = [r["text"] for r in dom.find(within="top-peak") if r["tag"] == "tr" and "data-bytes" in r["attrs"] and
                  r["attrs"]["data-bytes"] != str(8 * MIB)]
+    check("... and one whose first frame is its user line is not", untouched and
+          not any("<- your code" in t for t in untouched), untouched)
     c = data["capture"]
     cost = " ".join(e["text"] for e in dom.find(id="cost"))
     per = (c["unwind_seconds"] + c["intern_seconds"] - c["learn_seconds"]) / c["captures"] * 1e9
@@ -404,8 +406,6 @@ def check_kept_leaks(a, base, tmp):
           c["unwind_learnt"] > 0 and 0 < c["learn_seconds"] <= c["unwind_seconds"] and
           ("learning how to unwind %d new code addresses" % c["unwind_learnt"]) in cost and
           shown is not None and abs(int(shown.group(1)) - per) <= 1, (c, per, cost[-400:]))
-    check("... and one whose first frame is its user line is not", untouched and
-          not any("<- your code" in t for t in untouched), untouched)
 
 
 def check_offline(a, base, tmp):
