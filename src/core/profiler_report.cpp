@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <set>
 
 namespace gpumemprof::core {
@@ -71,6 +72,8 @@ report::ReportInput Profiler::snapshot(const std::string& prefix) const {
     in.alloc_conf = options_.alloc_conf;
     in.effective_alloc_conf = pool::format_alloc_conf(conf_);
     in.caching = options_.pool;
+    in.mid_run = !process_exiting();
+    in.torch_uncached = std::getenv("PYTORCH_NO_CUDA_MEMORY_CACHING") != nullptr; // PyTorch's own test
     in.reuse.mode = !options_.fenced_reuse ? "immediate" : options_.reuse_when_ordered ? "auto" : "fenced";
     in.reuse.at_once = !options_.fenced_reuse || (options_.reuse_when_ordered && !streams_.unordered());
     if (options_.reuse_when_ordered && streams_.unordered()) {

@@ -306,12 +306,14 @@ bool write_html_data(util::OutputSink& out, const ReportInput& in, const StackRe
     w.field("pid", static_cast<std::int64_t>(in.pid));
     w.field("host", util::host_name());
     w.field("seconds_profiled", in.seconds_profiled);
+    w.field("mid_run", in.mid_run);
     w.field("alloc_conf", in.alloc_conf);
     w.field("stacks", r.ok);
     w.end_object();
 
     const ResolvedReport& res = r.resolved;
     const UserCode user(in.exe, in.user_code);
+    const std::vector<std::string> owners = site_owners(in, res);
     w.key("sites").begin_array();
     for (const ResolvedSite& s : res.sites) {
         const stacks::SiteCounters& c = s.counters();
@@ -319,7 +321,7 @@ bool write_html_data(util::OutputSink& out, const ReportInput& in, const StackRe
         write_frames(w, table, res, s.stack, buf);
         w.value(c.live_bytes).value(c.total_bytes).value(c.total_count).value(c.acquired_bytes);
         w.value(c.peak_live_bytes).value(c.peak_acquired_bytes).value(c.live_count).value(c.peak_live_count);
-        w.value(owning_library(res, s.stack));
+        w.value(owners[static_cast<std::size_t>(&s - res.sites.data())]);
         const std::uint32_t uf = user.innermost_user(res, s.stack);
         w.value(uf != 0 ? static_cast<std::int64_t>(table.index(uf - 1)) : std::int64_t{-1});
         w.end_array();

@@ -138,6 +138,7 @@ bool write_json(util::OutputSink& out, const ReportInput& in, const StackReport&
         w.value(v);
     w.end_array();
     w.field("seconds_profiled", in.seconds_profiled);
+    w.field("mid_run", in.mid_run); // written while the program ran: "leaks" are its live blocks then
     w.key("doors").begin_object();
     w.field("dlsym_substitutions", in.doors.dlsym_substitutions);
     w.field("proc_address_substitutions", in.doors.proc_address_substitutions);

@@ -9,6 +9,7 @@
 #include "report/accounting_report.hpp"
 #include "report/oom_advice.hpp"
 #include "report/owner.hpp"
+#include "report/site_kinds.hpp"
 
 #include <algorithm>
 
@@ -42,16 +43,18 @@ void frame_table_json(util::JsonWriter& w, const FrameTable& table) {
     w.end_array();
 }
 
-/// `with_owner`: each entry also names the library that keeps the blocks ("" for the program).
-template <typename Key> void ranked(util::JsonWriter& w, const ResolvedReport& r, Key key, bool with_owner = false) {
+/// `owners` (site_owners): each entry also names the library that keeps the blocks ("" for the
+/// program).
+template <typename Key>
+void ranked(util::JsonWriter& w, const ResolvedReport& r, Key key, const std::vector<std::string>* owners = nullptr) {
     w.begin_array();
     for (std::uint32_t i : ranked_sites(r, key)) {
         w.begin_object();
         w.field("site", static_cast<std::uint64_t>(i));
         w.field("bytes", key(r.sites[i]).first);
         w.field("count", key(r.sites[i]).second);
-        if (with_owner)
-            w.field("owner", owning_library(r, r.sites[i].stack));
+        if (owners)
+            w.field("owner", (*owners)[i]);
         w.end_object();
     }
     w.end_array();
@@ -63,12 +66,7 @@ void json_sections(util::JsonWriter& w, const ReportInput& in, const stacks::Rep
                    const ResolvedReport& r) {
     std::vector<std::uint32_t> buf;
     frame_table_json(w, r.frames);
-    // Each site's kind of memory (PyTorch's blocks, core/memory_categories.hpp), by site index.
-    std::unordered_map<std::uint32_t, const DeviceSummary::SiteKind*> kinds;
-    for (const DeviceSummary& d : in.devices)
-        for (const DeviceSummary::SiteKind& k : d.site_kinds)
-            if (const std::ptrdiff_t i = r.site_by_id(k.site); i >= 0)
-                kinds.emplace(static_cast<std::uint32_t>(i), &k);
+    const std::vector<const DeviceSummary::SiteKind*> kinds = site_kinds(in, r);
     const UserCode user(in.exe, in.user_code);
     w.key("sites");
     w.begin_array();
@@ -91,9 +89,9 @@ void json_sections(util::JsonWriter& w, const ReportInput& in, const stacks::Rep
         // The innermost frame of the user's own code (report/user_code.hpp): an index into "frames".
         if (const std::uint32_t uf = user.innermost_user(r, s.stack); uf != 0)
             w.field("user_frame", static_cast<std::uint64_t>(uf - 1));
-        if (auto k = kinds.find(static_cast<std::uint32_t>(si)); k != kinds.end()) {
-            w.field("memory_kind", k->second->kind);
-            w.field("kind_rule", k->second->rule);
+        if (kinds[si]) {
+            w.field("memory_kind", kinds[si]->kind);
+            w.field("kind_rule", kinds[si]->rule);
         }
         w.end_object();
     }
@@ -122,9 +120,10 @@ void json_sections(util::JsonWriter& w, const ReportInput& in, const stacks::Rep
     w.field("bytes", data.live_bytes);
     w.field("count", data.live_count);
     w.key("sites");
+    const std::vector<std::string> owners = site_owners(in, r);
     ranked(
         w, r, [](const ResolvedSite& s) { return std::make_pair(s.counters().live_bytes, s.counters().live_count); },
-        true);
+        &owners);
     w.end_object();
 
     w.key("ooms");

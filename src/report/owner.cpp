@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: MIT
 #include "report/owner.hpp"
 
+#include "report/site_kinds.hpp"
+
+#include <algorithm>
 #include <cstring>
+#include <string_view>
 
 namespace gpumemprof::report {
 namespace {
@@ -37,7 +41,56 @@ constexpr Known kLibraries[] = {
     {"libtensorflow", "TensorFlow"},
 };
 
+/// MemoryKind::library's name (core::memory_kind_name), as DeviceSummary::SiteKind carries it.
+constexpr std::string_view kLibraryKind = "library workspaces";
+
+/// The library whose workspace PyTorch allocated for one of its handles, by the getter's name
+/// (getCurrentCUDABlasHandle, getCUDABlasLtWorkspace, getCudnnHandle...), innermost first; ""
+/// when no frame is such a getter.
+std::string workspace_owner(const ResolvedReport& r, std::uint32_t stack) {
+    struct Part {
+        const char* in_name;
+        const char* library;
+    };
+    // Longer first where one contains another (BlasLt before Blas).
+    constexpr Part kParts[] = {{"BlasLt", "cuBLASLt"}, {"Blas", "cuBLAS"}, {"blas", "cuBLAS"},
+                               {"udnn", "cuDNN"},      {"ccl", "NCCL"},    {"olver", "cuSOLVER"},
+                               {"parse", "cuSPARSE"},  {"ufft", "cuFFT"},  {"FFT", "cuFFT"}};
+    for (std::uint32_t n = stack; n != 0; n = r.stacks.parent(n)) {
+        const SymbolFrame& f = r.frames[r.stacks.frame(n)];
+        if (f.python ||
+            (f.function.find("orkspace") == std::string::npos && f.function.find("Handle") == std::string::npos))
+            continue;
+        for (const Part& p : kParts)
+            if (f.function.find(p.in_name) != std::string::npos)
+                return std::string(p.library) + " (its workspace, from PyTorch's allocator)";
+    }
+    return {};
+}
+
 } // namespace
+
+std::vector<std::string> site_owners(const ReportInput& in, const ResolvedReport& r) {
+    const std::vector<const DeviceSummary::SiteKind*> kind = site_kinds(in, r);
+    const bool attached = std::any_of(in.devices.begin(), in.devices.end(),
+                                      [](const DeviceSummary& d) { return d.allocator == "pytorch"; });
+    const bool tensors = attached || in.torch_uncached; // what PyTorch's allocator code allocates
+    std::vector<std::string> out(r.sites.size());
+    for (std::size_t i = 0; i < r.sites.size(); ++i) {
+        if (kind[i]) { // any kind but a library's: a tensor of the program
+            if (kind[i]->kind == kLibraryKind) {
+                out[i] = workspace_owner(r, r.sites[i].stack);
+                if (out[i].empty())
+                    out[i] = "a library (its workspace, from PyTorch's allocator)";
+            }
+            continue;
+        }
+        out[i] = owning_library(r, r.sites[i].stack);
+        if (tensors && out[i] == "PyTorch") // no kinds (caching off): told by the frames alone
+            out[i] = workspace_owner(r, r.sites[i].stack);
+    }
+    return out;
+}
 
 std::string library_of_module(const std::string& module) {
     for (const Known& k : kLibraries)

@@ -5,6 +5,7 @@
 // already dropped from the top).
 #pragma once
 
+#include "report/report_input.hpp"
 #include "report/resolved_stacks.hpp"
 #include "report/symbolizer.hpp"
 
@@ -19,6 +20,14 @@ std::string owning_library(const std::vector<SymbolFrame>& frames);
 
 /// The same for stack `stack` of a resolved report (StackTree node of its innermost frame).
 std::string owning_library(const ResolvedReport& r, std::uint32_t stack);
+
+/// Who keeps each site's blocks (r.sites' order), as the leak lists say it: "" for the program.
+/// PyTorch's allocator code allocates two things. Its cached segments are its own memory. A
+/// tensor is the program's, unless it is a library's workspace a handle getter allocated
+/// (cuBLAS, cuDNN): so when the profiler is attached to the allocator (each block is a tensor,
+/// with a kind of memory) or its caching is off (each cudaMalloc is a tensor), a block under
+/// its code is the program's, or the workspace's library's.
+std::vector<std::string> site_owners(const ReportInput& in, const ResolvedReport& r);
 
 /// The library a module file name belongs to ("libcublasLt.so.13" -> "cuBLASLt"), or "".
 std::string library_of_module(const std::string& module);

@@ -205,9 +205,15 @@ struct ReportInput {
     std::vector<StepMark> steps; ///< oldest first
     std::uint64_t steps_dropped = 0;
     double seconds_profiled = 0;
+    /// Written while the program ran (gpumemprof_dump, the dump signal), not at its exit or a
+    /// fatal signal: its live blocks are no leaks yet.
+    bool mid_run = false;
     std::string alloc_conf;           ///< GPUMEMPROF_ALLOC_CONF as given (for OOM advice)
     std::string effective_alloc_conf; ///< the settings in effect, every key spelled out
     bool caching = true;              ///< the pool caches (false: GPUMEMPROF_POOL=0)
+    /// PYTORCH_NO_CUDA_MEMORY_CACHING is set (by GPUMEMPROF_TORCH=pool or the user): each
+    /// cudaMalloc of PyTorch's allocator is a tensor, not a cached segment (report/owner.hpp).
+    bool torch_uncached = false;
     ReuseSummary reuse;
     DoorCounts doors;
     PassthroughCounters host_pinned;

@@ -9,6 +9,7 @@
 #include "report/line_profile.hpp"
 #include "report/oom_advice.hpp"
 #include "report/owner.hpp"
+#include "report/site_kinds.hpp"
 #include "report/user_code.hpp"
 #include "util/byte_format.hpp"
 
@@ -79,12 +80,33 @@ void stack_lines(util::BufferedOut& out, const ResolvedReport& r, std::uint32_t 
 /// The top sites led by the user's own line: sites with the same innermost line of user code
 /// are one entry (one `loss = model(x)` is not forty sites); beneath it, the library frames of
 /// its largest call stack. Sites without user code stand alone.
+/// Each site's kind of memory, by its index in r.sites (site_kinds.hpp).
+using SiteKinds = std::vector<const DeviceSummary::SiteKind*>;
+
+/// "kind of memory: activations", or each kind's bytes where a user's line has several; nothing
+/// where no kind is known (not PyTorch's blocks, or not attached to its allocator).
+void kind_line(util::BufferedOut& out, std::vector<std::pair<const std::string*, std::int64_t>> by_kind) {
+    if (std::none_of(by_kind.begin(), by_kind.end(), [](const auto& e) { return e.first != nullptr; }))
+        return;
+    if (by_kind.size() == 1) {
+        out += "    kind of memory: " + *by_kind[0].first + "\n";
+        return;
+    }
+    std::stable_sort(by_kind.begin(), by_kind.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    out += "    kinds of memory:";
+    for (std::size_t i = 0; i < by_kind.size(); ++i)
+        out += std::string(i ? ", " : " ") + (by_kind[i].first ? *by_kind[i].first : std::string("not known")) + " " +
+               util::torch_size(by_kind[i].second);
+    out += "\n";
+}
+
 template <typename Key>
 void top_user_sites(util::BufferedOut& out, const ResolvedReport& r, int n, Key key, const char* what,
-                    const FrameFilter& filter, const UserCode& user) {
+                    const FrameFilter& filter, const UserCode& user, const SiteKinds& kinds) {
     struct Group {
         std::int64_t bytes = 0, count = 0, largest = -1;
         std::uint32_t frame = 0, stack = 0, stacks = 0;
+        std::vector<std::pair<const std::string*, std::int64_t>> by_kind; ///< nullptr: unknown
     };
     std::vector<Group> groups;
     std::unordered_map<std::uint32_t, std::size_t> by_label; // user line label -> group
@@ -102,6 +124,13 @@ void top_user_sites(util::BufferedOut& out, const ResolvedReport& r, int n, Key 
             groups.push_back(Group{});
         }
         Group& gr = groups[g];
+        const std::string* kind = kinds[i] ? &kinds[i]->kind : nullptr;
+        auto k = std::find_if(gr.by_kind.begin(), gr.by_kind.end(),
+                              [&](const auto& e) { return e.first == kind || (e.first && kind && *e.first == *kind); });
+        if (k == gr.by_kind.end())
+            gr.by_kind.emplace_back(kind, bytes);
+        else
+            k->second += bytes;
         gr.bytes += bytes;
         gr.count += count;
         gr.frame = uf;
@@ -123,6 +152,7 @@ void top_user_sites(util::BufferedOut& out, const ResolvedReport& r, int n, Key 
         if (g.stacks > 1)
             out += " from " + std::to_string(g.stacks) + " call stacks";
         out += "\n";
+        kind_line(out, g.by_kind);
         // The user's line first, unless it already is the first frame shown.
         std::uint32_t first_shown = 0;
         for (std::uint32_t f = g.stack; f != 0 && first_shown == 0; f = r.stacks.parent(f))
@@ -440,18 +470,19 @@ void summary_section(util::BufferedOut& out, const ReportInput& in, const stacks
 /// The two rankings of call sites and the two line profiles.
 void site_sections(util::BufferedOut& out, const ReportInput& in, const ResolvedReport& r, const FrameFilter& filter) {
     const UserCode user(in.exe, in.user_code);
+    const SiteKinds kinds = site_kinds(in, r);
     heading(out, "Top call sites by bytes live at the peak");
     top_user_sites(
         out, r, in.top_n,
         [](const ResolvedSite& s) {
             return std::make_pair(s.counters().peak_live_bytes, s.counters().peak_live_count);
         },
-        "live at the peak", filter, user);
+        "live at the peak", filter, user, kinds);
     heading(out, "Top call sites by total bytes allocated");
     top_user_sites(
         out, r, in.top_n,
         [](const ResolvedSite& s) { return std::make_pair(s.counters().total_bytes, s.counters().total_count); },
-        "allocated", filter, user);
+        "allocated", filter, user, kinds);
 
     heading(out, "Line profile, cumulative (used_bytes, acquired_bytes)");
     out += "used_bytes: bytes the pool handed out for requests made under the frame over the whole run;\n"
@@ -464,16 +495,15 @@ void site_sections(util::BufferedOut& out, const ReportInput& in, const Resolved
 }
 
 void leak_section(util::BufferedOut& out, const ReportInput& in, const ResolvedReport& r, const FrameFilter& filter) {
-    heading(out, "Leaks at exit (live blocks grouped by call site)");
+    // Mid-run (gpumemprof_dump, the dump signal) the program may still free them: no leaks yet.
+    heading(out, in.mid_run ? "Live blocks now, the program still running (grouped by call site)"
+                            : "Leaks at exit (live blocks grouped by call site)");
     // Blocks a library keeps for the whole process (cuBLAS's workspaces, NCCL's buffers,
     // PyTorch's cached tensors and pinned host buffers at exit) are no leaks of the program's
     // code: listed apart. The program's own, by the user's line as the top sites are.
     // Each site's owner once (the ranking's sort asks for a site's bytes many times); the key is
     // given elements of r.sites, so a site's index is its place there.
-    std::vector<std::string> owner(r.sites.size());
-    for (std::size_t i = 0; i < r.sites.size(); ++i)
-        if (r.sites[i].counters().live_bytes > 0)
-            owner[i] = owning_library(r, r.sites[i].stack);
+    const std::vector<std::string> owner = site_owners(in, r);
     top_user_sites(
         out, r, kLeakSites,
         [&](const ResolvedSite& s) {
@@ -481,7 +511,7 @@ void leak_section(util::BufferedOut& out, const ReportInput& in, const ResolvedR
                        ? std::make_pair(s.counters().live_bytes, s.counters().live_count)
                        : std::make_pair(std::int64_t{0}, std::int64_t{0});
         },
-        "leaked", filter, UserCode(in.exe, in.user_code));
+        in.mid_run ? "live" : "leaked", filter, UserCode(in.exe, in.user_code), site_kinds(in, r));
     std::map<std::string, std::pair<std::int64_t, std::int64_t>> kept;
     for (std::size_t i = 0; i < r.sites.size(); ++i)
         if (!owner[i].empty()) {
@@ -492,8 +522,12 @@ void leak_section(util::BufferedOut& out, const ReportInput& in, const ResolvedR
     for (const auto& [lib, k] : kept)
         out += "kept by " + lib + ": " + util::torch_size_exact(k.first) + " in " + std::to_string(k.second) +
                " block" + (k.second == 1 ? "" : "s") + ", its own memory, not a leak of the program's code\n";
-    out += "Blocks live when this report was written; at exit, after the program's exit handlers and the global\n"
-           "and ELF destructors of the program and its libraries (frees made there are seen).\n";
+    if (in.mid_run)
+        out += "Blocks live when this report was written, asked for while the program ran (gpumemprof_dump or the\n"
+               "dump signal): the program may still free them. The report at exit lists its leaks.\n";
+    else
+        out += "Blocks live when this report was written; at exit, after the program's exit handlers and the global\n"
+               "and ELF destructors of the program and its libraries (frees made there are seen).\n";
 }
 
 void oom_section(util::BufferedOut& out, const ReportInput& in, const ResolvedReport& r, const FrameFilter& filter) {

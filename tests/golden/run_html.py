@@ -371,17 +371,34 @@ def check_kept_leaks(a, base, tmp):
     check("one site live at exit (the weights, 8 MiB)", [s[1] for s in leaked] == [8 * MIB], [s[1] for s in leaked])
     if not leaked:
         return
+    text = open(base + ".html", encoding="utf-8").read()
+    m = re.search(r'(<script type="application/json" id="data">)(.*?)(</script>)', text, re.S)
+
+    def edited(name):
+        page = os.path.join(tmp, name)
+        with open(page, "w", encoding="utf-8") as f:
+            f.write(text[:m.start(2)] + json.dumps(data).replace("</", "<\\/") + text[m.end(2):])
+        return page
+
+    # The page as a report asked for while the program ran: its blocks then are live, no leaks yet.
+    data["meta"]["mid_run"] = True
+    dom = open_page(a, edited("midrun.html"), "golden-midrun.png")
+    if dom is not None:
+        heads = [e["text"] for e in dom.elements if e["tag"] == "h2" and
+                 any(p["attrs"].get("id") == "sec-leaks" for p in e["parents"])]
+        rows = [r for r in dom.find(within="leaks") if r["tag"] == "tr" and "data-bytes" in r["attrs"]]
+        notes = [e["text"] for e in dom.find(cls="note", within="leaks")]
+        check("a report asked for mid-run lists live blocks, not leaks",
+              heads == ["Live blocks now, the program still running"] and len(rows) == 1 and
+              any("which it may still free" in n for n in notes), (heads, len(rows), notes))
+    data["meta"]["mid_run"] = False
+
     leaked[0][9] = "cuBLAS"
     # And say its user frame is main, an outer frame: the tables lead with it, then the frames.
     main = [i for i in leaked[0][0] if data["frames"][i][0] == "main"]
     leaked[0][10] = main[0] if main else -1
     main_label = "%s:%s:main" % tuple(data["frames"][main[0]][1:3]) if main else "?"
-    text = open(base + ".html", encoding="utf-8").read()
-    m = re.search(r'(<script type="application/json" id="data">)(.*?)(</script>)', text, re.S)
-    page = os.path.join(tmp, "kept.html")
-    with open(page, "w", encoding="utf-8") as f:
-        f.write(text[:m.start(2)] + json.dumps(data).replace("</", "<\\/") + text[m.end(2):])
-    dom = open_page(a, page, "golden-kept.png")
+    dom = open_page(a, edited("kept.html"), "golden-kept.png")
     if dom is None:
         return
     rows = [r for r in dom.find(within="leaks") if r["tag"] == "tr" and "data-bytes" in r["attrs"]]

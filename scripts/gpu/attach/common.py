@@ -22,6 +22,18 @@ def _c_api(name, restype, argtypes):
 _STATS = _c_api("gpumemprof_memory_stats", ctypes.c_size_t, [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t])
 
 
+_DUMP = _c_api("gpumemprof_dump", ctypes.c_int, [ctypes.c_char_p])
+
+
+def profiler_dump(name):
+    """Under the profiler: its reports now, as <GPUMEMPROF_OUTPUT's folder>/dump-<name>.*; 0 on
+    success, None without the profiler."""
+    if _DUMP is None:
+        return None
+    folder = os.path.dirname(os.environ.get("GPUMEMPROF_OUTPUT", "./x")) or "."
+    return _DUMP(os.path.join(folder, "dump-" + name).encode())
+
+
 def profiler_stats():
     """The preloaded library's memory_stats for the current device, else None."""
     if _STATS is None:

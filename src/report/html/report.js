@@ -694,8 +694,16 @@ function leaks() {
   const live = SITES.map((s, i) => [i, s[S_LIVE], s[S_LIVE_COUNT], s[S_OWNER] || ""]).filter((r) => r[1] > 0);
   const rows = live.filter((r) => !r[3]).sort((a, b) => b[1] - a[1]).map((r) => r.slice(0, 3));
   const box = document.getElementById("leaks");
-  if (!rows.length) box.append(el("p", { class: "note", text: "none: every block of the program's was freed" }));
-  else box.append(siteTable(rows.slice(0, 100), "leaked", rows.reduce((a, r) => a + r[1], 0)));
+  // Written while the program ran (gpumemprof_dump, the dump signal): it may still free them.
+  const midRun = !!D.meta.mid_run;
+  if (midRun) {
+    box.previousElementSibling.textContent = "Live blocks now, the program still running";
+    box.append(el("p", { class: "note", text: "This report was asked for while the program ran: these are its " +
+      "live blocks then, which it may still free. The report at exit lists its leaks." }));
+  }
+  if (!rows.length) box.append(el("p", { class: "note", text: midRun ? "none: the program's code held no block" :
+    "none: every block of the program's was freed" }));
+  else box.append(siteTable(rows.slice(0, 100), midRun ? "live" : "leaked", rows.reduce((a, r) => a + r[1], 0)));
   const kept = new Map();
   for (const r of live.filter((x) => x[3])) {
     const k = kept.get(r[3]) || [0, 0];

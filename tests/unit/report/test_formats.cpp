@@ -454,7 +454,8 @@ TEST_CASE("the capture cost line says what first meetings cost and a stack witho
 TEST_CASE("leaks at exit: the program's blocks by its line, a library's kept apart", "[report]") {
     // Four sites live at exit, root first: main -> step (the executable's code) and then
     //   a helper library's allocation (the program's leak, a library not known to keep memory);
-    //   PyTorch's caching allocator (a tensor it still holds); PyTorch's pinned host buffer for
+    //   PyTorch's caching allocator, not attached and caching (a segment it keeps cached);
+    //   PyTorch's pinned host buffer for
     //   .item() (libtorch_cuda, its CachingHostAllocator); cuBLASLt's workspace.
     test::FakeSymbolizer s;
     s.add(0x100, "main", "/src/train.cpp", 10);
@@ -508,6 +509,103 @@ TEST_CASE("leaks at exit: the program's blocks by its line, a library's kept apa
     CHECK(page.find("[[0,1,3],2097152,2097152,1,0,0,0,1,0,\"PyTorch\",1]") != std::string::npos);
     CHECK(page.find(",4,4,1,0,0,0,1,0,\"PyTorch (libtorch_cuda)\",1]") != std::string::npos);
     CHECK(page.find(",1,0,\"cuBLASLt\",1]") != std::string::npos);
+}
+
+TEST_CASE("leaks at exit under PyTorch's allocator: its tensors are the program's, a handle's workspace not",
+          "[report]") {
+    // Attached to PyTorch's allocator, every block is a tensor whose innermost frame is the
+    // allocator's. Three live at exit, root first main -> step and then the allocator under
+    //   at::empty_cuda: an activation the program still holds (its leak);
+    //   getCUDABlasLtWorkspace: cuBLASLt's workspace, kept for the process;
+    //   getCurrentCUDABlasHandle: cuBLAS's.
+    test::FakeSymbolizer s;
+    s.add(0x100, "main", "/src/train.cpp", 10);
+    s.add(0x110, "step()", "/src/train.cpp", 20);
+    s.add(0x130, "c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::malloc(void**, signed char)", "", 0,
+          "libc10_cuda.so");
+    s.add(0x170, "at::native::empty_cuda(c10::ArrayRef<long>)", "", 0, "libtorch_cuda.so");
+    s.add(0x180, "at::cuda::getCUDABlasLtWorkspace()", "", 0, "libtorch_cuda.so");
+    s.add(0x190, "at::cuda::getCurrentCUDABlasHandle()", "", 0, "libtorch_cuda.so");
+    stacks::ReportData d;
+    d.sites.push_back(site(1, {0x130, 0x170, 0x110, 0x100}, 2 << 20, 0, 0, 0, 2 << 20));
+    d.sites.push_back(site(2, {0x130, 0x180, 0x110, 0x100}, 32 << 20, 0, 0, 0, 32 << 20));
+    d.sites.push_back(site(3, {0x130, 0x190, 0x110, 0x100}, 8 << 20, 0, 0, 0, 8 << 20));
+    d.live_bytes = (2 << 20) + (32 << 20) + (8 << 20);
+    d.live_count = 3;
+    ReportInput in;
+    in.exe = "/bin/app";
+    DeviceSummary dev;
+    dev.allocator = "pytorch";
+    dev.site_kinds = {{1, "activations", "allocated in the forward pass where the backward pass frees the blocks"},
+                      {2, "library workspaces", "allocated by a library's workspace function"},
+                      {3, "library workspaces", "allocated by a library's workspace function"}};
+    in.devices.push_back(dev);
+    const StackReport rep = stack_report(d, s);
+    const auto leaks_of = [&](const ReportInput& i) {
+        const std::string txt = text_report(i, d, rep.resolved);
+        const std::size_t at = txt.find("== Leaks at exit (live blocks grouped by call site) ==\n");
+        REQUIRE(at != std::string::npos);
+        return txt.substr(at, txt.find("== Out-of-memory events ==") - at);
+    };
+    std::string leaks = leaks_of(in);
+    // Each entry says what kind of memory it is.
+    CHECK(leaks.find("#1 2.00 MiB (2097152 bytes) leaked in 1 block\n"
+                     "    kind of memory: activations\n"
+                     "    at /src/train.cpp:20:step()\n") != std::string::npos);
+    CHECK(leaks.find("#2 ") == std::string::npos);
+    CHECK(leaks.find("kept by cuBLASLt (its workspace, from PyTorch's allocator): 32.00 MiB (33554432 bytes) in 1 "
+                     "block, its own memory, not a leak of the program's code\n") != std::string::npos);
+    CHECK(leaks.find("kept by cuBLAS (its workspace, from PyTorch's allocator): 8.00 MiB (8388608 bytes) in 1 "
+                     "block") != std::string::npos);
+    CHECK(leaks.find("kept by PyTorch") == std::string::npos);
+    // The kind decides where it is known: a library's workspace whose getter the report's
+    // symbols do not name is still not the program's.
+    in.devices[0].site_kinds[0].kind = "library workspaces";
+    CHECK(leaks_of(in).find("(none)\nkept by a library (its workspace, from PyTorch's allocator): 2.00 MiB") !=
+          std::string::npos);
+    in.devices[0].site_kinds[0].kind = "activations";
+    // The top sites group the three under step()'s line, each kind with its bytes.
+    const std::string txt = text_report(in, d, rep.resolved);
+    CHECK(txt.find("#1 42.00 MiB (44040192 bytes) allocated in 3 blocks from 3 call stacks\n"
+                   "    kinds of memory: library workspaces 40.00 MiB, activations 2.00 MiB\n") != std::string::npos);
+
+    // A report asked for mid-run (gpumemprof_dump, the dump signal) lists live blocks, no leaks yet.
+    in.mid_run = true;
+    const std::string mid = text_report(in, d, rep.resolved);
+    CHECK(mid.find("== Leaks at exit") == std::string::npos);
+    CHECK(mid.find("== Live blocks now, the program still running (grouped by call site) ==\n"
+                   "#1 2.00 MiB (2097152 bytes) live in 1 block\n") != std::string::npos);
+    CHECK(mid.find("asked for while the program ran (gpumemprof_dump or the\ndump signal): the program may still "
+                   "free them.") != std::string::npos);
+    CHECK(json_report(in, rep).find("\"mid_run\":true") != std::string::npos);
+    CHECK(html_report(in, rep).find("\"mid_run\":true") != std::string::npos);
+    in.mid_run = false;
+    const std::string js = json_report(in, rep);
+    CHECK(js.find("\"mid_run\":false") != std::string::npos);
+    CHECK(
+        js.find("{\"site\":1,\"bytes\":33554432,\"count\":1,\"owner\":\"cuBLASLt (its workspace, from "
+                "PyTorch's allocator)\"},{\"site\":2,\"bytes\":8388608,\"count\":1,\"owner\":\"cuBLAS (its "
+                "workspace, from PyTorch's allocator)\"},{\"site\":0,\"bytes\":2097152,\"count\":1,\"owner\":\"\"}]") !=
+        std::string::npos);
+    const std::string page = html_report(in, rep);
+    CHECK(page.find(",2097152,2097152,1,0,0,0,1,0,\"\",1]") != std::string::npos);
+    CHECK(page.find(",1,0,\"cuBLAS (its workspace, from PyTorch's allocator)\",1]") != std::string::npos);
+
+    // Its caching off (GPUMEMPROF_TORCH=pool sets PYTORCH_NO_CUDA_MEMORY_CACHING), not attached
+    // and no kinds: each of the allocator's cudaMalloc calls is a tensor, the program's, unless a
+    // handle's getter is among its frames.
+    ReportInput uncached;
+    uncached.exe = "/bin/app";
+    uncached.torch_uncached = true;
+    leaks = leaks_of(uncached);
+    CHECK(leaks.find("#1 2.00 MiB (2097152 bytes) leaked in 1 block\n") != std::string::npos);
+    CHECK(leaks.find("#2 ") == std::string::npos);
+    CHECK(leaks.find("kept by cuBLASLt (its workspace, from PyTorch's allocator): 32.00 MiB") != std::string::npos);
+    CHECK(leaks.find("kept by PyTorch") == std::string::npos);
+    // Caching and not attached: each is a segment PyTorch keeps cached.
+    uncached.torch_uncached = false;
+    leaks = leaks_of(uncached);
+    CHECK(leaks.find("(none)\nkept by PyTorch: 42.00 MiB (44040192 bytes) in 3 blocks") != std::string::npos);
 }
 
 TEST_CASE("frame filter: patterns match the function or the module; interpreter frames hidden", "[report]") {

@@ -1,0 +1,19 @@
+// SPDX-License-Identifier: MIT
+// The kind of memory of each call site of a report (parameters, activations, library
+// workspaces...: core/memory_categories.hpp), known for PyTorch's blocks when the profiler is
+// attached to its allocator. Each device's summary names its sites by stack id; the reports
+// name them by their place in ResolvedReport::sites.
+#pragma once
+
+#include "report/report_input.hpp"
+#include "report/resolved_stacks.hpp"
+
+#include <vector>
+
+namespace gpumemprof::report {
+
+/// By index in r.sites: the site's kind, or nullptr where none is known. A site that merged
+/// several stacks takes the first known kind (devices in order).
+std::vector<const DeviceSummary::SiteKind*> site_kinds(const ReportInput& in, const ResolvedReport& r);
+
+} // namespace gpumemprof::report
