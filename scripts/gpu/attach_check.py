@@ -33,6 +33,8 @@ WORKLOADS = [
     ("memlog", "memlog.py", [], {}, False),
     ("mp_share", "mp_share.py", [], {}, False),
     ("autograd_lines", "autograd_lines.py", [], {}, False),
+    ("timm_train", "timm_train.py", [], {}, False),
+    ("lightning_train", "lightning_train.py", [], {}, False),
 ]
 
 RESULTS = []

@@ -32,6 +32,7 @@ report::EventCostSummary EventCost::summary() const noexcept {
     s.seconds = seconds(whole);
     s.stacks_seconds = seconds(stacks);
     s.backward_seconds = seconds(backward);
+    s.traits_seconds = seconds(traits);
     s.kinds_seconds = seconds(kinds);
     s.mirror_seconds = seconds(mirror);
     s.handover_seconds = seconds(handover);

@@ -20,7 +20,8 @@ public:
         whole,    ///< the whole handler, on the thread that made the event
         stacks,   ///< capturing the allocating thread's stack
         backward, ///< charging a backward allocation to its forward line
-        kinds,    ///< the kind of memory (site traits, categories, timeline)
+        traits,   ///< what a call site's frames say for its kind (on the allocating thread, once a site)
+        kinds,    ///< the kind of memory (categories, timeline)
         mirror,   ///< rebuilding the allocator's blocks and statistics
         handover, ///< handing the event to the profiler's thread
         deferred, ///< the profiler's thread, handling the events handed to it

@@ -230,7 +230,7 @@ void Profiler::torch_event(const TorchEvent& ev) noexcept {
             clock.lap(EventCost::backward);
             // The same as the joined backward stack's: its traits stop at the node's marker.
             b.traits = site_traits(b.stack);
-            clock.lap(EventCost::kinds);
+            clock.lap(EventCost::traits);
             break;
         }
         case TorchAction::free_requested: b.in_backward = autograd_.in_backward(); break;

@@ -189,6 +189,7 @@ void json_sections(util::JsonWriter& w, const ReportInput& in, const stacks::Rep
         w.field("seconds", t.seconds);
         w.field("stacks_seconds", t.stacks_seconds);
         w.field("backward_seconds", t.backward_seconds);
+        w.field("traits_seconds", t.traits_seconds); // a call site's frames read for its kind, on the program's threads
         w.field("kinds_seconds", t.kinds_seconds);
         w.field("mirror_seconds", t.mirror_seconds);
         w.field("handover_seconds", t.handover_seconds); // handing events to the profiler's thread

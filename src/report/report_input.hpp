@@ -178,9 +178,13 @@ struct StepMark {
 /// GPUMEMPROF_TORCH_THREAD=0): all parts add up to at most the two wholes.
 struct EventCostSummary {
     std::uint64_t events = 0;
-    double seconds = 0;                ///< the handlers, entry to return, on the program's threads
-    double stacks_seconds = 0;         ///< capturing stacks
-    double backward_seconds = 0;       ///< charging backward allocations to forward lines
+    double seconds = 0;          ///< the handlers, entry to return, on the program's threads
+    double stacks_seconds = 0;   ///< capturing stacks
+    double backward_seconds = 0; ///< charging backward allocations to forward lines
+    /// On the allocating thread: what a call site's frames say for its kind of memory. A new
+    /// site's frames are read, its native ones looked up in the loader's symbols (dladdr); its
+    /// later events find the answer in a per-thread cache or a process-wide map.
+    double traits_seconds = 0;
     double kinds_seconds = 0;          ///< the kind of memory
     double mirror_seconds = 0;         ///< rebuilding the allocator's blocks and statistics
     double handover_seconds = 0;       ///< handing events to the profiler's thread

@@ -402,27 +402,30 @@ void capture_lines(util::BufferedOut& out, const stacks::CaptureStats& c) {
 void torch_cost_line(util::BufferedOut& out, const EventCostSummary& c) {
     if (c.events == 0)
         return;
-    char line[512];
+    char line[768];
     const double us = 1e6 / static_cast<double>(c.events);
+    // A call site's traits (what its frames say for its kind of memory) are read on the thread
+    // that made the event, once a site: a new site's native frames are looked up in the loader's
+    // symbols, so a run of many new sites pays most of it in its first steps.
     if (c.deferred_events == 0) {
         std::snprintf(line, sizeof line,
                       "PyTorch allocator events: %llu, %.2f us each in the profiler on the thread that made them "
-                      "(stacks %.2f, backward to forward %.2f, kinds of memory %.2f, its blocks %.2f), %.3f s in "
-                      "all\n",
+                      "(stacks %.2f, backward to forward %.2f, a call site's frames read for its kind, once a site "
+                      "%.2f, kinds of memory %.2f, its blocks %.2f), %.3f s in all\n",
                       static_cast<unsigned long long>(c.events), c.seconds * us, c.stacks_seconds * us,
-                      c.backward_seconds * us, c.kinds_seconds * us, c.mirror_seconds * us, c.seconds);
+                      c.backward_seconds * us, c.traits_seconds * us, c.kinds_seconds * us, c.mirror_seconds * us,
+                      c.seconds);
     } else {
-        // Backward joins, kinds and blocks ran on our thread for the events handed to it (the
-        // allocating thread reads the autograd node and the site's traits: small, counted in them).
+        // Backward joins, kinds and blocks ran on our thread for the events handed to it.
         std::snprintf(line, sizeof line,
                       "PyTorch allocator events: %llu, %.2f us each in the profiler on the thread that made them "
-                      "(stacks %.2f, handing %llu to the profiler's thread %.2f), %.3f s in all; on the profiler's "
-                      "thread %.2f us each (backward to forward %.2f, kinds of memory %.2f, its blocks %.2f), at "
-                      "most %llu waiting\n",
+                      "(stacks %.2f, a call site's frames read for its kind, once a site %.2f, handing %llu to the "
+                      "profiler's thread %.2f), %.3f s in all; on the profiler's thread %.2f us each (backward to "
+                      "forward %.2f, kinds of memory %.2f, its blocks %.2f), at most %llu waiting\n",
                       static_cast<unsigned long long>(c.events), c.seconds * us, c.stacks_seconds * us,
-                      static_cast<unsigned long long>(c.deferred_events), c.handover_seconds * us, c.seconds,
-                      c.deferred_seconds * us, c.backward_seconds * us, c.kinds_seconds * us, c.mirror_seconds * us,
-                      static_cast<unsigned long long>(c.most_waiting));
+                      c.traits_seconds * us, static_cast<unsigned long long>(c.deferred_events),
+                      c.handover_seconds * us, c.seconds, c.deferred_seconds * us, c.backward_seconds * us,
+                      c.kinds_seconds * us, c.mirror_seconds * us, static_cast<unsigned long long>(c.most_waiting));
     }
     out += line;
     if (c.dropped_events != 0) {

@@ -72,8 +72,8 @@ def torch_attach_checks(args, tmp, thread):
     # other stream, 20 MiB in the private pool, 2 MiB for e) and 2 SEGMENT_FREE (empty_cache).
     cost = (rep or {}).get("stacks", {}).get("torch_events", {})
     c.eq("stacks.torch_events.events: every event the stand-in made", cost.get("events"), 20)
-    parts = sum(cost.get(k, 0) for k in ("stacks_seconds", "backward_seconds", "kinds_seconds", "mirror_seconds",
-                                         "handover_seconds"))
+    parts = sum(cost.get(k, 0) for k in ("stacks_seconds", "backward_seconds", "traits_seconds", "kinds_seconds",
+                                         "mirror_seconds", "handover_seconds"))
     wholes = cost.get("seconds", 0) + cost.get("deferred_seconds", 0)
     c.true("stacks.torch_events: some time, its parts within the wholes",
            0 < cost.get("seconds", 0) < 1 and 0 <= parts <= wholes, cost)

@@ -30,7 +30,9 @@ TEST_CASE("event_cost: each part gets the time since its start, the whole its ow
     spin_for(std::chrono::milliseconds(20));
     t = cost.add(EventCost::stacks, t);
     spin_for(std::chrono::milliseconds(10));
-    cost.add(EventCost::kinds, t);
+    t = cost.add(EventCost::kinds, t);
+    spin_for(std::chrono::milliseconds(5));
+    cost.add(EventCost::traits, t);
     cost.add(EventCost::whole, entered);
     cost.count();
 
@@ -40,9 +42,12 @@ TEST_CASE("event_cost: each part gets the time since its start, the whole its ow
     CHECK(s.stacks_seconds < 0.5);
     CHECK(s.kinds_seconds >= 0.009);
     CHECK(s.kinds_seconds < s.stacks_seconds);
+    // A site's traits are a part of their own, not in the kinds (a report line's parts add up).
+    CHECK(s.traits_seconds >= 0.004);
+    CHECK(s.traits_seconds < s.kinds_seconds);
     CHECK(s.backward_seconds == 0);
     CHECK(s.mirror_seconds == 0);
-    CHECK(s.seconds >= s.stacks_seconds + s.kinds_seconds);
+    CHECK(s.seconds >= s.stacks_seconds + s.kinds_seconds + s.traits_seconds);
 
     cost.clear();
     const auto z = cost.summary();

@@ -451,6 +451,37 @@ TEST_CASE("the capture cost line says what first meetings cost and a stack witho
     CHECK(txt.find("learning how to unwind") == std::string::npos);
 }
 
+TEST_CASE("the PyTorch events' cost line: each part on the thread where it ran", "[report]") {
+    stacks::ReportData d;
+    test::FakeSymbolizer s;
+    const ResolvedReport r = resolve_report(d, s, parse_skip_list(nullptr));
+    ReportInput in;
+    // 1000 events, 0.020 s on the program's threads: stacks 5 ms, a site's traits 12 ms (read
+    // there, not on the profiler's thread), handing over 1 ms; 800 handed to our thread, 4 ms
+    // there: backward 1 ms, kinds 2 ms, blocks 1 ms.
+    EventCostSummary& c = in.torch_events;
+    c.events = 1000;
+    c.seconds = 0.020;
+    c.stacks_seconds = 0.005;
+    c.traits_seconds = 0.012;
+    c.handover_seconds = 0.001;
+    c.deferred_events = 800;
+    c.deferred_seconds = 0.004;
+    c.backward_seconds = 0.001;
+    c.kinds_seconds = 0.002;
+    c.mirror_seconds = 0.001;
+    c.most_waiting = 7;
+    std::string txt = text_report(in, d, r);
+    CHECK(txt.find("PyTorch allocator events: 1000, 20.00 us each in the profiler on the thread that made them "
+                   "(stacks 5.00, a call site's frames read for its kind, once a site 12.00, handing 800 to the "
+                   "profiler's thread 1.00), 0.020 s in all; on the profiler's thread 4.00 us each (backward to "
+                   "forward 1.00, kinds of memory 2.00, its blocks 1.00), at most 7 waiting\n") != std::string::npos);
+    c.deferred_events = 0; // all on the program's threads (GPUMEMPROF_TORCH_THREAD=0)
+    txt = text_report(in, d, r);
+    CHECK(txt.find("(stacks 5.00, backward to forward 1.00, a call site's frames read for its kind, once a site "
+                   "12.00, kinds of memory 2.00, its blocks 1.00), 0.020 s in all\n") != std::string::npos);
+}
+
 TEST_CASE("leaks at exit: the program's blocks by its line, a library's kept apart", "[report]") {
     // Four sites live at exit, root first: main -> step (the executable's code) and then
     //   a helper library's allocation (the program's leak, a library not known to keep memory);
