@@ -77,9 +77,6 @@ void stack_lines(util::BufferedOut& out, const ResolvedReport& r, std::uint32_t 
     }
 }
 
-/// The top sites led by the user's own line: sites with the same innermost line of user code
-/// are one entry (one `loss = model(x)` is not forty sites); beneath it, the library frames of
-/// its largest call stack. Sites without user code stand alone.
 /// Each site's kind of memory, by its index in r.sites (site_kinds.hpp).
 using SiteKinds = std::vector<const DeviceSummary::SiteKind*>;
 
@@ -100,6 +97,9 @@ void kind_line(util::BufferedOut& out, std::vector<std::pair<const std::string*,
     out += "\n";
 }
 
+/// The top sites led by the user's own line: sites with the same innermost line of user code
+/// are one entry (one `loss = model(x)` is not forty sites); beneath it, the library frames of
+/// its largest call stack. Sites without user code stand alone.
 template <typename Key>
 void top_user_sites(util::BufferedOut& out, const ResolvedReport& r, int n, Key key, const char* what,
                     const FrameFilter& filter, const UserCode& user, const SiteKinds& kinds) {
