@@ -2,9 +2,10 @@
 // The HTML report's data (see html_report.hpp). Layout of the JSON, read by html/report.js:
 //   frames:  [[function, file, line, module, hidden, "python"?], ...]   every distinct frame once
 //   sites:   [[frame indices root first], live, total, total_count, acquired, peak_live,
-//             peak_acquired, live_count, peak_live_count, owner, user]          merged call sites
+//             peak_acquired, live_count, peak_live_count, owner, user, kind]    merged call sites
 //            (owner: the library that keeps the site's blocks, "" for the program: owner.hpp;
-//            user: the frame of the innermost line of the user's own code, -1: none, user_code.hpp)
+//            user: the frame of the innermost line of the user's own code, -1: none, user_code.hpp;
+//            kind: its kind of memory, "" where not known: site_kinds.hpp)
 //   devices: [{device, context, capacity, memory_stats, at_reserved_peak, model?, series,
 //              markers, peak, events, live_end, kinds?}]
 //            kinds: {names, t, bytes: [[bytes of kind k at each t], ...], changes, slot_ns}
@@ -23,6 +24,7 @@
 #include "report/html_template.hpp"
 #include "report/oom_advice.hpp"
 #include "report/owner.hpp"
+#include "report/site_kinds.hpp"
 #include "report/user_code.hpp"
 #include "util/json_writer.hpp"
 #include "util/options.hpp"
@@ -314,6 +316,7 @@ bool write_html_data(util::OutputSink& out, const ReportInput& in, const StackRe
     const ResolvedReport& res = r.resolved;
     const UserCode user(in.exe, in.user_code);
     const std::vector<std::string> owners = site_owners(in, res);
+    const std::vector<const DeviceSummary::SiteKind*> kinds = site_kinds(in, res);
     w.key("sites").begin_array();
     for (const ResolvedSite& s : res.sites) {
         const stacks::SiteCounters& c = s.counters();
@@ -321,9 +324,11 @@ bool write_html_data(util::OutputSink& out, const ReportInput& in, const StackRe
         write_frames(w, table, res, s.stack, buf);
         w.value(c.live_bytes).value(c.total_bytes).value(c.total_count).value(c.acquired_bytes);
         w.value(c.peak_live_bytes).value(c.peak_acquired_bytes).value(c.live_count).value(c.peak_live_count);
-        w.value(owners[static_cast<std::size_t>(&s - res.sites.data())]);
+        const auto i = static_cast<std::size_t>(&s - res.sites.data());
+        w.value(owners[i]);
         const std::uint32_t uf = user.innermost_user(res, s.stack);
         w.value(uf != 0 ? static_cast<std::int64_t>(table.index(uf - 1)) : std::int64_t{-1});
+        w.value(kinds[i] ? kinds[i]->kind : std::string());
         w.end_array();
     }
     w.end_array();

@@ -357,12 +357,18 @@ def labelled_sites(data):
     return out
 
 
+def dom_kinds(a, page):
+    """The kind-of-memory cells of a page's tables (none without a browser)."""
+    dom = open_page(a, page, "golden-kinds.png")
+    return [e["text"] for e in dom.find(cls="kind")] if dom is not None else []
+
+
 def check_kept_leaks(a, base, tmp):
     """The leaks table lists the program's own blocks; a library's (a site's owner, sites[i][9])
     are summed apart. The golden program's sites are all its own: the page's data says so, and the
     same page with its leaked site's owner set to cuBLAS shows no leak and one "kept by" line."""
     data = page_json(base + ".html")
-    check("every golden site is the program's own (owner \"\")", all(len(s) == 11 and s[9] == "" for s in data["sites"]),
+    check("every golden site is the program's own (owner \"\")", all(len(s) == 12 and s[9] == "" for s in data["sites"]),
           [s[1:] for s in data["sites"]])
     # The user's code is the golden executable's: each site's innermost frame is its own.
     check("each site's user frame is its innermost frame", all(s[10] == s[0][-1] for s in data["sites"]),
@@ -381,9 +387,16 @@ def check_kept_leaks(a, base, tmp):
         return page
 
     # The page as a report asked for while the program ran: its blocks then are live, no leaks yet.
+    # And its site with a kind of memory, as PyTorch's blocks have when attached: a column says it.
+    check("no golden site has a kind of memory (not PyTorch's): no kind column",
+          all(s[11] == "" for s in data["sites"]) and not dom_kinds(a, base + ".html"), [s[11] for s in data["sites"]])
     data["meta"]["mid_run"] = True
+    leaked[0][11] = "activations"
     dom = open_page(a, edited("midrun.html"), "golden-midrun.png")
+    leaked[0][11] = ""
     if dom is not None:
+        kinds = [e["text"] for e in dom.find(cls="kind", within="leaks")]
+        check("a site's kind of memory in its own column", kinds == ["activations"], kinds)
         heads = [e["text"] for e in dom.elements if e["tag"] == "h2" and
                  any(p["attrs"].get("id") == "sec-leaks" for p in e["parents"])]
         rows = [r for r in dom.find(within="leaks") if r["tag"] == "tr" and "data-bytes" in r["attrs"]]

@@ -20,7 +20,7 @@ console.error = (...args) => { reportError(args.join(" ")); consoleError(...args
 const D = JSON.parse(document.getElementById("data").textContent);
 const FR = D.frames;     // [function, file, line, module, hidden, kind?]
 const SITES = D.sites;   // [frames root first, live, total, total_count, acquired, peak_live, peak_acquired, live_count, peak_count, owner, user frame]
-const S_FRAMES = 0, S_LIVE = 1, S_TOTAL = 2, S_COUNT = 3, S_ACQ = 4, S_PEAK = 5, S_PEAK_ACQ = 6, S_LIVE_COUNT = 7, S_PEAK_COUNT = 8, S_OWNER = 9, S_USER = 10;
+const S_FRAMES = 0, S_LIVE = 1, S_TOTAL = 2, S_COUNT = 3, S_ACQ = 4, S_PEAK = 5, S_PEAK_ACQ = 6, S_LIVE_COUNT = 7, S_PEAK_COUNT = 8, S_OWNER = 9, S_USER = 10, S_KIND = 11;
 const ACTION_ALLOC = 0, ACTION_FREE_REQUESTED = 1;
 
 // ---- formatting ------------------------------------------------------------------------------
@@ -460,6 +460,10 @@ function selectTime(t) {
 // rows: [site index, bytes, blocks?]; the blocks column only when the rows carry counts.
 function siteTable(rows, what, total) {
   const counts = rows.length > 0 && rows[0].length > 2;
+  // Each site's kind of memory (PyTorch's blocks, where its allocator is attached): a column
+  // when any row has one.
+  const kindOf = (s) => (s >= 0 && SITES[s][S_KIND]) || "";
+  const kinds = rows.some(([s]) => kindOf(s));
   const tb = el("tbody");
   for (const [s, bytes, extra] of rows) {
     const frames = s >= 0 ? siteLines(s, 6).join("\n") : "[no stack captured]";
@@ -467,10 +471,12 @@ function siteTable(rows, what, total) {
       el("td", { class: "num", text: human(bytes) }),
       el("td", { class: "num", text: total ? (100 * bytes / total).toFixed(1) + "%" : "" }),
       counts ? el("td", { class: "num", text: String(extra) }) : null,
+      kinds ? el("td", { class: "kind", text: kindOf(s) }) : null,
       el("td", { class: "frames", text: frames })));
   }
   return el("table", null, el("thead", null, el("tr", null, el("th", { class: "num", text: what }),
     el("th", { class: "num", text: "share" }), counts ? el("th", { class: "num", text: "blocks" }) : null,
+    kinds ? el("th", { text: "kind of memory" }) : null,
     el("th", { text: "call site (innermost frames that are not allocator plumbing)" }))), tb);
 }
 
