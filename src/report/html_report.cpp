@@ -315,8 +315,8 @@ bool write_html_data(util::OutputSink& out, const ReportInput& in, const StackRe
 
     const ResolvedReport& res = r.resolved;
     const UserCode user(in.exe, in.user_code);
-    const std::vector<std::string> owners = site_owners(in, res);
     const std::vector<const DeviceSummary::SiteKind*> kinds = site_kinds(in, res);
+    const std::vector<std::string> owners = site_owners(in, res, kinds);
     w.key("sites").begin_array();
     for (const ResolvedSite& s : res.sites) {
         const stacks::SiteCounters& c = s.counters();

@@ -120,7 +120,7 @@ void json_sections(util::JsonWriter& w, const ReportInput& in, const stacks::Rep
     w.field("bytes", data.live_bytes);
     w.field("count", data.live_count);
     w.key("sites");
-    const std::vector<std::string> owners = site_owners(in, r);
+    const std::vector<std::string> owners = site_owners(in, r, kinds);
     ranked(
         w, r, [](const ResolvedSite& s) { return std::make_pair(s.counters().live_bytes, s.counters().live_count); },
         &owners);

@@ -1,9 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "report/owner.hpp"
 
-#include "report/site_kinds.hpp"
-
-#include <algorithm>
 #include <cstring>
 #include <string_view>
 
@@ -70,11 +67,9 @@ std::string workspace_owner(const ResolvedReport& r, std::uint32_t stack) {
 
 } // namespace
 
-std::vector<std::string> site_owners(const ReportInput& in, const ResolvedReport& r) {
-    const std::vector<const DeviceSummary::SiteKind*> kind = site_kinds(in, r);
-    const bool attached = std::any_of(in.devices.begin(), in.devices.end(),
-                                      [](const DeviceSummary& d) { return d.allocator == "pytorch"; });
-    const bool tensors = attached || in.torch_uncached; // what PyTorch's allocator code allocates
+std::vector<std::string> site_owners(const ReportInput& in, const ResolvedReport& r,
+                                     const std::vector<const DeviceSummary::SiteKind*>& kind) {
+    const bool tensors = in.torch_attached() || in.torch_uncached; // what PyTorch's allocator code allocates
     std::vector<std::string> out(r.sites.size());
     for (std::size_t i = 0; i < r.sites.size(); ++i) {
         if (kind[i]) { // any kind but a library's: a tensor of the program

@@ -27,7 +27,9 @@ std::string owning_library(const ResolvedReport& r, std::uint32_t stack);
 /// (cuBLAS, cuDNN): so when the profiler is attached to the allocator (each block is a tensor,
 /// with a kind of memory) or its caching is off (each cudaMalloc is a tensor), a block under
 /// its code is the program's, or the workspace's library's.
-std::vector<std::string> site_owners(const ReportInput& in, const ResolvedReport& r);
+/// `kinds`: site_kinds(in, r), which each writer has already.
+std::vector<std::string> site_owners(const ReportInput& in, const ResolvedReport& r,
+                                     const std::vector<const DeviceSummary::SiteKind*>& kinds);
 
 /// The library a module file name belongs to ("libcublasLt.so.13" -> "cuBLASLt"), or "".
 std::string library_of_module(const std::string& module);

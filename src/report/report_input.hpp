@@ -10,6 +10,7 @@
 #include "stats/time_series.hpp"
 #include "util/options.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -250,6 +251,12 @@ struct ReportInput {
     std::vector<DeviceAccountingSummary> accounting;
     /// What each device held at each OOM (the first kMaxOomSplits), in the order of the OOMs.
     std::vector<OomSplit> oom_splits;
+
+    /// Attached to PyTorch's caching allocator on some device (a summary of its allocator).
+    bool torch_attached() const {
+        return std::any_of(devices.begin(), devices.end(),
+                           [](const DeviceSummary& d) { return d.allocator == "pytorch"; });
+    }
 };
 
 } // namespace gpumemprof::report

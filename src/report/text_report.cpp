@@ -452,8 +452,7 @@ void summary_section(util::BufferedOut& out, const ReportInput& in, const stacks
     }
     std::vector<std::string> ignored;
     const bool expandable = pool::parse_alloc_conf(in.alloc_conf, &ignored).expandable_segments;
-    const bool torch_attached = std::any_of(in.devices.begin(), in.devices.end(),
-                                            [](const DeviceSummary& d) { return d.allocator == "pytorch"; });
+    const bool torch_attached = in.torch_attached();
     for (const DeviceSummary& d : in.devices) {
         device_figures(out, d, data, expandable, torch_attached);
         torch_lines(out, d);
@@ -471,9 +470,9 @@ void summary_section(util::BufferedOut& out, const ReportInput& in, const stacks
 }
 
 /// The two rankings of call sites and the two line profiles.
-void site_sections(util::BufferedOut& out, const ReportInput& in, const ResolvedReport& r, const FrameFilter& filter) {
+void site_sections(util::BufferedOut& out, const ReportInput& in, const ResolvedReport& r, const FrameFilter& filter,
+                   const SiteKinds& kinds) {
     const UserCode user(in.exe, in.user_code);
-    const SiteKinds kinds = site_kinds(in, r);
     heading(out, "Top call sites by bytes live at the peak");
     top_user_sites(
         out, r, in.top_n,
@@ -497,7 +496,8 @@ void site_sections(util::BufferedOut& out, const ReportInput& in, const Resolved
     write_line_profile(out, r, TreeView::at_peak);
 }
 
-void leak_section(util::BufferedOut& out, const ReportInput& in, const ResolvedReport& r, const FrameFilter& filter) {
+void leak_section(util::BufferedOut& out, const ReportInput& in, const ResolvedReport& r, const FrameFilter& filter,
+                  const SiteKinds& kinds) {
     // Mid-run (gpumemprof_dump, the dump signal) the program may still free them: no leaks yet.
     heading(out, in.mid_run ? "Live blocks now, the program still running (grouped by call site)"
                             : "Leaks at exit (live blocks grouped by call site)");
@@ -506,7 +506,7 @@ void leak_section(util::BufferedOut& out, const ReportInput& in, const ResolvedR
     // code: listed apart. The program's own, by the user's line as the top sites are.
     // Each site's owner once (the ranking's sort asks for a site's bytes many times); the key is
     // given elements of r.sites, so a site's index is its place there.
-    const std::vector<std::string> owner = site_owners(in, r);
+    const std::vector<std::string> owner = site_owners(in, r, kinds);
     top_user_sites(
         out, r, kLeakSites,
         [&](const ResolvedSite& s) {
@@ -514,7 +514,7 @@ void leak_section(util::BufferedOut& out, const ReportInput& in, const ResolvedR
                        ? std::make_pair(s.counters().live_bytes, s.counters().live_count)
                        : std::make_pair(std::int64_t{0}, std::int64_t{0});
         },
-        in.mid_run ? "live" : "leaked", filter, UserCode(in.exe, in.user_code), site_kinds(in, r));
+        in.mid_run ? "live" : "leaked", filter, UserCode(in.exe, in.user_code), kinds);
     std::map<std::string, std::pair<std::int64_t, std::int64_t>> kept;
     for (std::size_t i = 0; i < r.sites.size(); ++i)
         if (!owner[i].empty()) {
@@ -561,8 +561,9 @@ bool write_text(util::OutputSink& sink, const ReportInput& in, const stacks::Rep
     reuse_line(out, in, r);
     summary_section(out, in, data, r);
     out += accounting;
-    site_sections(out, in, r, filter);
-    leak_section(out, in, r, filter);
+    const SiteKinds kinds = site_kinds(in, r); // each site's kind of memory, for both
+    site_sections(out, in, r, filter, kinds);
+    leak_section(out, in, r, filter, kinds);
     oom_section(out, in, r, filter);
     return out.flush();
 }
