@@ -133,9 +133,9 @@ def main():
     if costs:
         n = costs[0]["events"]
         us = lambda k: med(c[k] / c["events"] * 1e6 for c in costs)
-        print("an event in the profiler: %.2f us (stacks %.2f, backward to forward %.2f, kinds %.2f, mirror %.2f, "
-              "handover %.3f; on the profiler's thread %.2f); %d events a run" % (
-                  us("seconds"), us("stacks_seconds"), us("backward_seconds"), us("kinds_seconds"),
+        print("an event in the profiler: %.2f us (stacks %.2f, backward to forward %.2f, a site's traits %.2f, kinds %.2f, "
+              "mirror %.2f, handover %.3f; on the profiler's thread %.2f); %d events a run" % (
+                  us("seconds"), us("stacks_seconds"), us("backward_seconds"), us("traits_seconds"), us("kinds_seconds"),
                   us("mirror_seconds"), us("handover_seconds"), us("deferred_seconds"), n))
     return 0
 

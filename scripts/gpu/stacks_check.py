@@ -14,7 +14,8 @@
 # With --inprocess each round is two processes, and each alternates within itself in blocks of
 # steps (on, off, off, on, ...), which removes the spread between processes from the ratios:
 #   ours:   the preload, stacks switched by gpumemprof_set_stack_depth (default depth / 0);
-#   torch:  no preload, _record_memory_history(stacks="all") switched on and off.
+#   torch:  no preload, _record_memory_history(stacks="all") switched on and off;
+#   torchpy (with --torch-python): the same with stacks="python", PyTorch's cheapest stacks.
 #
 #   python3 scripts/gpu/stacks_check.py --lib build/src/libgpumemprof.so [--rounds 5] [--inprocess]
 #   issue 18's step time (host-bound bf16 training, attach vs our pool vs plain):
@@ -142,7 +143,8 @@ def switcher(args):
 
         def torch_switch(on):
             torch.cuda.synchronize()
-            torch.cuda.memory._record_memory_history(None if not on else "all", max_entries=200000, stacks="all")
+            torch.cuda.memory._record_memory_history(None if not on else "all", max_entries=200000,
+                                                     stacks=args.torch_stacks)
         return Blocks(args, torch_switch)
     import ctypes
     lib = ctypes.CDLL(None)
@@ -224,7 +226,7 @@ def generate(args):
 def child(args):
     import torch
     if args.torch_history and not args.inprocess:
-        torch.cuda.memory._record_memory_history(max_entries=200000, stacks="all")
+        torch.cuda.memory._record_memory_history(max_entries=200000, stacks=args.torch_stacks)
     times = (train if args.child == "train" else generate)(args)
     if isinstance(times, dict):  # --inprocess: the blocks with the thing measured on, and off
         on, off = times[True], times[False]
@@ -270,8 +272,8 @@ def command(args, workload, mode, out_dir):
     cmd += ["--vocab", str(args.vocab)] + (["--bf16"] if args.bf16 else [])
     if args.inprocess:
         cmd += ["--inprocess", "--block", str(args.block)]
-    if mode == "torch":
-        cmd.append("--torch-history")
+    if mode in ("torch", "torchpy"):
+        cmd += ["--torch-history", "--torch-stacks", "python" if mode == "torchpy" else "all"]
     return cmd, env
 
 
@@ -345,6 +347,10 @@ def inprocess_rounds(args, workload, modes, out_dir):
                            "ours_on_s": row["ours"]["median_on_s"], "ours_off_s": row["ours"]["median_off_s"],
                            "torch_on_s": row["torch"]["median_on_s"], "plain_s": row["torch"]["median_off_s"]}
                           for row in per_round]
+        if "torchpy" in modes:
+            w["torchpy_over_plain"] = med(row["torchpy"]["on_over_off"] for row in per_round)
+            for out, row in zip(w["per_round"], per_round):
+                out["torchpy_over_plain"] = row["torchpy"]["on_over_off"]
         w["goal_ours_le_1.02"] = w["ours_over_off"] <= 1.02
         w["goal_ours_below_torch"] = w["ours_over_off"] < w["torch_over_plain"]
     w["our_capture_stats"] = capture_figures(out_dir, workload)
@@ -383,6 +389,9 @@ def parser():
     ap.add_argument("--phases", action="store_true", help=argparse.SUPPRESS)  # train: time each phase too
     ap.add_argument("--child", choices=("train", "generate"), help=argparse.SUPPRESS)
     ap.add_argument("--torch-history", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--torch-stacks", default="all", help=argparse.SUPPRESS)  # the recorder's stacks=
+    ap.add_argument("--torch-python", action="store_true",
+                    help="--inprocess: also PyTorch's recorder with stacks='python' (mode torchpy)")
     return ap
 
 
@@ -400,7 +409,7 @@ def main():
         ap.error("--lib: libgpumemprof.so not found")
     out_dir = args.keep or tempfile.mkdtemp(prefix="stacks-check-")
     os.makedirs(out_dir, exist_ok=True)
-    modes = ("ours", "torch") if args.inprocess else tuple(dict.fromkeys(m for m in args.modes.split(",") if m))
+    modes = (("ours", "torch", "torchpy") if args.torch_python else ("ours", "torch")) if args.inprocess else tuple(dict.fromkeys(m for m in args.modes.split(",") if m))
     result = {"lib": os.path.abspath(args.lib), "rounds": args.rounds, "modes": modes, "workloads": {},
               "inprocess": args.inprocess, "concurrent": args.concurrent}
     for workload in args.workloads.split(","):

@@ -5,18 +5,29 @@ namespace gpumemprof::core {
 
 namespace {
 thread_local std::uint32_t t_events __attribute__((tls_model("initial-exec"))) = 0;
+
+/// The weight of this thread's next event: 1 (its first kTimedFirst), kOneIn (one in kOneIn
+/// after them), 0 (not timed).
+std::uint32_t next_weight() noexcept {
+    const std::uint32_t n = t_events++;
+    if (n < EventCost::kTimedFirst)
+        return 1;
+    return (n - EventCost::kTimedFirst) % EventCost::kOneIn == 0 ? EventCost::kOneIn : 0;
+}
 } // namespace
 
-EventCost::Clock::Clock(EventCost& cost) noexcept {
+EventCost::Clock::Clock(EventCost& cost) noexcept : all_(&cost) {
     cost.count();
-    if (t_events++ % kOneIn != 0)
+    weight_ = next_weight();
+    if (weight_ == 0)
         return;
     cost_ = &cost;
     start_ = last_ = util::CycleClock::now();
 }
 
-EventCost::Clock::Clock(EventCost& cost, Uncounted) noexcept {
-    if (t_events++ % kOneIn != 0)
+EventCost::Clock::Clock(EventCost& cost, Uncounted) noexcept : all_(&cost) {
+    weight_ = next_weight();
+    if (weight_ == 0)
         return;
     cost_ = &cost;
     start_ = last_ = util::CycleClock::now();

@@ -28,9 +28,12 @@ public:
         kParts
     };
 
-    /// Each thread times one event in kOneIn (reading the clock costs too); a timed event's
-    /// ticks count kOneIn times. Events are counted exactly.
+    /// Each thread times its first kTimedFirst events, each once; after them one event in
+    /// kOneIn (reading the clock costs too), whose ticks count kOneIn times. Events are counted
+    /// exactly. (Sampling from a thread's first event on weighted that event, with its one-time
+    /// work, kOneIn times: a child process with 4 events read 16 times its real cost.)
     static constexpr std::uint32_t kOneIn = 16;
+    static constexpr std::uint32_t kTimedFirst = 256;
 
     /// Adds `weight` times the ticks since `start` to `part` and returns now (the next part's start).
     std::uint64_t add(Part part, std::uint64_t start, std::uint32_t weight = 1) noexcept {
@@ -40,8 +43,8 @@ public:
     }
     void count() noexcept { events_.fetch_add(1, std::memory_order_relaxed); }
 
-    /// One handler's clock: counts the event, and times it when it is its thread's one in
-    /// kOneIn (otherwise lap() and done() do nothing).
+    /// One handler's clock: counts the event, and times it when it is one of its thread's
+    /// first kTimedFirst or, after them, its one in kOneIn (otherwise lap() and done() do nothing).
     class Clock {
     public:
         explicit Clock(EventCost& cost) noexcept;
@@ -56,16 +59,33 @@ public:
         /// The time since the previous lap (or the mark, or the start) goes to `part`.
         void lap(Part part) noexcept {
             if (cost_ != nullptr)
-                last_ = cost_->add(part, last_, kOneIn);
+                last_ = cost_->add(part, last_, weight_);
         }
         /// The time since the start goes to `whole` (or `part`).
         void done(Part part = whole) noexcept {
             if (cost_ != nullptr)
-                cost_->add(part, start_, kOneIn);
+                cost_->add(part, start_, weight_);
+        }
+        /// Whether this event is timed: a caller that times a rare costly path itself needs the
+        /// clock only then.
+        bool timed() const noexcept { return cost_ != nullptr; }
+        /// `ticks` of a rare costly path inside the current part (a new call site's frames read
+        /// once), timed by the caller in every event, timed or not: counted once, in `part` and
+        /// in the whole, and left out of this event's weighted laps. A path taken once in
+        /// thousands of events would otherwise count kOneIn times or not at all.
+        void exact(Part part, std::uint64_t ticks) noexcept {
+            all_->ticks_[part].fetch_add(ticks, std::memory_order_relaxed);
+            all_->ticks_[whole].fetch_add(ticks, std::memory_order_relaxed);
+            if (cost_ != nullptr) {
+                start_ += ticks;
+                last_ += ticks;
+            }
         }
 
     private:
+        EventCost* all_;
         EventCost* cost_ = nullptr;
+        std::uint32_t weight_ = 1;
         std::uint64_t start_ = 0, last_ = 0;
     };
     void clear() noexcept {

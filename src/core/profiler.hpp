@@ -283,8 +283,9 @@ private:
     /// The pool slot holding `device`'s mirror of PyTorch's allocator (made at its first event).
     PoolSlot* torch_slot(int device) noexcept;
     CUresult torch_segment_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_t bytes) noexcept;
-    /// What a call site's frames say of the kind of its memory (once per site).
-    MemoryCategories::SiteTraits site_traits(stacks::StackId id) noexcept;
+    /// What a call site's frames say of the kind of its memory (read once per site; the time of
+    /// that reading goes to `clock`'s traits part exactly, EventCost::Clock::exact).
+    MemoryCategories::SiteTraits site_traits(stacks::StackId id, EventCost::Clock& clock) noexcept;
     /// Reads PyTorch's own statistics once more before its allocator is destroyed at exit.
     void torch_final_check() noexcept;
     /// The attached allocator's figures for the reports (requires pools_.lock()).

@@ -229,7 +229,7 @@ void Profiler::torch_event(const TorchEvent& ev) noexcept {
             }
             clock.lap(EventCost::backward);
             // The same as the joined backward stack's: its traits stop at the node's marker.
-            b.traits = site_traits(b.stack);
+            b.traits = site_traits(b.stack, clock);
             clock.lap(EventCost::traits);
             break;
         }
@@ -370,7 +370,7 @@ void Profiler::torch_drain() noexcept {
               "read now may miss the latest events");
 }
 
-MemoryCategories::SiteTraits Profiler::site_traits(stacks::StackId id) noexcept {
+MemoryCategories::SiteTraits Profiler::site_traits(stacks::StackId id, EventCost::Clock& clock) noexcept {
     static std::mutex mutex;
     static auto* cache = new std::unordered_map<stacks::StackId, MemoryCategories::SiteTraits>();
     MemoryCategories::SiteTraits t;
@@ -391,7 +391,9 @@ MemoryCategories::SiteTraits Profiler::site_traits(stacks::StackId id) noexcept 
                 return it->second;
             }
         }
-        // Once per call site: its Python frames' files and functions, its native frames' symbols.
+        // Once per call site: its Python frames' files and functions, its native frames' symbols
+        // (a new native address through the loader's dladdr: up to a millisecond a site).
+        const std::uint64_t t0 = util::CycleClock::now();
         for (std::uintptr_t w : stacks::Recorder::instance().frames(id)) {
             if (stacks::autograd::is_backward_frame(w))
                 break; // the forward stack beyond says nothing of this block
@@ -415,6 +417,7 @@ MemoryCategories::SiteTraits Profiler::site_traits(stacks::StackId id) noexcept 
             if (workspace_frame(w))
                 t.library = true;
         }
+        clock.exact(EventCost::traits, util::CycleClock::now() - t0);
         std::lock_guard lock(mutex);
         cache->emplace(id, t);
         slot = {id, t};

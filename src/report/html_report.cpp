@@ -5,7 +5,7 @@
 //             peak_acquired, live_count, peak_live_count, owner, user, kind]    merged call sites
 //            (owner: the library that keeps the site's blocks, "" for the program: owner.hpp;
 //            user: the frame of the innermost line of the user's own code, -1: none, user_code.hpp;
-//            kind: its kind of memory, "" where not known: site_kinds.hpp)
+//            kind: its kind of memory, or whose memory it is: site_kind_labels)
 //   devices: [{device, context, capacity, memory_stats, at_reserved_peak, model?, series,
 //              markers, peak, events, live_end, kinds?}]
 //            kinds: {names, t, bytes: [[bytes of kind k at each t], ...], changes, slot_ns}
@@ -317,6 +317,7 @@ bool write_html_data(util::OutputSink& out, const ReportInput& in, const StackRe
     const UserCode user(in.exe, in.user_code);
     const std::vector<const DeviceSummary::SiteKind*> kinds = site_kinds(in, res);
     const std::vector<std::string> owners = site_owners(in, res, kinds);
+    const std::vector<std::string> kind_labels = site_kind_labels(in, kinds, owners);
     w.key("sites").begin_array();
     for (const ResolvedSite& s : res.sites) {
         const stacks::SiteCounters& c = s.counters();
@@ -328,7 +329,7 @@ bool write_html_data(util::OutputSink& out, const ReportInput& in, const StackRe
         w.value(owners[i]);
         const std::uint32_t uf = user.innermost_user(res, s.stack);
         w.value(uf != 0 ? static_cast<std::int64_t>(table.index(uf - 1)) : std::int64_t{-1});
-        w.value(kinds[i] ? kinds[i]->kind : std::string());
+        w.value(kind_labels[i]);
         w.end_array();
     }
     w.end_array();

@@ -12,4 +12,19 @@ std::vector<const DeviceSummary::SiteKind*> site_kinds(const ReportInput& in, co
     return out;
 }
 
+std::vector<std::string> site_kind_labels(const ReportInput& in,
+                                          const std::vector<const DeviceSummary::SiteKind*>& kinds,
+                                          const std::vector<std::string>& owners) {
+    std::vector<std::string> out(kinds.size());
+    const bool attached = in.torch_attached();
+    for (std::size_t i = 0; i < kinds.size(); ++i) {
+        if (kinds[i])
+            out[i] = kinds[i]->kind;
+        else if (attached)
+            out[i] =
+                i < owners.size() && !owners[i].empty() ? owners[i] + "'s own memory" : "outside PyTorch's allocator";
+    }
+    return out;
+}
+
 } // namespace gpumemprof::report

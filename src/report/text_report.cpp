@@ -77,23 +77,24 @@ void stack_lines(util::BufferedOut& out, const ResolvedReport& r, std::uint32_t 
     }
 }
 
-/// Each site's kind of memory, by its index in r.sites (site_kinds.hpp).
-using SiteKinds = std::vector<const DeviceSummary::SiteKind*>;
+/// Each site's kind of memory as the report names it, by its index in r.sites ("" where none
+/// is known: site_kind_labels).
+using SiteKinds = std::vector<std::string>;
 
 /// "kind of memory: activations", or each kind's bytes where a user's line has several; nothing
-/// where no kind is known (not PyTorch's blocks, or not attached to its allocator).
-void kind_line(util::BufferedOut& out, std::vector<std::pair<const std::string*, std::int64_t>> by_kind) {
-    if (std::none_of(by_kind.begin(), by_kind.end(), [](const auto& e) { return e.first != nullptr; }))
+/// where no kind is known (not attached to PyTorch's allocator).
+void kind_line(util::BufferedOut& out, std::vector<std::pair<std::string, std::int64_t>> by_kind) {
+    if (std::all_of(by_kind.begin(), by_kind.end(), [](const auto& e) { return e.first.empty(); }))
         return;
     if (by_kind.size() == 1) {
-        out += "    kind of memory: " + *by_kind[0].first + "\n";
+        out += "    kind of memory: " + by_kind[0].first + "\n";
         return;
     }
     std::stable_sort(by_kind.begin(), by_kind.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
     out += "    kinds of memory:";
     for (std::size_t i = 0; i < by_kind.size(); ++i)
-        out += std::string(i ? ", " : " ") + (by_kind[i].first ? *by_kind[i].first : std::string("not known")) + " " +
-               util::torch_size(by_kind[i].second);
+        out += std::string(i ? ", " : " ") + (by_kind[i].first.empty() ? std::string("not known") : by_kind[i].first) +
+               " " + util::torch_size(by_kind[i].second);
     out += "\n";
 }
 
@@ -106,7 +107,7 @@ void top_user_sites(util::BufferedOut& out, const ResolvedReport& r, int n, Key 
     struct Group {
         std::int64_t bytes = 0, count = 0, largest = -1;
         std::uint32_t frame = 0, stack = 0, stacks = 0;
-        std::vector<std::pair<const std::string*, std::int64_t>> by_kind; ///< nullptr: unknown
+        std::vector<std::pair<std::string, std::int64_t>> by_kind; ///< "": unknown
     };
     std::vector<Group> groups;
     std::unordered_map<std::uint32_t, std::size_t> by_label; // user line label -> group
@@ -124,9 +125,8 @@ void top_user_sites(util::BufferedOut& out, const ResolvedReport& r, int n, Key 
             groups.push_back(Group{});
         }
         Group& gr = groups[g];
-        const std::string* kind = kinds[i] ? &kinds[i]->kind : nullptr;
-        auto k = std::find_if(gr.by_kind.begin(), gr.by_kind.end(),
-                              [&](const auto& e) { return e.first == kind || (e.first && kind && *e.first == *kind); });
+        const std::string& kind = kinds[i];
+        auto k = std::find_if(gr.by_kind.begin(), gr.by_kind.end(), [&](const auto& e) { return e.first == kind; });
         if (k == gr.by_kind.end())
             gr.by_kind.emplace_back(kind, bytes);
         else
@@ -497,16 +497,15 @@ void site_sections(util::BufferedOut& out, const ReportInput& in, const Resolved
 }
 
 void leak_section(util::BufferedOut& out, const ReportInput& in, const ResolvedReport& r, const FrameFilter& filter,
-                  const SiteKinds& kinds) {
+                  const std::vector<std::string>& owner, const SiteKinds& kinds) {
     // Mid-run (gpumemprof_dump, the dump signal) the program may still free them: no leaks yet.
     heading(out, in.mid_run ? "Live blocks now, the program still running (grouped by call site)"
                             : "Leaks at exit (live blocks grouped by call site)");
     // Blocks a library keeps for the whole process (cuBLAS's workspaces, NCCL's buffers,
     // PyTorch's cached tensors and pinned host buffers at exit) are no leaks of the program's
     // code: listed apart. The program's own, by the user's line as the top sites are.
-    // Each site's owner once (the ranking's sort asks for a site's bytes many times); the key is
-    // given elements of r.sites, so a site's index is its place there.
-    const std::vector<std::string> owner = site_owners(in, r, kinds);
+    // Each site's owner (worked out once: the ranking's sort asks for a site's bytes many times);
+    // the key is given elements of r.sites, so a site's index is its place there.
     top_user_sites(
         out, r, kLeakSites,
         [&](const ResolvedSite& s) {
@@ -561,9 +560,12 @@ bool write_text(util::OutputSink& sink, const ReportInput& in, const stacks::Rep
     reuse_line(out, in, r);
     summary_section(out, in, data, r);
     out += accounting;
-    const SiteKinds kinds = site_kinds(in, r); // each site's kind of memory, for both
+    // Each site's kind of memory and owner, for both sections.
+    const std::vector<const DeviceSummary::SiteKind*> kind = site_kinds(in, r);
+    const std::vector<std::string> owners = site_owners(in, r, kind);
+    const SiteKinds kinds = site_kind_labels(in, kind, owners);
     site_sections(out, in, r, filter, kinds);
-    leak_section(out, in, r, filter, kinds);
+    leak_section(out, in, r, filter, owners, kinds);
     oom_section(out, in, r, filter);
     return out.flush();
 }

@@ -56,29 +56,85 @@ TEST_CASE("event_cost: each part gets the time since its start, the whole its ow
     CHECK(z.stacks_seconds == 0);
 }
 
-TEST_CASE("event_cost: a thread's clock times one event in kOneIn, weighted, and counts them all", "[event_cost]") {
-    static_assert(EventCost::kOneIn == 16);
+TEST_CASE("event_cost: a thread's clock times its first events once each, then one in kOneIn, weighted",
+          "[event_cost]") {
+    static_assert(EventCost::kOneIn == 16 && EventCost::kTimedFirst == 256);
     EventCost cost;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    // A new thread: its count starts at 0, so its events 0 and 16 are timed. Events 0 and 16
-    // spend 2 ms in the stacks part, event 1 (not timed) 20 ms: counted, it would add 320 ms.
+    // A new thread: its events 0-255 are timed once each, then 256, 272... 16 times each. Event 0
+    // spends 1 ms (a first event's one-time work), 256 and 272 2 ms, 257 (not timed) 20 ms:
+    // counted, 257 would add 320 ms; weighted, event 0 would add 15 ms more.
+    int timed_wrong = 0;
     std::thread([&] {
-        for (int i = 0; i < 32; ++i) {
+        for (int i = 0; i < 288; ++i) {
             EventCost::Clock clock(cost);
+            timed_wrong += clock.timed() != (i < 256 || i % 16 == 0);
             clock.mark();
-            if (i == 0 || i == 16)
+            if (i == 0)
+                spin_for(std::chrono::milliseconds(1));
+            if (i == 256 || i == 272)
                 spin_for(std::chrono::milliseconds(2));
-            if (i == 1)
+            if (i == 257)
                 spin_for(std::chrono::milliseconds(20));
             clock.lap(EventCost::stacks);
             clock.lap(EventCost::mirror);
             clock.done();
         }
     }).join();
+    CHECK(timed_wrong == 0);
     const auto s = cost.summary();
-    CHECK(s.events == 32);
-    CHECK(s.stacks_seconds >= 2 * 16 * 0.002 * 0.95); // two timed events, 16 times each
-    CHECK(s.stacks_seconds < 0.25);                   // the untimed one is not in it
+    CHECK(s.events == 288);
+    CHECK(s.stacks_seconds >= (0.001 + 2 * 16 * 0.002) * 0.95);
+    CHECK(s.stacks_seconds < 0.25); // the untimed one is not in it
     CHECK(s.mirror_seconds < s.stacks_seconds);
     CHECK(s.seconds >= s.stacks_seconds + s.mirror_seconds);
+}
+
+TEST_CASE("event_cost: a process with few events is timed whole, its first event once", "[event_cost]") {
+    // A forked child that makes 4 events, the first with 5 ms of one-time work: the report read
+    // 16 times that (80 ms) when the first event was weighted as one in kOneIn.
+    EventCost cost;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::thread([&] {
+        for (int i = 0; i < 4; ++i) {
+            EventCost::Clock clock(cost);
+            clock.mark();
+            if (i == 0)
+                spin_for(std::chrono::milliseconds(5));
+            clock.lap(EventCost::kinds);
+            clock.done();
+        }
+    }).join();
+    const auto s = cost.summary();
+    CHECK(s.events == 4);
+    CHECK(s.kinds_seconds >= 0.0047);
+    CHECK(s.kinds_seconds < 0.03);
+    CHECK(s.seconds >= s.kinds_seconds);
+    CHECK(s.seconds < 0.03);
+}
+
+TEST_CASE("event_cost: a rare costly path timed by its caller counts once, timed event or not", "[event_cost]") {
+    // A new call site's frames are read once in thousands of events: in a timed event (0) and in
+    // one not timed (257), 10 ms each. Weighted, 257's would count 16 times (160 ms) or, were it
+    // left to the sampling, not at all; in event 0 the lap must not count it a second time.
+    EventCost cost;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::thread([&] {
+        for (int i = 0; i < 260; ++i) {
+            EventCost::Clock clock(cost);
+            clock.mark();
+            if (i == 0 || i == 257) {
+                const std::uint64_t t0 = CycleClock::now();
+                spin_for(std::chrono::milliseconds(10));
+                clock.exact(EventCost::traits, CycleClock::now() - t0);
+            }
+            clock.lap(EventCost::traits);
+            clock.done();
+        }
+    }).join();
+    const auto s = cost.summary();
+    CHECK(s.traits_seconds >= 0.019);
+    CHECK(s.traits_seconds < 0.027);
+    CHECK(s.seconds >= s.traits_seconds);
+    CHECK(s.seconds < 0.027 + 0.01);
 }

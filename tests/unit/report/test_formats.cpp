@@ -641,6 +641,48 @@ TEST_CASE("leaks at exit under PyTorch's allocator: its tensors are the program'
     CHECK(leaks.find("(none)\nkept by PyTorch: 42.00 MiB (44040192 bytes) in 3 blocks") != std::string::npos);
 }
 
+TEST_CASE("the kind of a block outside PyTorch's allocator while attached: whose memory it is", "[report]") {
+    // Under step()'s line, root first main -> step and then: an activation from PyTorch's
+    // allocator (a kind); cuBLAS's own cudaMalloc (outside PyTorch's allocator: no kind); a
+    // helper library's cudaMalloc, the program's. On the H100 timm's forward line read
+    // "kinds of memory: activations 2.67 GiB, library workspaces 65.00 MiB, not known 64.15 MiB".
+    test::FakeSymbolizer s;
+    s.add(0x100, "main", "/src/train.cpp", 10);
+    s.add(0x110, "step()", "/src/train.cpp", 20);
+    s.add(0x120, "helper_alloc(unsigned long)", "", 0, "libhelper.so");
+    s.add(0x130, "c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::malloc(void**, signed char)", "", 0,
+          "libc10_cuda.so");
+    s.add(0x160, "cublasCreate_v2", "", 0, "libcublas.so.13");
+    stacks::ReportData d;
+    d.sites.push_back(site(1, {0x130, 0x110, 0x100}, 2 << 20, 0, 0, 0, 2 << 20));
+    d.sites.push_back(site(2, {0x160, 0x110, 0x100}, 64 << 20, 0, 0, 0, 64 << 20));
+    d.sites.push_back(site(3, {0x120, 0x110, 0x100}, 1 << 20, 0, 0, 0, 1 << 20));
+    d.live_bytes = (2 << 20) + (64 << 20) + (1 << 20);
+    d.live_count = 3;
+    ReportInput in;
+    in.exe = "/bin/app";
+    DeviceSummary dev;
+    dev.allocator = "pytorch";
+    dev.site_kinds = {{1, "activations", "allocated in the forward pass where the backward pass frees the blocks"}};
+    in.devices.push_back(dev);
+    const StackReport rep = stack_report(d, s);
+    const std::string txt = text_report(in, d, rep.resolved);
+    CHECK(txt.find("#1 67.00 MiB (70254592 bytes) allocated in 3 blocks from 3 call stacks\n"
+                   "    kinds of memory: cuBLAS's own memory 64.00 MiB, activations 2.00 MiB, outside PyTorch's "
+                   "allocator 1024.00 KiB\n") != std::string::npos);
+    CHECK(txt.find("not known") == std::string::npos);
+    const std::string page = html_report(in, rep);
+    CHECK(page.find(",1,0,\"cuBLAS\",1,\"cuBLAS's own memory\"]") != std::string::npos);
+    CHECK(page.find(",1,0,\"\",1,\"outside PyTorch's allocator\"]") != std::string::npos);
+    CHECK(page.find(",1,0,\"\",1,\"activations\"]") != std::string::npos);
+
+    // Not attached, no kind is known: no kind line, and the page's kinds stay empty.
+    ReportInput plain;
+    plain.exe = "/bin/app";
+    CHECK(text_report(plain, d, rep.resolved).find("kind") == std::string::npos);
+    CHECK(html_report(plain, rep).find(",1,0,\"cuBLAS\",1,\"\"]") != std::string::npos);
+}
+
 TEST_CASE("frame filter: patterns match the function or the module; interpreter frames hidden", "[report]") {
     const FrameFilter def(nullptr);
     auto frame = [](std::string fn, std::string module) {
