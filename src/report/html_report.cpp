@@ -317,7 +317,7 @@ bool write_html_data(util::OutputSink& out, const ReportInput& in, const StackRe
     const UserCode user(in.exe, in.user_code);
     const std::vector<const DeviceSummary::SiteKind*> kinds = site_kinds(in, res);
     const std::vector<std::string> owners = site_owners(in, res, kinds);
-    const std::vector<std::string> kind_labels = site_kind_labels(in, kinds, owners);
+    const std::vector<std::string> kind_labels = site_kind_labels(in, res, kinds, owners);
     w.key("sites").begin_array();
     for (const ResolvedSite& s : res.sites) {
         const stacks::SiteCounters& c = s.counters();

@@ -19,9 +19,11 @@ std::vector<const DeviceSummary::SiteKind*> site_kinds(const ReportInput& in, co
 
 /// What the text and HTML reports call each site's kind (r.sites' order): its kind of memory.
 /// Attached to PyTorch's allocator, a block outside it has none, and is named by whose it is:
-/// "cuBLAS's own memory" (a library's cudaMalloc), or "outside PyTorch's allocator" (the
-/// program's). "" where nothing is known (not attached). `owners`: site_owners(in, r, kinds).
-std::vector<std::string> site_kind_labels(const ReportInput& in,
+/// "cuBLAS's own memory" (a library's cudaMalloc), "PyTorch's own memory" (its pinned host
+/// buffers), or "outside PyTorch's allocator" (the program's). "" where nothing is known (not
+/// attached), and for a site that only acquired segments (no block of its own to have a kind).
+/// `owners`: site_owners(in, r, kinds).
+std::vector<std::string> site_kind_labels(const ReportInput& in, const ResolvedReport& r,
                                           const std::vector<const DeviceSummary::SiteKind*>& kinds,
                                           const std::vector<std::string>& owners);
 

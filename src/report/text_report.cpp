@@ -563,7 +563,7 @@ bool write_text(util::OutputSink& sink, const ReportInput& in, const stacks::Rep
     // Each site's kind of memory and owner, for both sections.
     const std::vector<const DeviceSummary::SiteKind*> kind = site_kinds(in, r);
     const std::vector<std::string> owners = site_owners(in, r, kind);
-    const SiteKinds kinds = site_kind_labels(in, kind, owners);
+    const SiteKinds kinds = site_kind_labels(in, r, kind, owners);
     site_sections(out, in, r, filter, kinds);
     leak_section(out, in, r, filter, owners, kinds);
     oom_section(out, in, r, filter);

@@ -644,7 +644,9 @@ TEST_CASE("leaks at exit under PyTorch's allocator: its tensors are the program'
 TEST_CASE("the kind of a block outside PyTorch's allocator while attached: whose memory it is", "[report]") {
     // Under step()'s line, root first main -> step and then: an activation from PyTorch's
     // allocator (a kind); cuBLAS's own cudaMalloc (outside PyTorch's allocator: no kind); a
-    // helper library's cudaMalloc, the program's. On the H100 timm's forward line read
+    // helper library's cudaMalloc, the program's; PyTorch's pinned host buffer (its host
+    // allocator); a segment PyTorch's allocator acquired, no block of its own. On the H100 timm's
+    // forward line read
     // "kinds of memory: activations 2.67 GiB, library workspaces 65.00 MiB, not known 64.15 MiB".
     test::FakeSymbolizer s;
     s.add(0x100, "main", "/src/train.cpp", 10);
@@ -653,10 +655,16 @@ TEST_CASE("the kind of a block outside PyTorch's allocator while attached: whose
     s.add(0x130, "c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::malloc(void**, signed char)", "", 0,
           "libc10_cuda.so");
     s.add(0x160, "cublasCreate_v2", "", 0, "libcublas.so.13");
+    s.add(0x150, "at::cuda::CUDACachingHostAllocatorImpl::allocate_host_memory(unsigned long, void**)", "", 0,
+          "libtorch_cuda.so");
+    s.add(0x170, "main_loop()", "/src/other.cpp", 5);
     stacks::ReportData d;
     d.sites.push_back(site(1, {0x130, 0x110, 0x100}, 2 << 20, 0, 0, 0, 2 << 20));
     d.sites.push_back(site(2, {0x160, 0x110, 0x100}, 64 << 20, 0, 0, 0, 64 << 20));
     d.sites.push_back(site(3, {0x120, 0x110, 0x100}, 1 << 20, 0, 0, 0, 1 << 20));
+    d.sites.push_back(site(4, {0x150, 0x170, 0x100}, 4, 0, 0, 0, 0));
+    d.sites.push_back(site(5, {0x130, 0x170, 0x100}, 0, 20 << 20, 0, 20 << 20, 0));
+    d.sites.back().counters.total_count = 0;
     d.live_bytes = (2 << 20) + (64 << 20) + (1 << 20);
     d.live_count = 3;
     ReportInput in;
@@ -675,6 +683,9 @@ TEST_CASE("the kind of a block outside PyTorch's allocator while attached: whose
     CHECK(page.find(",1,0,\"cuBLAS\",1,\"cuBLAS's own memory\"]") != std::string::npos);
     CHECK(page.find(",1,0,\"\",1,\"outside PyTorch's allocator\"]") != std::string::npos);
     CHECK(page.find(",1,0,\"\",1,\"activations\"]") != std::string::npos);
+    CHECK(page.find(",0,4,1,0,0,0,0,0,\"PyTorch (libtorch_cuda)\",5,\"PyTorch's own memory (libtorch_cuda)\"]") !=
+          std::string::npos);
+    CHECK(page.find(",0,0,0,20971520,0,20971520,0,0,\"\",5,\"\"]") != std::string::npos);
 
     // Not attached, no kind is known: no kind line, and the page's kinds stay empty.
     ReportInput plain;
