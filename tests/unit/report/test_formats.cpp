@@ -482,6 +482,20 @@ TEST_CASE("the PyTorch events' cost line: each part on the thread where it ran",
                    "12.00, kinds of memory 2.00, its blocks 1.00), 0.020 s in all\n") != std::string::npos);
 }
 
+namespace {
+
+/// The frames the leak and kind tests share: main -> step() in the executable, a helper
+/// library's allocation (0x120) and PyTorch's caching allocator (0x130).
+void program_frames(test::FakeSymbolizer& s) {
+    s.add(0x100, "main", "/src/train.cpp", 10);
+    s.add(0x110, "step()", "/src/train.cpp", 20);
+    s.add(0x120, "helper_alloc(unsigned long)", "", 0, "libhelper.so");
+    s.add(0x130, "c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::malloc(void**, signed char)", "", 0,
+          "libc10_cuda.so");
+}
+
+} // namespace
+
 TEST_CASE("leaks at exit: the program's blocks by its line, a library's kept apart", "[report]") {
     // Four sites live at exit, root first: main -> step (the executable's code) and then
     //   a helper library's allocation (the program's leak, a library not known to keep memory);
@@ -489,11 +503,7 @@ TEST_CASE("leaks at exit: the program's blocks by its line, a library's kept apa
     //   PyTorch's pinned host buffer for
     //   .item() (libtorch_cuda, its CachingHostAllocator); cuBLASLt's workspace.
     test::FakeSymbolizer s;
-    s.add(0x100, "main", "/src/train.cpp", 10);
-    s.add(0x110, "step()", "/src/train.cpp", 20);
-    s.add(0x120, "helper_alloc(unsigned long)", "", 0, "libhelper.so");
-    s.add(0x130, "c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::malloc(void**, signed char)", "", 0,
-          "libc10_cuda.so");
+    program_frames(s);
     s.add(0x140, "at::native::item(at::Tensor const&)", "", 0, "libtorch_cpu.so");
     s.add(0x150,
           "at::cuda::(anonymous namespace)::CUDACachingHostAllocatorImpl::allocate_host_memory_slowpath(unsigned "
@@ -550,10 +560,7 @@ TEST_CASE("leaks at exit under PyTorch's allocator: its tensors are the program'
     //   getCUDABlasLtWorkspace: cuBLASLt's workspace, kept for the process;
     //   getCurrentCUDABlasHandle: cuBLAS's.
     test::FakeSymbolizer s;
-    s.add(0x100, "main", "/src/train.cpp", 10);
-    s.add(0x110, "step()", "/src/train.cpp", 20);
-    s.add(0x130, "c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::malloc(void**, signed char)", "", 0,
-          "libc10_cuda.so");
+    program_frames(s);
     s.add(0x170, "at::native::empty_cuda(c10::ArrayRef<long>)", "", 0, "libtorch_cuda.so");
     s.add(0x180, "at::cuda::getCUDABlasLtWorkspace()", "", 0, "libtorch_cuda.so");
     s.add(0x190, "at::cuda::getCurrentCUDABlasHandle()", "", 0, "libtorch_cuda.so");
@@ -649,11 +656,7 @@ TEST_CASE("the kind of a block outside PyTorch's allocator while attached: whose
     // forward line read
     // "kinds of memory: activations 2.67 GiB, library workspaces 65.00 MiB, not known 64.15 MiB".
     test::FakeSymbolizer s;
-    s.add(0x100, "main", "/src/train.cpp", 10);
-    s.add(0x110, "step()", "/src/train.cpp", 20);
-    s.add(0x120, "helper_alloc(unsigned long)", "", 0, "libhelper.so");
-    s.add(0x130, "c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::malloc(void**, signed char)", "", 0,
-          "libc10_cuda.so");
+    program_frames(s);
     s.add(0x160, "cublasCreate_v2", "", 0, "libcublas.so.13");
     s.add(0x150, "at::cuda::CUDACachingHostAllocatorImpl::allocate_host_memory(unsigned long, void**)", "", 0,
           "libtorch_cuda.so");
