@@ -12,13 +12,35 @@ bool contains(const std::string& s, const char* part) {
     return s.find(part) != std::string::npos;
 }
 
+/// A module torch.compile's Inductor wrote for a compiled graph: <cache>/xy/c<51 base32
+/// characters>.py, xy the name's 2nd and 3rd characters (codecache's code_hash and write), the
+/// cache /tmp/torchinductor_<user> unless TORCHINDUCTOR_CACHE_DIR moves it. The line of the
+/// user's own that ran the graph is further out.
+bool inductor_module(const std::string& file) {
+    if (contains(file, "/torchinductor_"))
+        return true;
+    const std::size_t slash = file.rfind('/');
+    if (slash == std::string::npos || slash < 3 || file.size() - slash - 1 != 1 + 51 + 3)
+        return false;
+    const std::string name = file.substr(slash + 1);
+    if (name[0] != 'c' || name.compare(52, 3, ".py") != 0 || file[slash - 3] != '/' ||
+        file.compare(slash - 2, 2, name, 1, 2) != 0)
+        return false;
+    for (std::size_t i = 1; i < 52; ++i)
+        if (!((name[i] >= 'a' && name[i] <= 'z') || (name[i] >= '2' && name[i] <= '7')))
+            return false;
+    return true;
+}
+
 /// The standard library and the interpreter's own: .../lib/pythonX.Y/... outside site-packages,
 /// and frozen or generated code.
 bool python_library(const std::string& file) {
     if (contains(file, "site-packages") || contains(file, "dist-packages"))
         return true;
     if (file.empty() || file[0] == '<')
-        return true; // <frozen importlib._bootstrap>, <string>
+        return true; // <frozen importlib._bootstrap>, <string>, <eval_with_key>.N (torch.fx)
+    if (inductor_module(file))
+        return true;
     const std::size_t lib = file.find("/lib/python3");
     return lib != std::string::npos;
 }

@@ -2,8 +2,9 @@
 // Which frames are the user's own code: the reports lead each call site with its innermost such
 // frame (train.py:57 in forward, not at::native::log_softmax) and group sites by it. The user's
 // code is what is not the Python standard library, an installed package (site-packages,
-// dist-packages), the interpreter, or a shared library: for a native program, the executable's
-// own code. GPUMEMPROF_USER_CODE (comma-separated globs, matched against a frame's file and, for
+// dist-packages), code generated for the program (torch.compile's Inductor modules, torch.fx's
+// <eval_with_key>), the interpreter, or a shared library: for a native program, the
+// executable's own code. GPUMEMPROF_USER_CODE (comma-separated globs, matched against a frame's file and, for
 // native frames, its module) says it instead.
 #pragma once
 

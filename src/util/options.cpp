@@ -315,7 +315,8 @@ constexpr OptionSpec kOptions[] = {
     {"GPUMEMPROF_USER_CODE", "", "(empty)",
      "comma-separated globs matched against a frame's file (and a native frame's module) that name your own "
      "code, which leads each call site in the reports and groups them; empty: everything but the Python "
-     "standard library, installed packages (`site-packages`, `dist-packages`) and shared libraries",
+     "standard library, installed packages (`site-packages`, `dist-packages`), code generated for the program "
+     "(torch.compile's Inductor modules) and shared libraries",
      "expected globs", [](const char* v, Options& o) { o.user_code = v; return true; },
      [](const Options& o) { return o.user_code; }},
     {"GPUMEMPROF_JAX", "bfc", "`bfc`",
