@@ -66,8 +66,7 @@ public:
             if (cost_ != nullptr)
                 cost_->add(part, start_, weight_);
         }
-        /// Whether this event is timed: a caller that times a rare costly path itself needs the
-        /// clock only then.
+        /// Whether this event is timed (its laps count, with its weight).
         bool timed() const noexcept { return cost_ != nullptr; }
         /// `ticks` of a rare costly path inside the current part (a new call site's frames read
         /// once), timed by the caller in every event, timed or not: counted once, in `part` and
