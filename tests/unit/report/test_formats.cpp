@@ -652,7 +652,9 @@ TEST_CASE("the kind of a block outside PyTorch's allocator while attached: whose
     // Under step()'s line, root first main -> step and then: an activation from PyTorch's
     // allocator (a kind); cuBLAS's own cudaMalloc (outside PyTorch's allocator: no kind); a
     // helper library's cudaMalloc, the program's; PyTorch's pinned host buffer (its host
-    // allocator); a segment PyTorch's allocator acquired, no block of its own. On the H100 timm's
+    // allocator); a segment PyTorch's allocator acquired, no block of its own; under main, a
+    // block of PyTorch's allocator code without a kind (a segment taken before the attach), its
+    // own memory though site_owners calls the allocator's blocks the program's. On the H100 timm's
     // forward line read
     // "kinds of memory: activations 2.67 GiB, library workspaces 65.00 MiB, not known 64.15 MiB".
     test::FakeSymbolizer s;
@@ -668,6 +670,7 @@ TEST_CASE("the kind of a block outside PyTorch's allocator while attached: whose
     d.sites.push_back(site(4, {0x150, 0x170, 0x100}, 4, 0, 0, 0, 0));
     d.sites.push_back(site(5, {0x130, 0x170, 0x100}, 0, 20 << 20, 0, 20 << 20, 0));
     d.sites.back().counters.total_count = 0;
+    d.sites.push_back(site(6, {0x130, 0x100}, 8 << 20, 0, 0, 0, 0));
     d.live_bytes = (2 << 20) + (64 << 20) + (1 << 20);
     d.live_count = 3;
     ReportInput in;
@@ -689,6 +692,7 @@ TEST_CASE("the kind of a block outside PyTorch's allocator while attached: whose
     CHECK(page.find(",0,4,1,0,0,0,0,0,\"PyTorch (libtorch_cuda)\",5,\"PyTorch's own memory (libtorch_cuda)\"]") !=
           std::string::npos);
     CHECK(page.find(",0,0,0,20971520,0,20971520,0,0,\"\",5,\"\"]") != std::string::npos);
+    CHECK(page.find(",0,8388608,1,0,0,0,0,0,\"\",0,\"PyTorch's own memory\"]") != std::string::npos);
 
     // Not attached, no kind is known: no kind line, and the page's kinds stay empty.
     ReportInput plain;
