@@ -16,6 +16,8 @@
 #   functions: function objects, each made where the previous one was freed, of code objects
 #            that all stay alive (other names and lines), each called often enough that 3.11
 #            gives it a version (3.11 knows a frame's code by its function and that version).
+#   glue:    one Python function called back from C by libc's qsort and bsearch by turns, both
+#            called from the same line: the same Python frames, other native frames between them.
 #   subinterpreter: the `reused` pattern in a thread of a subinterpreter, whose code objects the
 #            profiler's code watcher (3.12+, on the main interpreter) does not see destroyed.
 # With --fill-watchers (3.12+, where _testcapi is installed), the program first takes all 8 code
@@ -183,6 +185,44 @@ def drive_2_inner(g):
     g.send(132 * KIB)  # @site:drive_2
 
 
+CMP = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+libc.qsort.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, CMP]
+libc.qsort.restype = None
+libc.bsearch.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, CMP]
+libc.bsearch.restype = ctypes.c_void_p
+glue_size = [0]
+glue_calls = [0]
+
+
+def glue_leaf(a, b):
+    p = ctypes.c_void_p()
+    cudart.cudaMalloc(ctypes.byref(p), glue_size[0])  # @site:glue_leaf
+    free(p)
+    glue_calls[0] += 1
+    return 0
+
+
+glue_cmp = CMP(glue_leaf)
+
+
+def through(fn, args):
+    return fn(*args)  # @site:through
+
+
+def glue(rounds):
+    """Returns how many allocations each of qsort and bsearch made (151 / 152 KiB each)."""
+    arr = (ctypes.c_int * 2)(1, 2)
+    key = ctypes.c_int(1)
+    made = {"qsort": 0, "bsearch": 0}
+    for _ in range(rounds):
+        for name, size, args in (("qsort", 151, (arr, 2, 4, glue_cmp)), ("bsearch", 152, (ctypes.byref(key), arr, 2, 4, glue_cmp))):
+            glue_size[0] = size * KIB
+            before = glue_calls[0]
+            through(getattr(libc, name), args)
+            made[name] += glue_calls[0] - before
+    return made
+
+
 def recurse(k, n):
     if k > 1:
         return recurse(k - 1, n)  # @site:recurse_call
@@ -238,6 +278,7 @@ def main():
     for _ in range(ROUNDS):
         drive_1(g)
         drive_2(g)
+    glued = glue(ROUNDS)
     for _ in range(ROUNDS):
         recurse(3, 141 * KIB)
         recurse(5, 142 * KIB)
@@ -256,7 +297,7 @@ def main():
     codes = [m["code"] for m in made]
     print(json.dumps({"rounds": ROUNDS, "generated": made, "watchers": watchers, "dealloc_wrapped": restored,
                       "functions": fns,
-                      "function_calls": FUNC_CALLS, "subinterpreter": sub,
+                      "function_calls": FUNC_CALLS, "subinterpreter": sub, "glued": glued,
                       "reused_sub_addresses": len(sub) - len(set(m["code"] for m in sub)) if sub else 0,
                       "reused_functions": sum(a["function"] == b["function"] for a, b in zip(fns, fns[1:])),
                       "reused_code_addresses": len(codes) - len(set(codes)),

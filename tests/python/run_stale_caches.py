@@ -112,6 +112,23 @@ def main():
              "a generator resumed from another caller")
         sums(by_pair, (("drive_2_inner", L["drive_2"]), ("generator_alloc", L["gen_alloc"])), rounds, 132 * KIB,
              "a generator resumed from another caller")
+        # The same Python frames over other native frames: glue_leaf called back by qsort, then by
+        # bsearch, both called from one line. Each allocation's stack names the libc function
+        # that called back, and only that one.
+        def libc_callers(site):
+            names = [f.get("function") or "" for f in site["frames"] if f.get("kind") != "python"]
+            return ("qsort" if any("qsort" in n or "msort" in n for n in names) else "") + \
+                ("bsearch" if any(n == "bsearch" for n in names) else "")
+        glued = collections.defaultdict(lambda: [0, 0])
+        for site in report["sites"]:
+            py = [(f["function"], f["line"]) for f in site["frames"] if f.get("kind") == "python"]
+            if py[-2:] == [("through", L["through"]), ("glue_leaf", L["glue_leaf"])]:
+                glued[libc_callers(site)][0] += site["total_count"]
+                glued[libc_callers(site)][1] += site["requested_bytes"]
+        for name, size in (("qsort", 151 * KIB), ("bsearch", 152 * KIB)):
+            n = did["glued"][name]
+            check("the same Python frames over other native frames: %d allocations of %d KiB under %s's frames alone"
+                  % (n, size // KIB, name), n > 0 and glued.get(name) == [n, n * size], dict(glued))
         # The recursion: how many recurse frames each allocation's stack has, by size.
         depths = collections.defaultdict(lambda: [0, 0])
         for s in report["sites"]:

@@ -667,3 +667,47 @@ TEST_CASE("backtrace shadow: rules forgotten make the previous walk unusable", "
     check_same(d);
     CHECK(d.from_shadow > 0);
 }
+
+// A frame whose CFA is rbx + 16 (CFI written by hand): stepping out of it needs rbx, which the
+// walk does not track, so libunwind unwinds the whole stack from a complete context.
+asm(R"(
+    .text
+    .p2align 4
+    .type gpumemprof_test_rbx_cfa_frame,@function
+gpumemprof_test_rbx_cfa_frame:
+    .cfi_startproc
+    push %rbx
+    .cfi_adjust_cfa_offset 8
+    .cfi_rel_offset rbx, 0
+    mov %rsp, %rbx
+    .cfi_def_cfa_register rbx
+    sub $40, %rsp
+    and $-16, %rsp
+    call *%rdi
+    mov %rbx, %rsp
+    .cfi_def_cfa_register rsp
+    pop %rbx
+    .cfi_adjust_cfa_offset -8
+    .cfi_restore rbx
+    ret
+    .cfi_endproc
+    .size gpumemprof_test_rbx_cfa_frame, .-gpumemprof_test_rbx_cfa_frame
+)");
+extern "C" void gpumemprof_test_rbx_cfa_frame(void (*)());
+
+namespace {
+Both g_under_rbx_frame;
+__attribute__((noinline, noipa)) void capture_under_rbx_frame() {
+    g_under_rbx_frame = capture_both();
+}
+} // namespace
+
+TEST_CASE("backtrace: a frame only libunwind can step out of", "[backtrace]") {
+    for (int i = 0; i < 3; ++i) {
+        INFO("walk " << i);
+        const std::uint64_t before = frame_rule_stats().full_unwinds;
+        gpumemprof_test_rbx_cfa_frame(&capture_under_rbx_frame);
+        CHECK(frame_rule_stats().full_unwinds == before + 1);
+        check_same(g_under_rbx_frame); // the same frames as libunwind's own, from the same first frame
+    }
+}
