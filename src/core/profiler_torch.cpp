@@ -10,6 +10,7 @@
 #include "core/process_state.hpp"
 #include "core/profiler.hpp"
 #include "core/signals.hpp"
+#include "core/symbol_ranges.hpp"
 #include "report/report_input.hpp"
 #include "stacks/autograd_frames.hpp"
 #include "stacks/python_frames.hpp"
@@ -38,14 +39,22 @@ namespace {
 thread_local stacks::StackId t_segment_stack __attribute__((tls_model("initial-exec"))) = 0;
 
 // Whether a native frame is a library's workspace function ("...Workspace...", or a handle's
-// getter "...Handle..."). dladdr walks
-// the module's whole symbol table (libtorch_cpu.so exports some 10^5 symbols: about a
-// millisecond a call), so only frames of modules that can hold one are looked up (CUDA
-// libraries and libtorch_cuda; not PyTorch's CPU and Python layers, nor the interpreter), once
-// per address: _dl_find_object names the module without a symbol search.
+// getter "...Handle..."), by the exported symbol it lies in. Only frames of modules that can hold
+// one are looked at (CUDA libraries and libtorch_cuda; not PyTorch's CPU and Python layers, nor
+// the interpreter), once per address: _dl_find_object names the module without a symbol search,
+// and each module's symbols are read once (SymbolRanges; dladdr scanned libtorch_cuda.so's 10^5
+// symbols for every new address).
+bool workspace_name(const char* name) {
+    // A handle's getter (getCurrentCUDABlasHandle, getCudnnHandle...) allocates only the
+    // handle's workspace through PyTorch's allocator; the function that sizes it may be hidden
+    // (setWorkspaceForHandle), which the dynamic symbols do not show.
+    return std::strstr(name, "Workspace") || std::strstr(name, "workspace") || std::strstr(name, "Handle");
+}
+
 bool workspace_frame(std::uintptr_t ip) {
     static std::mutex mutex;
     static auto* memo = new std::unordered_map<std::uintptr_t, bool>();
+    static auto* symbols = new SymbolRanges(&workspace_name);
     {
         std::lock_guard lock(mutex);
         if (auto it = memo->find(ip); it != memo->end())
@@ -61,13 +70,7 @@ bool workspace_frame(std::uintptr_t ip) {
         const bool skipped = std::strstr(base, "libtorch_cpu") || std::strstr(base, "libtorch_python") ||
                              std::strstr(base, "libpython") || std::strncmp(base, "libc10.", 7) == 0 ||
                              std::strstr(base, "gpumemprof");
-        Dl_info info{};
-        if (!skipped && dladdr(reinterpret_cast<const void*>(ip), &info) && info.dli_sname)
-            // A handle's getter (getCurrentCUDABlasHandle, getCudnnHandle...) allocates only the
-            // handle's workspace through PyTorch's allocator; the function that sizes it may be
-            // hidden (setWorkspaceForHandle), which dladdr does not see.
-            workspace = std::strstr(info.dli_sname, "Workspace") || std::strstr(info.dli_sname, "workspace") ||
-                        std::strstr(info.dli_sname, "Handle");
+        workspace = !skipped && symbols->contains(ip);
     }
     std::lock_guard lock(mutex);
     if (memo->size() < (1u << 16))
