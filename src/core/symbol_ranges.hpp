@@ -22,6 +22,8 @@ public:
     /// meets); functions do not nest, so this differs only where aliases have names the predicate
     /// tells apart, and then says true. False for an address in no module. Thread-safe; the
     /// first address in a module reads its table (once per module, and again after a dlclose).
+    /// The module must stay loaded during the call: the profiler asks only of frames that are on
+    /// the calling thread's own stack (dladdr held the loader's lock instead).
     bool contains(std::uintptr_t addr) noexcept;
 
     /// Modules whose tables were read so far (for tests).
