@@ -70,7 +70,7 @@ bool workspace_frame(std::uintptr_t ip) {
         const bool skipped = std::strstr(base, "libtorch_cpu") || std::strstr(base, "libtorch_python") ||
                              std::strstr(base, "libpython") || std::strncmp(base, "libc10.", 7) == 0 ||
                              std::strstr(base, "gpumemprof");
-        workspace = !skipped && symbols->contains(ip);
+        workspace = !skipped && symbols->contains(ip, found);
     }
     std::lock_guard lock(mutex);
     if (memo->size() < (1u << 16))

@@ -87,9 +87,13 @@ std::vector<SymbolRanges::Range> SymbolRanges::read_module(const void* map) cons
 }
 
 bool SymbolRanges::contains(std::uintptr_t addr) noexcept {
+    dl_find_object found{};
+    return _dl_find_object(reinterpret_cast<void*>(addr), &found) == 0 && contains(addr, found);
+}
+
+bool SymbolRanges::contains(std::uintptr_t addr, const dl_find_object& found) noexcept {
     try {
-        dl_find_object found{};
-        if (_dl_find_object(reinterpret_cast<void*>(addr), &found) != 0 || found.dlfo_link_map == nullptr)
+        if (found.dlfo_link_map == nullptr)
             return false;
         const auto start = reinterpret_cast<std::uintptr_t>(found.dlfo_map_start);
         std::lock_guard lock(mutex_);

@@ -9,6 +9,8 @@
 #include <mutex>
 #include <vector>
 
+struct dl_find_object; // <dlfcn.h>
+
 namespace gpumemprof::core {
 
 class SymbolRanges {
@@ -25,6 +27,8 @@ public:
     /// The module must stay loaded during the call: the profiler asks only of frames that are on
     /// the calling thread's own stack (dladdr held the loader's lock instead).
     bool contains(std::uintptr_t addr) noexcept;
+    /// The same, for a caller that has already found the module holding `addr` (_dl_find_object).
+    bool contains(std::uintptr_t addr, const dl_find_object& found) noexcept;
 
     /// Modules whose tables were read so far (for tests).
     std::size_t modules_read() const noexcept;
