@@ -12,3 +12,5 @@ build alloc_pattern_static "$here/alloc_pattern.cu" -cudart=static
 build alloc_pattern_shared "$here/alloc_pattern.cu" -cudart=shared
 build cross_stream "$here/cross_stream.cu"
 build alloc_bench "$here/alloc_bench.cu"
+build samples_mix "$here/samples_mix.cu" -lcuda -cudart=shared
+build samples_mix_ptds_static "$here/samples_mix.cu" -lcuda -cudart=static --default-stream per-thread

@@ -65,7 +65,7 @@ def run(cmd, env_extra=None, preload=None, timeout=600):
             except ValueError:
                 pass
     return {"rc": p.returncode, "out": last, "reports": reports, "stderr": p.stderr[-3000:], "wall": wall,
-            "dir": out_dir}
+            "dir": out_dir, "stdout": p.stdout}
 
 
 def device_stats(report, device=0):
@@ -98,6 +98,36 @@ def check_cuda_programs(lib, bindir, artifacts=None):
                async_seen=pt["async"]["calls"], managed_seen=pt["managed"]["calls"],
                doors=prof["reports"][-1]["doors"], wall_prof_s=round(prof["wall"], 3),
                wall_plain_s=round(base["wall"], 3))
+
+
+def check_samples(lib, bindir, artifacts=None):
+    """What NVIDIA's samples do with memory (samples_mix.cu): pitched, 3D, arrays with textures and
+    surfaces, mapped and registered host memory, managed memory, memory pools, graph memory nodes,
+    pointer queries, calls that must fail, threads, a context of the program's own. Under the
+    preload, pool on and off, the program prints exactly what it prints alone and exits the same;
+    with the pool on, every cudaMalloc-family block it took is counted once."""
+    for exe_name in ("samples_mix", "samples_mix_ptds_static"):
+        exe = os.path.join(bindir, exe_name)
+        plain = run([exe])
+        sections = [ln.split()[0] for ln in plain["stdout"].splitlines() if " ok checksum=" in ln]
+        record(f"{exe_name}: runs alone", plain["rc"] == 0 and len(sections) == 10, rc=plain["rc"],
+               sections=sections, stdout=plain["stdout"][-1500:], stderr=plain["stderr"][-800:])
+        for mode, env in (("pool", {}), ("no pool", {"GPUMEMPROF_POOL": "0"})):
+            prof = run([exe], env, preload=lib)
+            keep(artifacts, prof, f"{exe_name}_{mode.replace(' ', '_')}")
+            differ = [(a, b) for a, b in zip(plain["stdout"].splitlines(), prof["stdout"].splitlines()) if a != b]
+            same = prof["stdout"] == plain["stdout"] and prof["rc"] == plain["rc"]
+            numbers = {"rc": prof["rc"], "plain_rc": plain["rc"], "lines_differ": differ[:8],
+                       "lines": len(prof["stdout"].splitlines()), "plain_lines": len(plain["stdout"].splitlines()),
+                       "stderr": prof["stderr"][-800:], "reports": len(prof["reports"])}
+            if mode == "pool" and prof["reports"] and prof["out"]:
+                stats = [d["memory_stats"] for d in prof["reports"][-1].get("devices", []) if d["device"] == 0]
+                seen = sum(ms["allocation.all.allocated"] for ms in stats)
+                numbers.update(program_malloc_calls=prof["out"]["malloc_calls"], seen_allocations=seen,
+                               seen_current=sum(ms["allocation.all.current"] for ms in stats))
+                same = same and seen == prof["out"]["malloc_calls"]
+            record(f"{exe_name} under the preload ({mode}): same output and exit", same and bool(prof["reports"]),
+                   **numbers)
 
 
 def check_cross_stream(lib, bindir, tries):
@@ -520,7 +550,7 @@ def main():
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--repeat", type=int, default=3, help="runs of each timed PyTorch configuration")
     ap.add_argument("--only", default="layouts,attach,accounting,gloo,stacks,stacks-inprocess,steptime,"
-                    "steptime-together,stacks-together,cuda,cross,"
+                    "steptime-together,stacks-together,cuda,samples,cross,"
                     "bench,torch,ab,oom,frameworks,html,expandable,python,pool")
     ap.add_argument("--pool-repeat", type=int, default=5, help="alternating runs of each pool-vs-PyTorch loop")
     ap.add_argument("--pool-loops", default="readme,big", help="which pool-vs-PyTorch loops to run")
@@ -614,6 +644,8 @@ def main():
     os.environ.setdefault("GPUMEMPROF_JAX", "platform")
     if "cuda" in only:
         check_cuda_programs(a.lib, a.bindir, a.artifacts)
+    if "samples" in only:
+        check_samples(a.lib, a.bindir, a.artifacts)
     if "cross" in only:
         check_cross_stream(a.lib, a.bindir, a.tries)
     if "bench" in only:
