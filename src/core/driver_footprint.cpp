@@ -28,6 +28,7 @@ const char* footprint_bucket(FootprintCause c) noexcept {
     case FootprintCause::captures:
         return "the driver: taken during stream captures (kernels first launched there, its bookkeeping)";
     case FootprintCause::streams: return "the driver: streams";
+    case FootprintCause::contexts: return "the driver: contexts the program created";
     case FootprintCause::kCount: break;
     }
     return "the driver";
@@ -106,6 +107,42 @@ void DriverFootprint::clear_device(int device) noexcept {
         return;
     for (auto& b : bytes_[device])
         b.store(0, std::memory_order_relaxed);
+    for (CreatedContext& c : contexts_) {
+        std::uintptr_t ctx = c.ctx.load(std::memory_order_acquire);
+        if (ctx != 0 && c.device.load(std::memory_order_relaxed) == device)
+            c.ctx.compare_exchange_strong(ctx, 0, std::memory_order_acq_rel); // its bytes left with the bucket
+    }
+}
+
+bool DriverFootprint::context_created(std::uintptr_t ctx, int device, std::int64_t bytes) noexcept {
+    if (ctx == 0)
+        return false;
+    for (CreatedContext& c : contexts_) {
+        std::uintptr_t free = 0;
+        if (c.ctx.load(std::memory_order_relaxed) == 0 &&
+            c.ctx.compare_exchange_strong(free, ctx, std::memory_order_acq_rel)) {
+            c.device.store(device, std::memory_order_relaxed);
+            c.bytes.store(bytes, std::memory_order_release);
+            return true;
+        }
+    }
+    return false;
+}
+
+void DriverFootprint::context_destroyed(std::uintptr_t ctx) noexcept {
+    if (ctx == 0)
+        return;
+    for (CreatedContext& c : contexts_) {
+        std::uintptr_t mine = ctx;
+        if (c.ctx.load(std::memory_order_acquire) != ctx)
+            continue;
+        const int device = c.device.load(std::memory_order_relaxed);
+        const std::int64_t bytes = c.bytes.load(std::memory_order_acquire);
+        // Given back, not measured: not one of measured_calls().
+        if (c.ctx.compare_exchange_strong(mine, 0, std::memory_order_acq_rel) && device >= 0 && device < kMaxDevices)
+            bytes_[device][static_cast<int>(FootprintCause::contexts)].fetch_sub(bytes, std::memory_order_relaxed);
+        return;
+    }
 }
 
 void DriverFootprint::clear() noexcept {

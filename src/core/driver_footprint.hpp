@@ -27,6 +27,9 @@ enum class FootprintCause : int {
     /// them, since no driver call of ours may run inside a capture.
     captures,
     streams, ///< cuStreamCreate*, cuStreamDestroy: a stream's queue (2 MiB and more on an H200)
+    /// cuCtxCreate*: a context the program created (hundreds of MiB on an H100), given back at its
+    /// cuCtxDestroy (what it loaded afterwards stays in the other causes).
+    contexts,
     kCount
 };
 inline constexpr int kFootprintCauses = static_cast<int>(FootprintCause::kCount);
@@ -63,12 +66,18 @@ public:
     bool stream_call_measured() noexcept {
         return stream_calls_.fetch_add(1, std::memory_order_relaxed) < kMaxStreamCalls;
     }
+    /// A created context took `bytes` (already added to the contexts bucket): remembered, so that
+    /// its destroy gives them back. False when kMaxContexts are remembered already.
+    bool context_created(std::uintptr_t ctx, int device, std::int64_t bytes) noexcept;
+    /// The context was destroyed: what context_created remembered for it leaves the bucket.
+    void context_destroyed(std::uintptr_t ctx) noexcept;
     /// Calls measured so far (for the reports' accounting note).
     std::int64_t measured_calls() const noexcept { return measured_.load(std::memory_order_relaxed); }
 
     static constexpr int kMaxDevices = 64;
     static constexpr std::size_t kSlots = std::size_t{1} << 15;
     static constexpr std::int64_t kMaxStreamCalls = 4096;
+    static constexpr int kMaxContexts = 256;
 
 private:
     std::atomic<std::uintptr_t>* slots() noexcept;
@@ -77,6 +86,14 @@ private:
     std::atomic<std::int64_t> bytes_[kMaxDevices][kFootprintCauses] = {};
     std::atomic<std::int64_t> measured_{0};
     std::atomic<std::int64_t> stream_calls_{0};
+    /// A created context's measured bytes. Lock-free (no lock of ours is held across fork): an
+    /// entry is claimed by its handle, and a handle is destroyed only after its creation returned.
+    struct CreatedContext {
+        std::atomic<std::uintptr_t> ctx{0}; ///< 0: a free entry
+        std::atomic<int> device{0};
+        std::atomic<std::int64_t> bytes{0};
+    };
+    CreatedContext contexts_[kMaxContexts];
 };
 
 } // namespace gpumemprof::core

@@ -98,6 +98,9 @@
     /* contexts and devices */                                                                                         \
     HOOK(cuCtxSynchronize, 2000)                                                                                       \
     HOOK(cuCtxSynchronize_v2, 13000)                                                                                   \
+    HOOK(cuCtxCreate_v2, 3020)                                                                                         \
+    HOOK(cuCtxCreate_v3, 11040)                                                                                        \
+    HOOK(cuCtxCreate_v4, 12050)                                                                                        \
     HOOK(cuCtxDestroy_v2, 4000)                                                                                        \
     HOOK(cuDevicePrimaryCtxRelease_v2, 11000)                                                                          \
     HOOK(cuDevicePrimaryCtxReset_v2, 11000)                                                                            \

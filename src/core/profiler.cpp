@@ -369,13 +369,14 @@ CUresult Profiler::pointer_attributes(const DriverApi& api, unsigned count, CUpo
 
 // ---- contexts ---------------------------------------------------------------------------------
 
-void Profiler::drop_context(CUcontext ctx) noexcept {
+void Profiler::drop_context(CUcontext ctx, bool device_footprint) noexcept {
     const LateUpdate update;
     if (!update.allowed())
         return;
     ledger_.context_gone(ctx);
     // The driver's own memory goes with the context, and a later one loads its kernels anew.
-    if (const PoolSlot* s = pools_.find_live(ctx))
+    // A created context's destroy leaves the primary context's (ctx_destroy gives back its own).
+    if (const PoolSlot* s = pools_.find_live(ctx); s != nullptr && device_footprint)
         footprint_.clear_device(s->device);
     footprint_.forget_handles();
     try {

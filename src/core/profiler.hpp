@@ -189,12 +189,28 @@ public:
 
     // ---- streams, captures, contexts ----------------------------------------------------
     StreamRegistry& streams() { return streams_; }
-    /// The context is about to go (cuCtxDestroy): its pool and the memory the driver frees with it.
-    void drop_context(CUcontext ctx) noexcept;
-    /// cuCtxDestroy_v2: drop_context, then the driver's call.
+    /// The context is about to go: its pool and the memory the driver frees with it. With
+    /// `device_footprint`, the driver's own memory on its device is gone too (a primary context's
+    /// reset or last release, a lost context); a created context's destroy gives back only its own.
+    void drop_context(CUcontext ctx, bool device_footprint = true) noexcept;
+    /// cuCtxCreate_v2/v3/v4: what the driver took for the new context, measured when a context of
+    /// its device was current (after that device's baseline), goes to the contexts bucket until
+    /// the context's destroy gives it back.
+    template <typename Create> CUresult ctx_create(const DriverApi& api, CUcontext* pctx, Create&& create) noexcept {
+        FootprintWindow w;
+        footprint_begin(api, &w);
+        const CUresult r = create();
+        if (w.active) [[unlikely]]
+            context_created(api, w, r == CUDA_SUCCESS && pctx != nullptr ? *pctx : nullptr);
+        return r;
+    }
+    /// cuCtxDestroy_v2: drop_context, then the driver's call; the context's own memory goes back.
     CUresult ctx_destroy(const DriverApi& api, CUcontext ctx) noexcept {
-        drop_context(ctx);
-        return api.cuCtxDestroy_v2(ctx);
+        drop_context(ctx, false);
+        const CUresult r = api.cuCtxDestroy_v2(ctx);
+        if (r == CUDA_SUCCESS)
+            footprint_.context_destroyed(reinterpret_cast<std::uintptr_t>(ctx));
+        return r;
     }
     /// The driver answered `code` (the context is invalid or destroyed) to a request of `slot`'s
     /// pool: the context died outside our view; warn and drop its pool.
@@ -267,7 +283,11 @@ private:
     /// current context is another device's).
     bool unexplained_now(const DriverApi& api, int device, std::int64_t* out) noexcept;
     void footprint_begin(const DriverApi& api, FootprintWindow* w) noexcept;
-    void footprint_end(const DriverApi& api, FootprintCause cause, const FootprintWindow& w) noexcept;
+    /// What the driver's used figure moved by in the window, less our accounting's move (added
+    /// to `cause`'s bucket; 0 when it could not be read).
+    std::int64_t footprint_end(const DriverApi& api, FootprintCause cause, const FootprintWindow& w) noexcept;
+    /// ctx_create's window closed: its bytes to the contexts bucket, remembered for the destroy.
+    void context_created(const DriverApi& api, const FootprintWindow& w, CUcontext ctx) noexcept;
     void capture_window_opened(const FootprintWindow& w) noexcept;
     void capture_window_closed(const DriverApi& api) noexcept;
     std::mutex capture_window_mutex_;

@@ -243,14 +243,14 @@ void Profiler::footprint_begin(const DriverApi& api, FootprintWindow* w) noexcep
     w->active = unexplained_now(api, w->device, &w->unexplained);
 }
 
-void Profiler::footprint_end(const DriverApi& api, FootprintCause cause, const FootprintWindow& w) noexcept {
+std::int64_t Profiler::footprint_end(const DriverApi& api, FootprintCause cause, const FootprintWindow& w) noexcept {
     if (process_exiting() || streams_.captures.load(std::memory_order_acquire) > 0)
-        return;
-    // The current context may have changed inside the call (an unload that popped it): the
-    // reading must be of the window's device, or none.
+        return 0;
+    // The current context may have changed inside the call (an unload that popped it, a created
+    // context pushed, perhaps of another device): the reading must be of the window's device, or none.
     std::int64_t now = 0;
     if (!unexplained_now(api, w.device, &now))
-        return;
+        return 0;
     // Another thread's allocation in the window moved both the driver's figure and our
     // buckets: only what is still unexplained is the driver's own.
     const std::int64_t moved = now - w.unexplained;
@@ -259,6 +259,16 @@ void Profiler::footprint_end(const DriverApi& api, FootprintCause cause, const F
         note_device_memory_acquired(w.device);
         account_if_acquired(api);
     }
+    return moved;
+}
+
+void Profiler::context_created(const DriverApi& api, const FootprintWindow& w, CUcontext ctx) noexcept {
+    const std::int64_t moved = footprint_end(api, FootprintCause::contexts, w);
+    // Not remembered (the creation failed, or too many contexts live): not counted either, so
+    // that no destroy is owed bytes it cannot give back.
+    if (moved != 0 &&
+        (ctx == nullptr || !footprint_.context_created(reinterpret_cast<std::uintptr_t>(ctx), w.device, moved)))
+        footprint_.add(w.device, FootprintCause::contexts, -moved);
 }
 
 void Profiler::accounting_exit() noexcept {

@@ -406,6 +406,21 @@ CUresult cuCtxSynchronize_v2(CUcontext ctx) {
 }
 
 // ---- context lifetime: a pool must never outlive its context ------------------------------------
+CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuCtxCreate_v2);
+    return prof().ctx_create(*api, pctx, [&] { return api->cuCtxCreate_v2(pctx, flags, dev); });
+}
+
+CUresult cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityParam* params, int n, unsigned int flags, CUdevice dev) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuCtxCreate_v3);
+    return prof().ctx_create(*api, pctx, [&] { return api->cuCtxCreate_v3(pctx, params, n, flags, dev); });
+}
+
+CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* params, unsigned int flags, CUdevice dev) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuCtxCreate_v4);
+    return prof().ctx_create(*api, pctx, [&] { return api->cuCtxCreate_v4(pctx, params, flags, dev); });
+}
+
 CUresult cuCtxDestroy_v2(CUcontext ctx) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuCtxDestroy_v2);
     return prof().ctx_destroy(*api, ctx);

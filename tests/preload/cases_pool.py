@@ -162,6 +162,37 @@ def case_driver_footprint(args, tmp):
     return c.finish([plain, pre])
 
 
+def case_driver_footprint_context(args, tmp):
+    """A context the program creates beside the primary one takes its own memory (8 MiB here):
+    named while it lives, gone from the split with it, and its destroy leaves the primary
+    context's own buckets (a stream of 2 MiB) as they were."""
+    c = Checker(args.case)
+    env = {"SIMCUDA_STREAM_BYTES": str(2 * MIB), "SIMCUDA_CONTEXT_BYTES": str(8 * MIB)}
+    runs = [run_prog(args, tmp, label, pre, env, ["context"]) for label, pre in (("plain", False), ("preload", True))]
+    for r in runs:
+        c.eq("%s: exit code" % r.label, r.rc, 0)
+    plain, pre = runs
+    same_values(c, plain, pre, ["used_with_context_mib", "used_after_destroy_mib", "primary_current_again"])
+    # The 16 MiB block, the 2 MiB stream, the 8 MiB context and the 12 MiB block in it.
+    c.eq("plain: the driver's used figure (MiB)", [plain.val(k) for k in (
+        "used_with_context_mib", "used_after_destroy_mib", "used_at_exit_mib")], [38, 18, 2])
+    # Under the preload the pool keeps the 16 MiB segment cached at exit, and the free after the
+    # program made a stream made the profiler's own join stream (2 MiB).
+    c.eq("preload: used at exit (MiB)", pre.val("used_at_exit_mib"), 20)
+    acc = pre.report()["devices"][0].get("device_accounting", {})
+    split = lambda m: (m.get("driver_used_bytes", 0) // MIB,  # noqa: E731
+                       {k: v // MIB for k, v in m.get("buckets", {}).items()}, m.get("unexplained_bytes"))
+    contexts = "the driver: contexts the program created"
+    streams = "the driver: streams"
+    c.eq("at the peak (the created context live): the split (MiB)", split(acc),
+         (38, {"gpumemprof's pool: allocated": 28, streams: 2, contexts: 8}, 0))
+    c.eq("at exit: the split (MiB)", split(acc.get("at_exit", {})),
+         (20, {"gpumemprof's pool: cached, free": 16, streams: 2, "gpumemprof's own stream (the pool's fences)": 2}, 0))
+    txt = report_text(pre)
+    c.true(".txt: the contexts bucket", contexts in txt, txt[txt.find("device memory"):][:1500])
+    return c.finish([plain, pre])
+
+
 def case_vmm_first(args, tmp):
     """The device's first memory is VMM (cuMemCreate), as under PyTorch's expandable segments:
     the baseline (the context before any allocation) is read before the pages exist, so they

@@ -3,12 +3,15 @@
 // lazily at their first lookup or launch, the local memory grown for them, CUDA graph executables
 // and the malloc-heap limit, and a kernel first launched in a stream capture. The simulated driver charges what
 // sim_module_image.hpp says; the case checks that the accounting names every byte (cases_pool.py,
-// case_driver_footprint).
+// case_driver_footprint). With argument "context": a context the program creates, used and
+// destroyed beside the primary one (case_driver_footprint_context).
 #include "common.hpp"
 
 #include "../sim/sim_module_image.hpp"
 
 #include <cuda.h>
+
+#include <cstring>
 
 extern "C" long long simcuda_stat(const char* key);
 
@@ -28,9 +31,41 @@ void launch(CUfunction f, CUstream s = nullptr) {
 void used(const char* key) {
     put(key, simcuda_stat("bytes_in_use") / static_cast<long long>(kMiB));
 }
+/// A stream of 2 MiB (SIMCUDA_STREAM_BYTES) in the primary context; a context of 8 MiB
+/// (SIMCUDA_CONTEXT_BYTES) created beside it, a block allocated and freed in it, the context
+/// destroyed; the stream stays.
+int context_case() {
+    MUST(cuInit(0));
+    CUdevice dev;
+    MUST(cuDeviceGet(&dev, 0));
+    CUcontext primary;
+    MUST(cuDevicePrimaryCtxRetain(&primary, dev));
+    MUST(cuCtxSetCurrent(primary));
+    CUdeviceptr d = 0;
+    MUST(cuMemAlloc_v2(&d, 16 * kMiB));
+    CUstream s;
+    MUST(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUcontext own;
+    MUST(cuCtxCreate_v2(&own, 0, dev)); // pushed: current from here
+    CUdeviceptr e = 0;
+    MUST(cuMemAlloc_v2(&e, 12 * kMiB));
+    used("used_with_context_mib");
+    MUST(cuMemFree_v2(e));
+    MUST(cuCtxDestroy_v2(own)); // popped: the primary context is current again
+    CUcontext current = nullptr;
+    MUST(cuCtxGetCurrent(&current));
+    put("primary_current_again", current == primary ? 1 : 0);
+    used("used_after_destroy_mib");
+    MUST(cuMemFree_v2(d));
+    MUST(cuStreamSynchronize(s));
+    used("used_at_exit_mib");
+    return 0;
+}
 } // namespace
 
-int main() {
+int main(int argc, char** argv) {
+    if (argc > 1 && std::strcmp(argv[1], "context") == 0)
+        return context_case();
     MUST(cuInit(0));
     CUdevice dev;
     MUST(cuDeviceGet(&dev, 0));

@@ -17,8 +17,8 @@ from cases_doors import (case_dlclose_reuse, case_dlsym_lookup, case_early_ctor,
 from cases_lifetime import (case_c_api, case_dtor_free, case_fork_child, case_fork_child_alloc,  # noqa: E402
                             case_sigterm, case_signal_dump)
 from cases_pool import (case_bad_config, case_bad_free, case_capture, case_cross_stream_reuse,  # noqa: E402
-                        case_device_reset, case_driver_direct, case_driver_footprint, case_expandable, case_ipc, case_library_stream,
-                        case_mem_get_info, case_oom, case_passthrough_kinds, case_vmm_first, case_pool_off, case_sequence)
+                        case_device_reset, case_driver_direct, case_driver_footprint, case_driver_footprint_context,
+                        case_expandable, case_ipc, case_library_stream, case_mem_get_info, case_oom, case_passthrough_kinds, case_vmm_first, case_pool_off, case_sequence)
 from cases_contexts import CONTEXT_CASES  # noqa: E402
 from cases_torch import (case_torch_attach, case_torch_attach_inline, case_torch_autograd, case_torch_autograd_join,  # noqa: E402
                          case_torch_trace)
@@ -30,6 +30,7 @@ CASES = {
     "static_cudart": lambda a, t: case_sequence(a, t, static=True),
     "driver_direct": case_driver_direct,
     "driver_footprint": case_driver_footprint,
+    "driver_footprint_context": case_driver_footprint_context,
     "dlsym_lookup": case_dlsym_lookup,
     "hook_doors": case_hook_doors,
     "passthrough_kinds": case_passthrough_kinds,

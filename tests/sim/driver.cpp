@@ -424,6 +424,12 @@ static CUresult ctx_create(CUcontext* pctx, unsigned flags, CUdevice dev) {
     if (!pctx)
         return CUDA_ERROR_INVALID_VALUE;
     CUctx_st* c = new_context(dev, false, flags);
+    if (CUresult r = charge_context(c)) {
+        c->alive = false;
+        static auto* failed = new std::vector<CUctx_st*>(); // reachable, as destroyed ones are
+        failed->push_back(c);
+        return r;
+    }
     ctx_stack().push_back(c);
     *pctx = c;
     return CUDA_SUCCESS;
@@ -438,6 +444,11 @@ SIM_EXPORT CUresult cuCtxCreate(CUcontext* pctx, unsigned int flags, CUdevice de
     if (CUresult fault = count_call("cuCtxCreate"))
         return fault;
     return ctx_create(pctx, flags, dev);
+}
+SIM_EXPORT CUresult cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityParam*, int, unsigned int flags, CUdevice dev) {
+    if (CUresult fault = count_call("cuCtxCreate_v3"))
+        return fault;
+    return count_result("cuCtxCreate_v3", ctx_create(pctx, flags, dev));
 }
 SIM_EXPORT CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* params, unsigned int flags, CUdevice dev) {
     if (CUresult fault = count_call("cuCtxCreate_v4"))

@@ -5,7 +5,8 @@
 // code at its first launch, the context's local memory grown to the largest a launched function
 // needs, each graph executable, and the malloc heap, printf FIFO and stack limits. Sizes come
 // from the image (sim_module_image.hpp). Launches run nothing. Each stream takes
-// SIMCUDA_STREAM_BYTES (default 0) while it lives, as a real driver takes its queue's memory.
+// SIMCUDA_STREAM_BYTES (default 0) while it lives, as a real driver takes its queue's memory, and
+// each context the program creates SIMCUDA_CONTEXT_BYTES (default 0), as a real one takes its own.
 #include "sim_driver.hpp"
 #include "sim_module_image.hpp"
 
@@ -384,7 +385,23 @@ std::size_t stream_bytes() {
     return bytes;
 }
 
+std::size_t context_bytes() {
+    static const std::size_t bytes = [] {
+        const char* v = std::getenv("SIMCUDA_CONTEXT_BYTES");
+        return v ? static_cast<std::size_t>(std::strtoull(v, nullptr, 0)) : 0;
+    }();
+    return bytes;
+}
+
 } // namespace
+
+CUresult charge_context(CUctx_st* ctx) {
+    if (context_bytes() == 0)
+        return CUDA_SUCCESS;
+    State& st = state();
+    std::lock_guard lk(st.mu);
+    return charge_locked(st, ctx, ctx, context_bytes());
+}
 
 CUresult charge_stream(CUctx_st* ctx, const void* stream) {
     if (stream_bytes() == 0)
@@ -407,6 +424,7 @@ void release_stream(const void* stream) {
 void drop_context_modules(CUctx_st* ctx) {
     State& st = state();
     std::lock_guard lk(st.mu);
+    release_charge_locked(st, ctx); // a created context's own memory (charge_context)
     Modules& ms = modules();
     for (auto it = ms.streams.begin(); it != ms.streams.end();) {
         if (it->second == ctx) {

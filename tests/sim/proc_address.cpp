@@ -52,6 +52,7 @@ const Impl kImpl[] = {
     SIM_ABI(cuDevicePrimaryCtxGetState, 7000, cuDevicePrimaryCtxGetState),
     SIM_ABI(cuCtxCreate, 2000, cuCtxCreate),
     SIM_ABI(cuCtxCreate, 3020, cuCtxCreate_v2),
+    SIM_ABI(cuCtxCreate, 11040, cuCtxCreate_v3),
     SIM_ABI(cuCtxCreate, 12050, cuCtxCreate_v4),
     SIM_ABI(cuCtxDestroy, 2000, cuCtxDestroy),
     SIM_ABI(cuCtxDestroy, 4000, cuCtxDestroy_v2),

@@ -179,6 +179,9 @@ void drop_context_modules(CUctx_st* ctx);
 /// A stream's own device memory (SIMCUDA_STREAM_BYTES, 0 by default): taken at its creation,
 /// given back at its destruction or its context's (modules.cpp).
 CUresult charge_stream(CUctx_st* ctx, const void* stream);
+/// A created context's own device memory (SIMCUDA_CONTEXT_BYTES, 0 by default): taken at its
+/// creation, given back at its destruction (drop_context_modules).
+CUresult charge_context(CUctx_st* ctx);
 void release_stream(const void* stream);
 
 // ---- stream helpers (streams.cpp) ----

@@ -80,3 +80,39 @@ TEST_CASE("driver footprint: bytes by device and cause, either way, never below 
     CHECK(f.first_use(0x7000));
     CHECK(std::string(footprint_bucket(FootprintCause::graphs)) == "the driver: CUDA graph executables");
 }
+
+TEST_CASE("driver footprint: a created context's bytes leave with its destroy, once") {
+    DriverFootprint f;
+    f.add(0, FootprintCause::contexts, 500 << 20); // as Profiler::context_created adds them
+    REQUIRE(f.context_created(0xc0, 0, 500 << 20));
+    f.add(1, FootprintCause::contexts, 300 << 20);
+    REQUIRE(f.context_created(0xc1, 1, 300 << 20));
+    f.add(0, FootprintCause::streams, 2 << 20);
+    f.context_destroyed(0xc0);
+    CHECK(f.bytes(0, FootprintCause::contexts) == 0);
+    CHECK(f.bytes(0, FootprintCause::streams) == 2 << 20); // the primary context's, untouched
+    CHECK(f.bytes(1, FootprintCause::contexts) == 300 << 20);
+    f.context_destroyed(0xc0); // twice, or a handle never measured: nothing more
+    f.context_destroyed(0xdead);
+    CHECK(f.bytes(1, FootprintCause::contexts) == 300 << 20);
+    f.add(1, FootprintCause::contexts, 100 << 20);
+    REQUIRE(f.context_created(0xc2, 1, 100 << 20));
+    f.clear_device(1); // device 1's primary context reset: the bucket went, so nothing is owed
+    f.add(1, FootprintCause::contexts, 50 << 20);
+    REQUIRE(f.context_created(0xc3, 1, 50 << 20));
+    f.context_destroyed(0xc1);
+    f.context_destroyed(0xc2);
+    CHECK(f.bytes(1, FootprintCause::contexts) == 50 << 20);
+    CHECK(f.measured_calls() == 5); // the additions; a destroy gives back, it measures nothing
+}
+
+TEST_CASE("driver footprint: contexts beyond the table are not remembered") {
+    DriverFootprint f;
+    int kept = 0;
+    for (std::uintptr_t c = 1; c <= DriverFootprint::kMaxContexts + 10; ++c)
+        kept += f.context_created(c * 16, 0, 1) ? 1 : 0;
+    CHECK(kept == DriverFootprint::kMaxContexts);
+    CHECK_FALSE(f.context_created(0, 0, 1)); // no handle
+    f.context_destroyed(16);
+    CHECK(f.context_created(0xfff0, 0, 1)); // a destroyed one's entry is free again
+}
