@@ -23,7 +23,7 @@ std::size_t slot_of(std::uintptr_t key) noexcept {
 const char* footprint_bucket(FootprintCause c) noexcept {
     switch (c) {
     case FootprintCause::code: return "the driver: modules and kernels loaded after the first allocation, local memory";
-    case FootprintCause::graphs: return "the driver: CUDA graph executables";
+    case FootprintCause::graphs: return "the driver: CUDA graphs (executables, memory nodes)";
     case FootprintCause::limits: return "the driver: context limits (malloc heap, printf FIFO, stack)";
     case FootprintCause::captures:
         return "the driver: taken during stream captures (kernels first launched there, its bookkeeping)";

@@ -20,7 +20,9 @@ enum class FootprintCause : int {
     /// code and globals loaded (lazily, the default), local memory grown for a kernel. One cause,
     /// so that an unload gives back what the lookups of its kernels took.
     code,
-    graphs, ///< cuGraphInstantiate*, the first upload or launch of an executable, its destroy
+    /// cuGraphInstantiate*, the first upload or launch of an executable (with the memory its
+    /// memory nodes map), its destroy, cuDeviceGraphMemTrim (which gives that memory back)
+    graphs,
     limits, ///< cuCtxSetLimit (malloc heap, printf FIFO, stack size)
     /// From the first of overlapping stream captures' begin to the last one's end: what the
     /// driver took in them (kernels first launched there, its own bookkeeping), measured around

@@ -94,6 +94,7 @@
     HOOK(cuGraphLaunch, 10000)                                                                                         \
     HOOK(cuGraphLaunch_ptsz, 10000)                                                                                    \
     HOOK(cuGraphExecDestroy, 10000)                                                                                    \
+    HOOK(cuDeviceGraphMemTrim, 11040)                                                                                  \
     HOOK(cuCtxSetLimit, 3010)                                                                                          \
     /* contexts and devices */                                                                                         \
     HOOK(cuCtxSynchronize, 2000)                                                                                       \

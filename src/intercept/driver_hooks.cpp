@@ -389,6 +389,13 @@ CUresult cuGraphExecDestroy(CUgraphExec exec) {
     return GPUMEMPROF_FOOTPRINT(graphs, true, cuGraphExecDestroy(exec));
 }
 
+// Graph memory nodes' memory stays mapped after their executables go, until a trim gives it back:
+// measured as the graphs' bucket, which their first launches filled.
+CUresult cuDeviceGraphMemTrim(CUdevice device) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuDeviceGraphMemTrim);
+    return GPUMEMPROF_FOOTPRINT(graphs, true, cuDeviceGraphMemTrim(device));
+}
+
 CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuCtxSetLimit);
     return GPUMEMPROF_FOOTPRINT(limits, true, cuCtxSetLimit(limit, value));

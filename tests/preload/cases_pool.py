@@ -138,7 +138,7 @@ def case_driver_footprint(args, tmp):
     acc = dev.get("device_accounting", {})
     ex = acc.get("at_exit", {})
     code = "the driver: modules and kernels loaded after the first allocation, local memory"
-    graphs = "the driver: CUDA graph executables"
+    graphs = "the driver: CUDA graphs (executables, memory nodes)"
     captures = "the driver: taken during stream captures (kernels first launched there, its bookkeeping)"
     limits = "the driver: context limits (malloc heap, printf FIFO, stack)"
     streams = "the driver: streams"
@@ -190,6 +190,31 @@ def case_driver_footprint_context(args, tmp):
          (20, {"gpumemprof's pool: cached, free": 16, streams: 2, "gpumemprof's own stream (the pool's fences)": 2}, 0))
     txt = report_text(pre)
     c.true(".txt: the contexts bucket", contexts in txt, txt[txt.find("device memory"):][:1500])
+    return c.finish([plain, pre])
+
+
+def case_driver_footprint_graph_memory(args, tmp):
+    """A graph's memory nodes: mapped at its first launch (32 MiB here, beside its executable's
+    2 MiB), kept after the executable goes, given back by cuDeviceGraphMemTrim. The graphs'
+    bucket follows the driver's figure through all three."""
+    c = Checker(args.case)
+    env = {"SIMCUDA_GRAPH_MEM_BYTES": str(32 * MIB)}
+    runs = [run_prog(args, tmp, label, pre, env, ["graph_memory"])
+            for label, pre in (("plain", False), ("preload", True))]
+    for r in runs:
+        c.eq("%s: exit code" % r.label, r.rc, 0)
+    plain, pre = runs
+    keys = ("used_launched_mib", "used_after_destroy_mib", "used_after_trim_mib")
+    same_values(c, plain, pre, keys)
+    c.eq("plain: the driver's used figure (MiB)", [plain.val(k) for k in keys], [50, 48, 16])
+    acc = pre.report()["devices"][0].get("device_accounting", {})
+    split = lambda m: (m.get("driver_used_bytes", 0) // MIB,  # noqa: E731
+                       {k: v // MIB for k, v in m.get("buckets", {}).items()}, m.get("unexplained_bytes"))
+    graphs = "the driver: CUDA graphs (executables, memory nodes)"
+    c.eq("at the peak (launched): the split (MiB)", split(acc),
+         (50, {"gpumemprof's pool: allocated": 16, graphs: 34}, 0))
+    c.eq("at exit (trimmed, the block freed): the split (MiB)", split(acc.get("at_exit", {})),
+         (16, {"gpumemprof's pool: cached, free": 16}, 0))
     return c.finish([plain, pre])
 
 

@@ -4,7 +4,8 @@
 // and the malloc-heap limit, and a kernel first launched in a stream capture. The simulated driver charges what
 // sim_module_image.hpp says; the case checks that the accounting names every byte (cases_pool.py,
 // case_driver_footprint). With argument "context": a context the program creates, used and
-// destroyed beside the primary one (case_driver_footprint_context).
+// destroyed beside the primary one (case_driver_footprint_context); "graph_memory": a graph's
+// memory nodes, kept after its executable goes until a trim (case_driver_footprint_graph_memory).
 #include "common.hpp"
 
 #include "../sim/sim_module_image.hpp"
@@ -61,9 +62,47 @@ int context_case() {
     used("used_at_exit_mib");
     return 0;
 }
+/// A graph whose first launch maps 32 MiB of graph memory (SIMCUDA_GRAPH_MEM_BYTES) besides its
+/// executable's 2 MiB; the executable destroyed, the memory kept until cuDeviceGraphMemTrim.
+int graph_memory_case() {
+    MUST(cuInit(0));
+    CUdevice dev;
+    MUST(cuDeviceGet(&dev, 0));
+    CUcontext primary;
+    MUST(cuDevicePrimaryCtxRetain(&primary, dev));
+    MUST(cuCtxSetCurrent(primary));
+    CUdeviceptr d = 0;
+    MUST(cuMemAlloc_v2(&d, 16 * kMiB));
+    const SimModuleImage none = image(0, 0, 0);
+    CUmodule m;
+    CUfunction f;
+    MUST(cuModuleLoadData(&m, &none));
+    MUST(cuModuleGetFunction(&f, m, "k"));
+    CUstream s;
+    MUST(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    MUST(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    launch(f, s);
+    CUgraph g;
+    MUST(cuStreamEndCapture(s, &g));
+    CUgraphExec e;
+    MUST(cuGraphInstantiateWithFlags(&e, g, 0));
+    MUST(cuGraphLaunch(e, s));
+    MUST(cuStreamSynchronize(s));
+    used("used_launched_mib");
+    MUST(cuGraphExecDestroy(e));
+    MUST(cuGraphDestroy(g));
+    used("used_after_destroy_mib");
+    MUST(cuDeviceGraphMemTrim(dev));
+    used("used_after_trim_mib");
+    MUST(cuMemFree_v2(d));
+    MUST(cuStreamSynchronize(s));
+    return 0;
+}
 } // namespace
 
 int main(int argc, char** argv) {
+    if (argc > 1 && std::strcmp(argv[1], "graph_memory") == 0)
+        return graph_memory_case();
     if (argc > 1 && std::strcmp(argv[1], "context") == 0)
         return context_case();
     MUST(cuInit(0));

@@ -7,6 +7,9 @@
 // from the image (sim_module_image.hpp). Launches run nothing. Each stream takes
 // SIMCUDA_STREAM_BYTES (default 0) while it lives, as a real driver takes its queue's memory, and
 // each context the program creates SIMCUDA_CONTEXT_BYTES (default 0), as a real one takes its own.
+// A graph executable's first launch or upload maps SIMCUDA_GRAPH_MEM_BYTES (default 0) of graph
+// memory (its memory nodes' pool) on its device, which stays after the executable's destroy until
+// cuDeviceGraphMemTrim when no executable of the device is left (the real pool's cache).
 #include "sim_driver.hpp"
 #include "sim_module_image.hpp"
 
@@ -40,6 +43,7 @@ struct CUkern_st {
 struct CUgraphExec_st {
     CUctx_st* ctx = nullptr;
     bool alive = true;
+    bool launched = false; ///< its first launch or upload mapped the device's graph memory
 };
 
 namespace gpumemprof::sim {
@@ -54,6 +58,7 @@ struct Modules {
     std::map<CUctx_st*, std::size_t> local_bytes;
     std::map<std::pair<CUctx_st*, int>, std::size_t> limits;
     std::map<const void*, CUctx_st*> streams; ///< streams charged SIMCUDA_STREAM_BYTES, by context
+    std::map<int, std::size_t> graph_memory;  ///< per device: what graphs' memory nodes keep mapped
 };
 Modules& modules() {
     static Modules* m = new Modules; // never destroyed, like State
@@ -338,6 +343,51 @@ CUresult exec_check(CUgraphExec g) {
     return modules().execs.count(g) && g->alive ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
+std::size_t graph_memory_bytes() {
+    static const std::size_t bytes = [] {
+        const char* v = std::getenv("SIMCUDA_GRAPH_MEM_BYTES");
+        return v ? static_cast<std::size_t>(std::strtoull(v, nullptr, 0)) : 0;
+    }();
+    return bytes;
+}
+
+CUresult exec_launch(CUgraphExec g) {
+    if (CUresult r = check_init())
+        return r;
+    State& st = state();
+    std::lock_guard lk(st.mu);
+    if (!modules().execs.count(g) || !g->alive)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (!g->launched) {
+        std::size_t& mapped = modules().graph_memory[g->ctx->device];
+        if (graph_memory_bytes() > mapped) {
+            if (CUresult r = charge_locked(st, g->ctx, &mapped, graph_memory_bytes() - mapped))
+                return r;
+            mapped = graph_memory_bytes();
+        }
+        g->launched = true;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult graph_memory_trim(CUdevice device) {
+    if (CUresult r = check_init())
+        return r;
+    State& st = state();
+    if (device < 0 || device >= st.device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    std::lock_guard lk(st.mu);
+    for (const void* h : modules().execs) {
+        const auto* g = static_cast<const CUgraphExec_st*>(h);
+        if (g->alive && g->ctx->device == device)
+            return CUDA_SUCCESS; // in use by an executable: kept
+    }
+    std::size_t& mapped = modules().graph_memory[device];
+    release_charge_locked(st, &mapped);
+    mapped = 0;
+    return CUDA_SUCCESS;
+}
+
 CUresult exec_destroy(CUgraphExec g) {
     if (CUresult r = check_init())
         return r;
@@ -532,19 +582,22 @@ SIM_EXPORT CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec* exec, CUgraph
     SIM_COUNTED("cuGraphInstantiateWithParams_ptsz", instantiate(exec, graph));
 }
 SIM_EXPORT CUresult cuGraphUpload(CUgraphExec exec, CUstream) {
-    SIM_COUNTED("cuGraphUpload", exec_check(exec));
+    SIM_COUNTED("cuGraphUpload", exec_launch(exec));
 }
 SIM_EXPORT CUresult cuGraphUpload_ptsz(CUgraphExec exec, CUstream) {
-    SIM_COUNTED("cuGraphUpload_ptsz", exec_check(exec));
+    SIM_COUNTED("cuGraphUpload_ptsz", exec_launch(exec));
 }
 SIM_EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream) {
-    SIM_COUNTED("cuGraphLaunch", exec_check(exec));
+    SIM_COUNTED("cuGraphLaunch", exec_launch(exec));
 }
 SIM_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream) {
-    SIM_COUNTED("cuGraphLaunch_ptsz", exec_check(exec));
+    SIM_COUNTED("cuGraphLaunch_ptsz", exec_launch(exec));
 }
 SIM_EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec) {
     SIM_COUNTED("cuGraphExecDestroy", exec_destroy(exec));
+}
+SIM_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device) {
+    SIM_COUNTED("cuDeviceGraphMemTrim", graph_memory_trim(device));
 }
 SIM_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
     SIM_COUNTED("cuCtxSetLimit", set_limit(limit, value));

@@ -169,6 +169,7 @@ const Impl kImpl[] = {
     SIM_ABI(cuGraphLaunch, 10000, cuGraphLaunch),
     SIM_ABI_PT(cuGraphLaunch, 10000, ptsz, cuGraphLaunch_ptsz),
     SIM_ABI(cuGraphExecDestroy, 10000, cuGraphExecDestroy),
+    SIM_ABI(cuDeviceGraphMemTrim, 11040, cuDeviceGraphMemTrim),
     SIM_ABI(cuCtxSetLimit, 3010, cuCtxSetLimit),
     SIM_ABI(cuGetErrorString, 6000, cuGetErrorString),
     SIM_ABI(cuGetErrorName, 6000, cuGetErrorName),
