@@ -78,7 +78,8 @@ TEST_CASE("driver footprint: bytes by device and cause, either way, never below 
     f.clear(); // a fork child's start: no device's bytes, every handle new
     CHECK(f.bytes(1, FootprintCause::graphs) == 0);
     CHECK(f.first_use(0x7000));
-    CHECK(std::string(footprint_bucket(FootprintCause::graphs)) == "the driver: CUDA graphs (executables, memory nodes)");
+    CHECK(std::string(footprint_bucket(FootprintCause::graphs)) ==
+          "the driver: CUDA graphs (executables, memory nodes)");
 }
 
 TEST_CASE("driver footprint: a created context's bytes leave with its destroy, once") {
