@@ -219,14 +219,14 @@ pool::FenceId DriverBackend::fence_record() {
         ScopedContext scope(api_, ctx_);
         if (!make_join_stream())
             return 0; // the blocks stay pending; a later fence may succeed
-        scratch_streams_.clear();
-        scratch_streams_.push_back(nullptr); // the legacy default stream
         scratch_orphans_.clear();
-        streams_.fence_targets(ctx_, &scratch_streams_, &scratch_orphans_);
-        bool ok = true;
-        for (CUstream s : scratch_streams_)
-            ok = ok && api_.cuEventRecord(mark_, s) == CUDA_SUCCESS &&
-                 api_.cuStreamWaitEvent(join_, mark_, 0) == CUDA_SUCCESS;
+        auto mark = [this](CUstream s) {
+            return api_.cuEventRecord(mark_, s) == CUDA_SUCCESS &&
+                   api_.cuStreamWaitEvent(join_, mark_, 0) == CUDA_SUCCESS;
+        };
+        // The legacy default stream, then the program's streams (none destroyed meanwhile).
+        bool ok = mark(nullptr);
+        ok = streams_.fence_targets(ctx_, &scratch_orphans_, [&](CUstream s) { return ok && mark(s); }) && ok;
         for (CUevent e : scratch_orphans_)
             ok = ok && api_.cuStreamWaitEvent(join_, e, 0) == CUDA_SUCCESS;
         CUevent done = ok ? take_event() : nullptr;

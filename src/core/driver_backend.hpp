@@ -71,10 +71,9 @@ private:
     std::vector<CUevent> spare_events_;
     std::vector<Fence> fences_;
     std::vector<std::size_t> free_slots_;
-    std::vector<CUstream> scratch_streams_; ///< reused by fence_record (called on many frees)
-    std::vector<CUevent> scratch_orphans_;  ///< reused by fence_record
-    CUstream join_ = nullptr;               ///< the profiler's own non-blocking stream
-    CUevent mark_ = nullptr;                ///< recorded on each covered stream in turn
+    std::vector<CUevent> scratch_orphans_; ///< reused by fence_record
+    CUstream join_ = nullptr;              ///< the profiler's own non-blocking stream
+    CUevent mark_ = nullptr;               ///< recorded on each covered stream in turn
     std::atomic<std::int64_t> own_stream_bytes_{0};
     std::uint64_t next_fence_ = 1;
     int device_ = -1; ///< cached by device()

@@ -89,18 +89,6 @@ void StreamRegistry::remove(const DriverApi& api, CUstream stream) {
     }
 }
 
-void StreamRegistry::fence_targets(CUcontext ctx, std::vector<CUstream>* streams, std::vector<CUevent>* orphans) {
-    std::lock_guard lock(mutex_);
-    for (const auto& [s, c] : stream_ctx_)
-        if (c == ctx)
-            streams->push_back(s);
-    auto it = orphans_.find(ctx);
-    if (it != orphans_.end() && !it->second.empty()) {
-        orphans->insert(orphans->end(), it->second.begin(), it->second.end());
-        it->second.clear(); // keeps its capacity for the next destroyed stream
-    }
-}
-
 void StreamRegistry::return_orphans(CUcontext ctx, std::vector<CUevent> events) {
     if (events.empty())
         return;

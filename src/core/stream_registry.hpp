@@ -47,9 +47,25 @@ public:
     /// Before a stream is destroyed: if it is registered, record an event on it so that the next
     /// fence of its context still covers the work queued there.
     void remove(const DriverApi& api, CUstream stream);
-    /// Appends the streams of `ctx` and the events left by its destroyed streams (handed over).
-    /// Allocates only when a vector has to grow.
-    void fence_targets(CUcontext ctx, std::vector<CUstream>* streams, std::vector<CUevent>* orphans);
+    /// Calls `each(stream)` for every stream of `ctx` until one returns false, and appends the
+    /// events left by its destroyed streams (handed over; allocates only when `orphans` grows).
+    /// Under the registry's lock: remove() takes it before the program's cuStreamDestroy goes on,
+    /// so no stream is destroyed while `each` records on it (another thread's stream could be,
+    /// between a copied list and the record: the driver crashed on that handle). Returns whether
+    /// every call returned true.
+    template <typename Each> bool fence_targets(CUcontext ctx, std::vector<CUevent>* orphans, Each&& each) {
+        std::lock_guard lock(mutex_);
+        bool ok = true;
+        for (const auto& [s, c] : stream_ctx_)
+            if (c == ctx && !(ok = each(s)))
+                break;
+        auto it = orphans_.find(ctx);
+        if (it != orphans_.end() && !it->second.empty()) {
+            orphans->insert(orphans->end(), it->second.begin(), it->second.end());
+            it->second.clear(); // keeps its capacity for the next destroyed stream
+        }
+        return ok;
+    }
     /// Hand back events taken by fence_targets when the fence could not be completed.
     void return_orphans(CUcontext ctx, std::vector<CUevent> events);
     void forget_context(CUcontext ctx);

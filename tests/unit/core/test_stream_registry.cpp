@@ -6,8 +6,11 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -105,7 +108,10 @@ struct Targets {
 
 Targets targets(StreamRegistry& r, CUcontext ctx) {
     Targets t;
-    r.fence_targets(ctx, &t.streams, &t.orphans);
+    CHECK(r.fence_targets(ctx, &t.orphans, [&](CUstream s) {
+        t.streams.push_back(s);
+        return true;
+    }));
     std::sort(t.streams.begin(), t.streams.end());
     std::sort(t.orphans.begin(), t.orphans.end());
     return t;
@@ -125,11 +131,11 @@ TEST_CASE("streams: each context's fence covers its own streams", "[core][stream
     CHECK(targets(r, kB).streams == Streams{kS3});
     CHECK(targets(r, handle<CUcontext>(0x3000)).streams.empty());
 
-    // fence_targets appends: DriverBackend puts the legacy stream first.
-    std::vector<CUstream> streams{nullptr};
+    // A call that fails stops the walk, and the answer says so.
+    int calls = 0;
     std::vector<CUevent> orphans;
-    r.fence_targets(kB, &streams, &orphans);
-    CHECK(streams == Streams{nullptr, kS3});
+    CHECK_FALSE(r.fence_targets(kA, &orphans, [&](CUstream) { return ++calls, false; }));
+    CHECK(calls == 1);
     CHECK(orphans.empty());
 
     // A handle the driver reuses in another context belongs to that context only.
@@ -281,4 +287,31 @@ TEST_CASE("streams: once unordered, always unordered; the first reason is the on
     r.clear();
     CHECK(r.unordered());
     CHECK(r.lost_by() == OrderLoss::second_context);
+}
+
+TEST_CASE("streams: a stream is not destroyed while a fence records on it", "[core][streams]") {
+    // Another thread's fence is recording on kS1 when the program destroys kS1: remove(), which
+    // runs before the driver's destroy, waits for the fence (the driver crashed on a destroyed
+    // handle recorded from a list copied before it).
+    const DriverApi api = fake_api();
+    StreamRegistry r;
+    r.add(kA, kS1);
+    std::atomic<bool> inside{false}, recorded{false}, removed{false};
+    std::vector<CUevent> orphans;
+    std::thread fence([&] {
+        r.fence_targets(kA, &orphans, [&](CUstream) {
+            inside = true;
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            recorded = !removed.load(); // the stream still stood when the record was made
+            return true;
+        });
+    });
+    while (!inside)
+        std::this_thread::yield();
+    g_ctx_stack = {kA};
+    r.remove(api, kS1);
+    removed = true;
+    fence.join();
+    CHECK(recorded.load());
+    CHECK(targets(r, kA).streams.empty());
 }
