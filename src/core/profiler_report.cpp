@@ -86,9 +86,12 @@ report::ReportInput Profiler::snapshot(const std::string& prefix) const {
     in.user_code = options_.user_code;
     in.python_frames = options_.python;
     in.framework_env = framework_env_;
+    const std::map<int, DeviceLedger> ledgers = ledger_.snapshot();
     for (auto& [device, d] : accounting_.snapshot()) {
         report::DeviceAccountingSummary a;
         a.device = device;
+        if (const auto l = ledgers.find(device); l != ledgers.end())
+            a.managed_used = l->second.kinds[static_cast<int>(Kind::managed)].calls > 0;
         a.has_peak = d.has_peak;
         a.has_exit = d.has_exit;
         a.peak = std::move(d.peak);
@@ -122,7 +125,6 @@ report::ReportInput Profiler::snapshot(const std::string& prefix) const {
     in.dump_signal = ds.signal;
     in.dump_signal_installed = ds.installed;
     in.dump_signal_refused = ds.installed ? "" : ds.why_not;
-    const auto ledgers = ledger_.snapshot();
     if (auto host = ledgers.find(kHostMemory); host != ledgers.end())
         in.host_pinned = figures(host->second.kinds[static_cast<int>(Kind::host_pinned)]);
     std::set<int> with_pool;

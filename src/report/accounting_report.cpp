@@ -56,7 +56,8 @@ std::string percent(std::int64_t part, std::int64_t whole) {
     return buf;
 }
 
-void moment_text(std::string& out, const char* when, const AccountingMoment& m, const ResolvedReport* resolved) {
+void moment_text(std::string& out, const char* when, const AccountingMoment& m, const ResolvedReport* resolved,
+                 bool managed_used = false) {
     char t[64];
     std::snprintf(t, sizeof t, "%.3f s", static_cast<double>(m.t_ns) / 1e9);
     out += std::string("  ") + when + " (" + t + "): the driver counts " + util::torch_size_exact(m.driver_used) +
@@ -64,8 +65,9 @@ void moment_text(std::string& out, const char* when, const AccountingMoment& m, 
     for (const auto& [name, bytes] : m.buckets)
         out += "    " + util::torch_size_exact(bytes) + "  " + name + "\n";
     out += "    " + util::torch_size_exact(m.unexplained()) + "  unexplained (" +
-           percent(m.unexplained(), m.driver_used) +
-           "; the driver's own buffers, kernels loaded during a stream capture, other processes on the device)\n";
+           percent(m.unexplained(), m.driver_used) + "; the driver's own buffers" +
+           (managed_used ? ", what it keeps for managed memory (after the frees too)" : "") +
+           ", kernels loaded during a stream capture, other processes on the device)\n";
     const auto libs = resolved ? bytes_by_library(m, *resolved) : std::map<std::string, std::int64_t>{};
     if (libs.size() > 1 || (libs.size() == 1 && !libs.begin()->first.empty())) {
         out += "    live blocks outside PyTorch's allocator, by owner:";
@@ -103,6 +105,7 @@ std::map<std::string, std::int64_t> bytes_by_library(const AccountingMoment& m, 
 void write_accounting_json(util::JsonWriter& w, const DeviceAccountingSummary& a, const StackReport& stacks) {
     const ResolvedReport* resolved = stacks.ok ? &stacks.resolved : nullptr;
     w.key("device_accounting").begin_object();
+    w.field("managed_used", a.managed_used);
     if (a.has_peak)
         moment_json(w, a.peak, resolved); // at the peak of the driver's used figure
     if (a.has_exit) {
@@ -125,9 +128,9 @@ std::string accounting_text(const ReportInput& in, const StackReport& stacks) {
         out += "device " + std::to_string(a.device) + ":\n";
         const ResolvedReport* resolved = stacks.ok ? &stacks.resolved : nullptr;
         if (a.has_peak)
-            moment_text(out, "at the peak of device memory used", a.peak, resolved);
+            moment_text(out, "at the peak of device memory used", a.peak, resolved, a.managed_used);
         if (a.has_exit)
-            moment_text(out, "at exit", a.exit, resolved);
+            moment_text(out, "at exit", a.exit, resolved, a.managed_used);
     }
     return out;
 }

@@ -87,8 +87,10 @@ void write_pool_device(util::JsonWriter& w, const DeviceSummary& d, const Report
     w.end_object();
 }
 
-/// A device with pass-through memory only: its ledger's figures, no pool.
-void write_poolless_device(util::JsonWriter& w, const DeviceSummary& d) {
+/// A device with pass-through memory only: its ledger's figures, no pool; its device accounting
+/// when no pool entry of the device carried it (the .txt has it either way).
+void write_poolless_device(util::JsonWriter& w, const DeviceSummary& d, const ReportInput& in,
+                           const StackReport& stacks, bool first_of_device) {
     w.begin_object();
     w.field("device", d.device);
     w.field("context", -1);
@@ -97,6 +99,10 @@ void write_poolless_device(util::JsonWriter& w, const DeviceSummary& d) {
     w.field("invalid_frees", 0);
     w.field("ipc_refused", 0);
     write_passthrough(w, d.passthrough);
+    if (first_of_device)
+        for (const DeviceAccountingSummary& a : in.accounting)
+            if (a.device == d.device)
+                write_accounting_json(w, a, stacks);
     w.end_object();
 }
 
@@ -159,7 +165,7 @@ bool write_json(util::OutputSink& out, const ReportInput& in, const StackReport&
     for (const DeviceSummary& d : in.devices)
         write_pool_device(w, d, in, stacks, seen.insert(d.device).second);
     for (const DeviceSummary& d : in.devices_without_pool)
-        write_poolless_device(w, d);
+        write_poolless_device(w, d, in, stacks, seen.insert(d.device).second);
     w.end_array();
     // Call sites, peak attribution, leaks and OOM events, the same as the .txt.
     if (stacks.ok)

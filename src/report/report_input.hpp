@@ -129,6 +129,9 @@ struct DeviceAccountingSummary {
     /// in the whole process.
     std::int64_t driver_calls_measured = 0;
     std::vector<AccountingMoment> history; ///< buckets only, bounded
+    /// The program took managed memory on this device: the driver keeps memory of its own for it,
+    /// which no call names, even after the frees (docs/design.md, Known limits).
+    bool managed_used = false;
 };
 
 /// What a device held at an OOM: the driver's used figure split as the accounting splits it, and
