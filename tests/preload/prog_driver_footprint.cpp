@@ -32,18 +32,25 @@ void launch(CUfunction f, CUstream s = nullptr) {
 void used(const char* key) {
     put(key, simcuda_stat("bytes_in_use") / static_cast<long long>(kMiB));
 }
+/// Device 0's primary context current, and a block of 16 MiB in it (the device's baseline is read
+/// before it).
+CUdeviceptr primary_with_block(CUdevice* dev, CUcontext* primary) {
+    MUST(cuInit(0));
+    MUST(cuDeviceGet(dev, 0));
+    MUST(cuDevicePrimaryCtxRetain(primary, *dev));
+    MUST(cuCtxSetCurrent(*primary));
+    CUdeviceptr d = 0;
+    MUST(cuMemAlloc_v2(&d, 16 * kMiB));
+    return d;
+}
+
 /// A stream of 2 MiB (SIMCUDA_STREAM_BYTES) in the primary context; a context of 8 MiB
 /// (SIMCUDA_CONTEXT_BYTES) created beside it, a block allocated and freed in it, the context
 /// destroyed; the stream stays.
 int context_case() {
-    MUST(cuInit(0));
     CUdevice dev;
-    MUST(cuDeviceGet(&dev, 0));
     CUcontext primary;
-    MUST(cuDevicePrimaryCtxRetain(&primary, dev));
-    MUST(cuCtxSetCurrent(primary));
-    CUdeviceptr d = 0;
-    MUST(cuMemAlloc_v2(&d, 16 * kMiB));
+    const CUdeviceptr d = primary_with_block(&dev, &primary);
     CUstream s;
     MUST(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     CUcontext own;
@@ -65,14 +72,9 @@ int context_case() {
 /// A graph whose first launch maps 32 MiB of graph memory (SIMCUDA_GRAPH_MEM_BYTES) besides its
 /// executable's 2 MiB; the executable destroyed, the memory kept until cuDeviceGraphMemTrim.
 int graph_memory_case() {
-    MUST(cuInit(0));
     CUdevice dev;
-    MUST(cuDeviceGet(&dev, 0));
     CUcontext primary;
-    MUST(cuDevicePrimaryCtxRetain(&primary, dev));
-    MUST(cuCtxSetCurrent(primary));
-    CUdeviceptr d = 0;
-    MUST(cuMemAlloc_v2(&d, 16 * kMiB));
+    const CUdeviceptr d = primary_with_block(&dev, &primary);
     const SimModuleImage none = image(0, 0, 0);
     CUmodule m;
     CUfunction f;

@@ -335,19 +335,14 @@ CUresult instantiate(CUgraphExec* out, CUgraph graph) {
     return CUDA_SUCCESS;
 }
 
-CUresult exec_check(CUgraphExec g) {
-    if (CUresult r = check_init())
-        return r;
-    State& st = state();
-    std::lock_guard lk(st.mu);
-    return modules().execs.count(g) && g->alive ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+/// A size from the environment (0 when unset), read once by each caller's static.
+std::size_t env_bytes(const char* name) {
+    const char* v = std::getenv(name);
+    return v ? static_cast<std::size_t>(std::strtoull(v, nullptr, 0)) : 0;
 }
 
 std::size_t graph_memory_bytes() {
-    static const std::size_t bytes = [] {
-        const char* v = std::getenv("SIMCUDA_GRAPH_MEM_BYTES");
-        return v ? static_cast<std::size_t>(std::strtoull(v, nullptr, 0)) : 0;
-    }();
+    static const std::size_t bytes = env_bytes("SIMCUDA_GRAPH_MEM_BYTES");
     return bytes;
 }
 
@@ -428,18 +423,12 @@ CUresult set_limit(CUlimit limit, std::size_t value) {
 }
 
 std::size_t stream_bytes() {
-    static const std::size_t bytes = [] {
-        const char* v = std::getenv("SIMCUDA_STREAM_BYTES");
-        return v ? static_cast<std::size_t>(std::strtoull(v, nullptr, 0)) : 0;
-    }();
+    static const std::size_t bytes = env_bytes("SIMCUDA_STREAM_BYTES");
     return bytes;
 }
 
 std::size_t context_bytes() {
-    static const std::size_t bytes = [] {
-        const char* v = std::getenv("SIMCUDA_CONTEXT_BYTES");
-        return v ? static_cast<std::size_t>(std::strtoull(v, nullptr, 0)) : 0;
-    }();
+    static const std::size_t bytes = env_bytes("SIMCUDA_CONTEXT_BYTES");
     return bytes;
 }
 

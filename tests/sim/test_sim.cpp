@@ -93,8 +93,9 @@ TEST_CASE("cuGetProcAddress_v2 failure contract", "[sim][procaddr]") {
     CHECK(st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
     CHECK(proc("cuMemAllocAsync", 11010, 0, &st) == nullptr); // introduced in 11020
     CHECK(st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
-    // cuCtxCreate_v3 (11040) is not simulated: NULL rather than the older, incompatible _v2.
-    CHECK(proc("cuCtxCreate", 11040, 0, &st) == nullptr);
+    // The newest ABI at or below the version asked for: _v3 (11040) for 12000, _v4 from 12050.
+    CHECK(proc("cuCtxCreate", 11030, 0, &st) == sim_symbol("cuCtxCreate_v2"));
+    CHECK(proc("cuCtxCreate", 12000, 0, &st) == sim_symbol("cuCtxCreate_v3"));
     CHECK(proc("cuCtxCreate", 12050, 0, &st) == sim_symbol("cuCtxCreate_v4"));
     void* p = nullptr;
     CHECK(cuGetProcAddress_v2("cuMemAlloc", &p, 13010, 0, &st) == CUDA_ERROR_INVALID_VALUE);
