@@ -100,6 +100,17 @@ def check_cuda_programs(lib, bindir, artifacts=None):
                wall_plain_s=round(base["wall"], 3))
 
 
+def samples_accounting(report):
+    """What samples_mix's report says of the device's memory at its peak (the created context)."""
+    acc = next((d["device_accounting"] for d in report.get("devices", []) if d["device"] == 0 and
+                "device_accounting" in d), {})
+    buckets = acc.get("buckets", {})
+    used = acc.get("driver_used_bytes", 0)
+    return {"created_context_mib": round(buckets.get("the driver: contexts the program created", 0) / 2**20, 2),
+            "unexplained_at_peak_share": round(acc.get("unexplained_bytes", 0) / used, 4) if used else None,
+            "managed_used": acc.get("managed_used")}
+
+
 def check_samples(lib, bindir, artifacts=None):
     """What NVIDIA's samples do with memory (samples_mix.cu): pitched, 3D, arrays with textures and
     surfaces, mapped and registered host memory, managed memory, memory pools, graph memory nodes,
@@ -126,6 +137,11 @@ def check_samples(lib, bindir, artifacts=None):
                 numbers.update(program_malloc_calls=prof["out"]["malloc_calls"], seen_allocations=seen,
                                seen_current=sum(ms["allocation.all.current"] for ms in stats))
                 same = same and seen == prof["out"]["malloc_calls"]
+                # The device accounting names the program's own context (523.6 MiB on an H100, CC)
+                # and says that the driver keeps memory for the managed section.
+                acc = samples_accounting(prof["reports"][-1])
+                numbers.update(acc)
+                same = same and acc["created_context_mib"] >= 256 and acc["managed_used"] is True
             record(f"{exe_name} under the preload ({mode}): same output and exit", same and bool(prof["reports"]),
                    **numbers)
 
