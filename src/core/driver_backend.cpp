@@ -224,9 +224,9 @@ pool::FenceId DriverBackend::fence_record() {
             return api_.cuEventRecord(mark_, s) == CUDA_SUCCESS &&
                    api_.cuStreamWaitEvent(join_, mark_, 0) == CUDA_SUCCESS;
         };
-        // The legacy default stream, then the program's streams (none destroyed meanwhile).
-        bool ok = mark(nullptr);
-        ok = streams_.fence_targets(ctx_, &scratch_orphans_, [&](CUstream s) { return ok && mark(s); }) && ok;
+        // The legacy default stream, then the program's streams (none destroyed meanwhile). When
+        // the first mark fails, the destroyed streams' events stay with the registry.
+        bool ok = mark(nullptr) && streams_.fence_targets(ctx_, &scratch_orphans_, mark);
         for (CUevent e : scratch_orphans_)
             ok = ok && api_.cuStreamWaitEvent(join_, e, 0) == CUDA_SUCCESS;
         CUevent done = ok ? take_event() : nullptr;

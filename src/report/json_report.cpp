@@ -37,6 +37,13 @@ void write_passthrough(util::JsonWriter& w, const PassthroughSummary& p) {
     w.end_object();
 }
 
+/// The device's accounting (core/device_accounting), in the first of its entries.
+void write_device_accounting(util::JsonWriter& w, int device, const ReportInput& in, const StackReport& stacks) {
+    for (const DeviceAccountingSummary& a : in.accounting)
+        if (a.device == device)
+            write_accounting_json(w, a, stacks);
+}
+
 void write_pool_device(util::JsonWriter& w, const DeviceSummary& d, const ReportInput& in, const StackReport& stacks,
                        bool first_of_device) {
     w.begin_object();
@@ -81,9 +88,7 @@ void write_pool_device(util::JsonWriter& w, const DeviceSummary& d, const Report
     write_passthrough(w, d.passthrough);
     write_timeline(w, d.history.series);
     if (first_of_device)
-        for (const DeviceAccountingSummary& a : in.accounting)
-            if (a.device == d.device)
-                write_accounting_json(w, a, stacks);
+        write_device_accounting(w, d.device, in, stacks);
     w.end_object();
 }
 
@@ -100,9 +105,7 @@ void write_poolless_device(util::JsonWriter& w, const DeviceSummary& d, const Re
     w.field("ipc_refused", 0);
     write_passthrough(w, d.passthrough);
     if (first_of_device)
-        for (const DeviceAccountingSummary& a : in.accounting)
-            if (a.device == d.device)
-                write_accounting_json(w, a, stacks);
+        write_device_accounting(w, d.device, in, stacks);
     w.end_object();
 }
 
