@@ -14,3 +14,4 @@ build cross_stream "$here/cross_stream.cu"
 build alloc_bench "$here/alloc_bench.cu"
 build samples_mix "$here/samples_mix.cu" -lcuda -cudart=shared
 build samples_mix_ptds_static "$here/samples_mix.cu" -lcuda -cudart=static --default-stream per-thread
+build fault_after "$here/fault_after.cu" -lcuda -cudart=shared

@@ -146,6 +146,30 @@ def check_samples(lib, bindir, artifacts=None):
                    **numbers)
 
 
+def check_faults(lib, bindir, artifacts=None):
+    """A kernel that faults (device-side assert, illegal address) leaves its context unusable, and
+    the driver answers later calls with that error. fault_after prints the code of each memory call
+    it makes after the fault; under the preload, pool on and off, it must print the same codes and
+    exit the same, and a report must still be written (no hang, no crash at exit)."""
+    exe = os.path.join(bindir, "fault_after")
+    probe = run([exe, "assert", "device", "probe"])
+    record("fault_after: which driver calls report a sticky error (alone)", probe["rc"] == 3,
+           rc=probe["rc"], probes=[ln for ln in probe["stdout"].splitlines() if ln.startswith("probe")])
+    for kind in ("assert", "illegal"):
+        for notice in ("device", "stream", "none"):
+            plain = run([exe, kind, notice])
+            for mode, env in (("pool", {}), ("no pool", {"GPUMEMPROF_POOL": "0"})):
+                prof = run([exe, kind, notice], env, preload=lib, timeout=120)
+                keep(artifacts, prof, f"fault_{kind}_{notice}_{mode.replace(' ', '_')}")
+                a, b = plain["stdout"].splitlines(), prof["stdout"].splitlines()
+                differ = [(x, y) for x, y in zip(a, b) if x != y]
+                record(f"fault_after {kind} {notice} under the preload ({mode}): same codes and exit",
+                       prof["stdout"] == plain["stdout"] and prof["rc"] == plain["rc"] and bool(prof["reports"]),
+                       rc=prof["rc"], plain_rc=plain["rc"], lines_differ=differ[:10], lines=len(b),
+                       plain_lines=len(a), reports=len(prof["reports"]), wall=round(prof["wall"], 2),
+                       plain_wall=round(plain["wall"], 2), stderr=prof["stderr"][-600:])
+
+
 def check_cross_stream(lib, bindir, tries):
     exe = os.path.join(bindir, "cross_stream")
     plain = run([exe, str(tries)])
@@ -566,7 +590,7 @@ def main():
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--repeat", type=int, default=3, help="runs of each timed PyTorch configuration")
     ap.add_argument("--only", default="layouts,attach,accounting,gloo,stacks,stacks-inprocess,steptime,"
-                    "steptime-together,stacks-together,cuda,samples,cross,"
+                    "steptime-together,stacks-together,cuda,samples,faults,cross,"
                     "bench,torch,ab,oom,frameworks,html,expandable,python,pool")
     ap.add_argument("--pool-repeat", type=int, default=5, help="alternating runs of each pool-vs-PyTorch loop")
     ap.add_argument("--pool-loops", default="readme,big", help="which pool-vs-PyTorch loops to run")
@@ -662,6 +686,8 @@ def main():
         check_cuda_programs(a.lib, a.bindir, a.artifacts)
     if "samples" in only:
         check_samples(a.lib, a.bindir, a.artifacts)
+    if "faults" in only:
+        check_faults(a.lib, a.bindir, a.artifacts)
     if "cross" in only:
         check_cross_stream(a.lib, a.bindir, a.tries)
     if "bench" in only:

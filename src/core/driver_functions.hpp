@@ -65,7 +65,10 @@
     CALL(cuEventCreate)                                                                                                \
     CALL(cuEventRecord)                                                                                                \
     CALL(cuEventQuery)                                                                                                 \
-    CALL(cuEventSynchronize)                                                                                           \
+    /* waits that may be where a program learns that a kernel faulted (Profiler::note_error) */                        \
+    HOOK(cuStreamSynchronize, 2000)                                                                                    \
+    HOOK(cuStreamSynchronize_ptsz, 7000)                                                                               \
+    HOOK(cuEventSynchronize, 2000)                                                                                     \
     CALL(cuEventDestroy_v2)                                                                                            \
     /* what the driver takes for itself (core/driver_footprint.hpp) */                                                 \
     HOOK(cuModuleLoad, 2000)                                                                                           \

@@ -35,6 +35,10 @@ struct PoolSlot {
     std::unique_ptr<PoolEvents> events;
     std::unique_ptr<pool::DevicePool> pool;
     std::atomic<std::int64_t> ipc_refused{0};
+    /// A kernel of the context faulted (device-side assert, illegal address...): the driver
+    /// answers this error to every later call that uses the context, so the pool's frees and
+    /// allocations do too (Profiler::note_error). 0 while the context is sound.
+    std::atomic<int> sticky_error{0};
     std::size_t total_bytes = 0; ///< device capacity, read when the pool was made (no CUDA at exit)
     /// PyTorch's own caching allocator on this context, attached (GPUMEMPROF_TORCH=attach): its
     /// state rebuilt from its events, and what the core does with them. Set once, under

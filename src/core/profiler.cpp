@@ -144,6 +144,8 @@ CUresult Profiler::mem_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_
     PoolSlot* slot = current_slot(api);
     if (!slot)
         return api.cuMemAlloc_v2(dptr, bytes);
+    if (const int fault = slot->sticky_error.load(std::memory_order_relaxed)) [[unlikely]]
+        return static_cast<CUresult>(fault); // the driver's answer, as it gives it to every call
     // Unwind before any lock: the pool's listener charges the block (and any segment the pool
     // has to obtain for it) to this stack.
     const stacks::StackId stack = capture_stack(bytes); // 0 at once when capture is off
@@ -155,6 +157,7 @@ CUresult Profiler::mem_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_
     } else if (r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_CONTEXT_IS_DESTROYED) {
         context_lost(slot, static_cast<CUresult>(r));
     } else if (r != pool::kOutOfMemory) {
+        note_error(api, static_cast<CUresult>(r), slot);
         // A device error: the program gets it as the driver gave it. Said here (a few times) and
         // counted per code in the report (devices[].driver_errors).
         static std::atomic<int> warned{0};
@@ -186,6 +189,13 @@ int Profiler::free_in_pools(std::uintptr_t ptr, bool apply) noexcept {
     int result = pool::kNotOwned;
     if (apply) [[likely]]
         pools_.for_each_live([&](PoolSlot* s) {
+            if (const int fault = s->sticky_error.load(std::memory_order_relaxed)) [[unlikely]] {
+                // The driver answers a faulted context's every free so, and frees nothing.
+                if (!s->pool->lookup(ptr).in_pool)
+                    return false;
+                result = fault;
+                return true;
+            }
             const int r = s->pool->free(ptr);
             if (r == pool::kNotOwned)
                 return false;
@@ -244,6 +254,8 @@ CUresult Profiler::mem_free_async(const DriverApi& api, CUdeviceptr ptr, CUstrea
 
 CUresult Profiler::mem_get_info(const DriverApi& api, std::size_t* free_bytes, std::size_t* total_bytes) noexcept {
     CUresult r = api.cuMemGetInfo_v2(free_bytes, total_bytes);
+    if (r != CUDA_SUCCESS) [[unlikely]]
+        note_error(api, r);
     if (r != CUDA_SUCCESS || !free_bytes || process_exiting())
         return r;
     CUdevice dev = 0;
@@ -387,6 +399,44 @@ void Profiler::drop_context(CUcontext ctx, bool device_footprint) noexcept {
         GPUMEMPROF_SWALLOWED();
     }
     streams_.forget_context(ctx);
+}
+
+namespace {
+
+/// The errors after which a context can run nothing more: its every later call answers the same
+/// (the driver's documentation of each says "the process must be terminated and relaunched").
+bool is_sticky_error(CUresult r) {
+    switch (r) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_LAUNCH_TIMEOUT:
+    case CUDA_ERROR_ASSERT:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_LAUNCH_FAILED: return true;
+    default: return false;
+    }
+}
+
+} // namespace
+
+void Profiler::note_error(const DriverApi& api, CUresult r, PoolSlot* slot) noexcept {
+    if (!is_sticky_error(r))
+        return;
+    if (!slot) {
+        CUcontext ctx = nullptr;
+        if (api.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx)
+            return;
+        slot = pools_.find_live(ctx);
+    }
+    int none = 0;
+    if (!slot || !slot->sticky_error.compare_exchange_strong(none, static_cast<int>(r), std::memory_order_acq_rel))
+        return;
+    log::warn("a kernel on device {} faulted (the driver answered CUDA error {}): its context can run nothing more, "
+              "and from now on the pool answers that error to its allocations and frees, as the driver does",
+              slot->device, static_cast<int>(r));
 }
 
 void Profiler::context_lost(PoolSlot* slot, CUresult code) noexcept {

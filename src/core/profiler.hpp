@@ -83,6 +83,21 @@ public:
         CUresult r = sync();
         if (slot && r == CUDA_SUCCESS && mark > 0)
             slot->pool->retire_through(mark);
+        if (r != CUDA_SUCCESS) [[unlikely]]
+            note_error(api, r, slot);
+        return r;
+    }
+    /// An error the driver answered to one of the program's calls (or ours) on the calling
+    /// thread's context (`slot`, or found from the current context when null). One that leaves
+    /// the context unusable (is_sticky_error) is kept in its pool's slot: the pool's frees and
+    /// allocations answer it from then on, as the driver would.
+    void note_error(const DriverApi& api, CUresult r, PoolSlot* slot = nullptr) noexcept;
+    /// A pass-through call of the program whose answer may be a kernel's fault (cuStreamSynchronize,
+    /// cuEventSynchronize, ...): `call`'s result, noted when it is an error.
+    template <typename Call> CUresult watch_errors(const DriverApi& api, Call&& call) noexcept {
+        const CUresult r = call();
+        if (r != CUDA_SUCCESS) [[unlikely]]
+            note_error(api, r);
         return r;
     }
     CUresult ipc_get_mem_handle(const DriverApi& api, CUipcMemHandle* handle, CUdeviceptr ptr) noexcept;
@@ -164,6 +179,8 @@ public:
         const CUresult r = call();
         if (w.active) [[unlikely]]
             footprint_end(api, cause, w);
+        if (r != CUDA_SUCCESS) [[unlikely]]
+            note_error(api, r);
         return r;
     }
     DriverFootprint& footprint() { return footprint_; }

@@ -171,6 +171,7 @@ report::DeviceSummary Profiler::device_summary(const PoolSlot& s, const std::map
     d.stats = merged_stats(&s, ledgers);
     d.invalid_frees = s.pool->invalid_frees();
     d.ipc_refused = s.ipc_refused.load();
+    d.kernel_fault = s.sticky_error.load();
     d.pool_counters = s.pool->counters();
     d.total_capacity = s.total_bytes;
     d.at_reserved_peak = s.pool->reserved_peak();

@@ -65,6 +65,8 @@ void fold_summary(report::DeviceSummary& into, const report::DeviceSummary& d) {
     fold_stats(into.stats, d.stats);
     into.invalid_frees += d.invalid_frees;
     into.ipc_refused += d.ipc_refused;
+    if (d.kernel_fault != 0)
+        into.kernel_fault = d.kernel_fault;
     fold_counters(into.pool_counters, d.pool_counters);
     into.total_capacity = std::max(into.total_capacity, d.total_capacity);
     fold_peak(into.at_reserved_peak, d.at_reserved_peak);

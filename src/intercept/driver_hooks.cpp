@@ -412,6 +412,22 @@ CUresult cuCtxSynchronize_v2(CUcontext ctx) {
     return prof().ctx_synchronize(*api, ctx, [&] { return api->cuCtxSynchronize_v2(ctx); });
 }
 
+// ---- waits: where a program may first learn that one of its kernels faulted ---------------------
+CUresult cuStreamSynchronize(CUstream s) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuStreamSynchronize);
+    return prof().watch_errors(*api, [&] { return api->cuStreamSynchronize(s); });
+}
+
+CUresult cuStreamSynchronize_ptsz(CUstream s) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuStreamSynchronize_ptsz);
+    return prof().watch_errors(*api, [&] { return api->cuStreamSynchronize_ptsz(s); });
+}
+
+CUresult cuEventSynchronize(CUevent e) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuEventSynchronize);
+    return prof().watch_errors(*api, [&] { return api->cuEventSynchronize(e); });
+}
+
 // ---- context lifetime: a pool must never outlive its context ------------------------------------
 CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuCtxCreate_v2);

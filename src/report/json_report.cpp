@@ -56,6 +56,8 @@ void write_pool_device(util::JsonWriter& w, const DeviceSummary& d, const Report
     w.key("memory_stats").raw(stats::to_json(d.stats));
     w.field("invalid_frees", d.invalid_frees);
     w.field("ipc_refused", d.ipc_refused);
+    if (d.kernel_fault != 0)
+        w.field("kernel_fault", d.kernel_fault);
     w.key("pool_counters").begin_object();
     w.field("fences_recorded", d.pool_counters.fences_recorded);
     w.field("fence_polls", d.pool_counters.fence_polls);

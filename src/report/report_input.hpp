@@ -86,6 +86,8 @@ struct DeviceSummary {
     stats::DeviceStats stats;
     std::int64_t invalid_frees = 0;
     std::int64_t ipc_refused = 0;
+    /// The error a kernel's fault left the context answering (core: PoolSlot::sticky_error); 0: none.
+    int kernel_fault = 0;
     pool::PoolCounters pool_counters;
     PassthroughSummary passthrough; ///< zero unless this pool carries its device's ledger
     std::size_t total_capacity = 0;

@@ -308,6 +308,10 @@ void device_troubles(util::BufferedOut& out, const DeviceSummary& d) {
     for (const auto& [code, count] : d.pool_counters.driver_errors)
         out += "  driver errors: CUDA error " + std::to_string(code) + " answered " + std::to_string(count) +
                " device allocation or free call(s); the requests that needed them got that error\n";
+    if (d.kernel_fault != 0)
+        out += "  a kernel faulted (CUDA error " + std::to_string(d.kernel_fault) +
+               "): the context could run nothing more; its later allocations and frees got that error, "
+               "as from the driver, and the figures are those of that moment\n";
     if (d.pool_counters.host_failures > 0)
         out += "  host memory ran out " + std::to_string(d.pool_counters.host_failures) +
                " time(s) for the pool's bookkeeping: those requests got out-of-memory\n";

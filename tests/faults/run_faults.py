@@ -134,22 +134,35 @@ def case_alloc_error(args, tmp):
 
 
 def case_alloc_sticky(args, tmp):
-    """From the pool's 4th cuMemAlloc on, every one fails with CUDA_ERROR_ILLEGAL_ADDRESS (a sticky
-    error): each request that needs the driver gets the code the runtime makes of it without the
-    preload; cached memory may still serve."""
+    """The pool's 4th cuMemAlloc answers CUDA_ERROR_ILLEGAL_ADDRESS, an earlier kernel's fault that
+    leaves the context answering it to every later call (a sticky error). The requests before it
+    may be served from the cache where the driver was asked without the preload; from the failed
+    call on, every request and every free gets the runtime's code for it, as without the preload,
+    though the pool could have served them."""
     c = Checker(args.case)
-    faults = {"SIMCUDA_FAULTS": "cuMemAlloc@4+=%d" % CUDA_ERROR_ILLEGAL_ADDRESS}
+    faults = {"SIMCUDA_FAULTS": "cuMemAlloc@4=%d,cuMemAlloc@4=sticky:%d" % ((CUDA_ERROR_ILLEGAL_ADDRESS,) * 2)}
     plain, pre = pair(args, tmp, "alloc", faults)
     rep = check_common(c, plain, pre)
     plain_codes = set(codes(plain, "alloc").values()) - {0}
     c.eq("plain: one error code from the runtime", len(plain_codes), 1)
+    code = next(iter(plain_codes), None)
     got = codes(pre, "alloc")
     c.true("preload: every code is success or the one the program gets without the preload",
            all(v == 0 or v in plain_codes for v in got.values()), got)
-    failed = sum(1 for v in got.values() if v)
+    first = min((i for i, v in got.items() if v), default=None)
+    c.true("preload: a request failed", first is not None, got)
+    c.eq("preload: every request from the first failure on fails",
+         sorted(i for i, v in got.items() if first is not None and i >= first and v != code), [])
+    frees = {k: v for k, v in codes(pre, "free").items() if first is not None and k > first}
+    c.eq("preload: frees after the failure get the code", sorted(set(frees.values())), [code] if frees else [])
+    c.eq("preload: kept blocks' frees as without the preload", codes(pre, "free_kept"),
+         {k: code for k in codes(pre, "free_kept")})
+    c.eq("plain: kept blocks' frees get the code", set(codes(plain, "free_kept").values()), {code})
     sim_failed = pre.sim_calls("cuMemAlloc_v2") - pre.sim_ok("cuMemAlloc_v2")
-    c.eq("preload: requests failed = driver calls failed", failed, sim_failed)
-    c.eq("preload: report counts the driver errors", driver_errors(rep), {CUDA_ERROR_ILLEGAL_ADDRESS: failed})
+    c.eq("preload: the driver was asked once after the fault", sim_failed, 1)
+    c.eq("preload: report counts the driver error", driver_errors(rep), {CUDA_ERROR_ILLEGAL_ADDRESS: 1})
+    c.eq("preload: report's kernel_fault", [d.get("kernel_fault") for d in rep.get("devices", [])],
+         [CUDA_ERROR_ILLEGAL_ADDRESS])
     return c.finish([plain, pre])
 
 

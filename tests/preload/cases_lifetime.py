@@ -9,7 +9,7 @@ import signal
 import subprocess
 import time
 
-from case_common import (MIB, Run, Checker, report_text, stat, prog_env, collect, run_prog, both, both_ran, check_stats,
+from case_common import (MIB, Run, Checker, device_entry, report_text, stat, prog_env, collect, run_prog, both, both_ran, check_stats,
                          read_json)
 
 
@@ -260,3 +260,31 @@ def case_sigterm(args, tmp):
     slow = [r.elapsed for r in runs if r.elapsed > 2.5]
     c.eq("burst: runs that took over 2.5 s from signal to death", len(slow), 0)
     return c.finish([plain, pre])
+
+
+def case_fault_after(args, tmp):
+    """A kernel faults (the simulated driver's context turns sticky: CUDA_ERROR_ASSERT, 710, to
+    every later call that uses it). Whether the program learns of it from a device or a stream
+    synchronisation or a launch, its later frees and allocations answer 710 under the preload as
+    alone, though the pool could serve them without the driver; the exit status is the same and a
+    report is still written."""
+    c = Checker(args.case)
+    runs = []
+    keys = ["sync", "malloc_small_after", "free_small", "free_large", "malloc_large_after", "mem_get_info",
+            "last_error"]
+    for notice in ("device", "stream", "launch"):
+        env = {"SIMCUDA_FAULTS": "cuLaunchKernel@1=sticky:710"}
+        plain = run_prog(args, tmp, "plain-" + notice, False, env, argv=(notice,))
+        pre = run_prog(args, tmp, "preload-" + notice, True, env, argv=(notice,))
+        runs += [plain, pre]
+        for k in keys:
+            c.eq("%s alone: %s" % (notice, k), plain.val(k), 710)
+            c.eq("%s preloaded: %s" % (notice, k), pre.val(k), 710)
+        c.eq("%s: exit status alone" % notice, plain.rc, 3)
+        c.eq("%s: exit status preloaded" % notice, pre.rc, 3)
+        c.eq("%s: one report" % notice, len(pre.reports), 1)
+        dev = device_entry(pre.report()) or {}
+        c.eq("%s: the report's kernel_fault" % notice, dev.get("kernel_fault"), 710)
+        c.true("%s: the .txt says a kernel faulted" % notice,
+               "a kernel faulted (CUDA error 710)" in report_text(pre), report_text(pre)[-300:])
+    return c.finish(runs)

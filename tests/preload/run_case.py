@@ -14,8 +14,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from case_common import MIB, Checker, Run, collect, prog_env  # noqa: E402,F401  (tests/faults use them)
 from cases_doors import (case_dlclose_reuse, case_dlsym_lookup, case_early_ctor, case_entry_point,  # noqa: E402
                          case_hook_doors)
-from cases_lifetime import (case_c_api, case_dtor_free, case_fork_child, case_fork_child_alloc,  # noqa: E402
-                            case_sigterm, case_signal_dump)
+from cases_lifetime import (case_c_api, case_dtor_free, case_fault_after, case_fork_child,  # noqa: E402
+                            case_fork_child_alloc, case_sigterm, case_signal_dump)
 from cases_pool import (case_bad_config, case_bad_free, case_capture, case_cross_stream_reuse,  # noqa: E402
                         case_device_reset, case_driver_direct, case_driver_footprint, case_driver_footprint_context,
                         case_driver_footprint_graph_memory,
@@ -45,6 +45,7 @@ CASES = {
     "dtor_free": case_dtor_free,
     "fork_child_alloc": case_fork_child_alloc,
     "c_api": case_c_api,
+    "fault_after": case_fault_after,
     "pool_off": case_pool_off,
     "bad_config": case_bad_config,
     "early_ctor": case_early_ctor,

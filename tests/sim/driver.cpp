@@ -16,12 +16,32 @@ State& state() {
     return *s;
 }
 
+namespace {
+
+/// The calls a real driver still answers normally after a kernel faulted: those that do not use
+/// the context (versions, devices, error strings, entry points, which context is current).
+bool answers_after_fault(const char* name) {
+    static constexpr const char* kPrefixes[] = {"cuInit",           "cuDriverGetVersion", "cuDevice",
+                                                "cuGetErrorString", "cuGetErrorName",     "cuGetProcAddress",
+                                                "cuCtxGetCurrent",  "cuCtxSetCurrent",    "cuCtxPushCurrent",
+                                                "cuCtxPopCurrent",  "cuCtxGetDevice",     "cuCtxGetApiVersion"};
+    for (const char* p : kPrefixes)
+        if (std::strncmp(name, p, std::strlen(p)) == 0)
+            return true;
+    return false;
+}
+
+} // namespace
+
 CUresult count_call(const char* name) {
     State& st = state();
     {
         std::lock_guard lk(st.mu);
         ++st.calls[name];
     }
+    if (CUctx_st* c = current_ctx(); c && !answers_after_fault(name))
+        if (CUresult sticky = c->sticky.load(std::memory_order_acquire))
+            return sticky;
     return injected_fault(name);
 }
 

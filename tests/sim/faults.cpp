@@ -7,6 +7,9 @@
 //   NAME@N=lost    just before the Nth call of NAME, the calling thread's current context is
 //                  destroyed behind everyone's back (its memory and events are gone, it answers
 //                  CUDA_ERROR_INVALID_CONTEXT from then on), as after a fatal device error
+//   NAME@N=sticky:CODE the Nth call of NAME succeeds, and from then on the calling thread's
+//                  current context answers CODE to every call that uses it, as a real one does
+//                  after a kernel of it faulted (a device-side assert: 710, an illegal address: 700)
 //   events_stuck   recorded events never report completion to cuEventQuery (CUDA_ERROR_NOT_READY);
 //                  cuEventSynchronize and stream/context synchronisation still return
 // NAME is a base name: "cuMemAlloc" matches cuMemAlloc, cuMemAlloc_v2; "cuEventRecord" matches
@@ -29,6 +32,7 @@ struct Rule {
     long long nth = 0;
     bool onwards = false;
     bool lose_context = false;
+    bool sticky = false; ///< the call succeeds; its context answers `code` from then on
     CUresult code = CUDA_SUCCESS;
 };
 
@@ -71,8 +75,11 @@ bool parse_rule(const std::string& text, Faults* f) {
     if (what == "lost") {
         r.lose_context = true;
     } else {
-        long code = std::strtol(what.c_str(), &end, 10);
-        if (what.empty() || *end || code <= 0)
+        const bool sticky = what.rfind("sticky:", 0) == 0;
+        r.sticky = sticky;
+        const char* digits = what.c_str() + (sticky ? 7 : 0);
+        long code = std::strtol(digits, &end, 10);
+        if (!*digits || *end || code <= 0)
             return false;
         r.code = static_cast<CUresult>(code);
     }
@@ -125,7 +132,7 @@ CUresult injected_fault(const char* name) {
         return CUDA_SUCCESS;
     const std::string base = base_name(name);
     bool lose = false;
-    CUresult code = CUDA_SUCCESS;
+    CUresult code = CUDA_SUCCESS, sticky = CUDA_SUCCESS;
     {
         std::lock_guard lk(state().mu);
         bool named = false;
@@ -139,12 +146,17 @@ CUresult injected_fault(const char* name) {
                 continue;
             if (r.lose_context)
                 lose = true;
+            else if (r.sticky)
+                sticky = r.code;
             else if (code == CUDA_SUCCESS)
                 code = r.code;
         }
     }
     if (lose)
         lose_current_context();
+    if (sticky != CUDA_SUCCESS)
+        if (CUctx_st* c = current_ctx())
+            c->sticky.store(sticky, std::memory_order_release);
     return code;
 }
 

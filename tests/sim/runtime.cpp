@@ -93,6 +93,8 @@ cudaError_t from_driver(CUresult r) {
     case CUDA_ERROR_INVALID_HANDLE: return cudaErrorInvalidResourceHandle;
     case CUDA_ERROR_NOT_FOUND: return cudaErrorSymbolNotFound;
     case CUDA_ERROR_NOT_READY: return cudaErrorNotReady;
+    case CUDA_ERROR_ILLEGAL_ADDRESS: return cudaErrorIllegalAddress;
+    case CUDA_ERROR_ASSERT: return cudaErrorAssert;
     case CUDA_ERROR_NOT_SUPPORTED: return cudaErrorNotSupported;
     case CUDA_ERROR_ALREADY_MAPPED: return cudaErrorAlreadyMapped;
     case CUDA_ERROR_ILLEGAL_STATE: return cudaErrorIllegalState;

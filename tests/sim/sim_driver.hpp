@@ -54,6 +54,9 @@ struct CUctx_st {
     bool alive = true;    // false after cuCtxDestroy / last primary release
     int retain_count = 0; // primary contexts only
     unsigned flags = 0;
+    /// A kernel of this context faulted (SIMCUDA_FAULTS "sticky"): the context's calls answer
+    /// this error from then on, as a real one does after a device-side assert.
+    std::atomic<CUresult> sticky{CUDA_SUCCESS};
     std::mutex mu; // guards every stream queue of this context
     std::condition_variable cv;
     CUstream_st* legacy = nullptr;     // handle 0 / CU_STREAM_LEGACY / CU_STREAM_PER_THREAD
