@@ -4,6 +4,7 @@
 // compares stdout line for line: the checksums, the error codes of calls that must fail, and what
 // the program reads of its own memory (pointer attributes, a pool's and graphs' used memory).
 // The last line is JSON: the bytes the program took through each door, for the report's counts.
+// Then it resets the device, as the samples end.
 //   pitch    cudaMallocPitch/cudaMemcpy2D, cudaMalloc3D/cudaMemcpy3D, cuMemAllocPitch
 //   arrays   cudaMallocArray + a texture object, cudaMalloc3DArray + a surface object
 //   host     cudaHostAlloc (mapped), cudaHostRegister, cudaMallocHost
@@ -620,5 +621,7 @@ int main(int argc, char** argv) {
         context();
     CHECK(cudaDeviceSynchronize());
     std::printf("{\"malloc_calls\": %lld, \"malloc_bytes\": %lld}\n", g_malloc_calls, g_malloc_bytes);
+    std::fflush(stdout);
+    CHECK(cudaDeviceReset()); // as the samples end: the context goes before the exit's report
     return 0;
 }

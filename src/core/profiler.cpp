@@ -423,8 +423,8 @@ bool is_sticky_error(CUresult r) {
 } // namespace
 
 void Profiler::note_error(const DriverApi& api, CUresult r, PoolSlot* slot) noexcept {
-    if (!is_sticky_error(r))
-        return;
+    if (!is_sticky_error(r) || process_exiting())
+        return; // after the exit has begun the pools take no more requests
     if (!slot) {
         CUcontext ctx = nullptr;
         if (api.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx)
