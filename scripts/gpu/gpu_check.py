@@ -162,9 +162,16 @@ def check_faults(lib, bindir, artifacts=None):
                 prof = run([exe, kind, notice], env, preload=lib, timeout=120)
                 keep(artifacts, prof, f"fault_{kind}_{notice}_{mode.replace(' ', '_')}")
                 a, b = plain["stdout"].splitlines(), prof["stdout"].splitlines()
+                # A program that never looks before its frees: the real cudaFree synchronises and
+                # answers the fault, the pool's does not (design.md, "Faulted contexts"). From
+                # its first watched call (cudaMemGetInfo) on, the codes must agree.
+                start = 0
+                if notice == "none" and mode == "pool":
+                    start = next((i for i, ln in enumerate(a) if ln.startswith("cudaMemGetInfo")), 0)
                 differ = [(x, y) for x, y in zip(a, b) if x != y]
-                record(f"fault_after {kind} {notice} under the preload ({mode}): same codes and exit",
-                       prof["stdout"] == plain["stdout"] and prof["rc"] == plain["rc"] and bool(prof["reports"]),
+                record(f"fault_after {kind} {notice} under the preload ({mode}): same codes and exit"
+                       + (" from the first watched call" if start else ""),
+                       a[start:] == b[start:] and len(a) == len(b) and prof["rc"] == plain["rc"] and bool(prof["reports"]),
                        rc=prof["rc"], plain_rc=plain["rc"], lines_differ=differ[:10], lines=len(b),
                        plain_lines=len(a), reports=len(prof["reports"]), wall=round(prof["wall"], 2),
                        plain_wall=round(plain["wall"], 2), stderr=prof["stderr"][-600:])
