@@ -254,9 +254,11 @@ CUresult Profiler::mem_free_async(const DriverApi& api, CUdeviceptr ptr, CUstrea
 
 CUresult Profiler::mem_get_info(const DriverApi& api, std::size_t* free_bytes, std::size_t* total_bytes) noexcept {
     CUresult r = api.cuMemGetInfo_v2(free_bytes, total_bytes);
-    if (r != CUDA_SUCCESS) [[unlikely]]
+    if (r != CUDA_SUCCESS) [[unlikely]] {
         note_error(api, r);
-    if (r != CUDA_SUCCESS || !free_bytes || process_exiting())
+        return r;
+    }
+    if (!free_bytes || process_exiting())
         return r;
     CUdevice dev = 0;
     if (api.cuCtxGetDevice(&dev) != CUDA_SUCCESS)

@@ -9,8 +9,8 @@ import signal
 import subprocess
 import time
 
-from case_common import (MIB, Run, Checker, device_entry, report_text, stat, prog_env, collect, run_prog, both, both_ran, check_stats,
-                         read_json)
+from case_common import (MIB, Run, Checker, device_entry, report_text, stat, prog_env, collect, run_prog, both,
+                         both_ran, check_stats, read_json)
 
 
 def case_fork_child(args, tmp):

@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gpumemprof::sim {
@@ -75,9 +76,9 @@ bool parse_rule(const std::string& text, Faults* f) {
     if (what == "lost") {
         r.lose_context = true;
     } else {
-        const bool sticky = what.rfind("sticky:", 0) == 0;
-        r.sticky = sticky;
-        const char* digits = what.c_str() + (sticky ? 7 : 0);
+        static constexpr std::string_view kSticky = "sticky:";
+        r.sticky = what.rfind(kSticky, 0) == 0;
+        const char* digits = what.c_str() + (r.sticky ? kSticky.size() : 0);
         long code = std::strtol(digits, &end, 10);
         if (!*digits || *end || code <= 0)
             return false;
