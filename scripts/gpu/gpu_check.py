@@ -175,6 +175,19 @@ def check_faults(lib, bindir, artifacts=None):
                        rc=prof["rc"], plain_rc=plain["rc"], lines_differ=differ[:10], lines=len(b),
                        plain_lines=len(a), reports=len(prof["reports"]), wall=round(prof["wall"], 2),
                        plain_wall=round(plain["wall"], 2), stderr=prof["stderr"][-600:])
+    # The same in a PyTorch program (a device-side assert from an index out of range), its own
+    # allocator attached: PyTorch's answers after the fault must be what it answers alone.
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_fault.py")
+    for notice in ("sync", "item", "none"):
+        plain = run([sys.executable, script, notice], timeout=300)
+        prof = run([sys.executable, script, notice], {"GPUMEMPROF_TORCH": "attach"}, preload=lib, timeout=300)
+        keep(artifacts, prof, f"torch_fault_{notice}")
+        a, b = plain["stdout"].splitlines(), prof["stdout"].splitlines()
+        faulted = any("device-side assert" in ln for ln in a)
+        record(f"torch_fault {notice} under the preload (attached): same answers and exit",
+               a == b and faulted and a[-1:] == ["done"] and prof["rc"] == plain["rc"] and bool(prof["reports"]),
+               rc=prof["rc"], plain_rc=plain["rc"], lines_differ=[(x, y) for x, y in zip(a, b) if x != y][:10],
+               plain=a, reports=len(prof["reports"]), stderr=prof["stderr"][-600:])
 
 
 def check_cross_stream(lib, bindir, tries):
