@@ -69,6 +69,17 @@
     HOOK(cuStreamSynchronize, 2000)                                                                                    \
     HOOK(cuStreamSynchronize_ptsz, 7000)                                                                               \
     HOOK(cuEventSynchronize, 2000)                                                                                     \
+    /* copies that wait for the device: where a program that reads its results back learns of a fault */               \
+    HOOK(cuMemcpy, 4000)                                                                                               \
+    HOOK(cuMemcpy_ptds, 7000)                                                                                          \
+    HOOK(cuMemcpyHtoD_v2, 3020)                                                                                        \
+    HOOK(cuMemcpyHtoD_v2_ptds, 7000)                                                                                   \
+    HOOK(cuMemcpyDtoH_v2, 3020)                                                                                        \
+    HOOK(cuMemcpyDtoH_v2_ptds, 7000)                                                                                   \
+    HOOK(cuMemcpyDtoD_v2, 3020)                                                                                        \
+    HOOK(cuMemcpyDtoD_v2_ptds, 7000)                                                                                   \
+    HOOK(cuMemcpyAsync, 4000)                                                                                          \
+    HOOK(cuMemcpyAsync_ptsz, 7000)                                                                                     \
     CALL(cuEventDestroy_v2)                                                                                            \
     /* what the driver takes for itself (core/driver_footprint.hpp) */                                                 \
     HOOK(cuModuleLoad, 2000)                                                                                           \

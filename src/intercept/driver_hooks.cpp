@@ -428,6 +428,57 @@ CUresult cuEventSynchronize(CUevent e) {
     return prof().watch_errors(*api, [&] { return api->cuEventSynchronize(e); });
 }
 
+// ---- copies: a synchronous one waits for the device, and any copy answers a fault already seen ----
+CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuMemcpy);
+    return prof().watch_errors(*api, [&] { return api->cuMemcpy(dst, src, n); });
+}
+
+CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuMemcpy_ptds);
+    return prof().watch_errors(*api, [&] { return api->cuMemcpy_ptds(dst, src, n); });
+}
+
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t n) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuMemcpyHtoD_v2);
+    return prof().watch_errors(*api, [&] { return api->cuMemcpyHtoD_v2(dst, src, n); });
+}
+
+CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void* src, size_t n) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuMemcpyHtoD_v2_ptds);
+    return prof().watch_errors(*api, [&] { return api->cuMemcpyHtoD_v2_ptds(dst, src, n); });
+}
+
+CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t n) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuMemcpyDtoH_v2);
+    return prof().watch_errors(*api, [&] { return api->cuMemcpyDtoH_v2(dst, src, n); });
+}
+
+CUresult cuMemcpyDtoH_v2_ptds(void* dst, CUdeviceptr src, size_t n) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuMemcpyDtoH_v2_ptds);
+    return prof().watch_errors(*api, [&] { return api->cuMemcpyDtoH_v2_ptds(dst, src, n); });
+}
+
+CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuMemcpyDtoD_v2);
+    return prof().watch_errors(*api, [&] { return api->cuMemcpyDtoD_v2(dst, src, n); });
+}
+
+CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuMemcpyDtoD_v2_ptds);
+    return prof().watch_errors(*api, [&] { return api->cuMemcpyDtoD_v2_ptds(dst, src, n); });
+}
+
+CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuMemcpyAsync);
+    return prof().watch_errors(*api, [&] { return api->cuMemcpyAsync(dst, src, n, s); });
+}
+
+CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuMemcpyAsync_ptsz);
+    return prof().watch_errors(*api, [&] { return api->cuMemcpyAsync_ptsz(dst, src, n, s); });
+}
+
 // ---- context lifetime: a pool must never outlive its context ------------------------------------
 CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuCtxCreate_v2);

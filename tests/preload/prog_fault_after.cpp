@@ -3,7 +3,8 @@
 // makes the first launch's context sticky (SIMCUDA_FAULTS=cuLaunchKernel@1=sticky:710): from then
 // on it answers CUDA_ERROR_ASSERT, as a real one does after a device-side assert. argv[1] says
 // how the program learns of it first: "device" (cudaDeviceSynchronize), "stream"
-// (cudaStreamSynchronize), "launch" (its next kernel launch). Each call's code is printed.
+// (cudaStreamSynchronize), "launch" (its next kernel launch), "copy" (reading a result back with
+// cudaMemcpy), "copy_async" (cudaMemcpyAsync). Each call's code is printed.
 #include "common.hpp"
 
 #include <cuda.h>
@@ -14,6 +15,7 @@
 int main(int argc, char** argv) {
     const char* notice = argc > 1 ? argv[1] : "device";
     void *small = nullptr, *large = nullptr, *spare = nullptr;
+    unsigned char host[64] = {};
     MUST(cudaMalloc(&small, 4096));
     MUST(cudaMalloc(&large, 32 * kMiB));
     MUST(cudaMalloc(&spare, 4096));
@@ -32,6 +34,10 @@ int main(int argc, char** argv) {
         put("sync", cudaDeviceSynchronize());
     else if (std::strcmp(notice, "stream") == 0)
         put("sync", cudaStreamSynchronize(s));
+    else if (std::strcmp(notice, "copy") == 0)
+        put("sync", cudaMemcpy(host, small, sizeof host, cudaMemcpyDeviceToHost));
+    else if (std::strcmp(notice, "copy_async") == 0)
+        put("sync", cudaMemcpyAsync(host, small, sizeof host, cudaMemcpyDeviceToHost, s));
     else
         put("sync", cuLaunchKernel(kernel, 1, 1, 1, 32, 1, 1, 0, s, nullptr, nullptr));
     void* again = nullptr;

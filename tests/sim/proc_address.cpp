@@ -95,6 +95,8 @@ const Impl kImpl[] = {
     SIM_ABI(cuMemcpyDtoD, 2000, cuMemcpyDtoD),
     SIM_ABI(cuMemcpyDtoD, 3020, cuMemcpyDtoD_v2),
     SIM_ABI_PT(cuMemcpyDtoD, 7000, ptds, cuMemcpyDtoD_v2_ptds),
+    SIM_ABI(cuMemcpy, 4000, cuMemcpy),
+    SIM_ABI_PT(cuMemcpy, 7000, ptds, cuMemcpy_ptds),
     SIM_ABI(cuMemcpyAsync, 4000, cuMemcpyAsync),
     SIM_ABI_PT(cuMemcpyAsync, 7000, ptsz, cuMemcpyAsync_ptsz),
     SIM_ABI(cuMemsetD8, 2000, cuMemsetD8),

@@ -662,6 +662,14 @@ SIM_EXPORT CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_
 SIM_EXPORT CUresult cuMemcpyDtoD(CUdeviceptr_v1 dst, CUdeviceptr_v1 src, unsigned int n) {
     SIM_COUNTED("cuMemcpyDtoD", memcpy_sync(vp(dst), vp(src), n, true, true));
 }
+// Unified addressing: either side may be host or device memory (what the runtime's
+// cudaMemcpyDefault may use).
+SIM_EXPORT CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+    SIM_COUNTED("cuMemcpy", memcpy_sync(vp(dst), vp(src), n, false, false));
+}
+SIM_EXPORT CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+    SIM_COUNTED("cuMemcpy_ptds", memcpy_sync(vp(dst), vp(src), n, false, false));
+}
 SIM_EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h) {
     SIM_COUNTED("cuMemcpyAsync", memcpy_async(dst, src, n, h));
 }
