@@ -80,6 +80,12 @@
     HOOK(cuMemcpyDtoD_v2_ptds, 7000)                                                                                   \
     HOOK(cuMemcpyAsync, 4000)                                                                                          \
     HOOK(cuMemcpyAsync_ptsz, 7000)                                                                                     \
+    HOOK(cuMemcpyHtoDAsync_v2, 3020)                                                                                   \
+    HOOK(cuMemcpyHtoDAsync_v2_ptsz, 7000)                                                                              \
+    HOOK(cuMemcpyDtoHAsync_v2, 3020)                                                                                   \
+    HOOK(cuMemcpyDtoHAsync_v2_ptsz, 7000)                                                                              \
+    HOOK(cuMemcpyDtoDAsync_v2, 3020)                                                                                   \
+    HOOK(cuMemcpyDtoDAsync_v2_ptsz, 7000)                                                                              \
     CALL(cuEventDestroy_v2)                                                                                            \
     /* what the driver takes for itself (core/driver_footprint.hpp) */                                                 \
     HOOK(cuModuleLoad, 2000)                                                                                           \

@@ -479,6 +479,36 @@ CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream
     return prof().watch_errors(*api, [&] { return api->cuMemcpyAsync_ptsz(dst, src, n, s); });
 }
 
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t n, CUstream s) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuMemcpyHtoDAsync_v2);
+    return prof().watch_errors(*api, [&] { return api->cuMemcpyHtoDAsync_v2(dst, src, n, s); });
+}
+
+CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void* src, size_t n, CUstream s) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuMemcpyHtoDAsync_v2_ptsz);
+    return prof().watch_errors(*api, [&] { return api->cuMemcpyHtoDAsync_v2_ptsz(dst, src, n, s); });
+}
+
+CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, CUstream s) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuMemcpyDtoHAsync_v2);
+    return prof().watch_errors(*api, [&] { return api->cuMemcpyDtoHAsync_v2(dst, src, n, s); });
+}
+
+CUresult cuMemcpyDtoHAsync_v2_ptsz(void* dst, CUdeviceptr src, size_t n, CUstream s) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuMemcpyDtoHAsync_v2_ptsz);
+    return prof().watch_errors(*api, [&] { return api->cuMemcpyDtoHAsync_v2_ptsz(dst, src, n, s); });
+}
+
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuMemcpyDtoDAsync_v2);
+    return prof().watch_errors(*api, [&] { return api->cuMemcpyDtoDAsync_v2(dst, src, n, s); });
+}
+
+CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+    GPUMEMPROF_REAL_OR_RETURN(api, cuMemcpyDtoDAsync_v2_ptsz);
+    return prof().watch_errors(*api, [&] { return api->cuMemcpyDtoDAsync_v2_ptsz(dst, src, n, s); });
+}
+
 // ---- context lifetime: a pool must never outlive its context ------------------------------------
 CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuCtxCreate_v2);

@@ -634,6 +634,12 @@ SIM_EXPORT CUresult cuGraphDestroy(CUgraph hGraph) {
 static void* vp(CUdeviceptr p) {
     return reinterpret_cast<void*>(p);
 }
+static CUdeviceptr dp_of(CUdeviceptr p) {
+    return p;
+}
+static CUdeviceptr dp_of(const void* p) {
+    return reinterpret_cast<CUdeviceptr>(p);
+}
 
 SIM_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t n) {
     SIM_COUNTED("cuMemcpyHtoD_v2", memcpy_sync(vp(dst), src, n, true, false));
@@ -675,6 +681,24 @@ SIM_EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CU
 }
 SIM_EXPORT CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h) {
     SIM_COUNTED("cuMemcpyAsync_ptsz", memcpy_async(dst, src, n, h));
+}
+SIM_EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t n, CUstream h) {
+    SIM_COUNTED("cuMemcpyHtoDAsync_v2", memcpy_async(dp_of(dst), dp_of(src), n, h));
+}
+SIM_EXPORT CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void* src, size_t n, CUstream h) {
+    SIM_COUNTED("cuMemcpyHtoDAsync_v2_ptsz", memcpy_async(dp_of(dst), dp_of(src), n, h));
+}
+SIM_EXPORT CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, CUstream h) {
+    SIM_COUNTED("cuMemcpyDtoHAsync_v2", memcpy_async(dp_of(dst), dp_of(src), n, h));
+}
+SIM_EXPORT CUresult cuMemcpyDtoHAsync_v2_ptsz(void* dst, CUdeviceptr src, size_t n, CUstream h) {
+    SIM_COUNTED("cuMemcpyDtoHAsync_v2_ptsz", memcpy_async(dp_of(dst), dp_of(src), n, h));
+}
+SIM_EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h) {
+    SIM_COUNTED("cuMemcpyDtoDAsync_v2", memcpy_async(dp_of(dst), dp_of(src), n, h));
+}
+SIM_EXPORT CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h) {
+    SIM_COUNTED("cuMemcpyDtoDAsync_v2_ptsz", memcpy_async(dp_of(dst), dp_of(src), n, h));
 }
 SIM_EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char uc, size_t n) {
     SIM_COUNTED("cuMemsetD8_v2", memset_d8(dst, uc, n, nullptr, true));
