@@ -412,102 +412,36 @@ CUresult cuCtxSynchronize_v2(CUcontext ctx) {
     return prof().ctx_synchronize(*api, ctx, [&] { return api->cuCtxSynchronize_v2(ctx); });
 }
 
-// ---- waits: where a program may first learn that one of its kernels faulted ---------------------
-CUresult cuStreamSynchronize(CUstream s) {
-    GPUMEMPROF_REAL_OR_RETURN(api, cuStreamSynchronize);
-    return prof().watch_errors(*api, [&] { return api->cuStreamSynchronize(s); });
-}
-
-CUresult cuStreamSynchronize_ptsz(CUstream s) {
-    GPUMEMPROF_REAL_OR_RETURN(api, cuStreamSynchronize_ptsz);
-    return prof().watch_errors(*api, [&] { return api->cuStreamSynchronize_ptsz(s); });
-}
-
-CUresult cuEventSynchronize(CUevent e) {
-    GPUMEMPROF_REAL_OR_RETURN(api, cuEventSynchronize);
-    return prof().watch_errors(*api, [&] { return api->cuEventSynchronize(e); });
-}
-
-// ---- copies: a synchronous one waits for the device, and any copy answers a fault already seen ----
-CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) {
-    GPUMEMPROF_REAL_OR_RETURN(api, cuMemcpy);
-    return prof().watch_errors(*api, [&] { return api->cuMemcpy(dst, src, n); });
-}
-
-CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) {
-    GPUMEMPROF_REAL_OR_RETURN(api, cuMemcpy_ptds);
-    return prof().watch_errors(*api, [&] { return api->cuMemcpy_ptds(dst, src, n); });
-}
-
-CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t n) {
-    GPUMEMPROF_REAL_OR_RETURN(api, cuMemcpyHtoD_v2);
-    return prof().watch_errors(*api, [&] { return api->cuMemcpyHtoD_v2(dst, src, n); });
-}
-
-CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void* src, size_t n) {
-    GPUMEMPROF_REAL_OR_RETURN(api, cuMemcpyHtoD_v2_ptds);
-    return prof().watch_errors(*api, [&] { return api->cuMemcpyHtoD_v2_ptds(dst, src, n); });
-}
-
-CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t n) {
-    GPUMEMPROF_REAL_OR_RETURN(api, cuMemcpyDtoH_v2);
-    return prof().watch_errors(*api, [&] { return api->cuMemcpyDtoH_v2(dst, src, n); });
-}
-
-CUresult cuMemcpyDtoH_v2_ptds(void* dst, CUdeviceptr src, size_t n) {
-    GPUMEMPROF_REAL_OR_RETURN(api, cuMemcpyDtoH_v2_ptds);
-    return prof().watch_errors(*api, [&] { return api->cuMemcpyDtoH_v2_ptds(dst, src, n); });
-}
-
-CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) {
-    GPUMEMPROF_REAL_OR_RETURN(api, cuMemcpyDtoD_v2);
-    return prof().watch_errors(*api, [&] { return api->cuMemcpyDtoD_v2(dst, src, n); });
-}
-
-CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) {
-    GPUMEMPROF_REAL_OR_RETURN(api, cuMemcpyDtoD_v2_ptds);
-    return prof().watch_errors(*api, [&] { return api->cuMemcpyDtoD_v2_ptds(dst, src, n); });
-}
-
-CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
-    GPUMEMPROF_REAL_OR_RETURN(api, cuMemcpyAsync);
-    return prof().watch_errors(*api, [&] { return api->cuMemcpyAsync(dst, src, n, s); });
-}
-
-CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
-    GPUMEMPROF_REAL_OR_RETURN(api, cuMemcpyAsync_ptsz);
-    return prof().watch_errors(*api, [&] { return api->cuMemcpyAsync_ptsz(dst, src, n, s); });
-}
-
-CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t n, CUstream s) {
-    GPUMEMPROF_REAL_OR_RETURN(api, cuMemcpyHtoDAsync_v2);
-    return prof().watch_errors(*api, [&] { return api->cuMemcpyHtoDAsync_v2(dst, src, n, s); });
-}
-
-CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void* src, size_t n, CUstream s) {
-    GPUMEMPROF_REAL_OR_RETURN(api, cuMemcpyHtoDAsync_v2_ptsz);
-    return prof().watch_errors(*api, [&] { return api->cuMemcpyHtoDAsync_v2_ptsz(dst, src, n, s); });
-}
-
-CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, CUstream s) {
-    GPUMEMPROF_REAL_OR_RETURN(api, cuMemcpyDtoHAsync_v2);
-    return prof().watch_errors(*api, [&] { return api->cuMemcpyDtoHAsync_v2(dst, src, n, s); });
-}
-
-CUresult cuMemcpyDtoHAsync_v2_ptsz(void* dst, CUdeviceptr src, size_t n, CUstream s) {
-    GPUMEMPROF_REAL_OR_RETURN(api, cuMemcpyDtoHAsync_v2_ptsz);
-    return prof().watch_errors(*api, [&] { return api->cuMemcpyDtoHAsync_v2_ptsz(dst, src, n, s); });
-}
-
-CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
-    GPUMEMPROF_REAL_OR_RETURN(api, cuMemcpyDtoDAsync_v2);
-    return prof().watch_errors(*api, [&] { return api->cuMemcpyDtoDAsync_v2(dst, src, n, s); });
-}
-
-CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
-    GPUMEMPROF_REAL_OR_RETURN(api, cuMemcpyDtoDAsync_v2_ptsz);
-    return prof().watch_errors(*api, [&] { return api->cuMemcpyDtoDAsync_v2_ptsz(dst, src, n, s); });
-}
+// ---- waits and copies: where a program may first learn that one of its kernels faulted -----------
+// Exact pass-throughs; a sticky error in the answer is noted (Profiler::note_error). A synchronous
+// copy waits for the device, and any copy answers a fault the driver has already seen.
+#define GPUMEMPROF_WATCHED(fn, params, args)                                                                           \
+    CUresult fn params {                                                                                               \
+        GPUMEMPROF_REAL_OR_RETURN(api, fn);                                                                            \
+        return prof().watch_errors(*api, [&] { return api->fn args; });                                                \
+    }
+GPUMEMPROF_WATCHED(cuStreamSynchronize, (CUstream s), (s))
+GPUMEMPROF_WATCHED(cuStreamSynchronize_ptsz, (CUstream s), (s))
+GPUMEMPROF_WATCHED(cuEventSynchronize, (CUevent e), (e))
+GPUMEMPROF_WATCHED(cuMemcpy, (CUdeviceptr dst, CUdeviceptr src, size_t n), (dst, src, n))
+GPUMEMPROF_WATCHED(cuMemcpy_ptds, (CUdeviceptr dst, CUdeviceptr src, size_t n), (dst, src, n))
+GPUMEMPROF_WATCHED(cuMemcpyHtoD_v2, (CUdeviceptr dst, const void* src, size_t n), (dst, src, n))
+GPUMEMPROF_WATCHED(cuMemcpyHtoD_v2_ptds, (CUdeviceptr dst, const void* src, size_t n), (dst, src, n))
+GPUMEMPROF_WATCHED(cuMemcpyDtoH_v2, (void* dst, CUdeviceptr src, size_t n), (dst, src, n))
+GPUMEMPROF_WATCHED(cuMemcpyDtoH_v2_ptds, (void* dst, CUdeviceptr src, size_t n), (dst, src, n))
+GPUMEMPROF_WATCHED(cuMemcpyDtoD_v2, (CUdeviceptr dst, CUdeviceptr src, size_t n), (dst, src, n))
+GPUMEMPROF_WATCHED(cuMemcpyDtoD_v2_ptds, (CUdeviceptr dst, CUdeviceptr src, size_t n), (dst, src, n))
+GPUMEMPROF_WATCHED(cuMemcpyAsync, (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s), (dst, src, n, s))
+GPUMEMPROF_WATCHED(cuMemcpyAsync_ptsz, (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s), (dst, src, n, s))
+GPUMEMPROF_WATCHED(cuMemcpyHtoDAsync_v2, (CUdeviceptr dst, const void* src, size_t n, CUstream s), (dst, src, n, s))
+GPUMEMPROF_WATCHED(cuMemcpyHtoDAsync_v2_ptsz, (CUdeviceptr dst, const void* src, size_t n, CUstream s),
+                   (dst, src, n, s))
+GPUMEMPROF_WATCHED(cuMemcpyDtoHAsync_v2, (void* dst, CUdeviceptr src, size_t n, CUstream s), (dst, src, n, s))
+GPUMEMPROF_WATCHED(cuMemcpyDtoHAsync_v2_ptsz, (void* dst, CUdeviceptr src, size_t n, CUstream s), (dst, src, n, s))
+GPUMEMPROF_WATCHED(cuMemcpyDtoDAsync_v2, (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s), (dst, src, n, s))
+GPUMEMPROF_WATCHED(cuMemcpyDtoDAsync_v2_ptsz, (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s),
+                   (dst, src, n, s))
+#undef GPUMEMPROF_WATCHED
 
 // ---- context lifetime: a pool must never outlive its context ------------------------------------
 CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
