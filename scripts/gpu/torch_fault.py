@@ -4,6 +4,7 @@ bad label or token id does. It catches each error and goes on, printing one line
 it did and what PyTorch answered (the first line of the error). gpu_check.py's `faults` runs it
 alone and preloaded with PyTorch's allocator attached; the lines and the exit status must match."""
 import sys
+import time
 
 import torch
 
@@ -30,6 +31,8 @@ def main():
         attempt("torch.cuda.synchronize()", torch.cuda.synchronize)
     elif notice == "item":
         attempt("a value read back (.item())", lambda: float(table.sum().item()))
+    else:
+        time.sleep(0.2)  # no look: give the device the time to reach the fault
     attempt("a tensor from PyTorch's cache", lambda: tuple(torch.empty(1 << 20, device="cuda").shape))
     attempt("a new 1 GiB tensor", lambda: tuple(torch.empty(1 << 28, device="cuda").shape))
     attempt("a kernel on the cached tensor", lambda: round(float(kept[0].fill_(1).sum()), 3))
