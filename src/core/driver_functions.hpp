@@ -69,7 +69,7 @@
     HOOK(cuStreamSynchronize, 2000)                                                                                    \
     HOOK(cuStreamSynchronize_ptsz, 7000)                                                                               \
     HOOK(cuEventSynchronize, 2000)                                                                                     \
-    /* copies that wait for the device: where a program that reads its results back learns of a fault */               \
+    /* copies: where a program that reads its results back learns of a fault (Profiler::note_error) */                 \
     HOOK(cuMemcpy, 4000)                                                                                               \
     HOOK(cuMemcpy_ptds, 7000)                                                                                          \
     HOOK(cuMemcpyHtoD_v2, 3020)                                                                                        \
