@@ -3,11 +3,12 @@
 // device-side assert or an illegal address leaves the context unusable (a "sticky" error): the
 // driver answers most later calls with that error. gpu_check.py runs this alone and under the
 // preload (pool on and off) and compares what it prints: each call's code, in order, and the exit
-// status. Usage: fault_after assert|illegal device|stream|copy|copy_async|none [probe]
+// status. Usage: fault_after assert|illegal device|stream|copy|copy_async|memset|memset_async|none [probe]
 //   device  the program learns of the fault from cudaDeviceSynchronize
 //   stream  ... from cudaStreamSynchronize
 //   copy    ... from reading a result back with cudaMemcpy
 //   copy_async  ... from cudaMemcpyAsync to the host, on the faulted stream
+//   memset  ... from cudaMemset; memset_async: from cudaMemsetAsync on the faulted stream
 //   none    it does not look: its next calls are frees and allocations
 //   probe   (alone) also print which cheap driver calls report the sticky error, and their cost
 #include <cassert>
@@ -89,7 +90,7 @@ void probe_driver(CUdeviceptr live) {
 
 int main(int argc, char** argv) {
     if (argc < 3) {
-        std::fprintf(stderr, "usage: %s assert|illegal device|stream|copy|copy_async|none [probe]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s assert|illegal device|stream|copy|copy_async|memset|memset_async|none [probe]\n", argv[0]);
         return 2;
     }
     const bool use_assert = std::strcmp(argv[1], "assert") == 0;
@@ -122,6 +123,10 @@ int main(int argc, char** argv) {
         say("cudaMemcpy to the host", cudaMemcpy(host, small, sizeof host, cudaMemcpyDeviceToHost));
     else if (std::strcmp(notice, "copy_async") == 0)
         say("cudaMemcpyAsync to the host", cudaMemcpyAsync(host, small, sizeof host, cudaMemcpyDeviceToHost, s));
+    else if (std::strcmp(notice, "memset") == 0)
+        say("cudaMemset", cudaMemset(small, 0, 4096));
+    else if (std::strcmp(notice, "memset_async") == 0)
+        say("cudaMemsetAsync", cudaMemsetAsync(small, 0, 4096, s));
     else {
         // The fault happens while the host goes on; give the device the time to reach it.
         const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);

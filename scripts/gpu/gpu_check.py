@@ -156,7 +156,7 @@ def check_faults(lib, bindir, artifacts=None):
     record("fault_after: which driver calls report a sticky error (alone)", probe["rc"] == 3,
            rc=probe["rc"], probes=[ln for ln in probe["stdout"].splitlines() if ln.startswith("probe")])
     for kind in ("assert", "illegal"):
-        for notice in ("device", "stream", "copy", "copy_async", "none"):
+        for notice in ("device", "stream", "copy", "copy_async", "memset", "memset_async", "none"):
             plain = run([exe, kind, notice])
             for mode, env in (("pool", {}), ("no pool", {"GPUMEMPROF_POOL": "0"})):
                 prof = run([exe, kind, notice], env, preload=lib, timeout=120)

@@ -86,6 +86,19 @@
     HOOK(cuMemcpyDtoHAsync_v2_ptsz, 7000)                                                                              \
     HOOK(cuMemcpyDtoDAsync_v2, 3020)                                                                                   \
     HOOK(cuMemcpyDtoDAsync_v2_ptsz, 7000)                                                                              \
+    /* memsets: a fault the driver has seen is answered here too (Profiler::note_error) */                             \
+    HOOK(cuMemsetD8_v2, 3020)                                                                                          \
+    HOOK(cuMemsetD8_v2_ptds, 7000)                                                                                     \
+    HOOK(cuMemsetD8Async, 3020)                                                                                        \
+    HOOK(cuMemsetD8Async_ptsz, 7000)                                                                                   \
+    HOOK(cuMemsetD16_v2, 3020)                                                                                         \
+    HOOK(cuMemsetD16_v2_ptds, 7000)                                                                                    \
+    HOOK(cuMemsetD16Async, 3020)                                                                                       \
+    HOOK(cuMemsetD16Async_ptsz, 7000)                                                                                  \
+    HOOK(cuMemsetD32_v2, 3020)                                                                                         \
+    HOOK(cuMemsetD32_v2_ptds, 7000)                                                                                    \
+    HOOK(cuMemsetD32Async, 3020)                                                                                       \
+    HOOK(cuMemsetD32Async_ptsz, 7000)                                                                                  \
     CALL(cuEventDestroy_v2)                                                                                            \
     /* what the driver takes for itself (core/driver_footprint.hpp) */                                                 \
     HOOK(cuModuleLoad, 2000)                                                                                           \

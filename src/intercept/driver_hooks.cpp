@@ -412,9 +412,9 @@ CUresult cuCtxSynchronize_v2(CUcontext ctx) {
     return prof().ctx_synchronize(*api, ctx, [&] { return api->cuCtxSynchronize_v2(ctx); });
 }
 
-// ---- waits and copies: where a program may first learn that one of its kernels faulted -----------
+// ---- waits, copies, memsets: where a program may first learn that one of its kernels faulted ----
 // Exact pass-throughs; a sticky error in the answer is noted (Profiler::note_error). A synchronous
-// copy waits for the device, and any copy answers a fault the driver has already seen.
+// copy waits for the device, and any copy or memset answers a fault the driver has already seen.
 #define GPUMEMPROF_WATCHED(fn, params, args)                                                                           \
     CUresult fn params {                                                                                               \
         GPUMEMPROF_REAL_OR_RETURN(api, fn);                                                                            \
@@ -441,6 +441,18 @@ GPUMEMPROF_WATCHED(cuMemcpyDtoHAsync_v2_ptsz, (void* dst, CUdeviceptr src, size_
 GPUMEMPROF_WATCHED(cuMemcpyDtoDAsync_v2, (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s), (dst, src, n, s))
 GPUMEMPROF_WATCHED(cuMemcpyDtoDAsync_v2_ptsz, (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s),
                    (dst, src, n, s))
+GPUMEMPROF_WATCHED(cuMemsetD8_v2, (CUdeviceptr dst, unsigned char v, size_t n), (dst, v, n))
+GPUMEMPROF_WATCHED(cuMemsetD8_v2_ptds, (CUdeviceptr dst, unsigned char v, size_t n), (dst, v, n))
+GPUMEMPROF_WATCHED(cuMemsetD8Async, (CUdeviceptr dst, unsigned char v, size_t n, CUstream s), (dst, v, n, s))
+GPUMEMPROF_WATCHED(cuMemsetD8Async_ptsz, (CUdeviceptr dst, unsigned char v, size_t n, CUstream s), (dst, v, n, s))
+GPUMEMPROF_WATCHED(cuMemsetD16_v2, (CUdeviceptr dst, unsigned short v, size_t n), (dst, v, n))
+GPUMEMPROF_WATCHED(cuMemsetD16_v2_ptds, (CUdeviceptr dst, unsigned short v, size_t n), (dst, v, n))
+GPUMEMPROF_WATCHED(cuMemsetD16Async, (CUdeviceptr dst, unsigned short v, size_t n, CUstream s), (dst, v, n, s))
+GPUMEMPROF_WATCHED(cuMemsetD16Async_ptsz, (CUdeviceptr dst, unsigned short v, size_t n, CUstream s), (dst, v, n, s))
+GPUMEMPROF_WATCHED(cuMemsetD32_v2, (CUdeviceptr dst, unsigned int v, size_t n), (dst, v, n))
+GPUMEMPROF_WATCHED(cuMemsetD32_v2_ptds, (CUdeviceptr dst, unsigned int v, size_t n), (dst, v, n))
+GPUMEMPROF_WATCHED(cuMemsetD32Async, (CUdeviceptr dst, unsigned int v, size_t n, CUstream s), (dst, v, n, s))
+GPUMEMPROF_WATCHED(cuMemsetD32Async_ptsz, (CUdeviceptr dst, unsigned int v, size_t n, CUstream s), (dst, v, n, s))
 #undef GPUMEMPROF_WATCHED
 
 // ---- context lifetime: a pool must never outlive its context ------------------------------------

@@ -265,14 +265,14 @@ def case_sigterm(args, tmp):
 def case_fault_after(args, tmp):
     """A kernel faults (the simulated driver's context turns sticky: CUDA_ERROR_ASSERT, 710, to
     every later call that uses it). Whether the program learns of it from a device or a stream
-    synchronisation, a launch or a copy back to the host, its later frees and allocations answer
+    synchronisation, a launch, a copy back to the host or a memset, its later frees and allocations answer
     710 under the preload as alone, though the pool could serve them without the driver; the exit
     status is the same and a report is still written."""
     c = Checker(args.case)
     runs = []
     keys = ["sync", "malloc_small_after", "free_small", "free_large", "malloc_large_after", "mem_get_info",
             "last_error"]
-    for notice in ("device", "stream", "launch", "copy", "copy_async"):
+    for notice in ("device", "stream", "launch", "copy", "copy_async", "memset", "memset_async"):
         env = {"SIMCUDA_FAULTS": "cuLaunchKernel@1=sticky:710"}
         plain = run_prog(args, tmp, "plain-" + notice, False, env, argv=(notice,))
         pre = run_prog(args, tmp, "preload-" + notice, True, env, argv=(notice,))

@@ -4,7 +4,8 @@
 // on it answers CUDA_ERROR_ASSERT, as a real one does after a device-side assert. argv[1] says
 // how the program learns of it first: "device" (cudaDeviceSynchronize), "stream"
 // (cudaStreamSynchronize), "launch" (its next kernel launch), "copy" (reading a result back with
-// cudaMemcpy), "copy_async" (cudaMemcpyAsync). Each call's code is printed.
+// cudaMemcpy), "copy_async" (cudaMemcpyAsync), "memset" (cudaMemset), "memset_async"
+// (cudaMemsetAsync). Each call's code is printed.
 #include "common.hpp"
 
 #include <cuda.h>
@@ -38,6 +39,10 @@ int main(int argc, char** argv) {
         put("sync", cudaMemcpy(host, small, sizeof host, cudaMemcpyDeviceToHost));
     else if (std::strcmp(notice, "copy_async") == 0)
         put("sync", cudaMemcpyAsync(host, small, sizeof host, cudaMemcpyDeviceToHost, s));
+    else if (std::strcmp(notice, "memset") == 0)
+        put("sync", cudaMemset(small, 0, 4096));
+    else if (std::strcmp(notice, "memset_async") == 0)
+        put("sync", cudaMemsetAsync(small, 0, 4096, s));
     else
         put("sync", cuLaunchKernel(kernel, 1, 1, 1, 32, 1, 1, 0, s, nullptr, nullptr));
     void* again = nullptr;

@@ -4,6 +4,7 @@
 #include "sim_driver.hpp"
 
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <new>
 #include <pthread.h>
@@ -177,21 +178,31 @@ CUresult memcpy_async(CUdeviceptr dst, CUdeviceptr src, std::size_t n, CUstream 
     return CUDA_SUCCESS;
 }
 
-CUresult memset_d8(CUdeviceptr dst, unsigned char v, std::size_t n, CUstream h, bool sync) {
+// cuMemsetD8/D16/D32: n elements of `width` bytes, each set to the low `width` bytes of v.
+// The real driver wants dst aligned to the element (CUDA_ERROR_INVALID_VALUE otherwise).
+CUresult memset_words(CUdeviceptr dst, unsigned v, std::size_t width, std::size_t n, CUstream h, bool sync) {
     CUstream_st* s = nullptr;
     if (CUresult r = stream_for_call(h, &s))
         return r;
     if (n == 0)
         return CUDA_SUCCESS;
-    if (!valid_range(dst, n))
+    if (dst % width != 0 || n > SIZE_MAX / width || !valid_range(dst, n * width))
         return CUDA_ERROR_INVALID_VALUE;
-    auto fn = [=] { std::memset(reinterpret_cast<void*>(dst), v, n); };
+    auto fn = [=] {
+        auto* out = reinterpret_cast<unsigned char*>(dst);
+        for (std::size_t i = 0; i < n; ++i)
+            std::memcpy(out + i * width, &v, width); // little-endian: the low bytes first
+    };
     if (sync) {
         run_sync(s, fn);
     } else {
         enqueue(s, fn);
     }
     return CUDA_SUCCESS;
+}
+
+CUresult memset_d8(CUdeviceptr dst, unsigned char v, std::size_t n, CUstream h, bool sync) {
+    return memset_words(dst, v, 1, n, h, sync);
 }
 
 CUresult stream_create(CUstream* ph, unsigned flags, int priority) {
@@ -714,4 +725,28 @@ SIM_EXPORT CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char uc, size_t n,
 }
 SIM_EXPORT CUresult cuMemsetD8Async_ptsz(CUdeviceptr dst, unsigned char uc, size_t n, CUstream h) {
     SIM_COUNTED("cuMemsetD8Async_ptsz", memset_d8(dst, uc, n, h, false));
+}
+SIM_EXPORT CUresult cuMemsetD16_v2(CUdeviceptr dst, unsigned short us, size_t n) {
+    SIM_COUNTED("cuMemsetD16_v2", memset_words(dst, us, 2, n, nullptr, true));
+}
+SIM_EXPORT CUresult cuMemsetD16_v2_ptds(CUdeviceptr dst, unsigned short us, size_t n) {
+    SIM_COUNTED("cuMemsetD16_v2_ptds", memset_words(dst, us, 2, n, nullptr, true));
+}
+SIM_EXPORT CUresult cuMemsetD16Async(CUdeviceptr dst, unsigned short us, size_t n, CUstream h) {
+    SIM_COUNTED("cuMemsetD16Async", memset_words(dst, us, 2, n, h, false));
+}
+SIM_EXPORT CUresult cuMemsetD16Async_ptsz(CUdeviceptr dst, unsigned short us, size_t n, CUstream h) {
+    SIM_COUNTED("cuMemsetD16Async_ptsz", memset_words(dst, us, 2, n, h, false));
+}
+SIM_EXPORT CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned int ui, size_t n) {
+    SIM_COUNTED("cuMemsetD32_v2", memset_words(dst, ui, 4, n, nullptr, true));
+}
+SIM_EXPORT CUresult cuMemsetD32_v2_ptds(CUdeviceptr dst, unsigned int ui, size_t n) {
+    SIM_COUNTED("cuMemsetD32_v2_ptds", memset_words(dst, ui, 4, n, nullptr, true));
+}
+SIM_EXPORT CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int ui, size_t n, CUstream h) {
+    SIM_COUNTED("cuMemsetD32Async", memset_words(dst, ui, 4, n, h, false));
+}
+SIM_EXPORT CUresult cuMemsetD32Async_ptsz(CUdeviceptr dst, unsigned int ui, size_t n, CUstream h) {
+    SIM_COUNTED("cuMemsetD32Async_ptsz", memset_words(dst, ui, 4, n, h, false));
 }

@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -228,6 +229,25 @@ void read_later(void* arg) {
         r->intact &= r->buf[i] == 0x5a;
 }
 } // namespace
+
+TEST_CASE("cuMemsetD16/D32 write whole elements and want them aligned", "[sim][streams]") {
+    init_sim();
+    CUdeviceptr a = 0;
+    REQUIRE(cuMemAlloc_v2(&a, 64) == CUDA_SUCCESS);
+    REQUIRE(cuMemsetD8_v2(a, 0, 64) == CUDA_SUCCESS);
+    REQUIRE(cuMemsetD32_v2(a, 0x11223344u, 3) == CUDA_SUCCESS);
+    REQUIRE(cuMemsetD16Async(a + 16, 0xabcd, 2, nullptr) == CUDA_SUCCESS);
+    REQUIRE(cuCtxSynchronize() == CUDA_SUCCESS);
+    std::array<unsigned char, 24> out{};
+    REQUIRE(cuMemcpyDtoH_v2(out.data(), a, out.size()) == CUDA_SUCCESS);
+    const std::array<unsigned char, 24> want{0x44, 0x33, 0x22, 0x11, 0x44, 0x33, 0x22, 0x11, 0x44, 0x33, 0x22, 0x11,
+                                             0,    0,    0,    0,    0xcd, 0xab, 0xcd, 0xab, 0,    0,    0,    0};
+    CHECK(out == want);
+    CHECK(cuMemsetD32_v2(a + 2, 1, 1) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(cuMemsetD16_v2(a + 1, 1, 1) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(cuMemsetD32_v2(a, 1, 17) == CUDA_ERROR_INVALID_VALUE); // 68 bytes past a 64-byte block
+    REQUIRE(cuMemFree_v2(a) == CUDA_SUCCESS);
+}
 
 TEST_CASE("cuMemFree_v2 waits for queued work; cuMemFreeAsync is stream-ordered", "[sim][streams]") {
     init_sim();
