@@ -726,27 +726,20 @@ SIM_EXPORT CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char uc, size_t n,
 SIM_EXPORT CUresult cuMemsetD8Async_ptsz(CUdeviceptr dst, unsigned char uc, size_t n, CUstream h) {
     SIM_COUNTED("cuMemsetD8Async_ptsz", memset_d8(dst, uc, n, h, false));
 }
-SIM_EXPORT CUresult cuMemsetD16_v2(CUdeviceptr dst, unsigned short us, size_t n) {
-    SIM_COUNTED("cuMemsetD16_v2", memset_words(dst, us, 2, n, nullptr, true));
-}
-SIM_EXPORT CUresult cuMemsetD16_v2_ptds(CUdeviceptr dst, unsigned short us, size_t n) {
-    SIM_COUNTED("cuMemsetD16_v2_ptds", memset_words(dst, us, 2, n, nullptr, true));
-}
-SIM_EXPORT CUresult cuMemsetD16Async(CUdeviceptr dst, unsigned short us, size_t n, CUstream h) {
-    SIM_COUNTED("cuMemsetD16Async", memset_words(dst, us, 2, n, h, false));
-}
-SIM_EXPORT CUresult cuMemsetD16Async_ptsz(CUdeviceptr dst, unsigned short us, size_t n, CUstream h) {
-    SIM_COUNTED("cuMemsetD16Async_ptsz", memset_words(dst, us, 2, n, h, false));
-}
-SIM_EXPORT CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned int ui, size_t n) {
-    SIM_COUNTED("cuMemsetD32_v2", memset_words(dst, ui, 4, n, nullptr, true));
-}
-SIM_EXPORT CUresult cuMemsetD32_v2_ptds(CUdeviceptr dst, unsigned int ui, size_t n) {
-    SIM_COUNTED("cuMemsetD32_v2_ptds", memset_words(dst, ui, 4, n, nullptr, true));
-}
-SIM_EXPORT CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int ui, size_t n, CUstream h) {
-    SIM_COUNTED("cuMemsetD32Async", memset_words(dst, ui, 4, n, h, false));
-}
-SIM_EXPORT CUresult cuMemsetD32Async_ptsz(CUdeviceptr dst, unsigned int ui, size_t n, CUstream h) {
-    SIM_COUNTED("cuMemsetD32Async_ptsz", memset_words(dst, ui, 4, n, h, false));
-}
+// cuMemsetD16 and cuMemsetD32: synchronous and async, each with its per-thread twin.
+#define SIM_MEMSET_WORDS(bits, T)                                                                                      \
+    SIM_EXPORT CUresult cuMemsetD##bits##_v2(CUdeviceptr dst, T v, size_t n) {                                         \
+        SIM_COUNTED("cuMemsetD" #bits "_v2", memset_words(dst, v, sizeof(T), n, nullptr, true));                       \
+    }                                                                                                                  \
+    SIM_EXPORT CUresult cuMemsetD##bits##_v2_ptds(CUdeviceptr dst, T v, size_t n) {                                    \
+        SIM_COUNTED("cuMemsetD" #bits "_v2_ptds", memset_words(dst, v, sizeof(T), n, nullptr, true));                  \
+    }                                                                                                                  \
+    SIM_EXPORT CUresult cuMemsetD##bits##Async(CUdeviceptr dst, T v, size_t n, CUstream h) {                           \
+        SIM_COUNTED("cuMemsetD" #bits "Async", memset_words(dst, v, sizeof(T), n, h, false));                          \
+    }                                                                                                                  \
+    SIM_EXPORT CUresult cuMemsetD##bits##Async_ptsz(CUdeviceptr dst, T v, size_t n, CUstream h) {                      \
+        SIM_COUNTED("cuMemsetD" #bits "Async_ptsz", memset_words(dst, v, sizeof(T), n, h, false));                     \
+    }
+SIM_MEMSET_WORDS(16, unsigned short)
+SIM_MEMSET_WORDS(32, unsigned int)
+#undef SIM_MEMSET_WORDS
