@@ -190,6 +190,10 @@ CUresult memset_words(CUdeviceptr dst, unsigned v, std::size_t width, std::size_
         return CUDA_ERROR_INVALID_VALUE;
     auto fn = [=] {
         auto* out = reinterpret_cast<unsigned char*>(dst);
+        if (width == 1) {
+            std::memset(out, static_cast<unsigned char>(v), n);
+            return;
+        }
         for (std::size_t i = 0; i < n; ++i)
             std::memcpy(out + i * width, &v, width); // little-endian: the low bytes first
     };
@@ -199,10 +203,6 @@ CUresult memset_words(CUdeviceptr dst, unsigned v, std::size_t width, std::size_
         enqueue(s, fn);
     }
     return CUDA_SUCCESS;
-}
-
-CUresult memset_d8(CUdeviceptr dst, unsigned char v, std::size_t n, CUstream h, bool sync) {
-    return memset_words(dst, v, 1, n, h, sync);
 }
 
 CUresult stream_create(CUstream* ph, unsigned flags, int priority) {
@@ -711,22 +711,10 @@ SIM_EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_
 SIM_EXPORT CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h) {
     SIM_COUNTED("cuMemcpyDtoDAsync_v2_ptsz", memcpy_async(dp_of(dst), dp_of(src), n, h));
 }
-SIM_EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char uc, size_t n) {
-    SIM_COUNTED("cuMemsetD8_v2", memset_d8(dst, uc, n, nullptr, true));
-}
-SIM_EXPORT CUresult cuMemsetD8_v2_ptds(CUdeviceptr dst, unsigned char uc, size_t n) {
-    SIM_COUNTED("cuMemsetD8_v2_ptds", memset_d8(dst, uc, n, nullptr, true));
-}
 SIM_EXPORT CUresult cuMemsetD8(CUdeviceptr_v1 dst, unsigned char uc, unsigned int n) {
-    SIM_COUNTED("cuMemsetD8", memset_d8(dst, uc, n, nullptr, true));
+    SIM_COUNTED("cuMemsetD8", memset_words(dst, uc, 1, n, nullptr, true));
 }
-SIM_EXPORT CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char uc, size_t n, CUstream h) {
-    SIM_COUNTED("cuMemsetD8Async", memset_d8(dst, uc, n, h, false));
-}
-SIM_EXPORT CUresult cuMemsetD8Async_ptsz(CUdeviceptr dst, unsigned char uc, size_t n, CUstream h) {
-    SIM_COUNTED("cuMemsetD8Async_ptsz", memset_d8(dst, uc, n, h, false));
-}
-// cuMemsetD16 and cuMemsetD32: synchronous and async, each with its per-thread twin.
+// cuMemsetD8, D16 and D32 at ABI 3020 on: synchronous and async, each with its per-thread twin.
 #define SIM_MEMSET_WORDS(bits, T)                                                                                      \
     SIM_EXPORT CUresult cuMemsetD##bits##_v2(CUdeviceptr dst, T v, size_t n) {                                         \
         SIM_COUNTED("cuMemsetD" #bits "_v2", memset_words(dst, v, sizeof(T), n, nullptr, true));                       \
@@ -740,6 +728,7 @@ SIM_EXPORT CUresult cuMemsetD8Async_ptsz(CUdeviceptr dst, unsigned char uc, size
     SIM_EXPORT CUresult cuMemsetD##bits##Async_ptsz(CUdeviceptr dst, T v, size_t n, CUstream h) {                      \
         SIM_COUNTED("cuMemsetD" #bits "Async_ptsz", memset_words(dst, v, sizeof(T), n, h, false));                     \
     }
+SIM_MEMSET_WORDS(8, unsigned char)
 SIM_MEMSET_WORDS(16, unsigned short)
 SIM_MEMSET_WORDS(32, unsigned int)
 #undef SIM_MEMSET_WORDS
