@@ -221,8 +221,11 @@ int Profiler::free_in_pools(std::uintptr_t ptr, bool apply) noexcept {
 CUresult Profiler::mem_free(const DriverApi& api, CUdeviceptr ptr) noexcept {
     const LateUpdate update;
     int r = free_in_pools(static_cast<std::uintptr_t>(ptr), update.allowed());
-    if (r != pool::kNotOwned)
+    if (r != pool::kNotOwned) {
+        if (r != pool::kSuccess) [[unlikely]]
+            note_error(api, static_cast<CUresult>(r)); // GPUMEMPROF_POOL=0: the driver's own free saw a fault
         return static_cast<CUresult>(r);
+    }
     CUresult d = api.cuMemFree_v2(ptr);
     if (!update.allowed())
         return d;
@@ -240,8 +243,11 @@ CUresult Profiler::mem_free_async(const DriverApi& api, CUdeviceptr ptr, CUstrea
         streams_.mark_unordered(OrderLoss::per_thread_stream, origin_stack());
     const LateUpdate update;
     int r = free_in_pools(static_cast<std::uintptr_t>(ptr), update.allowed());
-    if (r != pool::kNotOwned)
+    if (r != pool::kNotOwned) {
+        if (r != pool::kSuccess) [[unlikely]]
+            note_error(api, static_cast<CUresult>(r)); // GPUMEMPROF_POOL=0: the driver's own free saw a fault
         return static_cast<CUresult>(r);
+    }
     CUresult d = (ptsz ? api.cuMemFreeAsync_ptsz : api.cuMemFreeAsync)(ptr, stream);
     if (!update.allowed())
         return d;

@@ -30,8 +30,9 @@ int PassthroughPool::free(std::uintptr_t ptr) {
     Block* b = policy_.take_back(ptr, &rc);
     if (b == nullptr)
         return rc;
-    segments_.release(policy_.free_block(b));
-    return kSuccess;
+    // A free without caching is the driver's own: its answer is the program's (after a kernel's
+    // fault, a real cudaFree synchronises and answers that fault).
+    return segments_.release(policy_.free_block(b));
 }
 
 } // namespace gpumemprof::pool::detail

@@ -48,14 +48,16 @@ Block* PlainSegments::obtain(BlockPool& pool, std::uintptr_t stream, std::size_t
 }
 
 // release_block: give a whole cached segment back (cudaFree).
-void PlainSegments::release(Block* b) {
+int PlainSegments::release(Block* b) {
     BlockPool& pool = *b->pool;
     ++s_.st.num_device_free;
     if (s_.listener)
         s_.listener->on_segment_free(b->ptr, b->size);
     s_.store.set_remove(pool, b);
-    // An error leaves nothing we could do differently; it is counted for the report.
-    if (const int rc = s_.backend.release(b->ptr, b->size); rc != kSuccess)
+    // The segment leaves the books either way (a faulted context frees nothing, and can use
+    // nothing again); the error is counted for the report and returned.
+    const int rc = s_.backend.release(b->ptr, b->size);
+    if (rc != kSuccess)
         s_.note_driver_error(rc);
     s_.total_allocated_memory -= b->size;
     PoolState::for_types(pool, [&](int t) {
@@ -66,6 +68,7 @@ void PlainSegments::release(Block* b) {
         s_.st.oversize_segments.decrease(1);
     s_.store.segments.erase(b->seg->base);
     s_.store.recycle_block(b);
+    return rc;
 }
 
 // release_available_cached_blocks: only with max_split_size set; free one oversize block big

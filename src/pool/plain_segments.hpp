@@ -17,8 +17,9 @@ public:
     void release_cached(BlockPool& pool) override;
     bool release_available(BlockPool& pool, std::uintptr_t stream, std::size_t size) override;
     void collect_garbage(BlockPool& large, std::size_t target) override;
-    /// release_block: give a whole cached segment back (cudaFree).
-    void release(Block* b);
+    /// release_block: give a whole cached segment back (cudaFree). Returns the driver's answer;
+    /// the segment leaves the books either way.
+    int release(Block* b);
     std::size_t releasable(const Block* b) const override { return b->is_split() ? 0 : b->size; }
     void snapshot(const Segment& s, std::vector<SegmentInfo>& out) const override;
     std::pair<std::uintptr_t, std::size_t> range_of(const Segment& s, const Block*) const override {

@@ -5,7 +5,8 @@
 // how the program learns of it first: "device" (cudaDeviceSynchronize), "stream"
 // (cudaStreamSynchronize), "launch" (its next kernel launch), "copy" (reading a result back with
 // cudaMemcpy), "copy_async" (cudaMemcpyAsync), "memset" (cudaMemset), "memset_async"
-// (cudaMemsetAsync). Each call's code is printed.
+// (cudaMemsetAsync), "free" (cudaFree of another block, which synchronises). Each call's code is
+// printed.
 #include "common.hpp"
 
 #include <cuda.h>
@@ -20,6 +21,8 @@ int main(int argc, char** argv) {
     MUST(cudaMalloc(&small, 4096));
     MUST(cudaMalloc(&large, 32 * kMiB));
     MUST(cudaMalloc(&spare, 4096));
+    void* victim = nullptr; // freed first in the "free" mode
+    MUST(cudaMalloc(&victim, 4096));
     MUST(cudaMemset(small, 1, 4096));
     MUST(cudaDeviceSynchronize());
     MUST(cudaFree(spare)); // a block the pool keeps, which it could hand out again after the fault
@@ -43,6 +46,8 @@ int main(int argc, char** argv) {
         put("sync", cudaMemset(small, 0, 4096));
     else if (std::strcmp(notice, "memset_async") == 0)
         put("sync", cudaMemsetAsync(small, 0, 4096, s));
+    else if (std::strcmp(notice, "free") == 0)
+        put("sync", cudaFree(victim));
     else
         put("sync", cuLaunchKernel(kernel, 1, 1, 1, 32, 1, 1, 0, s, nullptr, nullptr));
     void* again = nullptr;
