@@ -9,7 +9,7 @@
 #
 # Usage: scripts/test.sh [--quick] [--no-install]
 #   --quick       the normal stage only
-#   --no-install  never call apt-get (fail if something is missing)
+#   --no-install  never call apt-get (fail if something is missing) nor fetch newer Pythons
 # Environment: BUILD_ROOT (default <repo>/build-test), JOBS (default: all cores).
 set -uo pipefail
 
@@ -181,6 +181,10 @@ ensure_packages
 CUDA_DIR=$(find_cuda) || die "CUDA Toolkit headers not found: set CUDA_HOME to a directory with include/cuda.h"
 echo "CUDA headers: $CUDA_DIR/include"
 command -v meson >/dev/null || die "meson not found after installing packages"
+# The Python tests run under every CPython found (tests/python/find_pythons.py); the newer ones
+# (Debian unstable's 3.14 and 3.15) are unpacked, not installed, into ~/.cache (no network: skipped).
+log "newer Pythons"
+if [ "$INSTALL" = 1 ]; then bash "$ROOT/scripts/fetch-pythons.sh"; else echo "not fetched (--no-install)"; fi
 
 T0=$SECONDS
 # Every stage runs with the pool's block-chain checks on (debug-only; src/pool/block_store.hpp).

@@ -5,6 +5,7 @@
 #include "stacks/autograd_frames.hpp"
 
 #include "report/oom_advice.hpp"
+#include "stacks/eval_loop_sites.hpp"
 #include "stacks/python_frames.hpp"
 #include "util/options.hpp"
 
@@ -38,8 +39,9 @@ bool cuda_api_frame(const SymbolFrame& f) {
 
 /// The interpreter's eval loop (also its compiler-split ".cold" part): each such native frame
 /// runs the Python frames up to and including the next entry frame (memray's and py-spy's rule).
-bool eval_loop_frame(const SymbolFrame& f) {
-    return f.function.rfind("_PyEval_EvalFrameDefault", 0) == 0;
+/// Known by its name, or by its address where the name is stripped (stacks/eval_loop_sites.hpp).
+bool eval_loop_frame(const SymbolFrame& f, std::uintptr_t ip) {
+    return f.function.rfind("_PyEval_EvalFrameDefault", 0) == 0 || stacks::eval_loop::is_site(ip);
 }
 
 /// The interpreter's own code (the python3.X executable or libpython3.X): hidden once Python
@@ -145,6 +147,7 @@ private:
             first = 0; // all frames are "ours": keep them rather than show an empty stack
         for (std::size_t i = first; i < native_ips_.size(); ++i)
             per_ip_.push_back(&sym_.resolve(native_ips_[i]));
+        const std::size_t ip_of_first = first; // per_ip_[i] is native_ips_[ip_of_first + i]
         first = 0;
         // Innermost first while merging; reversed at the end.
         std::size_t next_py = 0;
@@ -157,7 +160,7 @@ private:
             const std::vector<SymbolFrame>& at = *per_ip_[i];
             const SymbolFrame& outer_fn = at.back(); // the ELF function (inlined frames come first)
             autograd = autograd || autograd_engine_frame(outer_fn);
-            if (!py_.empty() && eval_loop_frame(outer_fn)) {
+            if (!py_.empty() && eval_loop_frame(outer_fn, native_ips_[ip_of_first + i])) {
                 while (next_py < py_.size()) {
                     const std::uintptr_t w = py_[next_py++];
                     inner_.push_back(python(w));

@@ -578,6 +578,20 @@ done:
     return out;
 }
 
+int latest_walk_sps(std::uintptr_t* sps, int max, int skip) noexcept {
+    const ThreadWalk& t = tl_walk;
+    Shadow* sh = t.shadow;
+    if (sps == nullptr || sh == nullptr || sh->busy || !t.latest_kept || skip != t.latest_skip)
+        return 0;
+    // latest_kept: the previous walk is that walk entire, its frame 0 the walk's own; ips[0] was
+    // its frame skip + 1.
+    const WalkView w = view(sh, sh->previous);
+    int n = 0;
+    for (int k = skip + 1; k < w->frames && n < max && n < t.latest_max; ++k)
+        sps[n++] = w.f(k).sp;
+    return n;
+}
+
 std::vector<unsigned char> save_walk_shadow_for_tests() {
     std::vector<unsigned char> v;
     if (Shadow* sh = tl_walk.shadow; sh != nullptr && !sh->busy) {

@@ -33,7 +33,11 @@ namespace gpumemprof::stacks::python {
 namespace {
 
 constexpr std::size_t kNone = ~std::size_t{0};
-constexpr char kOwnedByCStack = 3; // FRAME_OWNED_BY_CSTACK (3.12+): the eval loop's entry shim
+/// A frame whose owner is this or above is one the interpreter pushes for itself, not Python code:
+/// 3.12/3.13's FRAME_OWNED_BY_CSTACK (the eval loop's entry shim, on the C stack); 3.14's
+/// FRAME_OWNED_BY_INTERPRETER (that shim now, and 3.15's base frame in the thread state) and its
+/// FRAME_OWNED_BY_CSTACK (4) above it.
+constexpr char kShimOwner = 3;
 
 /// Where the interpreter keeps what we read. Offsets in bytes; kNone when the field does not
 /// exist in that version. tests/unit/stacks/python_layouts checks each against the real headers.
@@ -45,7 +49,8 @@ struct Layout {
     std::size_t ts_current_frame = kNone;
     std::size_t ts_interp = 16; ///< PyThreadState -> its interpreter
     // _PyInterpreterFrame
-    std::size_t fr_code = 0; ///< f_code (3.11/3.12), f_executable (3.13)
+    std::size_t fr_code = 0;     ///< f_code (3.11/3.12), f_executable (3.13; 3.14+ a tagged _PyStackRef)
+    bool fr_code_tagged = false; ///< 3.14+: f_executable's low two bits are tags (Py_TAG_BITS)
     std::size_t fr_previous = 0;
     std::size_t fr_instr = 0; ///< prev_instr (3.11/3.12), instr_ptr (3.13)
     std::size_t fr_owner = 0;
@@ -103,17 +108,27 @@ Layout layout_312() {
     return l;
 }
 
-/// Where the frame walk reads, as constants (3.12, and 3.13 when its _Py_DebugOffsets say the
+/// Where the frame walk reads, as constants (3.12, and 3.13+ when its _Py_DebugOffsets say the
 /// same): the compiler then keeps the whole walk in registers.
 struct Fixed312 {
     static constexpr std::size_t previous = 8, owner = 70, code = 0, instr = 56, co_code = 192, version = 92;
     static constexpr bool check_type = false; // a 3.12 frame's f_code is always a code object
     static constexpr bool function_versions = false;
+    static constexpr std::uintptr_t code_tags = 0;
 };
 struct Fixed313 {
     static constexpr std::size_t previous = 8, owner = 70, code = 0, instr = 56, co_code = 200, version = 92;
     static constexpr bool check_type = true; // f_executable may be another object
     static constexpr bool function_versions = false;
+    static constexpr std::uintptr_t code_tags = 0;
+};
+/// 3.14 and 3.15: the frame's owner moved past a new field, the code objects' bytecode past
+/// another, and f_executable is a _PyStackRef, whose low bits say how it holds its reference.
+struct Fixed314 {
+    static constexpr std::size_t previous = 8, owner = 74, code = 0, instr = 56, co_code = 208, version = 92;
+    static constexpr bool check_type = true;
+    static constexpr bool function_versions = false;
+    static constexpr std::uintptr_t code_tags = 3;
 };
 /// 3.11, whose code objects have no versions: its compare pass knows a frame's code object by the
 /// frame's function object and that function's version (func_version: a number from a counter
@@ -123,43 +138,32 @@ struct Fixed311 {
     static constexpr std::size_t previous = 48, code = 32, instr = 56, is_entry = 68, co_code = 184;
     static constexpr std::size_t func = 0, func_code = 48, func_version = 128;
     static constexpr bool function_versions = true;
+    static constexpr std::uintptr_t code_tags = 0;
 };
 
-/// The part of CPython 3.13's _Py_DebugOffsets (Include/internal/pycore_runtime.h) that we read:
-/// the table at the start of _PyRuntime, meant for readers outside the interpreter. Its own
-/// layout is fixed within a minor version, which is why only 3.13 is accepted.
-struct DebugOffsets313 {
-    char cookie[8];
-    std::uint64_t version;
-    std::uint64_t free_threaded;
-    std::uint64_t runtime_state[3];
-    std::uint64_t interpreter_state[13];
-    struct {
-        std::uint64_t size, prev, next, interp, current_frame, thread_id, native_thread_id, datastack_chunk, status;
-    } thread_state;
-    struct {
-        std::uint64_t size, previous, executable, instr_ptr, localsplus, owner;
-    } interpreter_frame;
-    struct {
-        std::uint64_t size, filename, name, qualname, linetable, firstlineno, argcount, localsplusnames,
-            localspluskinds, co_code_adaptive;
-    } code_object;
-    struct {
-        std::uint64_t size, ob_type;
-    } pyobject;
-    std::uint64_t type_object[4];
-    std::uint64_t tuple_object[3];
-    std::uint64_t list_object[3];
-    std::uint64_t dict_object[3];
-    std::uint64_t float_object[2];
-    std::uint64_t long_object[3];
-    struct {
-        std::uint64_t size, ob_size, ob_sval;
-    } bytes_object;
-    struct {
-        std::uint64_t size, state, length, asciiobject_size;
-    } unicode_object;
+/// Where, in CPython 3.13+'s _Py_DebugOffsets (the table at the start of _PyRuntime that the
+/// interpreter fills for readers outside it: Include/internal/pycore_debug_offsets.h, 3.13's
+/// pycore_runtime.h), each offset we read is kept. The table grows with each minor version, so
+/// these are per version; check_layouts.py checks them against each version's own headers.
+struct DebugFields {
+    int minor;
+    std::size_t version, free_threaded, ts_current_frame, ts_interp, fr_previous, fr_executable, fr_instr, fr_owner,
+        co_filename, co_qualname, co_linetable, co_firstlineno, co_code, ob_type, bytes_size, bytes_sval, str_state,
+        str_length, str_ascii_size;
 };
+constexpr DebugFields kDebugFields[] = {
+    {13, 8, 16, 184, 176, 232, 240, 248, 264, 280, 296, 304, 312, 344, 360, 520, 528, 544, 552, 560},
+    {14, 8, 16, 208, 200, 256, 264, 272, 288, 320, 336, 344, 352, 384, 408, 600, 608, 624, 632, 640},
+    {15, 8, 16, 208, 200, 320, 328, 336, 352, 384, 400, 408, 416, 448, 472, 696, 704, 720, 728, 736},
+};
+constexpr int kNewestMinor = 15;
+
+const DebugFields* debug_fields(int minor) noexcept {
+    for (const DebugFields& d : kDebugFields)
+        if (d.minor == minor)
+            return &d;
+    return nullptr;
+}
 
 /// Plain reads of the interpreter's memory (memcpy: no aliasing assumptions).
 template <typename T> T load(std::uintptr_t addr) noexcept {
@@ -170,12 +174,16 @@ template <typename T> T load(std::uintptr_t addr) noexcept {
 std::uintptr_t load_ptr(std::uintptr_t addr) noexcept {
     return load<std::uintptr_t>(addr);
 }
+/// A frame's code object (or, 3.13+, whatever object it executes), its reference tags cleared.
+template <typename F> std::uintptr_t frame_code(std::uintptr_t frame) noexcept {
+    return load_ptr(frame + F::code) & ~F::code_tags;
+}
 
 // ---- the interpreter found in this process --------------------------------------------------
 
 struct Interpreter {
     Layout layout;
-    int fixed = 0; ///< 11, 12 or 13: the walk may use its constant offsets (they match layout)
+    int fixed = 0; ///< 11, 12, 13 or 14 (3.14, 3.15): the walk may use Fixed3xx's offsets (they match layout)
     int (*is_initialized)() = nullptr;
     void* (*this_thread_state)() = nullptr;
     /// For the count of destroyed code objects (see "code objects destroyed" below): the pending
@@ -235,7 +243,7 @@ State discover() noexcept {
             return State::unknown; // look again at the next capture
         auto fail = [](const std::string& why) {
             warn("cannot read this Python's frames (" + why +
-                 "): stacks of this process show native frames only (CPython 3.11, 3.12 and 3.13 are supported)");
+                 "): stacks of this process show native frames only (CPython 3.11 to 3.15 are supported)");
             g_state.store(State::unsupported, std::memory_order_release);
             return State::unsupported;
         };
@@ -247,39 +255,42 @@ State discover() noexcept {
         const int minor = static_cast<int>((hex >> 16) & 0xff);
         Interpreter in;
         in.version = std::to_string(major) + "." + std::to_string(minor);
-        if (major != 3 || (minor != 11 && minor != 12 && minor != 13))
+        if (major != 3 || minor < 11 || minor > kNewestMinor)
             return fail("Python " + in.version);
         if (minor == 11) {
             in.layout = layout_311();
         } else if (minor == 12) {
             in.layout = layout_312();
         } else {
-            const auto* off = static_cast<const DebugOffsets313*>(sym("_PyRuntime"));
-            if (off == nullptr || std::memcmp(off->cookie, "xdebugpy", 8) != 0 ||
-                ((off->version >> 16) & 0xffff) != 0x030d)
-                return fail("Python 3.13 without the _Py_DebugOffsets table");
-            if (off->free_threaded != 0)
+            const DebugFields& d = *debug_fields(minor);
+            const auto runtime = reinterpret_cast<std::uintptr_t>(sym("_PyRuntime"));
+            const auto at = [runtime](std::size_t field) { return load<std::uint64_t>(runtime + field); };
+            if (runtime == 0 || std::memcmp(reinterpret_cast<const void*>(runtime), "xdebugpy", 8) != 0 ||
+                ((at(d.version) >> 16) & 0xffff) != (0x0300u | static_cast<unsigned>(minor)))
+                return fail("Python " + in.version + " without the _Py_DebugOffsets table");
+            if (at(d.free_threaded) != 0)
                 return fail("free-threaded build");
             Layout& l = in.layout;
-            l.minor = 13;
-            l.ts_current_frame = off->thread_state.current_frame;
-            l.ts_interp = off->thread_state.interp;
-            l.fr_code = off->interpreter_frame.executable;
-            l.fr_previous = off->interpreter_frame.previous;
-            l.fr_instr = off->interpreter_frame.instr_ptr;
-            l.fr_owner = off->interpreter_frame.owner;
-            l.co_filename = off->code_object.filename;
-            l.co_qualname = off->code_object.qualname;
-            l.co_linetable = off->code_object.linetable;
-            l.co_firstlineno = off->code_object.firstlineno;
-            l.co_code = off->code_object.co_code_adaptive;
-            l.co_version = 92; // not in _Py_DebugOffsets; fixed in 3.13 (checked by check_layouts.py)
-            l.ob_type = off->pyobject.ob_type;
-            l.bytes_size = off->bytes_object.ob_size;
-            l.bytes_sval = off->bytes_object.ob_sval;
-            l.str_length = off->unicode_object.length;
-            l.str_state = off->unicode_object.state;
-            l.str_ascii_size = off->unicode_object.asciiobject_size;
+            l.minor = minor;
+            l.ts_current_frame = at(d.ts_current_frame);
+            l.ts_interp = at(d.ts_interp);
+            l.fr_code = at(d.fr_executable);
+            l.fr_code_tagged = minor >= 14;
+            l.fr_previous = at(d.fr_previous);
+            l.fr_instr = at(d.fr_instr);
+            l.fr_owner = at(d.fr_owner);
+            l.co_filename = at(d.co_filename);
+            l.co_qualname = at(d.co_qualname);
+            l.co_linetable = at(d.co_linetable);
+            l.co_firstlineno = at(d.co_firstlineno);
+            l.co_code = at(d.co_code);
+            l.co_version = 92; // not in _Py_DebugOffsets; the same in 3.12-3.15 (checked by check_layouts.py)
+            l.ob_type = at(d.ob_type);
+            l.bytes_size = at(d.bytes_size);
+            l.bytes_sval = at(d.bytes_sval);
+            l.str_length = at(d.str_length);
+            l.str_state = at(d.str_state);
+            l.str_ascii_size = at(d.str_ascii_size);
             l.str_compact_size = l.str_ascii_size + 2 * sizeof(void*); // + utf8_length, utf8
         }
         in.is_initialized = is_init;
@@ -302,10 +313,16 @@ State discover() noexcept {
             in.fixed = 11;
         if (minor == 12)
             in.fixed = 12;
-        if (minor == 13 && l.fr_previous == Fixed313::previous && l.fr_owner == Fixed313::owner &&
-            l.fr_code == Fixed313::code && l.fr_instr == Fixed313::instr && l.co_code == Fixed313::co_code &&
-            l.co_version == Fixed313::version)
+        const auto matches = [&l](auto fixed) {
+            using F = decltype(fixed);
+            return l.fr_previous == F::previous && l.fr_owner == F::owner && l.fr_code == F::code &&
+                   l.fr_instr == F::instr && l.co_code == F::co_code && l.co_version == F::version &&
+                   l.fr_code_tagged == (F::code_tags != 0);
+        };
+        if (minor == 13 && matches(Fixed313{}))
             in.fixed = 13;
+        if (minor >= 14 && matches(Fixed314{}))
+            in.fixed = 14;
         g_interp = std::move(in);
         g_state.store(State::ready, std::memory_order_release);
         return State::ready;
@@ -920,7 +937,7 @@ int compare_walk(Shadow& sh, int from, std::uintptr_t& frame, std::uintptr_t* ou
                 if (((func ^ s.code) | other_entry) != 0 || load<std::uint32_t>(func + F::func_version) != s.version)
                     break;
                 if (__builtin_expect(instr != s.instr, 0))
-                    take_instruction(s, instr, load_ptr(f + F::code) + F::co_code, updated);
+                    take_instruction(s, instr, frame_code<F>(f) + F::co_code, updated);
             }
             out[words++] = s.word;
         } else if (__builtin_expect(word == 0, 0)) {
@@ -931,14 +948,14 @@ int compare_walk(Shadow& sh, int from, std::uintptr_t& frame, std::uintptr_t* ou
         } else if constexpr (Trusted) {
             const std::uintptr_t instr = load_ptr(f + F::instr);
             if (__builtin_expect(instr != s.instr, 0)) {
-                const std::uintptr_t code = load_ptr(f + F::code);
+                const std::uintptr_t code = frame_code<F>(f);
                 if (((code ^ s.code) | (load<std::uint32_t>(code + F::version) ^ s.version)) != 0)
                     break;
                 take_instruction(s, instr, code + F::co_code, updated);
             }
             out[words++] = s.word;
         } else {
-            const std::uintptr_t code = load_ptr(f + F::code);
+            const std::uintptr_t code = frame_code<F>(f);
             const std::uintptr_t instr = load_ptr(f + F::instr);
             // The code object and its version (a fresh object at a freed one's address has
             // another), and the instruction: together they give the same word. One test for the
@@ -1020,11 +1037,11 @@ enum class FrameRead { shim, python, unrecordable, skipped };
 template <typename F>
 inline FrameRead read_frame_versioned(const Interpreter& in, const FastTable* fast, Shadow::Entry* at, bool keep, int n,
                                       std::uintptr_t frame, WalkStep* s) noexcept {
-    if (__builtin_expect(load<char>(frame + F::owner) == kOwnedByCStack, 0)) {
+    if (__builtin_expect(load<char>(frame + F::owner) >= kShimOwner, 0)) {
         *s = WalkStep{frame, 0, 0, 0, 0};
         return FrameRead::shim;
     }
-    const std::uintptr_t code = load_ptr(frame + F::code);
+    const std::uintptr_t code = frame_code<F>(frame);
     if (__builtin_expect(code == 0, 0) || (F::check_type && load_ptr(code + in.layout.ob_type) != in.code_type))
         return FrameRead::skipped;
     const std::uint64_t version = load<std::uint32_t>(code + F::version);
@@ -1273,15 +1290,15 @@ int walk_general(const Interpreter& in, const FastTable* fast, std::uintptr_t fr
     int n = 0;
     for (int steps = 0; frame != 0 && n < max && steps < 100000; ++steps) {
         const std::uintptr_t previous = load_ptr(frame + l.fr_previous);
-        if (l.minor >= 12 && load<char>(frame + l.fr_owner) == kOwnedByCStack) {
+        if (l.minor >= 12 && load<char>(frame + l.fr_owner) >= kShimOwner) {
             if (n > 0)
                 out[n - 1] |= kEntryTag;
             frame = previous;
             continue;
         }
-        const std::uintptr_t code = load_ptr(frame + l.fr_code);
+        const std::uintptr_t code = load_ptr(frame + l.fr_code) & ~std::uintptr_t{l.fr_code_tagged ? 3u : 0u};
         if (code == 0 || load_ptr(code + l.ob_type) != in.code_type) {
-            frame = previous; // 3.13: an executable that is not a code object
+            frame = previous; // 3.13+: an executable that is not a code object
             continue;
         }
         const std::size_t index = code_index(in, fast, code);
@@ -1332,6 +1349,7 @@ int read_frames(std::uintptr_t* out, int max, bool nested, WalkOutcome* o, Lates
         const std::uint64_t usable = nested ? kNoEpoch : epoch;
         n = in.fixed == 12   ? walk<Fixed312>(in, fast, shadow, frame, out, max, usable, o)
             : in.fixed == 13 ? walk<Fixed313>(in, fast, shadow, frame, out, max, usable, o)
+            : in.fixed == 14 ? walk<Fixed314>(in, fast, shadow, frame, out, max, usable, o)
                              : walk<Fixed311>(in, fast, shadow, frame, out, max, usable, o);
         if (shadow != nullptr)
             shadow->epoch = o->partial ? kNoEpoch : usable;
@@ -1343,6 +1361,23 @@ int read_frames(std::uintptr_t* out, int max, bool nested, WalkOutcome* o, Lates
 }
 
 } // namespace
+
+int shim_addresses(std::uintptr_t* out, int max) noexcept {
+    if (g_state.load(std::memory_order_acquire) != State::ready || out == nullptr)
+        return 0;
+    const Interpreter& in = g_interp;
+    const Layout& l = in.layout;
+    if (l.minor < 12 || in.is_initialized() == 0)
+        return 0;
+    std::uintptr_t frame = current_frame(in, reinterpret_cast<std::uintptr_t>(in.this_thread_state()));
+    int n = 0;
+    for (int steps = 0; frame != 0 && n < max && steps < 100000; ++steps) {
+        if (load<char>(frame + l.fr_owner) >= kShimOwner)
+            out[n++] = frame;
+        frame = load_ptr(frame + l.fr_previous);
+    }
+    return n;
+}
 
 int capture(std::uintptr_t* out, int max, std::uint64_t* serial, int* compared, int* trusted) noexcept {
     CallState& t = tl_call;
@@ -1478,7 +1513,7 @@ std::vector<std::pair<std::string, std::size_t>> assumed_layout(int minor) {
             static_assert(Fixed311::previous == 48 && Fixed311::code == 32 && Fixed311::instr == 56 &&
                           Fixed311::is_entry == 68 && Fixed311::co_code == 184);
         } else {
-            v.emplace_back("owner.cstack", static_cast<std::size_t>(kOwnedByCStack));
+            v.emplace_back("owner.shim", static_cast<std::size_t>(kShimOwner));
             v.emplace_back("event.code_create", static_cast<std::size_t>(kCodeEventCreate));
         }
         v.emplace_back("code.filename", l.co_filename);
@@ -1495,31 +1530,31 @@ std::vector<std::pair<std::string, std::size_t>> assumed_layout(int minor) {
         v.emplace_back("str.state", l.str_state);
         v.emplace_back("str.ascii_size", l.str_ascii_size);
         v.emplace_back("str.compact_size", l.str_compact_size);
-    } else if (minor == 13) {
-#define GPUMEMPROF_DEBUG_FIELD(name, member) v.emplace_back(name, offsetof(DebugOffsets313, member))
-        GPUMEMPROF_DEBUG_FIELD("debug.version", version);
-        GPUMEMPROF_DEBUG_FIELD("debug.free_threaded", free_threaded);
-        GPUMEMPROF_DEBUG_FIELD("debug.thread_state.current_frame", thread_state.current_frame);
-        GPUMEMPROF_DEBUG_FIELD("debug.thread_state.interp", thread_state.interp);
-        GPUMEMPROF_DEBUG_FIELD("debug.interpreter_frame.previous", interpreter_frame.previous);
-        GPUMEMPROF_DEBUG_FIELD("debug.interpreter_frame.executable", interpreter_frame.executable);
-        GPUMEMPROF_DEBUG_FIELD("debug.interpreter_frame.instr_ptr", interpreter_frame.instr_ptr);
-        GPUMEMPROF_DEBUG_FIELD("debug.interpreter_frame.owner", interpreter_frame.owner);
-        GPUMEMPROF_DEBUG_FIELD("debug.code_object.filename", code_object.filename);
-        GPUMEMPROF_DEBUG_FIELD("debug.code_object.qualname", code_object.qualname);
-        GPUMEMPROF_DEBUG_FIELD("debug.code_object.linetable", code_object.linetable);
-        GPUMEMPROF_DEBUG_FIELD("debug.code_object.firstlineno", code_object.firstlineno);
-        GPUMEMPROF_DEBUG_FIELD("debug.code_object.co_code_adaptive", code_object.co_code_adaptive);
-        GPUMEMPROF_DEBUG_FIELD("debug.pyobject.ob_type", pyobject.ob_type);
-        GPUMEMPROF_DEBUG_FIELD("debug.bytes_object.ob_size", bytes_object.ob_size);
-        GPUMEMPROF_DEBUG_FIELD("debug.bytes_object.ob_sval", bytes_object.ob_sval);
-        GPUMEMPROF_DEBUG_FIELD("debug.unicode_object.state", unicode_object.state);
-        GPUMEMPROF_DEBUG_FIELD("debug.unicode_object.length", unicode_object.length);
-        GPUMEMPROF_DEBUG_FIELD("debug.unicode_object.asciiobject_size", unicode_object.asciiobject_size);
-#undef GPUMEMPROF_DEBUG_FIELD
+    } else if (const DebugFields* d = debug_fields(minor)) {
+        v.emplace_back("debug.version", d->version);
+        v.emplace_back("debug.free_threaded", d->free_threaded);
+        v.emplace_back("debug.thread_state.current_frame", d->ts_current_frame);
+        v.emplace_back("debug.thread_state.interp", d->ts_interp);
+        v.emplace_back("debug.interpreter_frame.previous", d->fr_previous);
+        v.emplace_back("debug.interpreter_frame.executable", d->fr_executable);
+        v.emplace_back("debug.interpreter_frame.instr_ptr", d->fr_instr);
+        v.emplace_back("debug.interpreter_frame.owner", d->fr_owner);
+        v.emplace_back("debug.code_object.filename", d->co_filename);
+        v.emplace_back("debug.code_object.qualname", d->co_qualname);
+        v.emplace_back("debug.code_object.linetable", d->co_linetable);
+        v.emplace_back("debug.code_object.firstlineno", d->co_firstlineno);
+        v.emplace_back("debug.code_object.co_code_adaptive", d->co_code);
+        v.emplace_back("debug.pyobject.ob_type", d->ob_type);
+        v.emplace_back("debug.bytes_object.ob_size", d->bytes_size);
+        v.emplace_back("debug.bytes_object.ob_sval", d->bytes_sval);
+        v.emplace_back("debug.unicode_object.state", d->str_state);
+        v.emplace_back("debug.unicode_object.length", d->str_length);
+        v.emplace_back("debug.unicode_object.asciiobject_size", d->str_ascii_size);
         v.emplace_back("str.compact_extra", 2 * sizeof(void*));
         v.emplace_back("code.version", 92);
-        v.emplace_back("owner.cstack", static_cast<std::size_t>(kOwnedByCStack));
+        v.emplace_back("owner.shim", static_cast<std::size_t>(kShimOwner));
+        if (minor >= 14)
+            v.emplace_back("stackref.tag_bits", Fixed314::code_tags);
         v.emplace_back("event.code_create", static_cast<std::size_t>(kCodeEventCreate));
     }
     return v;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The calling thread's Python frames, read on the hot path without the GIL and without calling
 // into Python: the interpreter's own structures are walked with per-version layouts (CPython
-// 3.11 and 3.12 fixed, 3.13 from _PyRuntime's _Py_DebugOffsets). Each frame becomes one tagged
+// 3.11 and 3.12 fixed, 3.13-3.15 from _PyRuntime's _Py_DebugOffsets). Each frame becomes one tagged
 // word that the trace tree interns like a code address; names and line tables are copied once per
 // code object and turned into file:line:function at report time (python::describe).
 #pragma once
@@ -61,6 +61,12 @@ void set_warning_sink(void (*sink)(const char* message)) noexcept;
 int capture(std::uintptr_t* out, int max, std::uint64_t* serial = nullptr, int* compared = nullptr,
             int* trusted = nullptr) noexcept;
 
+/// 3.12+: where the entry shims of the calling thread's Python frame chain are, innermost first, at
+/// most `max`. Each call of the eval loop pushes one below the first frame it runs, as a local of
+/// that call's C frame: the native frame whose stack frame holds it is the eval loop's
+/// (eval_loop_sites.hpp). 0 when the interpreter has no such shims (3.11) or none is read.
+int shim_addresses(std::uintptr_t* out, int max) noexcept;
+
 State state() noexcept;
 /// "3.12" etc. once an interpreter was found; empty before.
 std::string version();
@@ -78,7 +84,7 @@ bool describe(std::uintptr_t word, FrameInfo* out);
 /// (Objects/locations.md); -1 for an instruction without a line or an offset past the table.
 int line_for_offset(const unsigned char* table, std::size_t size, int first_line, int offset) noexcept;
 
-/// Every layout fact the reader assumes for CPython 3.`minor` (11, 12: struct offsets; 13: the
+/// Every layout fact the reader assumes for CPython 3.`minor` (11, 12: struct offsets; 13-15: the
 /// offsets of the fields it reads inside _Py_DebugOffsets), as (name, value). The test
 /// tests/python/check_layouts.py compares them with the real headers of each installed Python.
 std::vector<std::pair<std::string, std::size_t>> assumed_layout(int minor);

@@ -3,6 +3,7 @@
 #include "stacks/recorder.hpp"
 
 #include "stacks/backtrace.hpp"
+#include "stacks/eval_loop_sites.hpp"
 #include "stacks/frame_rules.hpp"
 #include "stacks/python_frames.hpp"
 #include "util/per_thread.hpp"
@@ -301,6 +302,10 @@ __attribute__((always_inline)) inline StackId Recorder::unwind_and_intern() noex
             previous.id = c->previous_id;
         }
         id = tree_.intern(ips, n, &cached, previous);
+        // A stack the cache did not know: where its eval loop calls are (eval_loop_sites.hpp),
+        // from this very walk, before the thread walks again.
+        if (!cached && py > 0)
+            eval_loop::learn(ips, n - py, 1);
         c->previous_n = id != 0 ? n : -1;
         c->previous_id = id;
         c->previous_tree = tree_.generation();

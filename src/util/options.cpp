@@ -275,7 +275,7 @@ constexpr OptionSpec kOptions[] = {
      [](Options& o) { o.pickle = o.stack_depth > 0; }},
     {"GPUMEMPROF_PYTHON", "1", "`1`",
      "`1`: stacks of Python threads show the Python frames (`file:line:function`) in place of the "
-     "interpreter's frames (CPython 3.11-3.13); `all`: keep the interpreter's frames too; `0`: native frames only",
+     "interpreter's frames (CPython 3.11-3.15); `all`: keep the interpreter's frames too; `0`: native frames only",
      "expected 0, 1 or all",
      [](const char* v, Options& o) {
          if (std::strcmp(v, "all") == 0) { o.python = 2; return true; }

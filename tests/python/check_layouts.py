@@ -34,7 +34,9 @@ def main():
         return 77
     with tempfile.TemporaryDirectory() as tmp:
         exe = os.path.join(tmp, "layout")
+        # The parent too: Debian's pyconfig.h includes <x86_64-linux-gnu/python3.X/pyconfig.h>.
         c = subprocess.run([a.cc, "-I" + include, "-I" + os.path.join(include, "internal"),
+                            "-I" + os.path.dirname(include),
                             os.path.join(HERE, "python_layout.c"), "-o", exe], capture_output=True, text=True)
         if c.returncode != 0:
             print("FAIL: cannot compile against %s:\n%s" % (include, c.stderr[-3000:]))

@@ -10,6 +10,9 @@
 #include <stdio.h>
 #include <string.h>
 #include "internal/pycore_frame.h"
+#if PY_VERSION_HEX >= 0x030E0000
+#include "internal/pycore_stackref.h"
+#endif
 #if PY_VERSION_HEX >= 0x030D0000
 #include "internal/pycore_runtime.h"
 #endif
@@ -51,7 +54,7 @@ int main(void) {
     P("type.name", offsetof(PyTypeObject, tp_name));
     P("type.dealloc", offsetof(PyTypeObject, tp_dealloc));
 #else
-    P("owner.cstack", FRAME_OWNED_BY_CSTACK);
+    P("owner.shim", FRAME_OWNED_BY_CSTACK);
     P("event.code_create", PY_CODE_EVENT_CREATE);
 #endif
     P("code.filename", offsetof(PyCodeObject, co_filename));
@@ -91,7 +94,12 @@ int main(void) {
     D("unicode_object.length", unicode_object.length);
     D("unicode_object.asciiobject_size", unicode_object.asciiobject_size);
     P("str.compact_extra", sizeof(PyCompactUnicodeObject) - sizeof(PyASCIIObject));
-    P("owner.cstack", FRAME_OWNED_BY_CSTACK);
+#if PY_VERSION_HEX >= 0x030E0000
+    P("owner.shim", FRAME_OWNED_BY_INTERPRETER); /* and every owner above it */
+    P("stackref.tag_bits", Py_TAG_BITS);
+#else
+    P("owner.shim", FRAME_OWNED_BY_CSTACK);
+#endif
     P("code.version", offsetof(PyCodeObject, co_version));
     P("event.code_create", PY_CODE_EVENT_CREATE);
 #endif

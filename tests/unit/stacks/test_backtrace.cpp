@@ -711,3 +711,59 @@ TEST_CASE("backtrace: a frame only libunwind can step out of", "[backtrace]") {
         check_same(g_under_rbx_frame); // the same frames as libunwind's own, from the same first frame
     }
 }
+
+namespace {
+
+struct FrameOfLocal {
+    int frames = 0;              ///< latest_walk_sps's count
+    bool increasing = true;      ///< sps grow outward
+    std::uintptr_t owner = 0;    ///< ips[i] of the frame whose [sps[i], sps[i + 1]) holds the local
+    std::uintptr_t expected = 0; ///< the return address into the local's function, minus one
+};
+
+/// Walks, then finds which frame's stack span holds `local` (an address in the caller's frame).
+__attribute__((noinline)) FrameOfLocal walk_and_find(const volatile char* local, int skip) {
+    FrameOfLocal r;
+    std::uintptr_t ips[kMaxFrames], sps[kMaxFrames];
+    const int n = capture_backtrace(ips, kMaxFrames, skip);
+    r.frames = latest_walk_sps(sps, n, skip);
+    r.expected = reinterpret_cast<std::uintptr_t>(__builtin_return_address(0)) - 1;
+    const auto at = reinterpret_cast<std::uintptr_t>(local);
+    for (int i = 0; i + 1 < r.frames; ++i) {
+        r.increasing = r.increasing && sps[i] < sps[i + 1];
+        if (sps[i] <= at && at < sps[i + 1])
+            r.owner = ips[i];
+    }
+    return r;
+}
+
+/// A frame with a local of its own, like the eval loop's entry shim.
+__attribute__((noinline)) FrameOfLocal frame_with_local(int skip) {
+    volatile char local[48];
+    local[0] = 1;
+    FrameOfLocal r = walk_and_find(local, skip);
+    asm volatile("" ::: "memory");
+    return r;
+}
+
+__attribute__((noinline)) FrameOfLocal one_frame_out(int skip) {
+    FrameOfLocal r = frame_with_local(skip);
+    asm volatile("" ::: "memory");
+    return r;
+}
+
+} // namespace
+
+TEST_CASE("backtrace: the latest walk's stack pointers say which frame holds a local", "[backtrace]") {
+    // Twice: the second walk is taken from the shadow of the first, and says the same.
+    for (int round = 0; round < 2; ++round) {
+        for (int skip : {0, 1}) {
+            const FrameOfLocal r = one_frame_out(skip);
+            INFO("round " << round << ", skip " << skip);
+            CHECK(r.frames > 3);
+            CHECK(r.increasing);
+            // skip 1 drops walk_and_find's own frame: the local's frame is still found, by address.
+            CHECK(r.owner == r.expected);
+        }
+    }
+}
