@@ -10,7 +10,7 @@
 //   copy_async  ... from cudaMemcpyAsync to the host, on the faulted stream
 //   memset  ... from cudaMemset; memset_async: from cudaMemsetAsync on the faulted stream. A memset
 //           only queues work: made at once after the launch, it answered success on an H100
-//           (2026-12-07), so these modes first give the device the time to reach the fault
+//           (2026-12-07), so these modes first wait for the faulted stream's work to end
 //   none    it does not look: its next calls are frees and allocations
 //   probe   (alone) also print which cheap driver calls report the sticky error, and their cost
 #include <cassert>
@@ -123,8 +123,13 @@ int main(int argc, char** argv) {
         while (std::chrono::steady_clock::now() < until) {
         }
     };
-    if (std::strncmp(notice, "memset", 6) == 0)
-        let_it_fault();
+    if (std::strncmp(notice, "memset", 6) == 0) {
+        // Until the stream's work has ended (in its fault): 200 ms were not always enough for
+        // an illegal address. cudaStreamQuery is not a memory call, and not watched by the pool.
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (cudaStreamQuery(s) == cudaErrorNotReady && std::chrono::steady_clock::now() < until) {
+        }
+    }
     if (std::strcmp(notice, "device") == 0)
         say("cudaDeviceSynchronize", cudaDeviceSynchronize());
     else if (std::strcmp(notice, "stream") == 0)
