@@ -145,12 +145,32 @@ struct Fixed311 {
 /// interpreter fills for readers outside it: Include/internal/pycore_debug_offsets.h, 3.13's
 /// pycore_runtime.h), each offset we read is kept. The table grows with each minor version, so
 /// these are per version; check_layouts.py checks them against each version's own headers.
+/// The offsets read from it: the Layout field each one fills, and its name in the table.
+#define GPUMEMPROF_DEBUG_FIELDS(X)                                                                                     \
+    X(ts_current_frame, "thread_state.current_frame")                                                                  \
+    X(ts_interp, "thread_state.interp")                                                                                \
+    X(fr_previous, "interpreter_frame.previous")                                                                       \
+    X(fr_code, "interpreter_frame.executable")                                                                         \
+    X(fr_instr, "interpreter_frame.instr_ptr")                                                                         \
+    X(fr_owner, "interpreter_frame.owner")                                                                             \
+    X(co_filename, "code_object.filename")                                                                             \
+    X(co_qualname, "code_object.qualname")                                                                             \
+    X(co_linetable, "code_object.linetable")                                                                           \
+    X(co_firstlineno, "code_object.firstlineno")                                                                       \
+    X(co_code, "code_object.co_code_adaptive")                                                                         \
+    X(ob_type, "pyobject.ob_type")                                                                                     \
+    X(bytes_size, "bytes_object.ob_size")                                                                              \
+    X(bytes_sval, "bytes_object.ob_sval")                                                                              \
+    X(str_state, "unicode_object.state")                                                                               \
+    X(str_length, "unicode_object.length")                                                                             \
+    X(str_ascii_size, "unicode_object.asciiobject_size")
+#define GPUMEMPROF_MEMBER(field, name) std::size_t field;
 struct DebugFields {
     int minor;
-    std::size_t version, free_threaded, ts_current_frame, ts_interp, fr_previous, fr_executable, fr_instr, fr_owner,
-        co_filename, co_qualname, co_linetable, co_firstlineno, co_code, ob_type, bytes_size, bytes_sval, str_state,
-        str_length, str_ascii_size;
+    std::size_t version, free_threaded; ///< the table's own fields
+    GPUMEMPROF_DEBUG_FIELDS(GPUMEMPROF_MEMBER)
 };
+#undef GPUMEMPROF_MEMBER
 constexpr DebugFields kDebugFields[] = {
     {13, 8, 16, 184, 176, 232, 240, 248, 264, 280, 296, 304, 312, 344, 360, 520, 528, 544, 552, 560},
     {14, 8, 16, 208, 200, 256, 264, 272, 288, 320, 336, 344, 352, 384, 408, 600, 608, 624, 632, 640},
@@ -272,25 +292,11 @@ State discover() noexcept {
                 return fail("free-threaded build");
             Layout& l = in.layout;
             l.minor = minor;
-            l.ts_current_frame = at(d.ts_current_frame);
-            l.ts_interp = at(d.ts_interp);
-            l.fr_code = at(d.fr_executable);
+#define GPUMEMPROF_READ(field, name) l.field = at(d.field);
+            GPUMEMPROF_DEBUG_FIELDS(GPUMEMPROF_READ)
+#undef GPUMEMPROF_READ
             l.fr_code_tagged = minor >= 14;
-            l.fr_previous = at(d.fr_previous);
-            l.fr_instr = at(d.fr_instr);
-            l.fr_owner = at(d.fr_owner);
-            l.co_filename = at(d.co_filename);
-            l.co_qualname = at(d.co_qualname);
-            l.co_linetable = at(d.co_linetable);
-            l.co_firstlineno = at(d.co_firstlineno);
-            l.co_code = at(d.co_code);
             l.co_version = 92; // not in _Py_DebugOffsets; the same in 3.12-3.15 (checked by check_layouts.py)
-            l.ob_type = at(d.ob_type);
-            l.bytes_size = at(d.bytes_size);
-            l.bytes_sval = at(d.bytes_sval);
-            l.str_length = at(d.str_length);
-            l.str_state = at(d.str_state);
-            l.str_ascii_size = at(d.str_ascii_size);
             l.str_compact_size = l.str_ascii_size + 2 * sizeof(void*); // + utf8_length, utf8
         }
         in.is_initialized = is_init;
@@ -1533,23 +1539,9 @@ std::vector<std::pair<std::string, std::size_t>> assumed_layout(int minor) {
     } else if (const DebugFields* d = debug_fields(minor)) {
         v.emplace_back("debug.version", d->version);
         v.emplace_back("debug.free_threaded", d->free_threaded);
-        v.emplace_back("debug.thread_state.current_frame", d->ts_current_frame);
-        v.emplace_back("debug.thread_state.interp", d->ts_interp);
-        v.emplace_back("debug.interpreter_frame.previous", d->fr_previous);
-        v.emplace_back("debug.interpreter_frame.executable", d->fr_executable);
-        v.emplace_back("debug.interpreter_frame.instr_ptr", d->fr_instr);
-        v.emplace_back("debug.interpreter_frame.owner", d->fr_owner);
-        v.emplace_back("debug.code_object.filename", d->co_filename);
-        v.emplace_back("debug.code_object.qualname", d->co_qualname);
-        v.emplace_back("debug.code_object.linetable", d->co_linetable);
-        v.emplace_back("debug.code_object.firstlineno", d->co_firstlineno);
-        v.emplace_back("debug.code_object.co_code_adaptive", d->co_code);
-        v.emplace_back("debug.pyobject.ob_type", d->ob_type);
-        v.emplace_back("debug.bytes_object.ob_size", d->bytes_size);
-        v.emplace_back("debug.bytes_object.ob_sval", d->bytes_sval);
-        v.emplace_back("debug.unicode_object.state", d->str_state);
-        v.emplace_back("debug.unicode_object.length", d->str_length);
-        v.emplace_back("debug.unicode_object.asciiobject_size", d->str_ascii_size);
+#define GPUMEMPROF_FACT(field, name) v.emplace_back("debug." name, d->field);
+        GPUMEMPROF_DEBUG_FIELDS(GPUMEMPROF_FACT)
+#undef GPUMEMPROF_FACT
         v.emplace_back("str.compact_extra", 2 * sizeof(void*));
         v.emplace_back("code.version", 92);
         v.emplace_back("owner.shim", static_cast<std::size_t>(kShimOwner));
