@@ -578,10 +578,10 @@ done:
     return out;
 }
 
-int latest_walk_sps(std::uintptr_t* sps, int max, int skip) noexcept {
+int latest_walk_sps(std::uintptr_t* sps, int max, int skip, std::uint64_t serial) noexcept {
     const ThreadWalk& t = tl_walk;
     Shadow* sh = t.shadow;
-    if (sps == nullptr || sh == nullptr || sh->busy || !t.latest_kept || skip != t.latest_skip)
+    if (sps == nullptr || sh == nullptr || sh->busy || !t.latest_kept || skip != t.latest_skip || serial != t.serial)
         return 0;
     // latest_kept: the previous walk is that walk entire, its frame 0 the walk's own; ips[0] was
     // its frame skip + 1.

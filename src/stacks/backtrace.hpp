@@ -33,10 +33,11 @@ int capture_backtrace(std::uintptr_t* ips, int max_frames, int skip, WalkInfo* i
 
 /// The stack pointer of each frame of the calling thread's latest capture_backtrace result, in its
 /// order: sps[i] is where the frame of the function ips[i] is in begins, and it ends where the
-/// next one begins (sps grow outward). Call it with that walk's `skip`, before the thread's next
-/// walk. Returns how many, at most `max`; 0 when the walk was not remembered entire (a signal
-/// handler's walk inside another, a libunwind fallback, a walk the shadow had no room for).
-int latest_walk_sps(std::uintptr_t* sps, int max, int skip) noexcept;
+/// next one begins (sps grow outward). Call it with that walk's `skip` and WalkInfo::serial.
+/// Returns how many, at most `max`; 0 when the walk was not remembered entire (a signal
+/// handler's walk inside another, a libunwind fallback, a walk the shadow had no room for) or
+/// another walk came since (a signal handler's, between the walk and this call).
+int latest_walk_sps(std::uintptr_t* sps, int max, int skip, std::uint64_t serial) noexcept;
 /// For tests: the calling thread's shadow of its previous walk, as bytes, and another thread's
 /// given to the calling one (as a new thread on a dead one's stack, or a fork child, would have
 /// it). Empty / false when the thread has none.

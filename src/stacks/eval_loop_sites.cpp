@@ -42,7 +42,7 @@ void insert(std::uintptr_t ip) noexcept {
 
 } // namespace
 
-void learn(const std::uintptr_t* ips, int n, int skip) noexcept {
+void learn(const std::uintptr_t* ips, int n, int skip, std::uint64_t serial) noexcept {
     if (ips == nullptr || n <= 0)
         return;
     std::uintptr_t shims[64];
@@ -50,7 +50,7 @@ void learn(const std::uintptr_t* ips, int n, int skip) noexcept {
     if (shim_count == 0)
         return;
     std::uintptr_t sps[kMaxFrames];
-    const int frames = latest_walk_sps(sps, n < kMaxFrames ? n : kMaxFrames, skip);
+    const int frames = latest_walk_sps(sps, n < kMaxFrames ? n : kMaxFrames, skip, serial);
     // Both lists run outward, toward higher addresses: frame i spans [sps[i], sps[i + 1]).
     int i = 0;
     for (int s = 0; s < shim_count; ++s) {

@@ -12,10 +12,10 @@
 namespace gpumemprof::stacks::eval_loop {
 
 /// Learns the eval loop's code addresses among ips[0..n), the calling thread's latest native walk
-/// (capture_backtrace with `skip`), from where its Python frame chain's entry shims are. Call it
-/// before the thread's next walk. A few hundred nanoseconds and up; the recorder calls it for
-/// stacks its cache did not know. Never allocates.
-void learn(const std::uintptr_t* ips, int n, int skip) noexcept;
+/// (capture_backtrace with `skip`, its WalkInfo::serial), from where its Python frame chain's
+/// entry shims are; nothing when another walk came since. A few hundred nanoseconds and up; the
+/// recorder calls it for stacks its cache did not know. Never allocates.
+void learn(const std::uintptr_t* ips, int n, int skip, std::uint64_t serial) noexcept;
 
 /// Whether `ip` (a code address of a stack) was learnt as the eval loop's.
 bool is_site(std::uintptr_t ip) noexcept;

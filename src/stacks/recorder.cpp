@@ -305,7 +305,7 @@ __attribute__((always_inline)) inline StackId Recorder::unwind_and_intern() noex
         // A stack the cache did not know: where its eval loop calls are (eval_loop_sites.hpp),
         // from this very walk, before the thread walks again.
         if (!cached && py > 0)
-            eval_loop::learn(ips, n - py, 1);
+            eval_loop::learn(ips, n - py, 1, walk.serial);
         c->previous_n = id != 0 ? n : -1;
         c->previous_id = id;
         c->previous_tree = tree_.generation();

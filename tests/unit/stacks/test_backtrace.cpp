@@ -719,14 +719,20 @@ struct FrameOfLocal {
     bool increasing = true;      ///< sps grow outward
     std::uintptr_t owner = 0;    ///< ips[i] of the frame whose [sps[i], sps[i + 1]) holds the local
     std::uintptr_t expected = 0; ///< the return address into the local's function, minus one
+    int stale = -1;              ///< latest_walk_sps for that walk after another one
 };
 
 /// Walks, then finds which frame's stack span holds `local` (an address in the caller's frame).
 __attribute__((noinline)) FrameOfLocal walk_and_find(const volatile char* local, int skip) {
     FrameOfLocal r;
     std::uintptr_t ips[kMaxFrames], sps[kMaxFrames];
-    const int n = capture_backtrace(ips, kMaxFrames, skip);
-    r.frames = latest_walk_sps(sps, n, skip);
+    WalkInfo info;
+    const int n = capture_backtrace(ips, kMaxFrames, skip, &info);
+    r.frames = latest_walk_sps(sps, n, skip, info.serial);
+    // Another walk since (as a signal handler's could be): none for this walk's serial.
+    std::uintptr_t other[kMaxFrames];
+    capture_backtrace(other, 4, 0);
+    r.stale = latest_walk_sps(other, kMaxFrames, skip, info.serial);
     r.expected = reinterpret_cast<std::uintptr_t>(__builtin_return_address(0)) - 1;
     const auto at = reinterpret_cast<std::uintptr_t>(local);
     for (int i = 0; i + 1 < r.frames; ++i) {
@@ -764,6 +770,7 @@ TEST_CASE("backtrace: the latest walk's stack pointers say which frame holds a l
             CHECK(r.increasing);
             // skip 1 drops walk_and_find's own frame: the local's frame is still found, by address.
             CHECK(r.owner == r.expected);
+            CHECK(r.stale == 0);
         }
     }
 }
