@@ -183,7 +183,7 @@ CUresult Profiler::mem_alloc_pitch(const DriverApi& api, CUdeviceptr* dptr, std:
     return r;
 }
 
-int Profiler::free_in_pools(std::uintptr_t ptr, bool apply) noexcept {
+int Profiler::free_in_pools(const DriverApi& api, std::uintptr_t ptr, bool apply) noexcept {
     if (ptr == 0)
         return pool::kNotOwned;
     int result = pool::kNotOwned;
@@ -199,6 +199,8 @@ int Profiler::free_in_pools(std::uintptr_t ptr, bool apply) noexcept {
             const int r = s->pool->free(ptr);
             if (r == pool::kNotOwned)
                 return false;
+            if (r != pool::kSuccess) [[unlikely]]
+                note_error(api, static_cast<CUresult>(r), s); // GPUMEMPROF_POOL=0: the driver's free saw a fault
             result = r;
             return true;
         });
@@ -220,12 +222,9 @@ int Profiler::free_in_pools(std::uintptr_t ptr, bool apply) noexcept {
 
 CUresult Profiler::mem_free(const DriverApi& api, CUdeviceptr ptr) noexcept {
     const LateUpdate update;
-    int r = free_in_pools(static_cast<std::uintptr_t>(ptr), update.allowed());
-    if (r != pool::kNotOwned) {
-        if (r != pool::kSuccess) [[unlikely]]
-            note_error(api, static_cast<CUresult>(r)); // GPUMEMPROF_POOL=0: the driver's own free saw a fault
+    int r = free_in_pools(api, static_cast<std::uintptr_t>(ptr), update.allowed());
+    if (r != pool::kNotOwned)
         return static_cast<CUresult>(r);
-    }
     CUresult d = api.cuMemFree_v2(ptr);
     if (!update.allowed())
         return d;
@@ -242,12 +241,9 @@ CUresult Profiler::mem_free_async(const DriverApi& api, CUdeviceptr ptr, CUstrea
     if ((ptsz || stream == CU_STREAM_PER_THREAD) && !streams_.unordered())
         streams_.mark_unordered(OrderLoss::per_thread_stream, origin_stack());
     const LateUpdate update;
-    int r = free_in_pools(static_cast<std::uintptr_t>(ptr), update.allowed());
-    if (r != pool::kNotOwned) {
-        if (r != pool::kSuccess) [[unlikely]]
-            note_error(api, static_cast<CUresult>(r)); // GPUMEMPROF_POOL=0: the driver's own free saw a fault
+    int r = free_in_pools(api, static_cast<std::uintptr_t>(ptr), update.allowed());
+    if (r != pool::kNotOwned)
         return static_cast<CUresult>(r);
-    }
     CUresult d = (ptsz ? api.cuMemFreeAsync_ptsz : api.cuMemFreeAsync)(ptr, stream);
     if (!update.allowed())
         return d;

@@ -338,9 +338,10 @@ private:
     PoolSlot* create_slot(const DriverApi& api, CUcontext ctx) noexcept;
     /// The pooled block holding `ptr`: in_pool false when no pool's segment does.
     pool::Lookup pooled_block(std::uintptr_t ptr) const noexcept;
-    /// Free `ptr` in whichever pool owns it: kSuccess, kInvalidValue, or kNotOwned. `apply`
-    /// false (the state is frozen): the same answer, nothing freed.
-    int free_in_pools(std::uintptr_t ptr, bool apply) noexcept;
+    /// Free `ptr` in whichever pool owns it: kSuccess, kInvalidValue, kNotOwned, or (without
+    /// caching) the driver's own error, a sticky one noted for that pool. `apply` false (the state
+    /// is frozen): the same answer, nothing freed.
+    int free_in_pools(const DriverApi& api, std::uintptr_t ptr, bool apply) noexcept;
     /// The device's primary contexts known to us or to the driver now.
     std::vector<CUcontext> primary_contexts(const DriverApi& api, int device) noexcept;
     int resolve_device(int device) noexcept;
