@@ -117,12 +117,6 @@ int main(int argc, char** argv) {
     else
         writes_wild<<<1, 1, 0, s>>>(small);
     say("cudaGetLastError after launch", cudaGetLastError());
-    // The fault happens while the host goes on; give the device the time to reach it.
-    auto let_it_fault = [] {
-        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
-        while (std::chrono::steady_clock::now() < until) {
-        }
-    };
     if (std::strncmp(notice, "memset", 6) == 0) {
         // Until the stream's work has ended (in its fault): 200 ms were not always enough for
         // an illegal address. cudaStreamQuery is not a memory call, and not watched by the pool.
@@ -142,8 +136,12 @@ int main(int argc, char** argv) {
         say("cudaMemset", cudaMemset(small, 0, 4096));
     else if (std::strcmp(notice, "memset_async") == 0)
         say("cudaMemsetAsync", cudaMemsetAsync(small, 0, 4096, s));
-    else
-        let_it_fault();
+    else {
+        // The fault happens while the host goes on; give the device the time to reach it.
+        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+        while (std::chrono::steady_clock::now() < until) {
+        }
+    }
     if (do_probe)
         probe_driver(reinterpret_cast<CUdeviceptr>(large));
 

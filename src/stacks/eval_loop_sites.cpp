@@ -75,8 +75,4 @@ bool is_site(std::uintptr_t ip) noexcept {
     return false;
 }
 
-int sites() noexcept {
-    return g_count.load(std::memory_order_relaxed);
-}
-
 } // namespace gpumemprof::stacks::eval_loop

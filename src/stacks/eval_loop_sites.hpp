@@ -20,7 +20,4 @@ void learn(const std::uintptr_t* ips, int n, int skip, std::uint64_t serial) noe
 /// Whether `ip` (a code address of a stack) was learnt as the eval loop's.
 bool is_site(std::uintptr_t ip) noexcept;
 
-/// How many addresses were learnt (for the report's stacks section and the tests).
-int sites() noexcept;
-
 } // namespace gpumemprof::stacks::eval_loop
