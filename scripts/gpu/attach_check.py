@@ -35,7 +35,14 @@ WORKLOADS = [
     ("autograd_lines", "autograd_lines.py", [], {}, False),
     ("timm_train", "timm_train.py", [], {}, False),
     ("lightning_train", "lightning_train.py", [], {}, False),
+    # A program's own allocator in PyTorch (PLUGGABLE_SO: scripts/gpu/build-check-programs.sh's).
+    ("pluggable_pool_plain", "pluggable.py", ["pool_plain"], {"PLUGGABLE_SO": "{bin}/pluggable_alloc.so"}, False),
+    ("pluggable_pool_vmm", "pluggable.py", ["pool_vmm"], {"PLUGGABLE_SO": "{bin}/pluggable_alloc.so"}, False),
+    ("pluggable_global", "pluggable.py", ["global_plain"], {"PLUGGABLE_SO": "{bin}/pluggable_alloc.so"}, False),
+    ("async_backend", "async_backend.py", [], {"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"}, False),
 ]
+# Workloads where PyTorch's native allocator does not serve the program: nothing to attach to.
+UNATTACHED = {"pluggable_global", "async_backend"}
 
 RESULTS = []
 
@@ -226,6 +233,51 @@ def check_accounting(name, rep):
     record(name + ": device accounting present", False)
 
 
+def check_unattached(name, script, args, env_extra, lib, artifacts):
+    """PyTorch without its native allocator (a stream-ordered backend, a swapped-in allocator):
+    the program's outputs and its own view of its memory unchanged, every byte accounted, the
+    script's lines in the report, and what the profiler says of PyTorch."""
+    plain = run(script, args, env_extra, None)
+    keep = os.path.join(artifacts, name) if artifacts else None
+    if keep:
+        os.makedirs(keep, exist_ok=True)
+    att = run(script, args, env_extra, lib, keep=keep)
+    ok_rc = plain["rc"] == att["rc"] == 0
+    record(name + ": same exit status (0)", ok_rc, plain=plain["rc"], attached=att["rc"],
+           stderr=None if ok_rc else att["stderr"][-1500:] + " || plain: " + plain["stderr"][-600:])
+    po, ao = plain["out"] or {}, att["out"] or {}
+    record(name + ": same outputs", po.get("outputs") is not None and close(po.get("outputs"), ao.get("outputs")),
+           plain=po.get("outputs"), attached=ao.get("outputs"))
+    record(name + ": torch.cuda.max_memory_allocated()/memory_allocated() the same",
+           po.get("max_memory_allocated") == ao.get("max_memory_allocated") and
+           po.get("memory_allocated") == ao.get("memory_allocated"),
+           plain=[po.get("max_memory_allocated"), po.get("memory_allocated")],
+           attached=[ao.get("max_memory_allocated"), ao.get("memory_allocated")])
+    differing = {}
+    for label, s in (po.get("samples") or {}).items():
+        t = ((ao.get("samples") or {}).get(label) or {}).get("torch") or {}
+        differing[label] = {k: [t.get(k), v] for k, v in (s.get("torch") or {}).items() if t.get(k) != v}
+    if po.get("samples"):
+        record(name + ": torch.cuda.memory_stats() the same as without the profiler at the same moments",
+               all(not d for d in differing.values()), samples=list(differing),
+               differing={k: dict(list(v.items())[:8]) for k, v in differing.items()})
+    pu, au = po.get("peak_used", 0), ao.get("peak_used", 0)
+    if pu:
+        record(name + ": driver's used memory at the peak within 1%", abs(au - pu) <= 0.01 * pu,
+               plain=pu, attached=au, ratio=round(au / pu, 5))
+    rep = main_report(att["reports"])
+    statuses = [d.get("allocator_status") for d in rep.get("devices", [])]
+    warnings = [ln for ln in att["stderr"].splitlines() if "gpumemprof" in ln and "warn" in ln.lower()]
+    record(name + ": not attached (nothing to attach to), no warning about it",
+           not any(d.get("allocator") == "pytorch" for d in rep.get("devices", [])) and not warnings,
+           statuses=statuses, warnings=warnings[:5])
+    check_accounting(name, rep)
+    hits, n = user_line_sites(rep, script)
+    record(name + ": the report names the script's own lines", bool(hits), top_sites=n, script_lines=hits)
+    RESULTS.append({"check": name + ": timings", "pass": True, "plain_wall": plain["wall"],
+                    "attached_wall": att["wall"]})
+
+
 def check(name, script, args, env_extra, timed, lib, artifacts):
     plain = run(script, args, env_extra, None)
     keep = os.path.join(artifacts, name) if artifacts else None
@@ -292,13 +344,19 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--artifacts", default=None, help="folder for the reports of the attached runs")
     ap.add_argument("--only", default=None, help="comma-separated workload names")
+    ap.add_argument("--bin", default=None, help="the check programs' folder (default: bin/ beside --lib)")
     a = ap.parse_args()
+    bin_dir = os.path.abspath(a.bin or os.path.join(os.path.dirname(os.path.abspath(a.lib)), "bin"))
     only = set(a.only.split(",")) if a.only else None
     for name, script, args, env_extra, timed in WORKLOADS:
         if only and name not in only:
             continue
+        env_extra = {k: v.replace("{bin}", bin_dir) for k, v in env_extra.items()}
         try:
-            check(name, script, args, env_extra, timed, os.path.abspath(a.lib), a.artifacts)
+            if name in UNATTACHED:
+                check_unattached(name, script, args, env_extra, os.path.abspath(a.lib), a.artifacts)
+            else:
+                check(name, script, args, env_extra, timed, os.path.abspath(a.lib), a.artifacts)
         except Exception as e:  # noqa: BLE001 - one workload's failure must not hide the others
             record(name + ": ran", False, error=repr(e))
         with open(a.out, "w") as f:

@@ -15,3 +15,5 @@ build alloc_bench "$here/alloc_bench.cu"
 build samples_mix "$here/samples_mix.cu" -lcuda -cudart=shared
 build samples_mix_ptds_static "$here/samples_mix.cu" -lcuda -cudart=static --default-stream per-thread
 build fault_after "$here/fault_after.cu" -lcuda -cudart=shared
+# attach_check.py's CUDAPluggableAllocator (a shared library; cudart linked statically into it).
+build pluggable_alloc.so "$here/attach/pluggable_alloc.cu" -shared -Xcompiler -fPIC -lcuda -cudart=static

@@ -642,8 +642,8 @@ def main():
         p = subprocess.run([sys.executable, os.path.join(here, "check_torch_layouts.py")], capture_output=True, text=True)
         record("torch allocator layouts match the installed torch's headers", p.returncode == 0, output=p.stdout[-1500:])
     if "attach" in only:
-        script("attach_check", "--lib", a.lib) if not a.artifacts else script("attach_check", "--lib", a.lib,
-                                                                             "--artifacts", a.artifacts)
+        script("attach_check", "--lib", a.lib, "--bin", a.bindir,
+               *(["--artifacts", a.artifacts] if a.artifacts else []))
     if "accounting" in only:
         script("accounting_check", "--lib", a.lib)
     if "gloo" in only:
