@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: MIT
 #include "core/caller_modules.hpp"
 
+#include "stacks/backtrace.hpp"
+#include "util/cycle_clock.hpp"
 #include "util/path.hpp"
 
 #include <dlfcn.h>
+#include <link.h>
 
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 
@@ -12,6 +16,31 @@ namespace gpumemprof::core {
 namespace {
 
 thread_local std::uintptr_t t_entry_caller __attribute__((tls_model("initial-exec"))) = 0;
+
+bool is_c10_cuda(const char* path) noexcept {
+    return std::strncmp(util::base_name(path), "libc10_cuda.so", 14) == 0;
+}
+
+/// The loader's count of modules loaded so far (the same in every entry: the first is enough).
+int count_adds(dl_phdr_info* info, std::size_t size, void* data) {
+    if (size >= offsetof(dl_phdr_info, dlpi_adds) + sizeof info->dlpi_adds)
+        *static_cast<unsigned long long*>(data) = info->dlpi_adds;
+    return 1;
+}
+
+int find_c10_cuda(dl_phdr_info* info, std::size_t, void* data) {
+    if (info->dlpi_name == nullptr || !is_c10_cuda(info->dlpi_name))
+        return 0;
+    *static_cast<bool*>(data) = true;
+    return 1;
+}
+
+/// Frames looked at for PyTorch's allocator above a program's own: the hooks, the program's
+/// allocator function and the CUDA runtime inside it, PyTorch's pluggable-allocator glue.
+constexpr int kAllocatorFrames = 16;
+/// How often, in time-stamp counter ticks (a few milliseconds), the loader's list is looked at
+/// while libc10_cuda.so is not in it: a program without PyTorch pays one look per interval.
+constexpr std::uint64_t kLookTicks = 1ull << 24;
 
 } // namespace
 
@@ -62,7 +91,7 @@ std::uint16_t CallerModules::add(const char* path, const void* base) noexcept {
         return kUnknown;
     bases_[n] = base;
     paths_[n] = copy;
-    if (std::strncmp(util::base_name(copy), "libc10_cuda.so", 14) == 0)
+    if (is_c10_cuda(copy))
         torch_allocator_.store(n, std::memory_order_relaxed);
     count_.store(n + 1, std::memory_order_release);
     return static_cast<std::uint16_t>(n);
@@ -84,6 +113,40 @@ std::string CallerModules::library(std::uint16_t id) const {
 
 bool CallerModules::is_torch_allocator(std::uint16_t id) const noexcept {
     return id != kUnknown && id == torch_allocator_.load(std::memory_order_relaxed);
+}
+
+bool CallerModules::torch_allocator_loaded() noexcept {
+    if (torch_loaded_.load(std::memory_order_relaxed))
+        return true; // PyTorch never unloads it
+    const std::uint64_t now = util::CycleClock::now();
+    const std::uint64_t last = torch_looked_at_.load(std::memory_order_relaxed);
+    if (last != 0 && now - last < kLookTicks)
+        return false;
+    torch_looked_at_.store(now, std::memory_order_relaxed);
+    unsigned long long adds = 0;
+    dl_iterate_phdr(count_adds, &adds);
+    if (adds == looked_adds_.load(std::memory_order_relaxed))
+        return false; // nothing loaded since the last look
+    bool found = false;
+    dl_iterate_phdr(find_c10_cuda, &found);
+    looked_adds_.store(adds, std::memory_order_relaxed);
+    if (found)
+        torch_loaded_.store(true, std::memory_order_relaxed);
+    return found;
+}
+
+std::uint16_t CallerModules::torch_allocator_in_stack() noexcept {
+    if (!torch_allocator_loaded() ||
+        !stacks::room_to_unwind(reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0))))
+        return kUnknown;
+    std::uintptr_t ips[kAllocatorFrames];
+    const int n = stacks::capture_backtrace(ips, kAllocatorFrames, 1);
+    for (int i = 0; i < n; ++i) {
+        const std::uint16_t id = module_of(ips[i]);
+        if (is_torch_allocator(id))
+            return id;
+    }
+    return kUnknown;
 }
 
 } // namespace gpumemprof::core

@@ -45,10 +45,16 @@ public:
     std::string library(std::uint16_t id) const;
     /// libc10_cuda.so: PyTorch's CUDA caching allocator.
     bool is_torch_allocator(std::uint16_t id) const noexcept;
+    /// libc10_cuda.so's id when one of the calling thread's nearer frames is in it, else kUnknown:
+    /// a program's own allocator that PyTorch's called (a MemPool's CUDAPluggableAllocator),
+    /// whose calls come from the program's library. Walks the stack only while libc10_cuda.so is
+    /// loaded (the loader's list is looked at again every few milliseconds until it is).
+    std::uint16_t torch_allocator_in_stack() noexcept;
 
 private:
     CallerModules() = default;
     std::uint16_t add(const char* path, const void* base) noexcept; // requires mutex_
+    bool torch_allocator_loaded() noexcept;
 
     static constexpr int kCacheSize = 1024;
     std::atomic<std::uint64_t> cache_[kCacheSize] = {}; ///< (address << 16) | id
@@ -57,6 +63,9 @@ private:
     const char* paths_[kMaxModules] = {}; ///< leaked copies: read without the lock once published
     std::atomic<int> count_{1};           ///< id 0 is kUnknown
     std::atomic<int> torch_allocator_{-1};
+    std::atomic<bool> torch_loaded_{false};          ///< libc10_cuda.so seen in the loader's list
+    std::atomic<std::uint64_t> torch_looked_at_{0};  ///< the time-stamp counter at the last look
+    std::atomic<unsigned long long> looked_adds_{0}; ///< the loader's count of loads then
 };
 
 } // namespace gpumemprof::core

@@ -140,6 +140,9 @@
     HOOK(cuDevicePrimaryCtxReset_v2, 11000)                                                                            \
     CALL(cuCtxGetCurrent)                                                                                              \
     CALL(cuCtxGetDevice)                                                                                               \
+    CALL(cuDeviceGetMemPool)                                                                                           \
+    CALL(cuDeviceGetDefaultMemPool)                                                                                    \
+    CALL(cuMemPoolGetAttribute)                                                                                        \
     CALL(cuCtxPushCurrent_v2)                                                                                          \
     CALL(cuCtxPopCurrent_v2)                                                                                           \
     CALL(cuDevicePrimaryCtxGetState)                                                                                   \

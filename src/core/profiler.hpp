@@ -5,6 +5,7 @@
 // Hooks in src/intercept/ only forward here.
 #pragma once
 
+#include "core/async_pools.hpp"
 #include "core/device_accounting.hpp"
 #include "core/driver_api.hpp"
 #include "core/driver_footprint.hpp"
@@ -364,6 +365,7 @@ private:
     pool::AllocConf conf_;
     StreamRegistry streams_;
     PassthroughLedger ledger_{PassthroughConsumers{&stacks::Recorder::instance(), &trace_, &torch_}};
+    AsyncPools async_pools_; ///< the pools stream-ordered allocations come from (the accounting)
     DoorCounters doors_;
     StepMarks steps_;
 

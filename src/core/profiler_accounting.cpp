@@ -19,6 +19,10 @@
 namespace gpumemprof::core {
 namespace {
 
+constexpr const char* kAsyncBucket = "stream-ordered (cudaMallocAsync, memory pools)";
+constexpr const char* kAsyncCachedBucket =
+    "stream-ordered memory pools: reserved, free (below their release threshold)";
+
 // Set by a pool or mirror (under its lock) when it obtained device memory; the caller takes a
 // reading once that lock is released.
 thread_local int t_acquired_device __attribute__((tls_model("initial-exec"))) = -1;
@@ -160,6 +164,15 @@ bool Profiler::read_driver_used(const DriverApi& api, int device, AccountingRead
         return false;
     r->driver_used = static_cast<std::int64_t>(total - free_bytes);
     r->driver_total = static_cast<std::int64_t>(total);
+    // What the device's memory pools keep beyond the live stream-ordered allocations (freed
+    // memory below their release threshold): the driver's figure holds it.
+    std::int64_t async_live = 0;
+    for (const auto& [name, bytes] : r->buckets)
+        if (name == kAsyncBucket)
+            async_live = bytes;
+    const std::int64_t reserved = async_pools_.reserved(api, device);
+    if (reserved > async_live)
+        r->buckets.emplace_back(kAsyncCachedBucket, reserved - async_live);
     r->t_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count();
     return true;
 }
@@ -211,7 +224,7 @@ void Profiler::accounting_buckets(int device, AccountingReading* r) const {
     add(attached ? "gpumemprof's pool (other libraries): cached, free" : "gpumemprof's pool: cached, free",
         pool_cached);
     add("gpumemprof's own stream (the pool's fences)", own_streams);
-    add("stream-ordered (cudaMallocAsync, memory pools)", kind(Kind::async));
+    add(kAsyncBucket, kind(Kind::async));
     add("VMM physical memory (cuMemCreate)", kind(Kind::vmm_physical));
     for (int c = 0; c < kFootprintCauses; ++c)
         add(footprint_bucket(static_cast<FootprintCause>(c)), footprint_.bytes(device, static_cast<FootprintCause>(c)));

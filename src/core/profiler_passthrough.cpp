@@ -24,14 +24,22 @@ CUresult Profiler::managed_alloc(const DriverApi& api, CUdeviceptr* dptr, std::s
 
 CUresult Profiler::async_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_t bytes, CUmemoryPool pool,
                                CUstream stream, bool from_pool, bool ptsz) noexcept {
+    // The device's baseline is read before its first pool reserves anything (the context's slot
+    // reads it once), or what the pool keeps would count twice.
+    if (!process_exiting())
+        current_slot(api);
     const std::uint32_t stack = capture_stack();
     CUresult r = CUDA_ERROR_NOT_FOUND;
     if (from_pool)
         r = (ptsz ? api.cuMemAllocFromPoolAsync_ptsz : api.cuMemAllocFromPoolAsync)(dptr, bytes, pool, stream);
     else
         r = (ptsz ? api.cuMemAllocAsync_ptsz : api.cuMemAllocAsync)(dptr, bytes, stream);
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS) {
+        async_pools_.note_allocation();
+        if (from_pool)
+            async_pools_.note_pool(api, pool);
         record_alloc_with_stack(Kind::async, api, *dptr, bytes, kDeviceOfCurrentContext, stack);
+    }
     return r;
 }
 

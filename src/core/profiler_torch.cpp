@@ -93,8 +93,11 @@ bool Profiler::torch_allocator_call(std::uintptr_t caller) noexcept {
     if (options_.torch == util::kTorchPool)
         return false;
     CallerModules& modules = CallerModules::instance();
-    const std::uint16_t module = modules.module_of(caller);
-    if (!modules.is_torch_allocator(module))
+    std::uint16_t module = modules.module_of(caller);
+    // A program's allocator that PyTorch's calls (a MemPool's CUDAPluggableAllocator): the call
+    // comes from the program's library, and PyTorch's first event may follow it, so it may
+    // also be the moment to attach.
+    if (!modules.is_torch_allocator(module) && (module = modules.torch_allocator_in_stack()) == CallerModules::kUnknown)
         return false;
     if (options_.torch == util::kTorchAttach && torch_.state() == TorchAttach::State::idle)
         torch_.on_allocator_call(modules.path(module), &Profiler::torch_sink, torch_control());

@@ -51,4 +51,12 @@ struct StackBounds {
 };
 const StackBounds& thread_stack_bounds() noexcept;
 
+/// Stack a capture may need below the caller's frame: libunwind's cursor and context, its
+/// DWARF state while it reads .eh_frame, the Python walk and the interning. Below
+/// this much room, or off the thread's own stack, the allocation is kept without a stack.
+inline constexpr std::uintptr_t kUnwindStackRoom = 32 * 1024;
+/// True when the stack pointer `sp` has room for an unwind: it lies on the thread's own stack
+/// (not a makecontext coroutine, not a sigaltstack) with kUnwindStackRoom left below it.
+bool room_to_unwind(std::uintptr_t sp) noexcept;
+
 } // namespace gpumemprof::stacks

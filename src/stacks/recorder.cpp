@@ -20,11 +20,6 @@ namespace gpumemprof::stacks {
 
 namespace {
 
-/// Stack a capture may need below the caller's frame: libunwind's cursor and context, its
-/// DWARF state while it reads .eh_frame, the Python walk and the interning. Below
-/// this much room, or off the thread's own stack, the allocation is kept without a stack.
-constexpr std::uintptr_t kUnwindStackRoom = 32 * 1024;
-
 struct ThreadCapture;
 void release_stats(ThreadCapture* c) noexcept;
 /// Per thread: the frames of the current capture and of the previous one (two buffers, swapped),
@@ -77,15 +72,6 @@ std::int64_t draw_skip(SampleState& s, std::uint32_t one_in) noexcept {
     const double u = (static_cast<double>(next_random(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
     const double skip = std::floor(std::log(u) / std::log1p(-1.0 / static_cast<double>(one_in)));
     return skip < 0 ? 0 : (skip > 1e15 ? static_cast<std::int64_t>(1e15) : static_cast<std::int64_t>(skip));
-}
-
-/// True when the stack pointer `sp` has room for an unwind: it lies on the thread's own stack
-/// (not a makecontext coroutine, not a sigaltstack) with kUnwindStackRoom left below it.
-bool room_to_unwind(std::uintptr_t sp) noexcept {
-    const StackBounds& t = thread_stack_bounds();
-    if (!t.known)
-        return true; // capture_backtrace itself then returns no frames
-    return sp > t.lo && sp <= t.hi && sp - t.lo >= kUnwindStackRoom;
 }
 
 } // namespace

@@ -219,6 +219,32 @@ def case_driver_footprint_graph_memory(args, tmp):
     return c.finish([plain, pre])
 
 
+def case_driver_footprint_async_pool(args, tmp):
+    """Stream-ordered memory a pool keeps after its frees (release threshold 64 MiB, as PyTorch's
+    cudaMallocAsync backend sets it): the driver's figure stays up, and the split names the
+    pool's reserve instead of leaving it unexplained."""
+    c = Checker(args.case)
+    runs = [run_prog(args, tmp, label, pre, {}, ["async_pool"]) for label, pre in (("plain", False), ("preload", True))]
+    for r in runs:
+        c.eq("%s: exit code" % r.label, r.rc, 0)
+    plain, pre = runs
+    keys = ("used_live_mib", "used_after_free_mib", "pool_reserved_mib")
+    same_values(c, plain, pre, keys)
+    c.eq("plain: the driver's used figure and the pool's reserve (MiB)", [plain.val(k) for k in keys], [40, 40, 24])
+    c.eq("plain: used at exit (MiB)", plain.val("used_at_exit_mib"), 24)
+    acc = pre.report()["devices"][0].get("device_accounting", {})
+    split = lambda m: (m.get("driver_used_bytes", 0) // MIB,  # noqa: E731
+                       {k: v // MIB for k, v in m.get("buckets", {}).items()}, m.get("unexplained_bytes"))
+    live = "stream-ordered (cudaMallocAsync, memory pools)"
+    kept = "stream-ordered memory pools: reserved, free (below their release threshold)"
+    c.eq("at the peak (both live): the split (MiB)", split(acc),
+         (40, {"gpumemprof's pool: allocated": 16, live: 24}, 0))
+    # The pool keeps the 16 MiB segment cached, the driver's pool the 24 MiB.
+    c.eq("at exit (both freed): the split (MiB)", split(acc.get("at_exit", {})),
+         (40, {"gpumemprof's pool: cached, free": 16, kept: 24}, 0))
+    return c.finish([plain, pre])
+
+
 def case_vmm_first(args, tmp):
     """The device's first memory is VMM (cuMemCreate), as under PyTorch's expandable segments:
     the baseline (the context before any allocation) is read before the pages exist, so they

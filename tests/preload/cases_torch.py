@@ -38,6 +38,48 @@ def case_torch_attach(args, tmp):
     return torch_attach_checks(args, tmp, thread=True)
 
 
+def case_torch_pluggable(args, tmp):
+    """PyTorch's first allocation goes to a MemPool whose segments the program's own allocator
+    makes (cudaMalloc from the program's function, called by PyTorch's allocator): that call is
+    PyTorch's (passed through, not pooled by us), the profiler attaches inside it, before the
+    first event, and every event fits."""
+    c = Checker(args.case)
+    plain, pre = both_ran(c, args, tmp)
+    for k in ("TORCH_STATS", "TORCH_STATS_END"):
+        c.eq("stdout: the stand-in's own %s, same with and without the preload" % k, pre.values.get(k),
+             plain.values.get(k))
+    c.eq("the program's allocator made and released the pool's one segment",
+         [pre.val("program_alloc"), pre.val("program_release")], [1, 1])
+    # The pool's 20 MiB segment (for 6 MiB) and the default pool's 20 MiB (for 3 MiB), each from
+    # the driver as without us.
+    c.eq("driver cuMemAlloc_v2 calls, with and without the preload",
+         [plain.sim_ok("cuMemAlloc_v2"), pre.sim_ok("cuMemAlloc_v2")], [2, 2])
+    rep = pre.report() or {}
+    torch = entries(rep, "pytorch")
+    c.eq("one devices entry for PyTorch's allocator", len(torch), 1)
+    if not torch:
+        return c.finish([plain, pre])
+    t = torch[0]
+    c.true("attached", t.get("allocator_status", "").startswith("attached to PyTorch 2.11.0+sim"),
+           t.get("allocator_status"))
+    c.eq("events that did not fit the rebuilt layout", t.get("mirror_mismatches"), 0)
+    c.eq("at exit our keys equal the stand-in's own", (t.get("pytorch_check") or {}).get("differing_keys"), {})
+    during = json.loads(pre.values.get("TORCH_STATS") or "{}")
+    c.eq("the stand-in's segments at the peak: 2 (the pool's and the default pool's)",
+         during.get("segment.all.peak"), 2)
+    c.eq("PyTorch's private pool (0, 7): its 20 MiB at the peak",
+         [(p.get("id"), p.get("peak_reserved_bytes")) for p in t.get("private_pools", [])], [([0, 7], 20 * MIB)])
+    ours = entries(rep, "gpumemprof")
+    c.eq("our pool served nothing (reserved_bytes.all.peak)",
+         [o.get("memory_stats", {}).get("reserved_bytes.all.peak") for o in ours], [0] * len(ours))
+    acc = next((d["device_accounting"] for d in rep.get("devices", []) if "device_accounting" in d), {})
+    split = {k: v // MIB for k, v in acc.get("buckets", {}).items()}
+    c.eq("the peak's split (MiB): the pool's segment once, as PyTorch's",
+         (split.get("PyTorch's private pools (CUDA graphs, MemPool)"), acc.get("unexplained_bytes")), (20, 0))
+    c.true("no gpumemprof warning", "gpumemprof: warning" not in pre.stderr, pre.stderr[-1500:])
+    return c.finish([plain, pre])
+
+
 def case_torch_attach_inline(args, tmp):
     """The same with GPUMEMPROF_TORCH_THREAD=0: each event handled on the thread that made it."""
     return torch_attach_checks(args, tmp, thread=False)

@@ -5,7 +5,8 @@
 // sim_module_image.hpp says; the case checks that the accounting names every byte (cases_pool.py,
 // case_driver_footprint). With argument "context": a context the program creates, used and
 // destroyed beside the primary one (case_driver_footprint_context); "graph_memory": a graph's
-// memory nodes, kept after its executable goes until a trim (case_driver_footprint_graph_memory).
+// memory nodes, kept after its executable goes until a trim (case_driver_footprint_graph_memory);
+// "async_pool": freed stream-ordered memory a pool keeps reserved (case_driver_footprint_async_pool).
 #include "common.hpp"
 
 #include "../sim/sim_module_image.hpp"
@@ -102,11 +103,40 @@ int graph_memory_case() {
 }
 } // namespace
 
+/// Stream-ordered memory from the default pool with a release threshold of 64 MiB: 16 + 8 MiB
+/// allocated and freed, then kept reserved by the pool until exit (as PyTorch's cudaMallocAsync
+/// backend sets its pool's threshold).
+int async_pool_case() {
+    CUdevice dev;
+    CUcontext primary;
+    const CUdeviceptr d = primary_with_block(&dev, &primary);
+    CUmemoryPool pool;
+    MUST(cuDeviceGetDefaultMemPool(&pool, dev));
+    cuuint64_t threshold = 64 * kMiB;
+    MUST(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold));
+    CUdeviceptr a = 0, b = 0;
+    MUST(cuMemAllocAsync(&a, 16 * kMiB, nullptr));
+    MUST(cuMemAllocAsync(&b, 8 * kMiB, nullptr));
+    used("used_live_mib");
+    MUST(cuMemFreeAsync(a, nullptr));
+    MUST(cuMemFreeAsync(b, nullptr));
+    MUST(cuStreamSynchronize(nullptr));
+    used("used_after_free_mib");
+    cuuint64_t reserved = 0;
+    MUST(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved));
+    put("pool_reserved_mib", static_cast<long long>(reserved / kMiB));
+    MUST(cuMemFree_v2(d));
+    used("used_at_exit_mib");
+    return 0;
+}
+
 int main(int argc, char** argv) {
     if (argc > 1 && std::strcmp(argv[1], "graph_memory") == 0)
         return graph_memory_case();
     if (argc > 1 && std::strcmp(argv[1], "context") == 0)
         return context_case();
+    if (argc > 1 && std::strcmp(argv[1], "async_pool") == 0)
+        return async_pool_case();
     MUST(cuInit(0));
     CUdevice dev;
     MUST(cuDeviceGet(&dev, 0));

@@ -18,11 +18,11 @@ from cases_lifetime import (case_c_api, case_dtor_free, case_fault_after, case_f
                             case_fork_child_alloc, case_sigterm, case_signal_dump)
 from cases_pool import (case_bad_config, case_bad_free, case_capture, case_cross_stream_reuse,  # noqa: E402
                         case_device_reset, case_driver_direct, case_driver_footprint, case_driver_footprint_context,
-                        case_driver_footprint_graph_memory,
+                        case_driver_footprint_graph_memory, case_driver_footprint_async_pool,
                         case_expandable, case_ipc, case_library_stream, case_mem_get_info, case_oom, case_passthrough_kinds, case_vmm_first, case_pool_off, case_sequence)
 from cases_contexts import CONTEXT_CASES  # noqa: E402
 from cases_torch import (case_torch_attach, case_torch_attach_inline, case_torch_autograd, case_torch_autograd_join,  # noqa: E402
-                         case_torch_trace)
+                         case_torch_pluggable, case_torch_trace)
 from cases_trace import case_fenced_replay, case_stack_sampling, case_trace_replay, case_trailing_device  # noqa: E402
 
 
@@ -33,6 +33,7 @@ CASES = {
     "driver_footprint": case_driver_footprint,
     "driver_footprint_context": case_driver_footprint_context,
     "driver_footprint_graph_memory": case_driver_footprint_graph_memory,
+    "driver_footprint_async_pool": case_driver_footprint_async_pool,
     "dlsym_lookup": case_dlsym_lookup,
     "hook_doors": case_hook_doors,
     "passthrough_kinds": case_passthrough_kinds,
@@ -65,6 +66,7 @@ CASES = {
     "vmm_first": case_vmm_first,
     "torch_attach": case_torch_attach,
     "torch_attach_inline": case_torch_attach_inline,
+    "torch_pluggable": case_torch_pluggable,
     "torch_trace": case_torch_trace,
     "torch_autograd": case_torch_autograd,
     "torch_autograd_join": case_torch_autograd_join,

@@ -2,13 +2,21 @@
 // Simulated driver: device/managed/host/stream-ordered allocations, VMM, pointer queries, IPC.
 #include "sim_driver.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <sys/mman.h>
 #include <unistd.h>
 
+// A device's default memory pool (the only pool simulated). Freed stream-ordered memory stays
+// reserved up to the release threshold (0 by default, as the driver's), and a later allocation
+// takes it first; the driver releases beyond the threshold at synchronisations, this one at the
+// free. Fields under State::mu.
 struct CUmemPoolHandle_st {
     int device = 0;
+    std::size_t threshold = 0; // CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
+    std::size_t used = 0;      // live allocations' charged bytes
+    std::size_t cached = 0;    // freed, still reserved
 };
 
 namespace gpumemprof::sim {
@@ -175,7 +183,18 @@ CUresult async_alloc(CUdeviceptr* dptr, std::size_t size, CUstream h) {
         return r;
     if (!resolve_stream(ctx, h))
         return CUDA_ERROR_INVALID_HANDLE;
-    return allocate(dptr, size, Kind::Async, ctx, false);
+    const CUresult r = allocate(dptr, size, Kind::Async, ctx, false);
+    if (r != CUDA_SUCCESS)
+        return r;
+    State& st = state();
+    std::lock_guard lk(st.mu);
+    const Alloc& a = st.allocs[static_cast<std::uintptr_t>(*dptr)];
+    CUmemPoolHandle_st& pool = *default_pool(a.device);
+    pool.used += a.charged;
+    const std::size_t reused = std::min(pool.cached, a.charged); // reserved already: not charged again
+    pool.cached -= reused;
+    st.used[a.device] -= reused;
+    return CUDA_SUCCESS;
 }
 
 CUresult async_free(CUdeviceptr dptr, CUstream h) {
@@ -230,7 +249,16 @@ void release_locked(State& st, std::uintptr_t base) {
     if (it == st.allocs.end())
         return;
     munmap(reinterpret_cast<void*>(base), it->second.map_len);
-    st.used[it->second.device] -= it->second.charged;
+    std::size_t released = it->second.charged;
+    if (it->second.kind == Kind::Async) {
+        CUmemPoolHandle_st& pool = *default_pool(it->second.device);
+        pool.used -= it->second.charged;
+        const std::size_t room = pool.threshold > pool.cached ? pool.threshold - pool.cached : 0;
+        const std::size_t kept = std::min(room, it->second.charged);
+        pool.cached += kept;
+        released -= kept;
+    }
+    st.used[it->second.device] -= released;
     st.allocs.erase(it);
 }
 
@@ -360,6 +388,69 @@ SIM_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, 
 SIM_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
                                                  CUstream hStream) {
     SIM_COUNTED("cuMemAllocFromPoolAsync_ptsz", pool_alloc(dptr, bytesize, pool, hStream));
+}
+
+SIM_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool* pool_out, CUdevice dev) {
+    if (CUresult fault = count_call("cuDeviceGetMemPool"))
+        return fault;
+    if (CUresult r = check_init())
+        return r;
+    if (!pool_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= state().device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *pool_out = default_pool(dev); // cuDeviceSetMemPool is not simulated
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
+    if (CUresult fault = count_call("cuMemPoolGetAttribute"))
+        return fault;
+    if (!pool || !value)
+        return CUDA_ERROR_INVALID_VALUE;
+    State& st = state();
+    std::lock_guard lk(st.mu);
+    auto* out = static_cast<cuuint64_t*>(value);
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *out = pool->threshold; return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: *out = pool->used + pool->cached; return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *out = pool->used; return CUDA_SUCCESS;
+    default: return CUDA_ERROR_NOT_SUPPORTED;
+    }
+}
+
+/// Gives back what is cached beyond `keep` reserved bytes (a pool's live memory stays).
+static void trim_locked(State& st, CUmemoryPool pool, std::size_t keep) {
+    const std::size_t target = keep > pool->used ? keep - pool->used : 0;
+    if (pool->cached > target) {
+        st.used[pool->device] -= pool->cached - target;
+        pool->cached = target;
+    }
+}
+
+SIM_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
+    if (CUresult fault = count_call("cuMemPoolSetAttribute"))
+        return fault;
+    if (!pool || !value)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (attr != CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    State& st = state();
+    std::lock_guard lk(st.mu);
+    pool->threshold = static_cast<std::size_t>(*static_cast<const cuuint64_t*>(value));
+    trim_locked(st, pool, pool->used + pool->threshold);
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
+    if (CUresult fault = count_call("cuMemPoolTrimTo"))
+        return fault;
+    if (!pool)
+        return CUDA_ERROR_INVALID_VALUE;
+    State& st = state();
+    std::lock_guard lk(st.mu);
+    trim_locked(st, pool, minBytesToKeep);
+    return CUDA_SUCCESS;
 }
 
 SIM_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool_out, CUdevice dev) {

@@ -25,15 +25,38 @@ using faketorch::MempoolId;
 using faketorch::TraceEntry;
 namespace pool = gpumemprof::pool;
 
+/// A MemPool's own allocator (torch.cuda.MemPool(allocator=CUDAPluggableAllocator(...))).
+struct PoolAllocator {
+    void* (*alloc)(std::size_t) = nullptr;
+    void (*release)(void*) = nullptr;
+};
+
 class RuntimeBackend final : public pool::Backend {
 public:
+    const MempoolId* current = nullptr;            ///< the pool of the request being served
+    std::map<MempoolId, PoolAllocator> custom;     ///< pools with an allocator of the program's
+    std::map<std::uintptr_t, PoolAllocator> owner; ///< segments one of those made
+
     int allocate(std::size_t size, std::uintptr_t* ptr) override {
+        // As PyTorch's allocPrimitive: a pool's own allocator makes its segments.
+        if (auto it = current ? custom.find(*current) : custom.end(); it != custom.end()) {
+            *ptr = reinterpret_cast<std::uintptr_t>(it->second.alloc(size));
+            if (*ptr == 0)
+                return pool::kOutOfMemory;
+            owner[*ptr] = it->second;
+            return pool::kSuccess;
+        }
         void* p = nullptr;
         const cudaError_t e = cudaMalloc(&p, size);
         *ptr = reinterpret_cast<std::uintptr_t>(p);
         return e == cudaSuccess ? pool::kSuccess : e == cudaErrorMemoryAllocation ? pool::kOutOfMemory : 999;
     }
     int release(std::uintptr_t ptr, std::size_t) override {
+        if (auto it = owner.find(ptr); it != owner.end()) {
+            it->second.release(reinterpret_cast<void*>(ptr));
+            owner.erase(it);
+            return pool::kSuccess;
+        }
         return cudaFree(reinterpret_cast<void*>(ptr)) == cudaSuccess ? pool::kSuccess : 999;
     }
     int memory_info(std::size_t* free_bytes, std::size_t* total_bytes) override {
@@ -80,6 +103,12 @@ public:
         o.conf = pool::parse_alloc_conf(env ? env : "", nullptr);
         o.defer_frees = false; // PyTorch reuses a block on its stream at once
         pool_ = std::make_unique<pool::DevicePool>(backend_, o, &events_);
+        backend_.current = &current_pool_;
+    }
+
+    void set_pool_allocator(MempoolId id, PoolAllocator a) {
+        std::lock_guard lock(mutex_);
+        backend_.custom[id] = a;
     }
 
     void* malloc(std::size_t size, std::uintptr_t stream, MempoolId id) {
@@ -236,6 +265,14 @@ __attribute__((visibility("default"), noinline)) void* fake_getBlasLtWorkspace(s
     void* p = the_allocator()->malloc(size, 0, {0, 0});
     asm volatile("" ::: "memory"); // not a tail call: this frame stays on the stack
     return p;
+}
+
+/// torch.cuda.MemPool(allocator=...): the pool's segments come from the program's functions.
+__attribute__((visibility("default"))) void fake_torch_set_pool_allocator(unsigned long long pool_first,
+                                                                          unsigned long long pool_second,
+                                                                          void* (*alloc)(std::size_t),
+                                                                          void (*release)(void*)) {
+    the_allocator()->set_pool_allocator({pool_first, pool_second}, {alloc, release});
 }
 
 __attribute__((visibility("default"))) void fake_torch_free(void* p) {
