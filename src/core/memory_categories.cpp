@@ -9,7 +9,7 @@ namespace gpumemprof::core {
 
 const char* memory_kind_name(MemoryKind k) {
     static const char* const kNames[] = {"parameters",  "gradients",   "optimizer state",    "activations",
-                                         "temporaries", "graph pools", "library workspaces", "other"};
+                                         "temporaries", "private pools", "library workspaces", "other"};
     return kNames[static_cast<int>(k)];
 }
 
@@ -91,7 +91,7 @@ void MemoryCategories::on_alloc(std::int64_t t_ns, std::uintptr_t ptr, std::int6
         MemoryKind k = MemoryKind::temporaries;
         KindRule r = KindRule::phase_temporary;
         if (private_pool) {
-            k = MemoryKind::graph_pools, r = KindRule::private_pool;
+            k = MemoryKind::private_pools, r = KindRule::private_pool;
         } else if (traits.library) {
             k = MemoryKind::library, r = KindRule::library_frames;
         } else if (accumulate_grad) {

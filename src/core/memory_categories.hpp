@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 // What kind of memory each of PyTorch's blocks is: parameters, gradients, optimizer state,
-// activations saved for backward, temporaries, CUDA graph pools, library workspaces, other; and
+// activations saved for backward, temporaries, private pools (CUDA graphs, MemPool), library workspaces, other; and
 // the split of the live bytes at their peak. Each block gets its kind when it is allocated, by
 // the first rule that fits (kRules, in order; the reports print the rule of each site):
-//   1 graph pools     allocated into a private pool (a CUDA graph's, a MemPool's)
+//   1 private pools   allocated into a private pool (a CUDA graph's, a MemPool's)
 //   2 library         its call stack passes a library's workspace function (cuBLAS/cuDNN/NCCL)
 //   3 gradients       allocated while autograd runs AccumulateGrad
 //   4 parameters      allocated under nn.Module.to/cuda/_apply, nn.init or a module's __init__
@@ -37,7 +37,7 @@ enum class MemoryKind : std::uint8_t {
     optimizer_state,
     activations,
     temporaries,
-    graph_pools,
+    private_pools,
     library,
     other,
     count

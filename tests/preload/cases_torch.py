@@ -344,7 +344,7 @@ def check_kinds_over_time(c, rep, dev, pre):
     hk = [d.get("kinds") for d in h.get("devices", []) if d.get("kinds")]
     c.eq("html: the kinds' series (points, kinds)",
          (len(hk[0]["t"]), hk[0]["names"]) if hk else None,
-         (15, ["parameters", "gradients", "optimizer state", "activations", "temporaries", "graph pools",
+         (15, ["parameters", "gradients", "optimizer state", "activations", "temporaries", "private pools",
                "library workspaces", "other"]))
     if hk:
         c.eq("html: ... the gradients' column (MiB)", [v // MIB for v in hk[0]["bytes"][1]],

@@ -277,7 +277,7 @@ function renderTimelines() {
 // stacked in the given order, bottom first.
 const KIND_COLORS = {
   "parameters": "#2f6fd6", "gradients": "#d6852f", "optimizer state": "#8a5cc2", "activations": "#2a9d6a",
-  "temporaries": "#c9b037", "graph pools": "#d62f7a", "library workspaces": "#5a8a99", "other": "#999"};
+  "temporaries": "#c9b037", "private pools": "#d62f7a", "library workspaces": "#5a8a99", "other": "#999"};
 const BUCKET_PALETTE = ["#2f6fd6", "#9cbcf0", "#d62f7a", "#d6852f", "#8a5cc2", "#2a9d6a", "#c9b037", "#5a8a99", "#7a5230"];
 
 class StackedChart {

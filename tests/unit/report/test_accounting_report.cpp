@@ -60,7 +60,7 @@ struct OomFixture {
                                {"PyTorch's caching allocator: cached, free", 24 * MiB}});
         s.kinds = {
             {"parameters", 16 * MiB}, {"gradients", 16 * MiB}, {"optimizer state", 0},    {"activations", 12 * MiB},
-            {"temporaries", 4 * MiB}, {"graph pools", 0},      {"library workspaces", 0}, {"other", 0}};
+            {"temporaries", 4 * MiB}, {"private pools", 0},      {"library workspaces", 0}, {"other", 0}};
         in.oom_splits.push_back(s);
         stacks.resolved = resolve_report(stacks.data, sym, parse_skip_list(nullptr));
         stacks.ok = true;
@@ -128,7 +128,7 @@ TEST_CASE("an OOM in the JSON: device_accounting and memory_kinds") {
                   "\"t_s\":0.5,\"buckets\":{\"PyTorch's caching allocator: allocated\":50331648,"
                   "\"PyTorch's caching allocator: cached, free\":25165824},\"by_library\":{},"
                   "\"unexplained_bytes\":8388608},\"memory_kinds\":{\"parameters\":16777216,\"gradients\":16777216,"
-                  "\"optimizer state\":0,\"activations\":12582912,\"temporaries\":4194304,\"graph pools\":0,"
+                  "\"optimizer state\":0,\"activations\":12582912,\"temporaries\":4194304,\"private pools\":0,"
                   "\"library workspaces\":0,\"other\":0},\"frames\":",
                   first) != std::string::npos);
     // One split for two OOMs.
