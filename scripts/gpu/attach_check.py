@@ -41,6 +41,7 @@ WORKLOADS = [
     ("pluggable_global", "pluggable.py", ["global_plain"], {"PLUGGABLE_SO": "{bin}/pluggable_alloc.so"}, False),
     ("async_backend", "async_backend.py", [], {"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"}, False),
     ("threads", "threads.py", [], {}, False),
+    ("mixed", "mixed.py", [], {}, False),
 ]
 # Workloads where PyTorch's native allocator does not serve the program: nothing to attach to.
 UNATTACHED = {"pluggable_global", "async_backend"}
