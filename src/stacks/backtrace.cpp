@@ -263,13 +263,6 @@ const StackBounds& thread_stack_bounds() noexcept {
     return t.bounds;
 }
 
-bool room_to_unwind(std::uintptr_t sp) noexcept {
-    const StackBounds& t = thread_stack_bounds();
-    if (!t.known)
-        return true; // capture_backtrace itself then returns no frames
-    return sp > t.lo && sp <= t.hi && sp - t.lo >= kUnwindStackRoom;
-}
-
 __attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_frames, int skip,
                                                 WalkInfo* info) noexcept {
     // A result that is not certainly the latest one's: another serial.

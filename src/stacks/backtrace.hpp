@@ -57,6 +57,11 @@ const StackBounds& thread_stack_bounds() noexcept;
 inline constexpr std::uintptr_t kUnwindStackRoom = 32 * 1024;
 /// True when the stack pointer `sp` has room for an unwind: it lies on the thread's own stack
 /// (not a makecontext coroutine, not a sigaltstack) with kUnwindStackRoom left below it.
-bool room_to_unwind(std::uintptr_t sp) noexcept;
+inline bool room_to_unwind(std::uintptr_t sp) noexcept {
+    const StackBounds& t = thread_stack_bounds();
+    if (!t.known)
+        return true; // capture_backtrace itself then returns no frames
+    return sp > t.lo && sp <= t.hi && sp - t.lo >= kUnwindStackRoom;
+}
 
 } // namespace gpumemprof::stacks
