@@ -235,10 +235,9 @@ def check_accounting(name, rep):
     record(name + ": device accounting present", False)
 
 
-def check_unattached(name, script, args, env_extra, lib, artifacts):
-    """PyTorch without its native allocator (a stream-ordered backend, a swapped-in allocator):
-    the program's outputs and its own view of its memory unchanged, every byte accounted, the
-    script's lines in the report, and what the profiler says of PyTorch."""
+def run_both(name, script, args, env_extra, lib, artifacts):
+    """The workload without and with the preload (its reports kept under `artifacts`), and the
+    checks every workload has: the same exit status (0) and the same outputs."""
     plain = run(script, args, env_extra, None)
     keep = os.path.join(artifacts, name) if artifacts else None
     if keep:
@@ -250,6 +249,15 @@ def check_unattached(name, script, args, env_extra, lib, artifacts):
     po, ao = plain["out"] or {}, att["out"] or {}
     record(name + ": same outputs", po.get("outputs") is not None and close(po.get("outputs"), ao.get("outputs")),
            plain=po.get("outputs"), attached=ao.get("outputs"))
+    return plain, att
+
+
+def check_unattached(name, script, args, env_extra, lib, artifacts):
+    """PyTorch without its native allocator (a stream-ordered backend, a swapped-in allocator):
+    the program's outputs and its own view of its memory unchanged, every byte accounted, the
+    script's lines in the report, and what the profiler says of PyTorch."""
+    plain, att = run_both(name, script, args, env_extra, lib, artifacts)
+    po, ao = plain["out"] or {}, att["out"] or {}
     record(name + ": torch.cuda.max_memory_allocated()/memory_allocated() the same",
            po.get("max_memory_allocated") == ao.get("max_memory_allocated") and
            po.get("memory_allocated") == ao.get("memory_allocated"),
@@ -281,17 +289,8 @@ def check_unattached(name, script, args, env_extra, lib, artifacts):
 
 
 def check(name, script, args, env_extra, timed, lib, artifacts):
-    plain = run(script, args, env_extra, None)
-    keep = os.path.join(artifacts, name) if artifacts else None
-    if keep:
-        os.makedirs(keep, exist_ok=True)
-    att = run(script, args, env_extra, lib, keep=keep)
-    ok_rc = plain["rc"] == att["rc"] == 0
-    record(name + ": same exit status (0)", ok_rc, plain=plain["rc"], attached=att["rc"],
-           stderr=None if ok_rc else att["stderr"][-1500:] + " || plain: " + plain["stderr"][-600:])
+    plain, att = run_both(name, script, args, env_extra, lib, artifacts)
     po, ao = plain["out"] or {}, att["out"] or {}
-    record(name + ": same outputs", po.get("outputs") is not None and close(po.get("outputs"), ao.get("outputs")),
-           plain=po.get("outputs"), attached=ao.get("outputs"))
     record(name + ": torch.cuda.max_memory_allocated()/memory_allocated() the same",
            po.get("max_memory_allocated") == ao.get("max_memory_allocated") and po.get("max_memory_allocated", 0) > 0,
            plain=[po.get("max_memory_allocated"), po.get("memory_allocated")],

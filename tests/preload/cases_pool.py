@@ -117,6 +117,12 @@ def case_driver_direct(args, tmp):
     return c.finish([plain, pre])
 
 
+def accounting_split(m):
+    """An accounting reading as (the driver's used MiB, {bucket: MiB}, unexplained bytes)."""
+    return (m.get("driver_used_bytes", 0) // MIB, {k: v // MIB for k, v in m.get("buckets", {}).items()},
+            m.get("unexplained_bytes"))
+
+
 def case_driver_footprint(args, tmp):
     """What the driver takes inside calls that allocate nothing, bucket by bucket (the simulated
     driver charges what prog_driver_footprint.cpp's module images say)."""
@@ -143,12 +149,10 @@ def case_driver_footprint(args, tmp):
     limits = "the driver: context limits (malloc heap, printf FIFO, stack)"
     streams = "the driver: streams"
     base = "context and modules loaded before the first allocation"
-    split = lambda m: (m.get("driver_used_bytes", 0) // MIB,  # noqa: E731
-                       {k: v // MIB for k, v in m.get("buckets", {}).items()}, m.get("unexplained_bytes"))
-    c.eq("at exit: the driver's used figure split (MiB)", split(ex),
+    c.eq("at exit: the driver's used figure split (MiB)", accounting_split(ex),
          (52, {base: 4, "gpumemprof's pool: cached, free": 16, code: 16, captures: 2, streams: 2, graphs: 2,
                limits: 8, "gpumemprof's own stream (the pool's fences)": 2}, 0))
-    c.eq("at the peak (B loaded, the block live): the split (MiB)", split(acc),
+    c.eq("at the peak (B loaded, the block live): the split (MiB)", accounting_split(acc),
          (56, {base: 4, "gpumemprof's pool: allocated": 16, code: 22, captures: 2, streams: 2, graphs: 2,
                limits: 8}, 0))
     # Measured: a's lookup is before the baseline; a's first launch, B's load, lookup and launch,
@@ -180,13 +184,11 @@ def case_driver_footprint_context(args, tmp):
     # program made a stream made the profiler's own join stream (2 MiB).
     c.eq("preload: used at exit (MiB)", pre.val("used_at_exit_mib"), 20)
     acc = pre.report()["devices"][0].get("device_accounting", {})
-    split = lambda m: (m.get("driver_used_bytes", 0) // MIB,  # noqa: E731
-                       {k: v // MIB for k, v in m.get("buckets", {}).items()}, m.get("unexplained_bytes"))
     contexts = "the driver: contexts the program created"
     streams = "the driver: streams"
-    c.eq("at the peak (the created context live): the split (MiB)", split(acc),
+    c.eq("at the peak (the created context live): the split (MiB)", accounting_split(acc),
          (38, {"gpumemprof's pool: allocated": 28, streams: 2, contexts: 8}, 0))
-    c.eq("at exit: the split (MiB)", split(acc.get("at_exit", {})),
+    c.eq("at exit: the split (MiB)", accounting_split(acc.get("at_exit", {})),
          (20, {"gpumemprof's pool: cached, free": 16, streams: 2, "gpumemprof's own stream (the pool's fences)": 2}, 0))
     c.eq("no managed memory: managed_used", acc.get("managed_used"), False)
     txt = report_text(pre)
@@ -209,12 +211,10 @@ def case_driver_footprint_graph_memory(args, tmp):
     same_values(c, plain, pre, keys)
     c.eq("plain: the driver's used figure (MiB)", [plain.val(k) for k in keys], [50, 48, 16])
     acc = pre.report()["devices"][0].get("device_accounting", {})
-    split = lambda m: (m.get("driver_used_bytes", 0) // MIB,  # noqa: E731
-                       {k: v // MIB for k, v in m.get("buckets", {}).items()}, m.get("unexplained_bytes"))
     graphs = "the driver: CUDA graphs (executables, memory nodes)"
-    c.eq("at the peak (launched): the split (MiB)", split(acc),
+    c.eq("at the peak (launched): the split (MiB)", accounting_split(acc),
          (50, {"gpumemprof's pool: allocated": 16, graphs: 34}, 0))
-    c.eq("at exit (trimmed, the block freed): the split (MiB)", split(acc.get("at_exit", {})),
+    c.eq("at exit (trimmed, the block freed): the split (MiB)", accounting_split(acc.get("at_exit", {})),
          (16, {"gpumemprof's pool: cached, free": 16}, 0))
     return c.finish([plain, pre])
 
@@ -233,14 +233,12 @@ def case_driver_footprint_async_pool(args, tmp):
     c.eq("plain: the driver's used figure and the pool's reserve (MiB)", [plain.val(k) for k in keys], [40, 40, 24])
     c.eq("plain: used at exit (MiB)", plain.val("used_at_exit_mib"), 24)
     acc = pre.report()["devices"][0].get("device_accounting", {})
-    split = lambda m: (m.get("driver_used_bytes", 0) // MIB,  # noqa: E731
-                       {k: v // MIB for k, v in m.get("buckets", {}).items()}, m.get("unexplained_bytes"))
     live = "stream-ordered (cudaMallocAsync, memory pools)"
     kept = "stream-ordered memory pools: reserved, free (below their release threshold)"
-    c.eq("at the peak (both live): the split (MiB)", split(acc),
+    c.eq("at the peak (both live): the split (MiB)", accounting_split(acc),
          (40, {"gpumemprof's pool: allocated": 16, live: 24}, 0))
     # The pool keeps the 16 MiB segment cached, the driver's pool the 24 MiB.
-    c.eq("at exit (both freed): the split (MiB)", split(acc.get("at_exit", {})),
+    c.eq("at exit (both freed): the split (MiB)", accounting_split(acc.get("at_exit", {})),
          (40, {"gpumemprof's pool: cached, free": 16, kept: 24}, 0))
     return c.finish([plain, pre])
 
@@ -256,12 +254,10 @@ def case_vmm_first(args, tmp):
     c.eq("plain: used with both (MiB)", plain.val("used_with_both_mib"), 12)
     c.eq("preload: used with both (MiB)", pre.val("used_with_both_mib"), 28)
     acc = pre.report()["devices"][0].get("device_accounting", {})
-    split = lambda m: (m.get("driver_used_bytes", 0) // MIB,  # noqa: E731
-                       {k: v // MIB for k, v in m.get("buckets", {}).items()}, m.get("unexplained_bytes"))
     vmm = "VMM physical memory (cuMemCreate)"
-    c.eq("at the peak: the driver's used figure split (MiB)", split(acc),
+    c.eq("at the peak: the driver's used figure split (MiB)", accounting_split(acc),
          (28, {"gpumemprof's pool: allocated": 4, "gpumemprof's pool: cached, free": 16, vmm: 8}, 0))
-    c.eq("at exit: the split (MiB)", split(acc.get("at_exit", {})),
+    c.eq("at exit: the split (MiB)", accounting_split(acc.get("at_exit", {})),
          (28, {"gpumemprof's pool: cached, free": 20, vmm: 8}, 0))
     return c.finish([plain, pre])
 

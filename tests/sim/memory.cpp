@@ -390,8 +390,10 @@ SIM_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytes
     SIM_COUNTED("cuMemAllocFromPoolAsync_ptsz", pool_alloc(dptr, bytesize, pool, hStream));
 }
 
-SIM_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool* pool_out, CUdevice dev) {
-    if (CUresult fault = count_call("cuDeviceGetMemPool"))
+/// cuDeviceGetMemPool and cuDeviceGetDefaultMemPool: the current pool is the default one
+/// (cuDeviceSetMemPool is not simulated).
+static CUresult device_pool(const char* name, CUmemoryPool* pool_out, CUdevice dev) {
+    if (CUresult fault = count_call(name))
         return fault;
     if (CUresult r = check_init())
         return r;
@@ -399,8 +401,12 @@ SIM_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool* pool_out, CUdevice dev) {
         return CUDA_ERROR_INVALID_VALUE;
     if (dev < 0 || dev >= state().device_count)
         return CUDA_ERROR_INVALID_DEVICE;
-    *pool_out = default_pool(dev); // cuDeviceSetMemPool is not simulated
+    *pool_out = default_pool(dev);
     return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool* pool_out, CUdevice dev) {
+    return device_pool("cuDeviceGetMemPool", pool_out, dev);
 }
 
 SIM_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
@@ -454,16 +460,7 @@ SIM_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
 }
 
 SIM_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool_out, CUdevice dev) {
-    if (CUresult fault = count_call("cuDeviceGetDefaultMemPool"))
-        return fault;
-    if (CUresult r = check_init())
-        return r;
-    if (!pool_out)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (dev < 0 || dev >= state().device_count)
-        return CUDA_ERROR_INVALID_DEVICE;
-    *pool_out = default_pool(dev);
-    return CUDA_SUCCESS;
+    return device_pool("cuDeviceGetDefaultMemPool", pool_out, dev);
 }
 
 // ---- virtual memory management ----------------------------------------------------------------
