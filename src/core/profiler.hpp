@@ -174,17 +174,11 @@ public:
     /// accounting moved meanwhile, goes to `cause`'s bucket.
     template <typename Call>
     CUresult driver_footprint(const DriverApi& api, FootprintCause cause, bool measure, Call&& call) noexcept {
-        if (!measure) [[likely]] {
-            const CUresult r = call();
-            if (r != CUDA_SUCCESS) [[unlikely]]
-                note_error(api, r);
-            return r;
-        }
-        const WindowGuard one_at_a_time(*this);
         FootprintWindow w;
-        footprint_begin(api, &w);
+        if (measure) [[unlikely]]
+            footprint_begin(api, &w);
         const CUresult r = call();
-        if (w.active)
+        if (w.active) [[unlikely]]
             footprint_end(api, cause, w);
         if (r != CUDA_SUCCESS) [[unlikely]]
             note_error(api, r);
@@ -221,7 +215,6 @@ public:
     /// its device was current (after that device's baseline), goes to the contexts bucket until
     /// the context's destroy gives it back.
     template <typename Create> CUresult ctx_create(const DriverApi& api, CUcontext* pctx, Create&& create) noexcept {
-        const WindowGuard one_at_a_time(*this);
         FootprintWindow w;
         footprint_begin(api, &w);
         const CUresult r = create();
@@ -299,23 +292,6 @@ private:
     static void torch_sink(const TorchEvent& ev) noexcept;
     static void torch_deferred(const TorchBlockEvent& b) noexcept;
     bool read_driver_used(const DriverApi& api, int device, AccountingReading* r) noexcept;
-    /// Measured windows run one at a time: two that overlap each take, or give back, bytes of the
-    /// other's call (four threads' first kernel launches left 20 MiB unexplained on an H100). A
-    /// thread's nested window (a signal handler's) passes. Taken first at fork.
-    class WindowGuard {
-    public:
-        explicit WindowGuard(Profiler& p) noexcept;
-        ~WindowGuard();
-        WindowGuard(const WindowGuard&) = delete;
-        WindowGuard& operator=(const WindowGuard&) = delete;
-
-    private:
-        Profiler* held_ = nullptr;
-    };
-    std::mutex footprint_window_mutex_;
-    bool windows_locked_for_fork_ = false;
-    void lock_windows_for_fork() noexcept;
-    void unlock_windows_after_fork() noexcept;
     struct FootprintWindow {
         bool active = false;
         int device = 0;

@@ -30,9 +30,6 @@ thread_local int t_acquired_device __attribute__((tls_model("initial-exec"))) = 
 thread_local int t_released_device __attribute__((tls_model("initial-exec"))) = -1;
 thread_local bool t_hold_release __attribute__((tls_model("initial-exec"))) = false;
 
-// How many measured windows this thread is in (Profiler::WindowGuard).
-thread_local int t_window_depth __attribute__((tls_model("initial-exec"))) = 0;
-
 // Set by a pool or mirror (under its lock) at an OOM: split once that lock is released.
 struct PendingOom {
     std::uint64_t seq = 0; // 0: none
@@ -157,32 +154,6 @@ void Profiler::account_if_acquired(const DriverApi& api) noexcept {
     } catch (...) {
         GPUMEMPROF_SWALLOWED();
     }
-}
-
-Profiler::WindowGuard::WindowGuard(Profiler& p) noexcept {
-    if (t_window_depth++ == 0) {
-        p.footprint_window_mutex_.lock();
-        held_ = &p;
-    }
-}
-
-Profiler::WindowGuard::~WindowGuard() {
-    --t_window_depth;
-    if (held_ != nullptr)
-        held_->footprint_window_mutex_.unlock();
-}
-
-// Unless the forking thread is in a window itself (it holds the lock already).
-void Profiler::lock_windows_for_fork() noexcept {
-    windows_locked_for_fork_ = t_window_depth == 0;
-    if (windows_locked_for_fork_)
-        footprint_window_mutex_.lock();
-}
-
-void Profiler::unlock_windows_after_fork() noexcept {
-    if (windows_locked_for_fork_)
-        footprint_window_mutex_.unlock();
-    windows_locked_for_fork_ = false;
 }
 
 bool Profiler::read_driver_used(const DriverApi& api, int device, AccountingReading* r) noexcept {

@@ -274,8 +274,7 @@ void Profiler::write_trace_stacks() noexcept {
 // The PyTorch-allocator models' locks are not: the child abandons the parent's slots, models
 // included, without touching them (fork_child).
 void Profiler::fork_prepare() noexcept {
-    dump_mutex_.lock();      // no report (and so no symbolizer lock) is being written across fork
-    lock_windows_for_fork(); // a window's end takes the pools' and the ledger's locks
+    dump_mutex_.lock(); // no report (and so no symbolizer lock) is being written across fork
     first_use_mutex_.lock();
     pools_.lock_for_fork();
     ledger_.lock_for_fork();
@@ -293,7 +292,6 @@ void Profiler::fork_parent() noexcept {
     ledger_.unlock_after_fork();
     pools_.unlock_after_fork();
     first_use_mutex_.unlock();
-    unlock_windows_after_fork();
     dump_mutex_.unlock();
 }
 
@@ -326,7 +324,6 @@ void Profiler::fork_child() noexcept {
     cuda_seen_ = false;
     signal_thread_started_ = false;
     first_use_mutex_.unlock();
-    unlock_windows_after_fork();
     dump_mutex_.unlock();
 }
 
