@@ -2,14 +2,12 @@
 #include "core/caller_modules.hpp"
 
 #include "stacks/backtrace.hpp"
-#include "stacks/recorder.hpp"
 #include "util/cycle_clock.hpp"
 #include "util/path.hpp"
 
 #include <dlfcn.h>
 #include <link.h>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -141,12 +139,8 @@ std::uint16_t CallerModules::torch_allocator_in_stack() noexcept {
     if (!torch_allocator_loaded() ||
         !stacks::room_to_unwind(reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0))))
         return kUnknown;
-    // As deep as the recorder's captures, though only the nearest frames are looked at: the walk
-    // becomes the thread's remembered one, which the allocation's own capture then starts from
-    // (a shorter one would make that capture walk the rest anew).
-    std::uintptr_t ips[stacks::kMaxFrames];
-    const int depth = std::clamp(stacks::Recorder::instance().max_depth(), kAllocatorFrames, stacks::kMaxFrames);
-    const int n = std::min(stacks::capture_backtrace(ips, depth, 1), kAllocatorFrames);
+    std::uintptr_t ips[kAllocatorFrames];
+    const int n = stacks::capture_backtrace(ips, kAllocatorFrames, 1);
     for (int i = 0; i < n; ++i) {
         const std::uint16_t id = module_of(ips[i]);
         if (is_torch_allocator(id))
