@@ -8,7 +8,7 @@
 namespace gpumemprof::core {
 
 const char* memory_kind_name(MemoryKind k) {
-    static const char* const kNames[] = {"parameters",  "gradients",   "optimizer state",    "activations",
+    static const char* const kNames[] = {"parameters",  "gradients",     "optimizer state",    "activations",
                                          "temporaries", "private pools", "library workspaces", "other"};
     return kNames[static_cast<int>(k)];
 }

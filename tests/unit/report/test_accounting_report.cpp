@@ -60,7 +60,7 @@ struct OomFixture {
                                {"PyTorch's caching allocator: cached, free", 24 * MiB}});
         s.kinds = {
             {"parameters", 16 * MiB}, {"gradients", 16 * MiB}, {"optimizer state", 0},    {"activations", 12 * MiB},
-            {"temporaries", 4 * MiB}, {"private pools", 0},      {"library workspaces", 0}, {"other", 0}};
+            {"temporaries", 4 * MiB}, {"private pools", 0},    {"library workspaces", 0}, {"other", 0}};
         in.oom_splits.push_back(s);
         stacks.resolved = resolve_report(stacks.data, sym, parse_skip_list(nullptr));
         stacks.ok = true;
