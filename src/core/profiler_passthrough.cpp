@@ -25,8 +25,9 @@ CUresult Profiler::managed_alloc(const DriverApi& api, CUdeviceptr* dptr, std::s
 CUresult Profiler::async_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_t bytes, CUmemoryPool pool,
                                CUstream stream, bool from_pool, bool ptsz) noexcept {
     // The device's baseline is read before its first pool reserves anything (the context's slot
-    // reads it once), or what the pool keeps would count twice.
-    if (!process_exiting())
+    // reads it once), or what the pool keeps would count twice; not inside a stream capture,
+    // which a stream-ordered allocation may be part of (no driver call of ours may join one).
+    if (!process_exiting() && streams_.captures.load(std::memory_order_acquire) == 0)
         current_slot(api);
     const std::uint32_t stack = capture_stack();
     CUresult r = CUDA_ERROR_NOT_FOUND;
