@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // What kind of memory each of PyTorch's blocks is: parameters, gradients, optimizer state,
-// activations saved for backward, temporaries, private pools (CUDA graphs, MemPool), library workspaces, other; and
-// the split of the live bytes at their peak. Each block gets its kind when it is allocated, by
-// the first rule that fits (kRules, in order; the reports print the rule of each site):
+// activations saved for backward, temporaries, private pools (CUDA graphs, MemPool), library
+// workspaces, other; and the split of the live bytes at their peak. Each block gets its kind when
+// it is allocated, by the first rule that fits (kRules, in order; the reports print the rule of
+// each site):
 //   1 private pools   allocated into a private pool (a CUDA graph's, a MemPool's)
 //   2 library         its call stack passes a library's workspace function (cuBLAS/cuDNN/NCCL)
 //   3 gradients       allocated while autograd runs AccumulateGrad

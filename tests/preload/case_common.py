@@ -189,14 +189,14 @@ def run_prog(args, tmp, label, preload, extra_env=None, argv=()):
     return Run(label, rc, so, se, reports, sim, out_dir)
 
 
-def both(args, tmp, extra_env=None):
-    return (run_prog(args, tmp, "plain", False, extra_env),
-            run_prog(args, tmp, "preload", True, extra_env))
+def both(args, tmp, extra_env=None, argv=()):
+    return (run_prog(args, tmp, "plain", False, extra_env, argv),
+            run_prog(args, tmp, "preload", True, extra_env, argv))
 
 
-def both_ran(c, args, tmp, extra_env=None):
+def both_ran(c, args, tmp, extra_env=None, argv=()):
     """both(), each run checked to exit with 0."""
-    plain, pre = both(args, tmp, extra_env)
+    plain, pre = both(args, tmp, extra_env, argv)
     for r in (plain, pre):
         c.eq("%s: exit code" % r.label, r.rc, 0)
     return plain, pre

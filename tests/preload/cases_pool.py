@@ -172,10 +172,7 @@ def case_driver_footprint_context(args, tmp):
     context's own buckets (a stream of 2 MiB) as they were."""
     c = Checker(args.case)
     env = {"SIMCUDA_STREAM_BYTES": str(2 * MIB), "SIMCUDA_CONTEXT_BYTES": str(8 * MIB)}
-    runs = [run_prog(args, tmp, label, pre, env, ["context"]) for label, pre in (("plain", False), ("preload", True))]
-    for r in runs:
-        c.eq("%s: exit code" % r.label, r.rc, 0)
-    plain, pre = runs
+    plain, pre = both_ran(c, args, tmp, env, ["context"])
     same_values(c, plain, pre, ["used_with_context_mib", "used_after_destroy_mib", "primary_current_again"])
     # The 16 MiB block, the 2 MiB stream, the 8 MiB context and the 12 MiB block in it.
     c.eq("plain: the driver's used figure (MiB)", [plain.val(k) for k in (
@@ -202,11 +199,7 @@ def case_driver_footprint_graph_memory(args, tmp):
     bucket follows the driver's figure through all three."""
     c = Checker(args.case)
     env = {"SIMCUDA_GRAPH_MEM_BYTES": str(32 * MIB)}
-    runs = [run_prog(args, tmp, label, pre, env, ["graph_memory"])
-            for label, pre in (("plain", False), ("preload", True))]
-    for r in runs:
-        c.eq("%s: exit code" % r.label, r.rc, 0)
-    plain, pre = runs
+    plain, pre = both_ran(c, args, tmp, env, ["graph_memory"])
     keys = ("used_launched_mib", "used_after_destroy_mib", "used_after_trim_mib")
     same_values(c, plain, pre, keys)
     c.eq("plain: the driver's used figure (MiB)", [plain.val(k) for k in keys], [50, 48, 16])
@@ -224,10 +217,7 @@ def case_driver_footprint_async_pool(args, tmp):
     cudaMallocAsync backend sets it): the driver's figure stays up, and the split names the
     pool's reserve instead of leaving it unexplained."""
     c = Checker(args.case)
-    runs = [run_prog(args, tmp, label, pre, {}, ["async_pool"]) for label, pre in (("plain", False), ("preload", True))]
-    for r in runs:
-        c.eq("%s: exit code" % r.label, r.rc, 0)
-    plain, pre = runs
+    plain, pre = both_ran(c, args, tmp, {}, ["async_pool"])
     keys = ("used_live_mib", "used_after_free_mib", "pool_reserved_mib")
     same_values(c, plain, pre, keys)
     c.eq("plain: the driver's used figure and the pool's reserve (MiB)", [plain.val(k) for k in keys], [40, 40, 24])
