@@ -9,7 +9,8 @@ namespace gpumemprof::core {
 namespace {
 
 constexpr std::uintptr_t kEmpty = 0;
-constexpr int kProbes = 64; ///< slots looked at before the set counts as full for a key
+constexpr std::uintptr_t kBusy = std::uintptr_t{1} << 63; ///< a first use still being measured
+constexpr int kProbes = 64;                               ///< slots looked at before the set counts as full for a key
 
 /// Fibonacci hashing, as util::FlatMap's: the top bits of key x 2^64/phi, so that aligned
 /// handles spread over the slots.
@@ -52,33 +53,46 @@ std::atomic<std::uintptr_t>* DriverFootprint::slots() noexcept {
     return s;
 }
 
-bool DriverFootprint::first_use(std::uintptr_t key) noexcept {
+HandleUse DriverFootprint::first_use(std::uintptr_t key) noexcept {
     std::atomic<std::uintptr_t>* s = slots();
     if (s == nullptr)
-        return false;
-    const std::uintptr_t k = key == kEmpty ? 1 : key;
+        return {};
+    // The top bit marks a first use still being measured: keys are handles (user-space
+    // addresses, below it) or hashes, which lose it (a collision only costs a measurement).
+    std::uintptr_t k = key & ~kBusy;
+    if (k == kEmpty)
+        k = 1;
     std::size_t i = slot_of(k);
     for (int probe = 0; probe < kProbes; ++probe, i = (i + 1) & (kSlots - 1)) {
         std::uintptr_t cur = s[i].load(std::memory_order_acquire);
-        if (cur == k)
-            return false;
         if (cur == kEmpty) {
-            if (s[i].compare_exchange_strong(cur, k, std::memory_order_acq_rel, std::memory_order_acquire))
-                return true;
-            if (cur == k)
-                return false; // another thread offered the same key first
+            if (s[i].compare_exchange_strong(cur, k | kBusy, std::memory_order_acq_rel, std::memory_order_acquire))
+                return {true, &s[i], k};
+            // another thread offered a key here first: this one, or another
         }
+        if (cur == k)
+            return {}; // its first use was measured
+        if (cur == (k | kBusy))
+            return {true, nullptr, k}; // its first use is being measured: this call may do the load
     }
-    return false; // full around this key: not measured
+    return {}; // full around this key: not measured
 }
 
-bool DriverFootprint::first_use(std::uintptr_t handle, const char* name) noexcept {
+HandleUse DriverFootprint::first_use(std::uintptr_t handle, const char* name) noexcept {
     // FNV-1a over the name, mixed with the handle: collisions only cost a measurement.
     std::uint64_t h = 0xcbf29ce484222325ull;
     if (name != nullptr)
         for (const char* p = name; *p != '\0'; ++p)
             h = (h ^ static_cast<unsigned char>(*p)) * 0x100000001b3ull;
     return first_use((static_cast<std::uint64_t>(handle) * 0x9e3779b97f4a7c15ull) ^ h);
+}
+
+void DriverFootprint::first_use_done(const HandleUse& use) noexcept {
+    if (use.entry == nullptr)
+        return;
+    // Not where forget_handles emptied the entry meanwhile (or another key took it since).
+    std::uintptr_t busy = use.key | kBusy;
+    use.entry->compare_exchange_strong(busy, use.key, std::memory_order_acq_rel, std::memory_order_relaxed);
 }
 
 void DriverFootprint::forget_handles() noexcept {

@@ -6,7 +6,8 @@
 // "unexplained". Each such call is measured instead: the driver's used figure across the call,
 // less what our own accounting moved in the same window (another thread's allocation), goes to
 // the call's cause. Launches and function lookups are measured the first time each handle is
-// seen (a lock-free set), the rest at every call (they are rare). See docs/design.md.
+// seen (a lock-free set), and so is any call of the handle while that first one is still being
+// measured; the rest at every call (they are rare). See docs/design.md.
 #pragma once
 
 #include <atomic>
@@ -39,6 +40,17 @@ inline constexpr int kFootprintCauses = static_cast<int>(FootprintCause::kCount)
 /// The name of a cause's bucket in the accounting (JSON, .txt, HTML).
 const char* footprint_bucket(FootprintCause c) noexcept;
 
+/// What DriverFootprint::first_use answers for one call of a handle.
+struct HandleUse {
+    /// Measure this call: the handle's first use, or a call made while the first one is still
+    /// being measured (the driver may load the kernel in that call instead of the first).
+    bool measure = false;
+    /// The first use's entry (null for any other call): first_use_done ends it.
+    std::atomic<std::uintptr_t>* entry = nullptr;
+    std::uintptr_t key = 0;
+    bool first() const noexcept { return entry != nullptr; }
+};
+
 class DriverFootprint {
 public:
     DriverFootprint() noexcept = default;
@@ -46,12 +58,15 @@ public:
     DriverFootprint(const DriverFootprint&) = delete;
     DriverFootprint& operator=(const DriverFootprint&) = delete;
 
-    /// True the first time `key` is offered, false afterwards, and false once the set is full
-    /// (then nothing more is measured: the bytes stay unexplained). Lock-free; a few loads on a
-    /// handle already seen.
-    bool first_use(std::uintptr_t key) noexcept;
+    /// The first time `key` is offered: its first use, measured; until first_use_done(that use),
+    /// every other offer of it is measured too; afterwards none is, and none once the set is full
+    /// (then the bytes stay unexplained). Lock-free; a few loads on a handle already seen.
+    HandleUse first_use(std::uintptr_t key) noexcept;
     /// The same for a handle and a name (cuModuleGetFunction, cuLibraryGetKernel).
-    bool first_use(std::uintptr_t handle, const char* name) noexcept;
+    HandleUse first_use(std::uintptr_t handle, const char* name) noexcept;
+    /// The first use's call returned and its measurement ended (call it whether or not the call
+    /// could be measured): later offers of its key are not measured. Nothing for other uses.
+    void first_use_done(const HandleUse& use) noexcept;
     /// Every handle is new again (its context went: the driver loads its kernels anew).
     void forget_handles() noexcept;
 

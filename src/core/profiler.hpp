@@ -184,6 +184,14 @@ public:
             note_error(api, r);
         return r;
     }
+    /// The same for a call of a handle (core/driver_footprint.hpp's first_use): measured when
+    /// `use` says so, and the handle's first use ended after the call.
+    template <typename Call>
+    CUresult driver_footprint(const DriverApi& api, FootprintCause cause, const HandleUse& use, Call&& call) noexcept {
+        const CUresult r = driver_footprint(api, cause, use.measure, static_cast<Call&&>(call));
+        footprint_.first_use_done(use);
+        return r;
+    }
     DriverFootprint& footprint() { return footprint_; }
     /// cuStreamBeginCapture*: the first of overlapping captures opens a window whose end (the
     /// last capture's end) measures what the driver took meanwhile (kernels loaded in the

@@ -33,17 +33,18 @@ Profiler& prof() {
 std::uintptr_t handle_key(const void* h, std::uintptr_t tag = 0) {
     return reinterpret_cast<std::uintptr_t>(h) | tag;
 }
-bool first_kernel(const void* f) {
+gpumemprof::core::HandleUse first_kernel(const void* f) {
     return prof().footprint().first_use(handle_key(f));
 }
-bool first_graph_run(CUgraphExec g) {
+gpumemprof::core::HandleUse first_graph_run(CUgraphExec g) {
     return prof().footprint().first_use(handle_key(g, 1));
 }
 
 // The program's call that reached this hook (directly, or through the runtime door).
 #define GPUMEMPROF_CALLER gpumemprof::core::entry_caller(reinterpret_cast<std::uintptr_t>(__builtin_return_address(0)))
 
-// A driver call whose own device memory is measured (core/driver_footprint.hpp) when `measure`.
+// A driver call whose own device memory is measured (core/driver_footprint.hpp) when `measure`
+// (true, or a handle's use that says so).
 #define GPUMEMPROF_FOOTPRINT(cause, measure, call)                                                                     \
     prof().driver_footprint(*api, gpumemprof::core::FootprintCause::cause, (measure), [&] { return api->call; })
 

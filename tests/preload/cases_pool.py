@@ -233,6 +233,23 @@ def case_driver_footprint_async_pool(args, tmp):
     return c.finish([plain, pre])
 
 
+def case_driver_footprint_race(args, tmp):
+    """A kernel's first launch is being measured when another thread launches it and the driver
+    loads it in that call (8 MiB): that call is measured too, so the bytes are the code's, not
+    unexplained (as four threads' first matmuls left 20 MiB on an H100)."""
+    c = Checker(args.case)
+    plain, pre = both_ran(c, args, tmp, {}, ["race"])
+    same_values(c, plain, pre, ["used_launched_mib"])
+    c.eq("plain: the driver's used figure (MiB)", [plain.val(k) for k in ("used_launched_mib", "used_at_exit_mib")],
+         [24, 8])
+    c.eq("preload: the second launch ran inside the first one's hook", pre.val("second_inside_first"), 1)
+    acc = pre.report()["devices"][0].get("device_accounting", {})
+    code = "the driver: modules and kernels loaded after the first allocation, local memory"
+    c.eq("at exit: the split (MiB)", accounting_split(acc.get("at_exit", {})),
+         (24, {"gpumemprof's pool: cached, free": 16, code: 8}, 0))
+    return c.finish([plain, pre])
+
+
 def case_vmm_first(args, tmp):
     """The device's first memory is VMM (cuMemCreate), as under PyTorch's expandable segments:
     the baseline (the context before any allocation) is read before the pages exist, so they

@@ -6,7 +6,9 @@
 // case_driver_footprint). With argument "context": a context the program creates, used and
 // destroyed beside the primary one (case_driver_footprint_context); "graph_memory": a graph's
 // memory nodes, kept after its executable goes until a trim (case_driver_footprint_graph_memory);
-// "async_pool": freed stream-ordered memory a pool keeps reserved (case_driver_footprint_async_pool).
+// "async_pool": freed stream-ordered memory a pool keeps reserved (case_driver_footprint_async_pool);
+// "race": a kernel's first launch, and another thread's launch of it that does the load while
+// the first is being measured (case_driver_footprint_race).
 #include "common.hpp"
 
 #include "../sim/sim_module_image.hpp"
@@ -14,8 +16,10 @@
 #include <cuda.h>
 
 #include <cstring>
+#include <thread>
 
 extern "C" long long simcuda_stat(const char* key);
+extern "C" void simcuda_on_call(void (*hook)(const char* name));
 
 using gpumemprof::sim::SimModuleImage;
 
@@ -130,7 +134,57 @@ int async_pool_case() {
     return 0;
 }
 
+namespace race {
+CUcontext g_ctx = nullptr;
+CUfunction g_f = nullptr;
+thread_local bool t_armed = false;
+
+void second_launch() {
+    std::thread([] {
+        MUST(cuCtxSetCurrent(g_ctx));
+        launch(g_f);
+    }).join();
+}
+/// The first thread's first driver call after its launch began (under the preload, inside the
+/// profiler's hook, after it took the handle's first use and before it read the device): the
+/// second thread's whole launch, in which the simulated driver loads the kernel.
+void on_call(const char* name) {
+    if (t_armed && std::strcmp(name, "cuLaunchKernel") != 0) {
+        t_armed = false;
+        second_launch();
+    }
+}
+} // namespace race
+
+/// A kernel of 8 MiB loaded at its first launch by whichever launch reaches the driver first.
+int race_case() {
+    CUdevice dev;
+    const CUdeviceptr d = primary_with_block(&dev, &race::g_ctx);
+    const SimModuleImage i = image(0, 8 * kMiB, 0);
+    CUmodule m;
+    MUST(cuModuleLoadData(&m, &i));
+    MUST(cuModuleGetFunction(&race::g_f, m, "k"));
+    simcuda_on_call(race::on_call);
+    std::thread([] {
+        MUST(cuCtxSetCurrent(race::g_ctx));
+        race::t_armed = true;
+        launch(race::g_f);
+        put("second_inside_first", race::t_armed ? 0 : 1);
+        if (race::t_armed) { // alone, the launch made no other call: the second one after it
+            race::t_armed = false;
+            race::second_launch();
+        }
+    }).join();
+    simcuda_on_call(nullptr);
+    used("used_launched_mib");
+    MUST(cuMemFree_v2(d));
+    used("used_at_exit_mib");
+    return 0;
+}
+
 int main(int argc, char** argv) {
+    if (argc > 1 && std::strcmp(argv[1], "race") == 0)
+        return race_case();
     if (argc > 1 && std::strcmp(argv[1], "graph_memory") == 0)
         return graph_memory_case();
     if (argc > 1 && std::strcmp(argv[1], "context") == 0)

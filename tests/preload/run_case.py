@@ -19,6 +19,7 @@ from cases_lifetime import (case_c_api, case_dtor_free, case_fault_after, case_f
 from cases_pool import (case_bad_config, case_bad_free, case_capture, case_cross_stream_reuse,  # noqa: E402
                         case_device_reset, case_driver_direct, case_driver_footprint, case_driver_footprint_context,
                         case_driver_footprint_graph_memory, case_driver_footprint_async_pool,
+                        case_driver_footprint_race,
                         case_expandable, case_ipc, case_library_stream, case_mem_get_info, case_oom, case_passthrough_kinds, case_vmm_first, case_pool_off, case_sequence)
 from cases_contexts import CONTEXT_CASES  # noqa: E402
 from cases_torch import (case_torch_attach, case_torch_attach_inline, case_torch_autograd, case_torch_autograd_join,  # noqa: E402
@@ -34,6 +35,7 @@ CASES = {
     "driver_footprint_context": case_driver_footprint_context,
     "driver_footprint_graph_memory": case_driver_footprint_graph_memory,
     "driver_footprint_async_pool": case_driver_footprint_async_pool,
+    "driver_footprint_race": case_driver_footprint_race,
     "dlsym_lookup": case_dlsym_lookup,
     "hook_doors": case_hook_doors,
     "passthrough_kinds": case_passthrough_kinds,

@@ -2,6 +2,8 @@
 // Simulated driver: initialisation, devices, contexts, error strings and the test statistics.
 #include "sim_driver.hpp"
 
+#include <atomic>
+
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -33,7 +35,15 @@ bool answers_after_fault(const char* name) {
 
 } // namespace
 
+namespace {
+/// A test's hook at every counted call's entry (simcuda_on_call), before the call is counted or
+/// run and outside the simulator's lock, so that it may make calls of its own.
+std::atomic<void (*)(const char*)> g_call_hook{nullptr};
+} // namespace
+
 CUresult count_call(const char* name) {
+    if (auto* hook = g_call_hook.load(std::memory_order_acquire))
+        hook(name);
     State& st = state();
     {
         std::lock_guard lk(st.mu);
@@ -202,6 +212,12 @@ void drop_context_memory(CUctx_st* ctx) {
 using namespace gpumemprof::sim;
 
 // ---- test-only extension ----------------------------------------------------------------------
+
+/// `hook(name)` at the entry of every counted driver call from now on (null: none), on the
+/// calling thread: a test puts another thread's call at a chosen point of this one's.
+SIM_EXPORT void simcuda_on_call(void (*hook)(const char* name)) {
+    g_call_hook.store(hook, std::memory_order_release);
+}
 
 /// key: an entry-point name (calls made, successful or not), "ok:<name>" (successful calls),
 /// "bytes_in_use", "peak_bytes", "live_allocations", "capacity". -1 for an unknown key.
