@@ -96,7 +96,7 @@ void PassthroughLedger::drop_context(std::uintptr_t ctx, std::vector<Dropped>* o
 bool PassthroughLedger::in_recorder(Kind kind) const noexcept {
     // Physical VMM handles are not addresses the program frees; what it uses is the mapping.
     return kind != Kind::vmm_physical && kind != Kind::torch_physical &&
-           !(kind == Kind::torch_segment && consumers_.torch && consumers_.torch->attached());
+           !(torch_address_kind(kind) && consumers_.torch && consumers_.torch->attached());
 }
 
 int PassthroughLedger::record(Kind kind, const DriverApi& api, std::uintptr_t key, std::size_t bytes, int device,
@@ -143,8 +143,9 @@ void PassthroughLedger::freed_by_driver(std::uintptr_t ptr) noexcept {
     try {
         int device = 0;
         Kind kind = Kind::async;
-        if (remove(ptr, {Kind::managed, Kind::async, Kind::torch_segment}, &kind, &device) && consumers_.recorder &&
-            in_recorder(kind))
+        if (remove(ptr, {Kind::managed, Kind::async, Kind::torch_segment, Kind::torch_async, Kind::torch_managed},
+                   &kind, &device) &&
+            consumers_.recorder && in_recorder(kind))
             consumers_.recorder->on_free(device, ptr);
     } catch (...) {
         GPUMEMPROF_SWALLOWED();
@@ -167,6 +168,12 @@ void PassthroughLedger::context_gone(CUcontext ctx) noexcept {
 std::map<int, DeviceLedger> PassthroughLedger::snapshot() const {
     std::lock_guard lock(mutex_);
     return devices_;
+}
+
+std::int64_t PassthroughLedger::current_bytes(int device, Kind kind) const {
+    std::lock_guard lock(mutex_);
+    const auto it = devices_.find(device);
+    return it == devices_.end() ? 0 : it->second.kinds[static_cast<int>(kind)].current_bytes;
 }
 
 void PassthroughLedger::clear() {

@@ -31,9 +31,10 @@ class TorchAttach;
 inline constexpr int kHostMemory = -1;             ///< the ledger's key for pinned host memory
 inline constexpr int kDeviceOfCurrentContext = -2; ///< record_alloc: the calling thread's device
 
-/// torch_segment / torch_physical: device memory PyTorch's own caching allocator took from the
-/// driver (a cudaMalloc'd segment, a cuMemCreate'd page): counted as that allocator's reserved
-/// memory, never as pass-through memory of the program.
+/// torch_segment / torch_physical / torch_async / torch_managed: device memory PyTorch's own
+/// caching allocator took from the driver (a cudaMalloc'd segment, a cuMemCreate'd page; a MemPool
+/// allocator of the program's may take stream-ordered or managed memory): counted as that
+/// allocator's reserved memory, never as pass-through memory of the program.
 enum class Kind : int {
     async = 0,
     managed,
@@ -42,6 +43,8 @@ enum class Kind : int {
     host_pinned,
     torch_segment,
     torch_physical,
+    torch_async,
+    torch_managed,
     count
 };
 
@@ -60,8 +63,13 @@ struct DeviceLedger {
 };
 
 /// Kinds whose memory the driver frees with the context it was allocated in (cuCtxDestroy,
-/// cudaDeviceReset): stream-ordered, managed, and PyTorch's cudaMalloc'd segments.
-inline constexpr Kind kContextBound[] = {Kind::async, Kind::managed, Kind::torch_segment};
+/// cudaDeviceReset): stream-ordered, managed, and PyTorch's segments of those and of cudaMalloc.
+inline constexpr Kind kContextBound[] = {Kind::async, Kind::managed, Kind::torch_segment, Kind::torch_async,
+                                         Kind::torch_managed};
+/// PyTorch's segments an address names (freed with cuMemFree or cuMemFreeAsync).
+inline constexpr bool torch_address_kind(Kind k) {
+    return k == Kind::torch_segment || k == Kind::torch_async || k == Kind::torch_managed;
+}
 
 /// Who else hears of the ledger's allocations: the call sites, and the trace (VMM mappings).
 /// Null members are left out (a unit test's ledger has none).
@@ -115,6 +123,8 @@ public:
     void drop_context(std::uintptr_t ctx, std::vector<Dropped>* out);
 
     std::map<int, DeviceLedger> snapshot() const; ///< device -1 holds host memory
+    /// The bytes of `kind` live on `device` now.
+    std::int64_t current_bytes(int device, Kind kind) const;
     void clear();
     void lock_for_fork() { mutex_.lock(); }
     void unlock_after_fork() { mutex_.unlock(); }

@@ -115,10 +115,14 @@ public:
                                 CUdeviceptr ptr) noexcept;
 
     // ---- pass-through, recorded (profiler_passthrough.cpp) -----------------------------------
-    CUresult managed_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_t bytes, unsigned flags) noexcept;
-    /// cuMemAllocAsync(_ptsz), or cuMemAllocFromPoolAsync(_ptsz) with `from_pool`.
+    /// Made by PyTorch's allocator (a MemPool allocator of the program's, `caller`): PyTorch's
+    /// segment, counted as its reserved memory (Kind::torch_managed).
+    CUresult managed_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_t bytes, unsigned flags,
+                           std::uintptr_t caller) noexcept;
+    /// cuMemAllocAsync(_ptsz), or cuMemAllocFromPoolAsync(_ptsz) with `from_pool`; PyTorch's
+    /// segment (Kind::torch_async) when its allocator made it.
     CUresult async_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_t bytes, CUmemoryPool pool, CUstream stream,
-                         bool from_pool, bool ptsz) noexcept;
+                         bool from_pool, bool ptsz, std::uintptr_t caller) noexcept;
     /// cuMemAllocHost_v2, or cuMemHostAlloc with `with_flags`.
     CUresult host_alloc(const DriverApi& api, void** pp, std::size_t bytes, unsigned flags, bool with_flags) noexcept;
     CUresult host_free(const DriverApi& api, void* p) noexcept;

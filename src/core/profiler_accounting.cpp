@@ -165,11 +165,10 @@ bool Profiler::read_driver_used(const DriverApi& api, int device, AccountingRead
     r->driver_used = static_cast<std::int64_t>(total - free_bytes);
     r->driver_total = static_cast<std::int64_t>(total);
     // What the device's memory pools keep beyond the live stream-ordered allocations (freed
-    // memory below their release threshold): the driver's figure holds it.
-    std::int64_t async_live = 0;
-    for (const auto& [name, bytes] : r->buckets)
-        if (name == kAsyncBucket)
-            async_live = bytes;
+    // memory below their release threshold; PyTorch's segments from a pool are live ones): the
+    // driver's figure holds it.
+    const std::int64_t async_live =
+        ledger_.current_bytes(device, Kind::async) + ledger_.current_bytes(device, Kind::torch_async);
     const std::int64_t reserved = async_pools_.reserved(api, device);
     if (reserved > async_live)
         r->buckets.emplace_back(kAsyncCachedBucket, reserved - async_live);
@@ -212,13 +211,19 @@ void Profiler::accounting_buckets(int device, AccountingReading* r) const {
     const auto ledgers = ledger_.snapshot();
     const auto it = ledgers.find(device);
     auto kind = [&](Kind k) { return it == ledgers.end() ? 0 : it->second.kinds[static_cast<int>(k)].current_bytes; };
+    // A MemPool allocator's managed segments are in PyTorch's private pools, but not device memory
+    // until their pages move there: the driver's figure holds those pages as any managed memory's,
+    // in the unexplained part (its line says so).
+    torch_private = std::max<std::int64_t>(0, torch_private - kind(Kind::torch_managed));
     if (attached) {
         add("PyTorch's caching allocator: allocated", torch_allocated);
         add("PyTorch's caching allocator: cached, free", torch_cached);
         add("PyTorch's private pools (CUDA graphs, MemPool)", torch_private);
-    } else if (kind(Kind::torch_segment) + kind(Kind::torch_physical) > 0) {
+    } else if (const std::int64_t segments =
+                   kind(Kind::torch_segment) + kind(Kind::torch_physical) + kind(Kind::torch_async);
+               segments > 0) {
         // Not attached (GPUMEMPROF_TORCH=off, or a version we do not know): its segments only.
-        add("PyTorch's caching allocator: segments", kind(Kind::torch_segment) + kind(Kind::torch_physical));
+        add("PyTorch's caching allocator: segments", segments);
     }
     add(attached ? "gpumemprof's pool (other libraries): allocated" : "gpumemprof's pool: allocated", pool_allocated);
     add(attached ? "gpumemprof's pool (other libraries): cached, free" : "gpumemprof's pool: cached, free",

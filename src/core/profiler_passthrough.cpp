@@ -14,22 +14,29 @@ namespace gpumemprof::core {
 
 // ---- allocations the driver makes for the program ------------------------------------------------
 
-CUresult Profiler::managed_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_t bytes, unsigned flags) noexcept {
-    const std::uint32_t stack = capture_stack();
+CUresult Profiler::managed_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_t bytes, unsigned flags,
+                                 std::uintptr_t caller) noexcept {
+    const bool torch = torch_allocator_call(caller);
+    if (torch && !process_exiting())
+        current_slot(api); // where the device's mirror of PyTorch's allocator lives (as for its cudaMalloc)
+    // Attached, PyTorch's blocks carry the stacks, not its segments.
+    const std::uint32_t stack = torch && torch_.attached() ? 0 : capture_stack();
     const CUresult r = api.cuMemAllocManaged(dptr, bytes, flags);
     if (r == CUDA_SUCCESS)
-        record_alloc_with_stack(Kind::managed, api, *dptr, bytes, kDeviceOfCurrentContext, stack);
+        record_alloc_with_stack(torch ? Kind::torch_managed : Kind::managed, api, *dptr, bytes, kDeviceOfCurrentContext,
+                                stack);
     return r;
 }
 
 CUresult Profiler::async_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_t bytes, CUmemoryPool pool,
-                               CUstream stream, bool from_pool, bool ptsz) noexcept {
+                               CUstream stream, bool from_pool, bool ptsz, std::uintptr_t caller) noexcept {
     // The device's baseline is read before its first pool reserves anything (the context's slot
     // reads it once), or what the pool keeps would count twice; not inside a stream capture,
     // which a stream-ordered allocation may be part of (no driver call of ours may join one).
     if (!process_exiting() && streams_.captures.load(std::memory_order_acquire) == 0)
         current_slot(api);
-    const std::uint32_t stack = capture_stack();
+    const bool torch = torch_allocator_call(caller);
+    const std::uint32_t stack = torch && torch_.attached() ? 0 : capture_stack();
     CUresult r = CUDA_ERROR_NOT_FOUND;
     if (from_pool)
         r = (ptsz ? api.cuMemAllocFromPoolAsync_ptsz : api.cuMemAllocFromPoolAsync)(dptr, bytes, pool, stream);
@@ -39,7 +46,8 @@ CUresult Profiler::async_alloc(const DriverApi& api, CUdeviceptr* dptr, std::siz
         async_pools_.note_allocation();
         if (from_pool)
             async_pools_.note_pool(api, pool);
-        record_alloc_with_stack(Kind::async, api, *dptr, bytes, kDeviceOfCurrentContext, stack);
+        record_alloc_with_stack(torch ? Kind::torch_async : Kind::async, api, *dptr, bytes, kDeviceOfCurrentContext,
+                                stack);
     }
     return r;
 }

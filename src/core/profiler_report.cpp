@@ -91,7 +91,9 @@ report::ReportInput Profiler::snapshot(const std::string& prefix) const {
         report::DeviceAccountingSummary a;
         a.device = device;
         if (const auto l = ledgers.find(device); l != ledgers.end())
-            a.managed_used = l->second.kinds[static_cast<int>(Kind::managed)].calls > 0;
+            a.managed_used = l->second.kinds[static_cast<int>(Kind::managed)].calls +
+                                 l->second.kinds[static_cast<int>(Kind::torch_managed)].calls >
+                             0;
         a.has_peak = d.has_peak;
         a.has_exit = d.has_exit;
         a.peak = std::move(d.peak);

@@ -97,7 +97,7 @@ CUresult cuPointerGetAttributes(unsigned int count, CUpointer_attribute* attribu
 // ---- passed through, recorded ------------------------------------------------------------------
 CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuMemAllocManaged);
-    return prof().managed_alloc(*api, dptr, bytesize, flags);
+    return prof().managed_alloc(*api, dptr, bytesize, flags, GPUMEMPROF_CALLER);
 }
 
 CUresult cuMemAllocHost_v2(void** pp, size_t bytesize) {
@@ -117,22 +117,22 @@ CUresult cuMemFreeHost(void* p) {
 
 CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream s) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuMemAllocAsync);
-    return prof().async_alloc(*api, dptr, bytesize, nullptr, s, false, false);
+    return prof().async_alloc(*api, dptr, bytesize, nullptr, s, false, false, GPUMEMPROF_CALLER);
 }
 
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream s) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuMemAllocAsync_ptsz);
-    return prof().async_alloc(*api, dptr, bytesize, nullptr, s, false, true);
+    return prof().async_alloc(*api, dptr, bytesize, nullptr, s, false, true, GPUMEMPROF_CALLER);
 }
 
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream s) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuMemAllocFromPoolAsync);
-    return prof().async_alloc(*api, dptr, bytesize, pool, s, true, false);
+    return prof().async_alloc(*api, dptr, bytesize, pool, s, true, false, GPUMEMPROF_CALLER);
 }
 
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream s) {
     GPUMEMPROF_REAL_OR_RETURN(api, cuMemAllocFromPoolAsync_ptsz);
-    return prof().async_alloc(*api, dptr, bytesize, pool, s, true, true);
+    return prof().async_alloc(*api, dptr, bytesize, pool, s, true, true, GPUMEMPROF_CALLER);
 }
 
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s) {

@@ -43,8 +43,25 @@ def case_torch_pluggable(args, tmp):
     makes (cudaMalloc from the program's function, called by PyTorch's allocator): that call is
     PyTorch's (passed through, not pooled by us), the profiler attaches inside it, before the
     first event, and every event fits."""
+    return torch_pluggable_checks(args, tmp, "plain")
+
+
+def case_torch_pluggable_async(args, tmp):
+    """The same with a MemPool allocator that takes stream-ordered memory (cudaMallocAsync): the
+    segment is PyTorch's private pool's, counted once (not also as stream-ordered memory)."""
+    return torch_pluggable_checks(args, tmp, "async")
+
+
+def case_torch_pluggable_managed(args, tmp):
+    """The same with managed memory (cudaMallocManaged): the segment is PyTorch's, and, as any
+    managed memory, not counted as device memory by the split (whose unexplained part says
+    managed memory was used)."""
+    return torch_pluggable_checks(args, tmp, "managed")
+
+
+def torch_pluggable_checks(args, tmp, memory):
     c = Checker(args.case)
-    plain, pre = both_ran(c, args, tmp)
+    plain, pre = both_ran(c, args, tmp, None, [] if memory == "plain" else [memory])
     for k in ("TORCH_STATS", "TORCH_STATS_END"):
         c.eq("stdout: the stand-in's own %s, same with and without the preload" % k, pre.values.get(k),
              plain.values.get(k))
@@ -52,8 +69,10 @@ def case_torch_pluggable(args, tmp):
          [pre.val("program_alloc"), pre.val("program_release")], [1, 1])
     # The pool's 20 MiB segment (for 6 MiB) and the default pool's 20 MiB (for 3 MiB), each from
     # the driver as without us.
-    c.eq("driver cuMemAlloc_v2 calls, with and without the preload",
-         [plain.sim_ok("cuMemAlloc_v2"), pre.sim_ok("cuMemAlloc_v2")], [2, 2])
+    made = {"plain": "cuMemAlloc_v2", "async": "cuMemAllocAsync", "managed": "cuMemAllocManaged"}[memory]
+    c.eq("driver calls that made the segments, with and without the preload",
+         [(plain.sim_ok("cuMemAlloc_v2"), plain.sim_ok(made)), (pre.sim_ok("cuMemAlloc_v2"), pre.sim_ok(made))],
+         [(2, 2) if memory == "plain" else (1, 1)] * 2)
     rep = pre.report() or {}
     torch = entries(rep, "pytorch")
     c.eq("one devices entry for PyTorch's allocator", len(torch), 1)
@@ -74,8 +93,21 @@ def case_torch_pluggable(args, tmp):
          [o.get("memory_stats", {}).get("reserved_bytes.all.peak") for o in ours], [0] * len(ours))
     acc = next((d["device_accounting"] for d in rep.get("devices", []) if "device_accounting" in d), {})
     split = {k: v // MIB for k, v in acc.get("buckets", {}).items()}
-    c.eq("the peak's split (MiB): the pool's segment once, as PyTorch's",
-         (split.get("PyTorch's private pools (CUDA graphs, MemPool)"), acc.get("unexplained_bytes")), (20, 0))
+    private = "PyTorch's private pools (CUDA graphs, MemPool)"
+    if memory == "managed":
+        # The simulated driver counts managed memory as used at once (a real one as its pages
+        # move to the device): in the unexplained part, as the program's own managed memory.
+        c.eq("the peak's split (MiB): the managed segment not as device memory, nothing twice",
+             (split.get(private), split.get("stream-ordered (cudaMallocAsync, memory pools)"),
+              acc.get("unexplained_bytes"), acc.get("managed_used")), (None, None, 20 * MIB, True))
+    else:
+        c.eq("the peak's split (MiB): the pool's segment once, as PyTorch's",
+             (split.get(private), split.get("stream-ordered (cudaMallocAsync, memory pools)"),
+              acc.get("unexplained_bytes")), (20, None, 0))
+    c.eq("passthrough: none of PyTorch's segments counted as the program's",
+         {k: (v or {}).get("calls") for k, v in next((d.get("passthrough", {}) for d in rep.get("devices", [])
+                                                      if "passthrough" in d), {}).items()
+          if k in ("async", "managed")}, {"async": 0, "managed": 0})
     c.true("no gpumemprof warning", "gpumemprof: warning" not in pre.stderr, pre.stderr[-1500:])
     return c.finish([plain, pre])
 

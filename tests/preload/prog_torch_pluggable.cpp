@@ -3,12 +3,15 @@
 // allocator (torch.cuda.MemPool(allocator=CUDAPluggableAllocator(...)), as serving engines and
 // NCCL's registered buffers do): cudaMalloc called from a function of the program's, which the
 // stand-in for PyTorch's allocator calls. Then one allocation from its default pool; both freed
-// and the cache emptied. Prints the stand-in's own torch.cuda.memory_stats() at the end.
+// and the cache emptied. Prints the stand-in's own torch.cuda.memory_stats() at the end. With
+// argument "async" or "managed" the program's allocator takes stream-ordered (cudaMallocAsync) or
+// managed (cudaMallocManaged) memory instead.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 extern "C" {
 void* fake_torch_malloc(std::size_t size, std::uintptr_t stream, unsigned long long pool_first,
@@ -23,16 +26,28 @@ void fake_torch_set_pool_allocator(unsigned long long pool_first, unsigned long 
 namespace {
 
 int g_made = 0, g_released = 0;
+enum class Memory { plain, async, managed } g_memory = Memory::plain;
 
 __attribute__((noinline)) void* program_alloc(std::size_t size) {
     void* p = nullptr;
     ++g_made;
-    return cudaMalloc(&p, size) == cudaSuccess ? p : nullptr;
+    cudaError_t r = cudaErrorUnknown;
+    switch (g_memory) {
+    case Memory::plain: r = cudaMalloc(&p, size); break;
+    case Memory::async: r = cudaMallocAsync(&p, size, nullptr); break;
+    case Memory::managed: r = cudaMallocManaged(&p, size, cudaMemAttachGlobal); break;
+    }
+    return r == cudaSuccess ? p : nullptr;
 }
 
 __attribute__((noinline)) void program_release(void* p) {
     ++g_released;
-    cudaFree(p);
+    if (g_memory == Memory::async) {
+        cudaFreeAsync(p, nullptr);
+        cudaStreamSynchronize(nullptr);
+    } else {
+        cudaFree(p);
+    }
 }
 
 void* tensor(std::size_t bytes, unsigned long long pool) {
@@ -46,7 +61,11 @@ void* tensor(std::size_t bytes, unsigned long long pool) {
 
 } // namespace
 
-int main() {
+int main(int argc, char** argv) {
+    if (argc > 1 && std::strcmp(argv[1], "async") == 0)
+        g_memory = Memory::async;
+    if (argc > 1 && std::strcmp(argv[1], "managed") == 0)
+        g_memory = Memory::managed;
     fake_torch_set_pool_allocator(0, 7, program_alloc, program_release);
     void* a = tensor(6 << 20, 7); // LINE_POOL
     void* b = tensor(3 << 20, 0); // LINE_DEFAULT

@@ -2,11 +2,11 @@
 """A program's own allocator in PyTorch: torch.cuda.MemPool(allocator=CUDAPluggableAllocator)
 (the native allocator keeps the rest), or the whole process's allocator swapped for it.
 
-    pluggable.py pool_plain | pool_vmm | global_plain
+    pluggable.py pool_plain | pool_vmm | pool_async | pool_managed | global_plain
 
 pool_*: a small model's forward and backward with its weights and activations in the custom pool
 (`plain`: cudaMalloc with the static cudart; `vmm`: cuMemCreate/cuMemMap, as a serving engine's
-sleep mode does), other tensors outside it. global_plain: change_current_allocator before any CUDA
+sleep mode does; `async`: cudaMallocAsync; `managed`: cudaMallocManaged), other tensors outside it. global_plain: change_current_allocator before any CUDA
 use (PyTorch keeps no statistics then). PLUGGABLE_SO names the allocator library."""
 import os
 import sys

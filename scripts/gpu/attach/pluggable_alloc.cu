@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 // Allocators for torch.cuda.memory.CUDAPluggableAllocator, as programs write them (a serving
 // engine's MemPool for sleep mode, NCCL's registered buffers): `plain_*` through cudaMalloc
-// (nvcc links the static cudart), `vmm_*` through the driver's virtual memory calls.
+// (nvcc links the static cudart), `vmm_*` through the driver's virtual memory calls, `async_*`
+// through cudaMallocAsync on PyTorch's stream, `managed_*` through cudaMallocManaged (as programs
+// that oversubscribe the device do).
 // Built by scripts/gpu/build-check-programs.sh as pluggable_alloc.so.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -86,6 +88,36 @@ void vmm_free(void* p, size_t, int, cudaStream_t stream) {
     cuMemUnmap(va, m.size);
     cuMemAddressFree(va, m.size);
     cuMemRelease(m.handle);
+}
+
+void* async_malloc(size_t size, int device, cudaStream_t stream) {
+    void* p = nullptr;
+    int previous = 0;
+    cudaGetDevice(&previous);
+    cudaSetDevice(device);
+    if (cudaMallocAsync(&p, size, stream) != cudaSuccess)
+        p = nullptr;
+    cudaSetDevice(previous);
+    return p;
+}
+
+void async_free(void* p, size_t, int, cudaStream_t stream) {
+    cudaFreeAsync(p, stream);
+}
+
+void* managed_malloc(size_t size, int device, cudaStream_t) {
+    void* p = nullptr;
+    int previous = 0;
+    cudaGetDevice(&previous);
+    cudaSetDevice(device);
+    if (cudaMallocManaged(&p, size, cudaMemAttachGlobal) != cudaSuccess)
+        p = nullptr;
+    cudaSetDevice(previous);
+    return p;
+}
+
+void managed_free(void* p, size_t, int, cudaStream_t) {
+    cudaFree(p);
 }
 
 }  // extern "C"
