@@ -21,19 +21,26 @@ struct Mapping {
 std::mutex g_mutex;
 std::unordered_map<CUdeviceptr, Mapping>* g_maps = new std::unordered_map<CUdeviceptr, Mapping>();
 
+/// `alloc(&p)` with `device` current, as PyTorch asks for memory of a device; the previous
+/// device current again after it.
+template <typename Alloc>
+void* on_device(int device, Alloc&& alloc) {
+    void* p = nullptr;
+    int previous = 0;
+    cudaGetDevice(&previous);
+    cudaSetDevice(device);
+    if (alloc(&p) != cudaSuccess)
+        p = nullptr;
+    cudaSetDevice(previous);
+    return p;
+}
+
 }  // namespace
 
 extern "C" {
 
 void* plain_malloc(size_t size, int device, cudaStream_t) {
-    void* p = nullptr;
-    int previous = 0;
-    cudaGetDevice(&previous);
-    cudaSetDevice(device);
-    if (cudaMalloc(&p, size) != cudaSuccess)
-        p = nullptr;
-    cudaSetDevice(previous);
-    return p;
+    return on_device(device, [&](void** p) { return cudaMalloc(p, size); });
 }
 
 void plain_free(void* p, size_t, int, cudaStream_t) {
@@ -91,14 +98,7 @@ void vmm_free(void* p, size_t, int, cudaStream_t stream) {
 }
 
 void* async_malloc(size_t size, int device, cudaStream_t stream) {
-    void* p = nullptr;
-    int previous = 0;
-    cudaGetDevice(&previous);
-    cudaSetDevice(device);
-    if (cudaMallocAsync(&p, size, stream) != cudaSuccess)
-        p = nullptr;
-    cudaSetDevice(previous);
-    return p;
+    return on_device(device, [&](void** p) { return cudaMallocAsync(p, size, stream); });
 }
 
 void async_free(void* p, size_t, int, cudaStream_t stream) {
@@ -106,14 +106,7 @@ void async_free(void* p, size_t, int, cudaStream_t stream) {
 }
 
 void* managed_malloc(size_t size, int device, cudaStream_t) {
-    void* p = nullptr;
-    int previous = 0;
-    cudaGetDevice(&previous);
-    cudaSetDevice(device);
-    if (cudaMallocManaged(&p, size, cudaMemAttachGlobal) != cudaSuccess)
-        p = nullptr;
-    cudaSetDevice(previous);
-    return p;
+    return on_device(device, [&](void** p) { return cudaMallocManaged(p, size, cudaMemAttachGlobal); });
 }
 
 void managed_free(void* p, size_t, int, cudaStream_t) {
