@@ -135,18 +135,37 @@ bool CallerModules::torch_allocator_loaded() noexcept {
     return found;
 }
 
-std::uint16_t CallerModules::torch_allocator_in_stack() noexcept {
+std::uint16_t CallerModules::torch_allocator_in_stack(bool* direct) noexcept {
     if (!torch_allocator_loaded() ||
         !stacks::room_to_unwind(reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0))))
         return kUnknown;
     std::uintptr_t ips[kAllocatorFrames];
     const int n = stacks::capture_backtrace(ips, kAllocatorFrames, 1);
+    bool nearer_all_cuda = true;
     for (int i = 0; i < n; ++i) {
         const std::uint16_t id = module_of(ips[i]);
-        if (is_torch_allocator(id))
+        if (is_torch_allocator(id)) {
+            if (direct != nullptr)
+                *direct = nearer_all_cuda;
             return id;
+        }
+        if (direct != nullptr && nearer_all_cuda)
+            nearer_all_cuda = cuda_or_ours(id);
     }
     return kUnknown;
+}
+
+bool CallerModules::cuda_or_ours(std::uint16_t id) noexcept {
+    if (id == kUnknown || id >= kMaxModules)
+        return false;
+    std::uint8_t known = cuda_or_ours_[id].load(std::memory_order_relaxed);
+    if (known == 0) {
+        static const std::uint16_t ours = module_of(reinterpret_cast<std::uintptr_t>(&entry_caller));
+        const std::string name = library(id);
+        known = id == ours || name == "libcudart" || name == "libcuda" ? 1 : 2;
+        cuda_or_ours_[id].store(known, std::memory_order_relaxed);
+    }
+    return known == 1;
 }
 
 } // namespace gpumemprof::core

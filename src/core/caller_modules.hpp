@@ -48,11 +48,16 @@ public:
     /// libc10_cuda.so's id when one of the calling thread's nearer frames is in it, else kUnknown:
     /// a program's own allocator that PyTorch's called (a MemPool's CUDAPluggableAllocator),
     /// whose calls come from the program's library. Walks the stack only while libc10_cuda.so is
-    /// loaded (the loader's list is looked at again every few milliseconds until it is).
-    std::uint16_t torch_allocator_in_stack() noexcept;
+    /// loaded (the loader's list is looked at again every few milliseconds until it is). With
+    /// `direct`, also whether every nearer frame is CUDA's runtime, its driver or ours: then
+    /// PyTorch's allocator made the call itself, through the shared runtime (its
+    /// `backend:cudaMallocAsync`), and no program's allocator stands between.
+    std::uint16_t torch_allocator_in_stack(bool* direct = nullptr) noexcept;
 
 private:
     CallerModules() = default;
+    /// libcudart, libcuda or our own library (looked up by name once per module).
+    bool cuda_or_ours(std::uint16_t id) noexcept;
     std::uint16_t add(const char* path, const void* base) noexcept; // requires mutex_
     bool torch_allocator_loaded() noexcept;
 
@@ -63,9 +68,10 @@ private:
     const char* paths_[kMaxModules] = {}; ///< leaked copies: read without the lock once published
     std::atomic<int> count_{1};           ///< id 0 is kUnknown
     std::atomic<int> torch_allocator_{-1};
-    std::atomic<bool> torch_loaded_{false};          ///< libc10_cuda.so seen in the loader's list
-    std::atomic<std::uint64_t> torch_looked_at_{0};  ///< the time-stamp counter at the last look
-    std::atomic<unsigned long long> looked_adds_{0}; ///< the loader's count of loads then
+    std::atomic<std::uint8_t> cuda_or_ours_[kMaxModules] = {}; ///< 0: not looked up, 1: yes, 2: no
+    std::atomic<bool> torch_loaded_{false};                    ///< libc10_cuda.so seen in the loader's list
+    std::atomic<std::uint64_t> torch_looked_at_{0};            ///< the time-stamp counter at the last look
+    std::atomic<unsigned long long> looked_adds_{0};           ///< the loader's count of loads then
 };
 
 } // namespace gpumemprof::core

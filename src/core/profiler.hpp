@@ -160,8 +160,11 @@ public:
     // ---- PyTorch's own caching allocator (GPUMEMPROF_TORCH; profiler_torch.cpp) ----------------
     /// True when `caller` lies in PyTorch's allocator and GPUMEMPROF_TORCH leaves it on: the
     /// call is PyTorch's own device memory, passed through and accounted as its reserved memory.
-    /// Attaches to it on the first such call (attach mode).
-    bool torch_allocator_call(std::uintptr_t caller) noexcept;
+    /// Attaches to it on the first such call (attach mode). With `pools_only`, only a call from
+    /// another module with PyTorch's allocator further up the stack (a MemPool's allocator of the
+    /// program's) counts: stream-ordered memory straight from PyTorch's allocator is its
+    /// `backend:cudaMallocAsync`, which has nothing to attach to.
+    bool torch_allocator_call(std::uintptr_t caller, bool pools_only = false) noexcept;
     /// cuMemCreate by PyTorch's allocator (expandable segments): its reserved memory.
     void torch_page_created(const DriverApi& api, std::uintptr_t handle, std::size_t bytes, int device) noexcept;
     const TorchAttach& torch() const { return torch_; }

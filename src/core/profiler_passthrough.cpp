@@ -16,7 +16,7 @@ namespace gpumemprof::core {
 
 CUresult Profiler::managed_alloc(const DriverApi& api, CUdeviceptr* dptr, std::size_t bytes, unsigned flags,
                                  std::uintptr_t caller) noexcept {
-    const bool torch = torch_allocator_call(caller);
+    const bool torch = torch_allocator_call(caller, true);
     if (torch && !process_exiting())
         current_slot(api); // where the device's mirror of PyTorch's allocator lives (as for its cudaMalloc)
     // Attached, PyTorch's blocks carry the stacks, not its segments.
@@ -35,7 +35,7 @@ CUresult Profiler::async_alloc(const DriverApi& api, CUdeviceptr* dptr, std::siz
     // which a stream-ordered allocation may be part of (no driver call of ours may join one).
     if (!process_exiting() && streams_.captures.load(std::memory_order_acquire) == 0)
         current_slot(api);
-    const bool torch = torch_allocator_call(caller);
+    const bool torch = torch_allocator_call(caller, true);
     const std::uint32_t stack = torch && torch_.attached() ? 0 : capture_stack();
     CUresult r = CUDA_ERROR_NOT_FOUND;
     if (from_pool)

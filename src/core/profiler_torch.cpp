@@ -89,7 +89,7 @@ struct RecentTraits {
 
 } // namespace
 
-bool Profiler::torch_allocator_call(std::uintptr_t caller) noexcept {
+bool Profiler::torch_allocator_call(std::uintptr_t caller, bool pools_only) noexcept {
     if (options_.torch == util::kTorchPool)
         return false;
     CallerModules& modules = CallerModules::instance();
@@ -97,8 +97,14 @@ bool Profiler::torch_allocator_call(std::uintptr_t caller) noexcept {
     // A program's allocator that PyTorch's calls (a MemPool's CUDAPluggableAllocator): the call
     // comes from the program's library, and PyTorch's first event may follow it, so it may
     // also be the moment to attach.
-    if (!modules.is_torch_allocator(module) && (module = modules.torch_allocator_in_stack()) == CallerModules::kUnknown)
+    if (pools_only && modules.is_torch_allocator(module))
         return false;
+    if (!modules.is_torch_allocator(module)) {
+        bool direct = false;
+        module = modules.torch_allocator_in_stack(pools_only ? &direct : nullptr);
+        if (module == CallerModules::kUnknown || direct)
+            return false;
+    }
     if (options_.torch == util::kTorchAttach && torch_.state() == TorchAttach::State::idle)
         torch_.on_allocator_call(modules.path(module), &Profiler::torch_sink, torch_control());
     return true;

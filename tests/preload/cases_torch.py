@@ -59,6 +59,26 @@ def case_torch_pluggable_managed(args, tmp):
     return torch_pluggable_checks(args, tmp, "managed")
 
 
+def case_torch_async_backend(args, tmp):
+    """PyTorch's backend:cudaMallocAsync takes stream-ordered memory straight from libc10_cuda.so:
+    its caching allocator is not in use, so nothing is attached, and the memory is the program's
+    stream-ordered memory (PyTorch keeps no statistics of its own there)."""
+    c = Checker(args.case)
+    plain, pre = both_ran(c, args, tmp, None, ["backend"])
+    c.eq("the tensor was made, with and without the preload", [plain.val("backend_tensor"), pre.val("backend_tensor")],
+         [1, 1])
+    rep = pre.report() or {}
+    c.eq("no devices entry attached to PyTorch's caching allocator",
+         [t.get("allocator_status") for t in entries(rep, "pytorch") if "attached to" in t.get("allocator_status", "")],
+         [])
+    pt = next((d.get("passthrough", {}) for d in rep.get("devices", []) if "passthrough" in d), {})
+    c.eq("passthrough.async: the tensor (calls, frees, peak MiB)",
+         [(pt.get("async") or {}).get(k) for k in ("calls", "frees")] + [(pt.get("async") or {}).get("peak_bytes", 0)
+                                                                          // MIB], [1, 1, 6])
+    c.true("no gpumemprof warning", "gpumemprof: warning" not in pre.stderr, pre.stderr[-1500:])
+    return c.finish([plain, pre])
+
+
 def torch_pluggable_checks(args, tmp, memory):
     c = Checker(args.case)
     plain, pre = both_ran(c, args, tmp, None, [] if memory == "plain" else [memory])

@@ -5,7 +5,9 @@
 // stand-in for PyTorch's allocator calls. Then one allocation from its default pool; both freed
 // and the cache emptied. Prints the stand-in's own torch.cuda.memory_stats() at the end. With
 // argument "async" or "managed" the program's allocator takes stream-ordered (cudaMallocAsync) or
-// managed (cudaMallocManaged) memory instead.
+// managed (cudaMallocManaged) memory instead. With "backend": no MemPool, PyTorch's own
+// backend:cudaMallocAsync allocates and frees one tensor (stream-ordered memory from
+// libc10_cuda.so itself, where there is no caching allocator to attach to).
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -19,6 +21,8 @@ void* fake_torch_malloc(std::size_t size, std::uintptr_t stream, unsigned long l
 void fake_torch_free(void* p);
 void fake_torch_empty_cache();
 char* fake_torch_stats_json();
+void* fake_torch_async_backend_malloc(std::size_t size);
+void fake_torch_async_backend_free(void* p);
 void fake_torch_set_pool_allocator(unsigned long long pool_first, unsigned long long pool_second,
                                    void* (*alloc)(std::size_t), void (*release)(void*));
 }
@@ -62,6 +66,12 @@ void* tensor(std::size_t bytes, unsigned long long pool) {
 } // namespace
 
 int main(int argc, char** argv) {
+    if (argc > 1 && std::strcmp(argv[1], "backend") == 0) {
+        void* t = fake_torch_async_backend_malloc(6 << 20);
+        std::printf("backend_tensor=%d\n", t != nullptr ? 1 : 0);
+        fake_torch_async_backend_free(t);
+        return 0;
+    }
     if (argc > 1 && std::strcmp(argv[1], "async") == 0)
         g_memory = Memory::async;
     if (argc > 1 && std::strcmp(argv[1], "managed") == 0)

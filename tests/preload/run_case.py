@@ -23,7 +23,8 @@ from cases_pool import (case_bad_config, case_bad_free, case_capture, case_cross
                         case_expandable, case_ipc, case_library_stream, case_mem_get_info, case_oom, case_passthrough_kinds, case_vmm_first, case_pool_off, case_sequence)
 from cases_contexts import CONTEXT_CASES  # noqa: E402
 from cases_torch import (case_torch_attach, case_torch_attach_inline, case_torch_autograd, case_torch_autograd_join,  # noqa: E402
-                         case_torch_pluggable, case_torch_pluggable_async, case_torch_pluggable_managed,
+                         case_torch_async_backend, case_torch_pluggable, case_torch_pluggable_async,
+                         case_torch_pluggable_managed,
                          case_torch_trace)
 from cases_trace import case_fenced_replay, case_stack_sampling, case_trace_replay, case_trailing_device  # noqa: E402
 
@@ -70,6 +71,7 @@ CASES = {
     "torch_attach": case_torch_attach,
     "torch_attach_inline": case_torch_attach_inline,
     "torch_pluggable": case_torch_pluggable,
+    "torch_async_backend": case_torch_async_backend,
     "torch_pluggable_async": case_torch_pluggable_async,
     "torch_pluggable_managed": case_torch_pluggable_managed,
     "torch_trace": case_torch_trace,

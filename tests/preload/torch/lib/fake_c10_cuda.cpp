@@ -275,6 +275,18 @@ __attribute__((visibility("default"))) void fake_torch_set_pool_allocator(unsign
     the_allocator()->set_pool_allocator({pool_first, pool_second}, {alloc, release});
 }
 
+/// PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync: PyTorch's other allocator in this library,
+/// stream-ordered memory straight from the driver's pool (the caching allocator is not used).
+__attribute__((visibility("default"), noinline)) void* fake_torch_async_backend_malloc(std::size_t size) {
+    void* p = nullptr;
+    return cudaMallocAsync(&p, size, nullptr) == cudaSuccess ? p : nullptr;
+}
+
+__attribute__((visibility("default"), noinline)) void fake_torch_async_backend_free(void* p) {
+    cudaFreeAsync(p, nullptr);
+    cudaStreamSynchronize(nullptr);
+}
+
 __attribute__((visibility("default"))) void fake_torch_free(void* p) {
     the_allocator()->free(p);
 }
