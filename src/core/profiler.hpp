@@ -325,7 +325,11 @@ private:
     void capture_window_closed(const DriverApi& api) noexcept;
     std::mutex capture_window_mutex_;
     FootprintWindow capture_window_; ///< open while captures are under way (requires the mutex)
-    void accounting_buckets(int device, AccountingReading* r) const;
+    /// Our buckets of `device`'s memory. `in_step`: PyTorch's as its segments stand at the
+    /// driver calls' returns (the ledger), not as its mirror has heard of them, which the
+    /// profiler's thread may still be behind by milliseconds: a footprint window's two readings
+    /// must move with the driver's figure, or another thread's segment counts as the driver's.
+    void accounting_buckets(int device, AccountingReading* r, bool in_step = false) const;
     static TorchControlSink torch_control() noexcept;
     void torch_event(const TorchEvent& ev) noexcept;
     void torch_block_event(const TorchBlockEvent& b, EventCost::Clock& clock) noexcept;

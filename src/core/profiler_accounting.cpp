@@ -176,7 +176,7 @@ bool Profiler::read_driver_used(const DriverApi& api, int device, AccountingRead
     return true;
 }
 
-void Profiler::accounting_buckets(int device, AccountingReading* r) const {
+void Profiler::accounting_buckets(int device, AccountingReading* r, bool in_step) const {
     auto add = [&](const char* name, std::int64_t bytes) {
         if (bytes != 0)
             r->buckets.emplace_back(name, bytes);
@@ -215,14 +215,15 @@ void Profiler::accounting_buckets(int device, AccountingReading* r) const {
     // until their pages move there: the driver's figure holds those pages as any managed memory's,
     // in the unexplained part (its line says so).
     torch_private = std::max<std::int64_t>(0, torch_private - kind(Kind::torch_managed));
-    if (attached) {
+    if (attached && !in_step) {
         add("PyTorch's caching allocator: allocated", torch_allocated);
         add("PyTorch's caching allocator: cached, free", torch_cached);
         add("PyTorch's private pools (CUDA graphs, MemPool)", torch_private);
     } else if (const std::int64_t segments =
                    kind(Kind::torch_segment) + kind(Kind::torch_physical) + kind(Kind::torch_async);
                segments > 0) {
-        // Not attached (GPUMEMPROF_TORCH=off, or a version we do not know): its segments only.
+        // Not attached (GPUMEMPROF_TORCH=off, or a version we do not know), or in step with the
+        // driver's calls: its segments only.
         add("PyTorch's caching allocator: segments", segments);
     }
     add(attached ? "gpumemprof's pool (other libraries): allocated" : "gpumemprof's pool: allocated", pool_allocated);
@@ -238,7 +239,7 @@ void Profiler::accounting_buckets(int device, AccountingReading* r) const {
 bool Profiler::unexplained_now(const DriverApi& api, int device, std::int64_t* out) noexcept {
     try {
         AccountingReading r;
-        accounting_buckets(device, &r);
+        accounting_buckets(device, &r, true);
         if (!read_driver_used(api, device, &r)) // also false when the current context is another device's
             return false;
         *out = r.unexplained();
