@@ -123,16 +123,26 @@ template <int Pad, int Tag = 0> __attribute__((noinline)) void alt_mid(int n) {
 /// `same_depth`: the two paths have the same frames but for their code (one operator after
 /// another at the same depth: the first frame is the same, the walk meets its own path again
 /// further out).
-__attribute__((noinline)) double alt_outer(int n, bool cold, int captures, bool same_depth = false) {
+/// `paths` > 2: that many paths at one depth, by turns (a framework's operators, one after another).
+__attribute__((noinline)) double alt_outer(int n, bool cold, int captures, bool same_depth = false, int paths = 2) {
     if (n > 0) {
-        const double r = alt_outer(n - 1, cold, captures, same_depth);
+        const double r = alt_outer(n - 1, cold, captures, same_depth, paths);
         asm volatile("" ::: "memory");
         return r;
     }
     g_cold = cold;
     g_alt_ns.clear();
     for (int i = 0; i < captures; ++i) {
-        if (i % 2 == 0)
+        if (paths > 2) {
+            switch (i % paths) {
+            case 0: alt_mid<48>(10); break;
+            case 1: alt_mid<48, 1>(10); break;
+            case 2: alt_mid<48, 2>(10); break;
+            case 3: alt_mid<48, 3>(10); break;
+            case 4: alt_mid<48, 4>(10); break;
+            default: alt_mid<48, 5>(10); break;
+            }
+        } else if (i % 2 == 0)
             alt_mid<48>(10);
         else if (same_depth)
             alt_mid<48, 1>(10);
@@ -191,6 +201,16 @@ int main() {
         cold += alt_outer(30, true, 400, true) / 5;
     }
     std::printf("alternating middle paths at one depth, %d frames (%d from a remembered walk): warm %.0f ns, cold "
+                "caches %.0f ns (ratio %.2f)\n",
+                g_alt_frames, g_alt_shadow, warm, cold, cold / warm);
+    // Six paths at one depth by turns, past the walks after which a thread remembers many.
+    warm = cold = 0;
+    alt_outer(30, false, 600, true, 6);
+    for (int round = 0; round < 5; ++round) {
+        warm += alt_outer(30, false, 1998, true, 6) / 5;
+        cold += alt_outer(30, true, 402, true, 6) / 5;
+    }
+    std::printf("six middle paths at one depth by turns, %d frames (%d from a remembered walk): warm %.0f ns, cold "
                 "caches %.0f ns (ratio %.2f)\n",
                 g_alt_frames, g_alt_shadow, warm, cold, cold / warm);
     return 0;
