@@ -445,6 +445,18 @@ __attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_fra
     bool old_entire = false; // ... and old has no frames inside this walk's first one
     int fresh = -1;          // frames this walk walked itself, up to the one where it met old (-1: all)
     StaleWalks stale;        // walks the index offered that had changed
+    if (indexed && (old.head == nullptr || old.f(0).sp != sp || old.f(0).pc != pc)) {
+        // The previous walk started elsewhere (another depth): a walk through this first frame,
+        // before going through the previous walk's frames inside it.
+        int at = 0;
+        const int c = indexed_walk(sh, pc, sp, bp, generation, old.head, &stale, &at);
+        if (c >= 0) {
+            old = view(sh, c);
+            oi = at;
+            old_valid_from = at;
+            old_is_previous = c == sh->previous;
+        }
+    }
 
     int out = 0, seen = 0, j = 0; // j: this walk's frame (state) index
     bool sure = true;             // the step out of frame j is known from the table alone
