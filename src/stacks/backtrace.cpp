@@ -445,18 +445,22 @@ __attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_fra
     bool old_entire = false; // ... and old has no frames inside this walk's first one
     int fresh = -1;          // frames this walk walked itself, up to the one where it met old (-1: all)
     StaleWalks stale;        // walks the index offered that had changed
-    if (indexed && (old.head == nullptr || old.f(0).sp != sp || old.f(0).pc != pc)) {
-        // The previous walk started elsewhere (another depth): a walk through this first frame,
-        // before going through the previous walk's frames inside it.
+    // A remembered walk through this very frame, found by its state, valid from there: old.
+    auto from_index = [&]() noexcept {
         int at = 0;
         const int c = indexed_walk(sh, pc, sp, bp, generation, old.head, &stale, &at);
-        if (c >= 0) {
-            old = view(sh, c);
-            oi = at;
-            old_valid_from = at;
-            old_is_previous = c == sh->previous;
-        }
-    }
+        if (c < 0)
+            return false;
+        old = view(sh, c);
+        oi = at;
+        old_valid_from = at;
+        old_is_previous = c == sh->previous;
+        return true;
+    };
+    // The previous walk started elsewhere (another depth): a walk through this first frame,
+    // before going through the previous walk's frames inside it.
+    if (indexed && (old.head == nullptr || old.f(0).sp != sp || old.f(0).pc != pc))
+        (void)from_index();
 
     int out = 0, seen = 0, j = 0; // j: this walk's frame (state) index
     bool sure = true;             // the step out of frame j is known from the table alone
@@ -478,18 +482,8 @@ __attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_fra
                 meet = oi >= old_valid_from;
             }
         }
-        if (apart && indexed && stale.n < kMaxStaleProbes) {
-            // Another remembered walk through this very frame, found by its state.
-            int at = 0;
-            const int c = indexed_walk(sh, pc, sp, bp, generation, old.head, &stale, &at);
-            if (c >= 0) {
-                old = view(sh, c);
-                oi = at;
-                old_valid_from = at;
-                old_is_previous = c == sh->previous;
-                meet = true;
-            }
-        }
+        if (apart && indexed && stale.n < kMaxStaleProbes)
+            meet = from_index(); // another remembered walk through this frame
         if (meet) {
             fresh = j + 1; // (this frame too: where the paths join)
             // The rest of this walk is old's from oi: copy it. old's frame k is this
