@@ -127,53 +127,39 @@ struct Walk {
     std::uint64_t generation; ///< rules_table::g_generation when it was walked
 };
 
-/// Walks a thread remembers: the one being written and `slots` others, the one used least recently
-/// replaced. A walk finds a remembered one to copy through an index of the frames walks walked
-/// themselves, by state (sp, pc): the framework's operators allocate through the same inner frames
-/// at the same depth, so a walk's first frame says little; the first frame of its own that the
-/// operator's path has (say, its fifth) finds the walk that operator made last time.
+/// Walks a thread remembers, one per slot: a slot is chosen by the stack pointer at the walk's
+/// first frame, so the walks of the different call paths a loop repeats (one framework operator
+/// after another, each at its own depth) are each there for the next time that path comes.
 /// 64: HF `generate` repeats some 30 paths; with 16 slots a third of its native frames were
 /// walked afresh, with 64 a seventh (docs/measurements.md, AQ).
 constexpr int kWalkSlots = 64;
+constexpr int kWalkSetBits = 5; ///< log2(kWalkSlots / 2): sets of two slots
+static_assert(kWalkSlots == 2 << kWalkSetBits);
 /// A thread's shadow has one slot until the thread's walks reach this many (a thread that
 /// allocates a few times keeps a small shadow: docs/measurements.md, thread_rss).
 constexpr std::uint32_t kSlotsAfter = 256;
-/// The index of walked frames (with slots only): 512 buckets of 4 entries of 4 bytes; a state's
-/// bucket holds the walks through it that were written or met last (several walks share a state
-/// where their paths join and part again further out: one operator called from two places).
-constexpr int kIndexBits = 9;
-constexpr int kIndexWays = 4;
-constexpr int kIndexEntries = kIndexWays << kIndexBits;
-/// Walks the index may offer a walk that turn out to have changed (not valid from that frame).
-constexpr int kMaxStaleProbes = 8;
 
-/// Per thread, on the heap (not on the thread's stack), made at its first walk: the index (with
-/// slots), the walks' headers, then their frames, each walk's in a block of its own (frame i of
-/// walk w at frames()[w capacity + i]), as many as the walks' frame limit needs (made again,
-/// larger, when a walk asks for more frames or the thread for more slots). Pages no walk has
-/// reached are never touched.
+/// Per thread, on the heap (not on the thread's stack), made at its first walk: the remembered
+/// walks and the one being written (slots + 1 walks). Their headers follow this one, then their
+/// frames, each walk's in a block of its own (frame i of walk w at frames()[w capacity + i]), as
+/// many as the walks' frame limit needs (made again, larger, when a walk asks for more frames or
+/// the thread for more slots). Pages no walk has reached are never touched.
 struct alignas(16) Shadow {
-    std::uint32_t tick;                 ///< walks kept or written so far (wraps)
-    std::uint32_t used[kWalkSlots + 1]; ///< the tick at which each walk was last kept or written
-    std::uint8_t scratch;               ///< the walk the next walk is written to
-    std::uint8_t previous;              ///< the thread's previous walk
+    std::uint8_t in_slot[kWalkSlots];    ///< the walk remembered for each slot (two slots a set)
+    std::uint8_t recent[kWalkSlots / 2]; ///< the slot of each set written last (0 or 1)
+    std::uint8_t scratch;                ///< the walk the next walk is written to
+    std::uint8_t previous;               ///< the thread's previous walk (in its slot)
     bool busy;    ///< a walk is under way (a signal handler's walk then neither reads nor writes it)
     int capacity; ///< frames each walk has room for
-    int slots;    ///< 1 or kWalkSlots (walks: slots + 1)
-    /// Entry: tag (16 bits) | walk + 1 (7 bits) | frame (9 bits); 0 is empty.
-    std::uint32_t* index() noexcept { return reinterpret_cast<std::uint32_t*>(this + 1); }
-    static int index_entries(int slots) noexcept { return slots > 1 ? kIndexEntries : 0; }
-    Walk* walk() noexcept { return reinterpret_cast<Walk*>(index() + index_entries(slots)); }
+    int slots;    ///< 1 or kWalkSlots
+    Walk* walk() noexcept { return reinterpret_cast<Walk*>(this + 1); }
     WalkFrame* frames() noexcept { return reinterpret_cast<WalkFrame*>(walk() + slots + 1); }
     static std::size_t bytes(int capacity, int slots) noexcept {
-        return sizeof(Shadow) + static_cast<std::size_t>(index_entries(slots)) * sizeof(std::uint32_t) +
-               static_cast<std::size_t>(slots + 1) * sizeof(Walk) +
+        return sizeof(Shadow) + static_cast<std::size_t>(slots + 1) * sizeof(Walk) +
                static_cast<std::size_t>(slots + 1) * static_cast<std::size_t>(capacity) * sizeof(WalkFrame);
     }
 };
 static_assert(sizeof(Shadow) % alignof(Walk) == 0 && sizeof(Walk) % alignof(WalkFrame) == 0);
-static_assert(kWalkSlots + 2 < 128 && kMaxSteps < 512); // an index entry's fields
-static_assert(kIndexEntries * sizeof(std::uint32_t) % alignof(Walk) == 0);
 
 /// One of the walks: its header and its frames.
 struct WalkView {
@@ -186,16 +172,14 @@ WalkView view(Shadow* sh, int w) noexcept {
     return WalkView{sh->walk() + w,
                     sh->frames() + static_cast<std::size_t>(w) * static_cast<std::size_t>(sh->capacity)};
 }
-/// A frame state's place in the index (the top bits) and its tag (16 bits).
-inline std::uint64_t state_hash(std::uintptr_t sp, std::uintptr_t pc) noexcept {
-    std::uint64_t h = (sp >> 4) * 0x9e3779b97f4a7c15ull ^ pc * 0xc2b2ae3d27d4eb4full;
-    return h ^ (h >> 31);
+/// The first slot of the set (two slots; one while the thread has one) of a walk whose first
+/// frame has this stack pointer (the frames of one capture site differ by 16-byte multiples).
+inline int walk_set(std::uintptr_t sp, int slots) noexcept {
+    return static_cast<int>(((sp >> 4) * 0x9e3779b97f4a7c15ull) >> (63 - kWalkSetBits)) & (slots - 1) & ~1;
 }
-inline int index_bucket(std::uint64_t h) noexcept {
-    return static_cast<int>(h >> (64 - kIndexBits)) * kIndexWays;
-}
-inline std::uint32_t index_tag(std::uint64_t h) noexcept {
-    return static_cast<std::uint32_t>(h) & 0xffff0000u;
+/// Whether walk w starts at this very frame (and is usable under these rules).
+inline bool starts_at(const WalkView& w, std::uintptr_t sp, std::uintptr_t pc, std::uint64_t generation) noexcept {
+    return w->frames > 0 && w->generation == generation && w.f(0).sp == sp && w.f(0).pc == pc;
 }
 struct ShadowHolder {
     ~ShadowHolder() {
@@ -219,13 +203,12 @@ __attribute__((noinline)) Shadow* make_shadow(int capacity, int slots) noexcept 
     t.shadow = static_cast<Shadow*>(::operator new(Shadow::bytes(capacity, slots), std::nothrow));
     if (t.shadow != nullptr) {
         t.shadow->slots = slots;
-        t.shadow->tick = 0;
-        for (std::uint32_t& u : t.shadow->used)
-            u = 0;
-        std::memset(t.shadow->index(), 0,
-                    static_cast<std::size_t>(Shadow::index_entries(slots)) * sizeof(std::uint32_t));
         for (int i = 0; i <= slots; ++i)
             t.shadow->walk()[i].frames = 0;
+        for (int i = 0; i < kWalkSlots; ++i)
+            t.shadow->in_slot[i] = static_cast<std::uint8_t>(i < slots ? i : 0);
+        for (std::uint8_t& r : t.shadow->recent)
+            r = 0;
         t.shadow->scratch = static_cast<std::uint8_t>(slots);
         t.shadow->previous = 0;
         t.shadow->busy = false;
@@ -241,133 +224,32 @@ inline Shadow* shadow(int capacity, int slots) noexcept {
     return s != nullptr && s->capacity >= capacity && s->slots >= slots ? s : make_shadow(capacity, slots);
 }
 
-/// Whether the words the step out of w's frame i read (found in frame i + 1's state) still hold
-/// what they held. They lie at or above frame i's sp, on the thread's stack (each was read there
-/// by that walk, within its bounds).
-inline bool step_holds(const WalkView& w, int i) noexcept {
-    const WalkFrame& a = w.f(i);
-    const WalkFrame& b = w.f(i + 1);
-    // The bp a step restores is compared only where it matters (kCheckBp, from kBpLive):
-    // elsewhere the walk never uses it, and the word is often a caller's register.
-    if (__builtin_expect((a.flags & kSignalStep) != 0, 0)) {
-        const std::uintptr_t g = a.sp + kSignalGregs;
-        return load(g + REG_RIP * sizeof(greg_t)) == b.pc && load(g + REG_RSP * sizeof(greg_t)) == b.sp &&
-               ((b.flags & kBpLive) == 0 || load(g + REG_RBP * sizeof(greg_t)) == b.bp);
-    }
-    return load(b.sp - 8) == b.pc + 1 &&
-           ((a.flags & kCheckBp) == 0 ||
-            load(b.sp + static_cast<std::uintptr_t>(static_cast<std::intptr_t>(a.step))) == b.bp);
-}
-inline bool end_holds(const WalkView& w) noexcept {
+/// The first frame i >= from of walk `w` from which every word it read outward still holds the
+/// same value (w->frames when even its last step's reads changed). Every word lies at or above
+/// w.f[from].sp, on the thread's stack (each was read there by that walk, within its bounds).
+int still_valid_from(const WalkView& w, int from) noexcept {
     for (int k = 0; k < w->end_reads; ++k)
         if (load(w->end_at[k]) != w->end_value[k])
-            return false;
-    return true;
-}
-
-/// The first frame i >= from of walk `w` from which every word it read outward still holds the
-/// same value (w->frames when even its last step's reads changed).
-int still_valid_from(const WalkView& w, int from) noexcept {
-    if (!end_holds(w))
-        return w->frames;
-    for (int i = w->frames - 2; i >= from; --i)
-        if (!step_holds(w, i))
-            return i + 1;
-    return from;
-}
-
-/// Whether every word walk `w` read from frame `from` outward still holds the same value: -1 if
-/// so, else the frame whose step read a changed word (the walk is not valid from any frame up to
-/// there). The same question for one frame, from the inside out: a walk of another path fails at
-/// the first frame where the paths part, after a few words.
-int changed_from(const WalkView& w, int from) noexcept {
-    for (int i = from; i + 1 < w->frames; ++i)
-        if (!step_holds(w, i))
-            return i;
-    return end_holds(w) ? -1 : w->frames - 1;
-}
-
-/// Walk number and frame of an index entry.
-inline int entry_walk(std::uint32_t e) noexcept {
-    return static_cast<int>((e >> 9) & 0x7f) - 1;
-}
-inline int entry_frame(std::uint32_t e) noexcept {
-    return static_cast<int>(e & 0x1ff);
-}
-
-/// The walks a walk tried and found changed, and the frame of each up to which it is not valid.
-struct StaleWalks {
-    int n = 0;
-    int walk[kMaxStaleProbes], until[kMaxStaleProbes];
-    bool known(int w, int at) const noexcept {
-        for (int p = 0; p < n; ++p)
-            if (walk[p] == w && at <= until[p])
-                return true;
-        return false;
-    }
-};
-
-/// A remembered walk (not `scratch`, not `skip`, not one found changed) with a frame in this very
-/// state that a walk may stop at, every word it read from there outward unchanged, found through
-/// the index: its number, or -1; *at: that frame.
-int indexed_walk(Shadow* sh, std::uintptr_t pc, std::uintptr_t sp, std::uintptr_t bp, std::uint64_t generation,
-                 const Walk* skip, StaleWalks* stale, int* at) noexcept {
-    const std::uint64_t h = state_hash(sp, pc);
-    const std::uint32_t* const bucket = sh->index() + index_bucket(h);
-    for (int k = 0; k < kIndexWays && stale->n < kMaxStaleProbes; ++k) {
-        const std::uint32_t e = bucket[k];
-        if (e == 0 || (e & 0xffff0000u) != index_tag(h))
+            return w->frames;
+    for (int i = w->frames - 2; i >= from; --i) {
+        const WalkFrame& a = w.f(i);
+        const WalkFrame& b = w.f(i + 1);
+        // The bp a step restores is compared only where it matters (kCheckBp, from kBpLive):
+        // elsewhere the walk never uses it, and the word is often a caller's register.
+        if (__builtin_expect((a.flags & kSignalStep) != 0, 0)) {
+            const std::uintptr_t g = a.sp + kSignalGregs;
+            if (load(g + REG_RIP * sizeof(greg_t)) != b.pc || load(g + REG_RSP * sizeof(greg_t)) != b.sp ||
+                ((b.flags & kBpLive) != 0 && load(g + REG_RBP * sizeof(greg_t)) != b.bp))
+                return i + 1;
             continue;
-        const int w = entry_walk(e);
-        const int i = entry_frame(e);
-        if (w < 0 || w > sh->slots || w == sh->scratch || stale->known(w, i))
-            continue;
-        const WalkView c = view(sh, w);
-        if (c.head == skip || i >= c->frames || i < c->usable_from || c->generation != generation)
-            continue;
-        const WalkFrame& f = c.f(i);
-        if (f.sp != sp || f.pc != pc || (f.bp != bp && (f.flags & kBpLive) != 0))
-            continue;
-        const int changed = changed_from(c, i);
-        if (changed < 0) {
-            *at = i;
-            return w;
         }
-        stale->walk[stale->n] = w;
-        stale->until[stale->n++] = changed;
+        if (load(b.sp - 8) != b.pc + 1)
+            return i + 1;
+        if ((a.flags & kCheckBp) != 0 &&
+            load(b.sp + static_cast<std::uintptr_t>(static_cast<std::intptr_t>(a.step))) != b.bp)
+            return i + 1;
     }
-    return -1;
-}
-
-/// The frames a walk walked itself (from its first usable one up to `fresh`) into the index, each
-/// at the front of its bucket unless the bucket has it already.
-void index_walk(Shadow* sh, int w, int fresh) noexcept {
-    const WalkView c = view(sh, w);
-    for (int i = c->usable_from; i < fresh && i < c->frames; ++i) {
-        const std::uint64_t h = state_hash(c.f(i).sp, c.f(i).pc);
-        std::uint32_t* const bucket = sh->index() + index_bucket(h);
-        const std::uint32_t e = index_tag(h) | static_cast<std::uint32_t>(w + 1) << 9 | static_cast<std::uint32_t>(i);
-        int k = 0;
-        while (k < kIndexWays - 1 && bucket[k] != e)
-            ++k;
-        if (bucket[k] == e)
-            continue;
-        for (; k > 0; --k)
-            bucket[k] = bucket[k - 1];
-        bucket[0] = e;
-    }
-}
-
-/// Walk `rec`'s frames below `n`, as walked (their flags not yet worked out), are walk `old`'s.
-bool same_frames(const WalkView& rec, const WalkView& old, int n) noexcept {
-    for (int t = 0; t < n; ++t) {
-        const WalkFrame& a = rec.f(t);
-        const WalkFrame& b = old.f(t);
-        if (a.pc != b.pc || a.sp != b.sp || a.step != b.step || a.flags != (b.flags & kUsesBp) ||
-            (a.bp != b.bp && (b.flags & kBpLive) != 0))
-            return false;
-    }
-    return true;
+    return from;
 }
 
 } // namespace
@@ -421,15 +303,20 @@ __attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_fra
     if (sh != nullptr && tl_walk.walks < kSlotsAfter)
         ++tl_walk.walks;
     WalkView old, rec;
+    int set = 0;                  // this first frame's set of slots
+    int same_at = -1;             // the slot of the set whose walk starts at this very frame
     bool old_is_previous = false; // old is the thread's previous walk
-    const bool indexed = sh != nullptr && sh->slots > 1;
     if (sh != nullptr) {
         sh->busy = true;
         std::atomic_signal_fence(std::memory_order_seq_cst);
-        // The thread's previous walk, to meet where the paths join; the index may offer
-        // another at any frame this walk walks.
-        old = view(sh, sh->previous);
-        old_is_previous = true;
+        // A walk remembered in this first frame's set that starts at this very frame, else the
+        // thread's previous walk (which meets this one further out, where their paths join).
+        set = walk_set(sp, sh->slots);
+        for (int way = 0; way < (sh->slots > 1 ? 2 : 1) && same_at < 0; ++way)
+            if (starts_at(view(sh, sh->in_slot[set + way]), sp, pc, generation))
+                same_at = set + way;
+        old = view(sh, same_at >= 0 ? sh->in_slot[same_at] : sh->previous);
+        old_is_previous = same_at < 0 || sh->in_slot[same_at] == sh->previous;
         rec = view(sh, sh->scratch);
         if (old->frames == 0 || old->generation != generation)
             old = WalkView{};
@@ -443,24 +330,6 @@ __attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_fra
     int old_valid_from = -1; // still_valid_from(old, ...) once asked (-1: not yet)
     bool keep_old = false;   // this walk is the old one entire: old stays the previous walk
     bool old_entire = false; // ... and old has no frames inside this walk's first one
-    int fresh = -1;          // frames this walk walked itself, up to the one where it met old (-1: all)
-    StaleWalks stale;        // walks the index offered that had changed
-    // A remembered walk through this very frame, found by its state, valid from there: old.
-    auto from_index = [&]() noexcept {
-        int at = 0;
-        const int c = indexed_walk(sh, pc, sp, bp, generation, old.head, &stale, &at);
-        if (c < 0)
-            return false;
-        old = view(sh, c);
-        oi = at;
-        old_valid_from = at;
-        old_is_previous = c == sh->previous;
-        return true;
-    };
-    // The previous walk started elsewhere (another depth): a walk through this first frame,
-    // before going through the previous walk's frames inside it.
-    if (indexed && (old.head == nullptr || old.f(0).sp != sp || old.f(0).pc != pc))
-        (void)from_index();
 
     int out = 0, seen = 0, j = 0; // j: this walk's frame (state) index
     bool sure = true;             // the step out of frame j is known from the table alone
@@ -469,84 +338,70 @@ __attribute__((noinline)) int capture_backtrace(std::uintptr_t* ips, int max_fra
     if (rec.head != nullptr)
         rec.f(0) = WalkFrame{pc, sp, bp, kStepUnsure, 0};
     for (;;) {
-        // ---- the shadow: this frame in a remembered walk's state, every word it read still there
-        bool meet = false, apart = true; // apart: old has no frame in this state
+        // ---- the shadow: this frame in the previous walk's state, every word it read still there
         if (old.head != nullptr) {
             while (oi < old->frames && old.f(oi).sp < sp)
                 ++oi;
             if (oi < old->frames && old.f(oi).sp == sp && old.f(oi).pc == pc &&
                 (old.f(oi).bp == bp || (old.f(oi).flags & kBpLive) == 0) && oi >= old->usable_from) {
-                apart = false;
                 if (old_valid_from < 0)
                     old_valid_from = still_valid_from(old, oi);
-                meet = oi >= old_valid_from;
-            }
-        }
-        if (apart && indexed && stale.n < kMaxStaleProbes)
-            meet = from_index(); // another remembered walk through this frame
-        if (meet) {
-            fresh = j + 1; // (this frame too: where the paths join)
-            // The rest of this walk is old's from oi: copy it. old's frame k is this
-            // walk's j + (k - oi); each is a frame seen, kept once `skip` were seen.
-            const int m = old->frames;
-            int k = oi + 1;
-            const int skipped = std::min(std::max(skip - seen, 0), m - k);
-            k += skipped;
-            seen += skipped;
-            const int copied = std::min(m - k, max_frames - out);
-            {
-                std::uintptr_t* const to = ips + out;
-                const WalkFrame* const from = &old.f(k);
-                for (int t = 0; t < copied; ++t)
-                    to[t] = from[t].pc;
-            }
-            out += copied;
-            seen += copied;
-            k += copied;
-            const bool full = out >= max_frames;
-            if (info != nullptr)
-                info->from_shadow = copied;
-            // old's frames oi .. k-1 are this walk's j .. j + (k-1-oi).
-            const int last = j + (k - 1 - oi);
-            if (rec.head != nullptr) {
-                if (k == m && !full && old->ended &&
-                    (j == 0 || (j == oi && rec->usable_from == old->usable_from && same_frames(rec, old, j)))) {
-                    // The same walk from its first frame (or from old's, inside it): old
-                    // stays, nothing is copied or written.
-                    keep_old = true;
-                    old_entire = oi == j;
-                } else if (last < sh->capacity) {
-                    for (int t = 0; t < k - oi; ++t)
-                        rec.f(j + t) = old.f(oi + t);
-                } else {
-                    tl_walk.shadow_wanted = std::min(most, 2 * sh->capacity);
-                    rec = WalkView{}; // no room to keep this walk
-                }
-            }
-            if (full || (k == m && old->ended)) {
-                if (rec.head != nullptr && !keep_old) {
-                    rec->frames = last + 1;
-                    rec->ended = !full;
-                    if (!full) {
-                        rec->end_reads = old->end_reads;
-                        for (int e = 0; e < old->end_reads; ++e) {
-                            rec->end_at[e] = old->end_at[e];
-                            rec->end_value[e] = old->end_value[e];
+                if (oi >= old_valid_from) {
+                    // The rest of this walk is old's from oi: copy it. old's frame k is this
+                    // walk's j + (k - oi); each is a frame seen, kept once `skip` were seen.
+                    const int m = old->frames;
+                    int k = oi + 1;
+                    const int skipped = std::min(std::max(skip - seen, 0), m - k);
+                    k += skipped;
+                    seen += skipped;
+                    const int copied = std::min(m - k, max_frames - out);
+                    for (int t = 0; t < copied; ++t)
+                        ips[out + t] = old.f(k + t).pc;
+                    out += copied;
+                    seen += copied;
+                    k += copied;
+                    const bool full = out >= max_frames;
+                    if (info != nullptr)
+                        info->from_shadow = copied;
+                    // old's frames oi .. k-1 are this walk's j .. j + (k-1-oi).
+                    const int last = j + (k - 1 - oi);
+                    if (rec.head != nullptr) {
+                        if (j == 0 && k == m && !full && old->ended) {
+                            keep_old = true; // the same walk from its first frame: nothing to copy
+                            old_entire = oi == 0;
+                        } else if (last < sh->capacity) {
+                            for (int t = 0; t < k - oi; ++t)
+                                rec.f(j + t) = old.f(oi + t);
+                        } else {
+                            tl_walk.shadow_wanted = std::min(most, 2 * sh->capacity);
+                            rec = WalkView{}; // no room to keep this walk
                         }
                     }
+                    if (full || (k == m && old->ended)) {
+                        if (rec.head != nullptr && !keep_old) {
+                            rec->frames = last + 1;
+                            rec->ended = !full;
+                            if (!full) {
+                                rec->end_reads = old->end_reads;
+                                for (int e = 0; e < old->end_reads; ++e) {
+                                    rec->end_at[e] = old->end_at[e];
+                                    rec->end_value[e] = old->end_value[e];
+                                }
+                            }
+                        }
+                        goto done;
+                    }
+                    // old stopped at its frame limit, this one goes on from old's last frame (whose
+                    // bp is live there: the same as this walk's).
+                    j = last;
+                    pc = old.f(m - 1).pc;
+                    sp = old.f(m - 1).sp;
+                    bp = old.f(m - 1).bp;
+                    if (rec.head != nullptr)
+                        rec.f(j).step = kStepUnsure;
+                    old = WalkView{};
                 }
-                goto done;
             }
-            // old stopped at its frame limit, this one goes on from old's last frame (whose
-            // bp is live there: the same as this walk's).
-            j = last;
-            pc = old.f(m - 1).pc;
-            sp = old.f(m - 1).sp;
-            bp = old.f(m - 1).bp;
-            if (rec.head != nullptr)
-                rec.f(j).step = kStepUnsure;
-            old = WalkView{};
-            fresh = -1;
         }
         if (j >= kMaxSteps) {
             at_limit = true; // (not reached: the frame limit comes first)
@@ -689,23 +544,19 @@ done:
         }
     }
     if (sh != nullptr) {
-        const std::uint32_t tick = ++sh->tick;
-        if (keep_old) {
+        if (!keep_old) {
+            // rec (possibly empty) is the previous walk now, remembered in its first frame's set:
+            // in place of the walk there that started at the same frame, else of the one of the
+            // two written less recently. The walk it replaces is the next one's scratch.
+            const int slot = sh->slots == 1 ? set : same_at >= 0 ? same_at : set + (sh->recent[set / 2] ^ 1);
+            if (sh->slots > 1)
+                sh->recent[set / 2] = static_cast<std::uint8_t>(slot - set);
+            const std::uint8_t replaced = sh->in_slot[slot];
+            sh->in_slot[slot] = sh->scratch;
+            sh->previous = sh->scratch;
+            sh->scratch = replaced;
+        } else {
             sh->previous = static_cast<std::uint8_t>(old.head - sh->walk());
-            sh->used[sh->previous] = tick;
-        } else if (rec.head != nullptr && rec->frames > 0) {
-            // rec is the previous walk now, its own frames in the index; the walk used least
-            // recently is the next one's scratch.
-            const int w = sh->scratch;
-            sh->used[w] = tick;
-            sh->previous = static_cast<std::uint8_t>(w);
-            if (indexed)
-                index_walk(sh, w, fresh < 0 ? rec->frames : fresh);
-            int victim = w == 0 ? 1 : 0;
-            for (int v = 0; v <= sh->slots; ++v)
-                if (v != w && tick - sh->used[v] > tick - sh->used[victim])
-                    victim = v;
-            sh->scratch = static_cast<std::uint8_t>(victim);
         }
         // The same result as the latest walk's: this walk is the previous one entire, and that
         // one's result was all of it, with the same limits.

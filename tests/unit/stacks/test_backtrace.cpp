@@ -523,41 +523,33 @@ TEST_CASE("backtrace shadow: two call paths by turns, each from its own remember
 
 TEST_CASE("backtrace shadow: six paths at one depth by turns, from two lines each", "[backtrace][shadow]") {
     // A framework's operators, one after another: their walks share the inner frames (mid3 and
-    // inside it) and part at their own frames. A walk finds its own path's remembered walk
-    // through the index at its first frame of its own, tagged<T>(0)'s; the walk made from the
-    // other line of tagged_from is there too, in the same states up to tagged_from's frame, and
-    // must not be taken (its return address into tagged_from differs).
+    // inside it) and part at their own frames. Each path's walk from the other line of
+    // tagged_from is in the same states up to tagged_from's frame, and must not be taken for
+    // this one (its return address into tagged_from differs); the same path again at once is
+    // the previous walk entire.
     for (int i = 0; i < 300; ++i)
         (void)capture_both(); // past the walks after which a thread gets its slots
-    int own_walk = 0;         // captures of the last round that met their own walk at tagged<T>(0)
     for (int round = 0; round < 4; ++round) {
         for (int line = 0; line < 2; ++line) {
             for (int tag = 1; tag <= 6; ++tag) {
-                for (int again = 0; again < 2; ++again) { // the second from the previous walk
+                for (int again = 0; again < 2; ++again) {
                     INFO("round " << round << " line " << line << " tag " << tag << " again " << again);
                     const Both b = six_paths(line, tag);
                     check_same(b);
                     REQUIRE(b.ours.size() > 14);
-                    // ours[0] capture_both, 1 mid, 2 mid2, 3 mid3, 4-9 tagged<T>(0..5), 10
-                    // tagged_from (the line). The walk's frame 0 is capture_backtrace's: meeting
-                    // its own walk at tagged<T>(0), it copies all but ours[0..4].
-                    if (round == 3 && again == 0 && b.from_shadow == static_cast<int>(b.ours.size()) - 5)
-                        ++own_walk;
-                    if (again == 1 && round > 0) // (round 0 learns the tagged functions' rules)
-                        CHECK(b.from_shadow == static_cast<int>(b.ours.size()));
+                    if (round > 0) // (round 0 learns the tagged functions' rules)
+                        CHECK(b.from_shadow >= (again == 1 ? static_cast<int>(b.ours.size()) : 1));
                 }
             }
         }
     }
+    // ours[0] capture_both, 1 mid, 2 mid2, 3 mid3, 4-9 tagged<T>(0..5), 10 tagged_from (the line).
     const Both l0 = six_paths(0, 1), l1 = six_paths(1, 1), t2 = six_paths(1, 2);
     check_same(l0);
     check_same(l1);
     CHECK(l0.ours[4] == l1.ours[4]);   // tagged<1>(0)'s call of mid3...
     CHECK(l0.ours[10] != l1.ours[10]); // ... and tagged_from's of tagged<1>, on one line or the other
     CHECK(t2.ours[4] != l1.ours[4]);   // tagged<2>(0)'s call of mid3
-    // Each of the twelve met its own walk at its first frame of its own (an index entry can be
-    // lost to other states': allow three).
-    CHECK(own_walk >= 9);
 }
 
 TEST_CASE("backtrace shadow: recursion depth changes under frames in the same places", "[backtrace][shadow]") {
