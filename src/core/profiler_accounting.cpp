@@ -195,6 +195,8 @@ void Profiler::accounting_buckets(int device, AccountingReading* r, bool in_step
             own_streams += s->backend->own_stream_bytes();
         if (s->torch_ready.load(std::memory_order_acquire)) {
             attached = true;
+            if (in_step)
+                return false; // PyTorch's part comes from the ledger below: its stats are not read
             const stats::DeviceStats t = s->torch->stats();
             std::int64_t priv_reserved = 0, priv_allocated = 0;
             for (const pool::PrivatePoolBytes& p : s->torch->private_pools()) {
