@@ -342,17 +342,21 @@ def inprocess_rounds(args, workload, modes, out_dir):
     if per_round:
         med = statistics.median
         w["ours_over_off"] = med(row["ours"]["on_over_off"] for row in per_round)
-        w["torch_over_plain"] = med(row["torch"]["on_over_off"] for row in per_round)
-        w["per_round"] = [{"ours_over_off": row["ours"]["on_over_off"], "torch_over_plain": row["torch"]["on_over_off"],
-                           "ours_on_s": row["ours"]["median_on_s"], "ours_off_s": row["ours"]["median_off_s"],
-                           "torch_on_s": row["torch"]["median_on_s"], "plain_s": row["torch"]["median_off_s"]}
+        w["per_round"] = [{"ours_over_off": row["ours"]["on_over_off"],
+                           "ours_on_s": row["ours"]["median_on_s"], "ours_off_s": row["ours"]["median_off_s"]}
                           for row in per_round]
+        if "torch" in modes:
+            w["torch_over_plain"] = med(row["torch"]["on_over_off"] for row in per_round)
+            for out, row in zip(w["per_round"], per_round):
+                out.update(torch_over_plain=row["torch"]["on_over_off"], torch_on_s=row["torch"]["median_on_s"],
+                           plain_s=row["torch"]["median_off_s"])
         if "torchpy" in modes:
             w["torchpy_over_plain"] = med(row["torchpy"]["on_over_off"] for row in per_round)
             for out, row in zip(w["per_round"], per_round):
                 out["torchpy_over_plain"] = row["torchpy"]["on_over_off"]
         w["goal_ours_le_1.02"] = w["ours_over_off"] <= 1.02
-        w["goal_ours_below_torch"] = w["ours_over_off"] < w["torch_over_plain"]
+        if "torch" in modes:
+            w["goal_ours_below_torch"] = w["ours_over_off"] < w["torch_over_plain"]
     w["our_capture_stats"] = capture_figures(out_dir, workload)
     return w
 
@@ -381,6 +385,8 @@ def parser():
     ap.add_argument("--inprocess", action="store_true",
                     help="two processes a round: the preload alternating stacks on/off in blocks of steps "
                          "(gpumemprof_set_stack_depth), and plain PyTorch alternating its recorder on/off")
+    ap.add_argument("--ours-only", action="store_true",
+                    help="--inprocess: run only our preload's process (no PyTorch recorder), e.g. to compare settings")
     ap.add_argument("--block", type=int, default=4, help="--inprocess: steps a block (the first is not timed)")
     ap.add_argument("--concurrent", action="store_true",
                     help="the modes of a round run at the same time, each on its own share of the CPUs (rotated "
@@ -409,7 +415,10 @@ def main():
         ap.error("--lib: libgpumemprof.so not found")
     out_dir = args.keep or tempfile.mkdtemp(prefix="stacks-check-")
     os.makedirs(out_dir, exist_ok=True)
-    modes = (("ours", "torch", "torchpy") if args.torch_python else ("ours", "torch")) if args.inprocess else tuple(dict.fromkeys(m for m in args.modes.split(",") if m))
+    if args.inprocess:
+        modes = ("ours",) if args.ours_only else ("ours", "torch", "torchpy") if args.torch_python else ("ours", "torch")
+    else:
+        modes = tuple(dict.fromkeys(m for m in args.modes.split(",") if m))
     result = {"lib": os.path.abspath(args.lib), "rounds": args.rounds, "modes": modes, "workloads": {},
               "inprocess": args.inprocess, "concurrent": args.concurrent}
     for workload in args.workloads.split(","):

@@ -170,10 +170,14 @@ std::map<int, DeviceLedger> PassthroughLedger::snapshot() const {
     return devices_;
 }
 
-std::int64_t PassthroughLedger::current_bytes(int device, Kind kind) const {
+std::int64_t PassthroughLedger::current_bytes(int device, std::initializer_list<Kind> kinds) const {
     std::lock_guard lock(mutex_);
     const auto it = devices_.find(device);
-    return it == devices_.end() ? 0 : it->second.kinds[static_cast<int>(kind)].current_bytes;
+    std::int64_t bytes = 0;
+    if (it != devices_.end())
+        for (Kind kind : kinds)
+            bytes += it->second.kinds[static_cast<int>(kind)].current_bytes;
+    return bytes;
 }
 
 void PassthroughLedger::clear() {

@@ -123,8 +123,8 @@ public:
     void drop_context(std::uintptr_t ctx, std::vector<Dropped>* out);
 
     std::map<int, DeviceLedger> snapshot() const; ///< device -1 holds host memory
-    /// The bytes of `kind` live on `device` now.
-    std::int64_t current_bytes(int device, Kind kind) const;
+    /// The bytes of `kinds`, together, live on `device` now (one reading under one lock).
+    std::int64_t current_bytes(int device, std::initializer_list<Kind> kinds) const;
     void clear();
     void lock_for_fork() { mutex_.lock(); }
     void unlock_after_fork() { mutex_.unlock(); }

@@ -140,7 +140,6 @@ public:
     void record_alloc(Kind kind, const DriverApi& api, std::uintptr_t key, std::size_t bytes,
                       int device = kDeviceOfCurrentContext) noexcept;
     void record_free(Kind kind, std::uintptr_t key) noexcept;
-    /// Capture the caller's stack for a pass-through allocation (before calling the driver).
     /// A stream was created on this thread: ends reuse at once unless a joining library (cuDNN)
     /// made it for itself (core/stream_origin.hpp); returns true for such a library stream, which
     /// then needs no fence events of its own. Call outside any pool lock.
@@ -149,7 +148,11 @@ public:
     /// `ips`, innermost first, when the caller has them, else unwound here).
     std::uint32_t origin_stack(const std::uintptr_t* ips = nullptr, int n = 0) noexcept;
     static constexpr int kOriginFrames = 32;
+    /// Capture the caller's stack for a pass-through allocation (before calling the driver).
     std::uint32_t capture_stack() noexcept;
+    /// The same for stream-ordered or managed memory, `torch` when PyTorch's allocator asks for
+    /// it: none once attached, as PyTorch's blocks carry the stacks, not its segments.
+    std::uint32_t segment_stack(bool torch) noexcept;
     /// The stack of a block of `requested` bytes: 0 for one that sampling skips.
     std::uint32_t capture_stack(std::size_t requested) noexcept;
     /// Same as record_alloc, charging the allocation to `stack`.

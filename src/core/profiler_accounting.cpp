@@ -167,8 +167,7 @@ bool Profiler::read_driver_used(const DriverApi& api, int device, AccountingRead
     // What the device's memory pools keep beyond the live stream-ordered allocations (freed
     // memory below their release threshold; PyTorch's segments from a pool are live ones): the
     // driver's figure holds it.
-    const std::int64_t async_live =
-        ledger_.current_bytes(device, Kind::async) + ledger_.current_bytes(device, Kind::torch_async);
+    const std::int64_t async_live = ledger_.current_bytes(device, {Kind::async, Kind::torch_async});
     const std::int64_t reserved = async_pools_.reserved(api, device);
     if (reserved > async_live)
         r->buckets.emplace_back(kAsyncCachedBucket, reserved - async_live);

@@ -19,8 +19,7 @@ CUresult Profiler::managed_alloc(const DriverApi& api, CUdeviceptr* dptr, std::s
     const bool torch = torch_allocator_call(caller, true);
     if (torch && !process_exiting())
         current_slot(api); // where the device's mirror of PyTorch's allocator lives (as for its cudaMalloc)
-    // Attached, PyTorch's blocks carry the stacks, not its segments.
-    const std::uint32_t stack = torch && torch_.attached() ? 0 : capture_stack();
+    const std::uint32_t stack = segment_stack(torch);
     const CUresult r = api.cuMemAllocManaged(dptr, bytes, flags);
     if (r == CUDA_SUCCESS)
         record_alloc_with_stack(torch ? Kind::torch_managed : Kind::managed, api, *dptr, bytes, kDeviceOfCurrentContext,
@@ -36,7 +35,7 @@ CUresult Profiler::async_alloc(const DriverApi& api, CUdeviceptr* dptr, std::siz
     if (!process_exiting() && streams_.captures.load(std::memory_order_acquire) == 0)
         current_slot(api);
     const bool torch = torch_allocator_call(caller, true);
-    const std::uint32_t stack = torch && torch_.attached() ? 0 : capture_stack();
+    const std::uint32_t stack = segment_stack(torch);
     CUresult r = CUDA_ERROR_NOT_FOUND;
     if (from_pool)
         r = (ptsz ? api.cuMemAllocFromPoolAsync_ptsz : api.cuMemAllocFromPoolAsync)(dptr, bytes, pool, stream);
@@ -170,6 +169,10 @@ bool Profiler::note_stream_created() noexcept {
 
 std::uint32_t Profiler::capture_stack() noexcept {
     return stacks::Recorder::instance().capture();
+}
+
+std::uint32_t Profiler::segment_stack(bool torch) noexcept {
+    return torch && torch_.attached() ? 0 : capture_stack();
 }
 
 std::uint32_t Profiler::capture_stack(std::size_t requested) noexcept {

@@ -39,6 +39,20 @@ TEST_CASE("ledger: current, peak and total per device and kind", "[ledger]") {
     CHECK(m.at(0).device_allocs == 0);
 }
 
+TEST_CASE("ledger: the live bytes of several kinds on one device, together", "[ledger]") {
+    PassthroughLedger l;
+    l.add(Kind::async, 0, 0x1000, 4096);
+    l.add(Kind::torch_async, 0, 0x9000, 1 << 20);
+    l.add(Kind::async, 1, 0x5000, 512);    // another device
+    l.add(Kind::managed, 0, 0x3000, 1024); // another kind
+    REQUIRE(l.remove(0x1000, {Kind::async}));
+    l.add(Kind::async, 0, 0x2000, 256);
+    CHECK(l.current_bytes(0, {Kind::async, Kind::torch_async}) == 256 + (1 << 20));
+    CHECK(l.current_bytes(0, {Kind::managed}) == 1024);
+    CHECK(l.current_bytes(1, {Kind::async, Kind::torch_async}) == 512);
+    CHECK(l.current_bytes(3, {Kind::async}) == 0); // a device never seen
+}
+
 TEST_CASE("ledger: a free of an unknown key or of another kind changes nothing", "[ledger]") {
     PassthroughLedger l;
     l.add(Kind::async, 0, 0x1000, 4096);
