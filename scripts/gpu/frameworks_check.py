@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: MIT
 """GPU check (4): JAX with its platform allocator and CuPy with its pool off allocate device
-memory that the profiler must see. Usage: frameworks_check.py jax|cupy"""
+memory that the profiler must see; CuPy's stream-ordered pool (cudaMallocAsync), alone and with
+PyTorch's allocator loaded and attached in the same process (each such call then looks for
+PyTorch's allocator in the caller's stack). Usage: frameworks_check.py jax|cupy|cupy_async|cupy_async_torch"""
 import json
 import os
 import sys
@@ -33,6 +35,37 @@ def run_cupy():
     return {"framework": "cupy", "bytes_requested_at_least": total}
 
 
+def run_cupy_async(with_torch, rounds=20000, nbytes=64 << 10):
+    torch_allocated = None
+    if with_torch:
+        import torch
+        keep = torch.ones(1 << 20, device="cuda")  # PyTorch's allocator in use (and attached)
+    import cupy
+    import time
+    pool = cupy.cuda.MemoryAsyncPool()
+    cupy.cuda.set_allocator(pool.malloc)
+    total, check = 0, 0.0
+    for i in range(200):  # warm-up: the pool's first reservations, our first captures
+        cupy.empty(nbytes // 4, dtype=cupy.float32)
+    t0 = time.perf_counter()
+    for i in range(rounds):
+        a = cupy.empty(nbytes // 4, dtype=cupy.float32)
+        total += a.nbytes
+        del a
+    seconds = time.perf_counter() - t0
+    a = cupy.arange(1 << 16, dtype=cupy.float32)
+    check = float(a.sum())
+    cupy.cuda.Device().synchronize()
+    if with_torch:
+        torch.cuda.synchronize()
+        torch_allocated = torch.cuda.memory_allocated()
+        check += float(keep.sum().item())
+    return {"framework": "cupy_async" + ("_torch" if with_torch else ""), "bytes_requested_at_least": total,
+            "allocations": rounds, "seconds": seconds, "check": check, "torch_allocated": torch_allocated}
+
+
 if __name__ == "__main__":
     which = sys.argv[1]
-    print(json.dumps(run_jax() if which == "jax" else run_cupy()))
+    runs = {"jax": run_jax, "cupy": run_cupy, "cupy_async": lambda: run_cupy_async(False),
+            "cupy_async_torch": lambda: run_cupy_async(True)}
+    print(json.dumps(runs[which]()))

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -600,6 +601,28 @@ def check_frameworks(lib):
             seen += sum(d["passthrough"][k]["total_bytes"] for k in ("async", "managed", "vmm_mapped"))
         need = r["out"]["bytes_requested_at_least"]
         record(f"{fw}_allocations_seen", seen >= need, bytes_seen=seen, program_bytes=need, doors=rep["doors"])
+    # CuPy's stream-ordered pool, alone and beside PyTorch's attached allocator: every
+    # cudaMallocAsync is the program's (none taken for PyTorch's), the same results and the same
+    # view of PyTorch's memory as without us; and what each call costs (with PyTorch's allocator
+    # loaded, each one looks for it in the caller's stack: the figure for that walk).
+    for fw in ("cupy_async", "cupy_async_torch"):
+        plain, prof = [], []
+        for _ in range(3):  # by turns
+            plain.append(run([sys.executable, script, fw]))
+            prof.append(run([sys.executable, script, fw], preload=lib))
+        bad = [r for r in plain + prof if r["rc"] != 0 or not r["out"]]
+        if bad or not all(r["reports"] for r in prof):
+            record(f"{fw}_seen_and_unchanged", False, rc=[r["rc"] for r in plain + prof], stderr=(bad or prof)[0]["stderr"])
+            continue
+        out_plain, out_prof = plain[0]["out"], prof[0]["out"]
+        calls = [sum(d["passthrough"]["async"]["calls"] for d in r["reports"][-1]["devices"]) for r in prof]
+        same = all(r["out"]["check"] == out_plain["check"] and r["out"]["torch_allocated"] == out_plain["torch_allocated"]
+                   for r in plain + prof)
+        n = out_prof["allocations"]
+        per_call = lambda rs: statistics.median(r["out"]["seconds"] for r in rs) / n * 1e6
+        record(f"{fw}_seen_and_unchanged", same and min(calls) >= n, async_calls=calls, allocations=n,
+               check=out_prof["check"], torch_allocated=out_prof["torch_allocated"],
+               us_per_allocation_plain=round(per_call(plain), 3), us_per_allocation_preload=round(per_call(prof), 3))
 
 
 def main():
