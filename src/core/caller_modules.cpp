@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <link.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -28,10 +29,24 @@ int count_adds(dl_phdr_info* info, std::size_t size, void* data) {
     return 1;
 }
 
+/// libc10_cuda.so's code: from its first executable segment's start to its last one's end (the
+/// loader reserves a module's whole span at once, so no other module lies in between).
+struct CodeRange {
+    std::uintptr_t lo = 0, hi = 0;
+};
+
 int find_c10_cuda(dl_phdr_info* info, std::size_t, void* data) {
     if (info->dlpi_name == nullptr || !is_c10_cuda(info->dlpi_name))
         return 0;
-    *static_cast<bool*>(data) = true;
+    auto* code = static_cast<CodeRange*>(data);
+    for (int i = 0; i < info->dlpi_phnum; ++i) {
+        const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+        if (ph.p_type != PT_LOAD || (ph.p_flags & PF_X) == 0)
+            continue;
+        const std::uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+        code->lo = code->lo == 0 ? lo : std::min(code->lo, lo);
+        code->hi = std::max(code->hi, lo + ph.p_memsz);
+    }
     return 1;
 }
 
@@ -116,7 +131,7 @@ bool CallerModules::is_torch_allocator(std::uint16_t id) const noexcept {
 }
 
 bool CallerModules::torch_allocator_loaded() noexcept {
-    if (torch_loaded_.load(std::memory_order_relaxed))
+    if (torch_loaded_.load(std::memory_order_acquire))
         return true; // PyTorch never unloads it
     const std::uint64_t now = util::CycleClock::now();
     const std::uint64_t last = torch_looked_at_.load(std::memory_order_relaxed);
@@ -127,12 +142,15 @@ bool CallerModules::torch_allocator_loaded() noexcept {
     dl_iterate_phdr(count_adds, &adds);
     if (adds == looked_adds_.load(std::memory_order_relaxed))
         return false; // nothing loaded since the last look
-    bool found = false;
-    dl_iterate_phdr(find_c10_cuda, &found);
+    CodeRange code;
+    dl_iterate_phdr(find_c10_cuda, &code);
     looked_adds_.store(adds, std::memory_order_relaxed);
-    if (found)
-        torch_loaded_.store(true, std::memory_order_relaxed);
-    return found;
+    if (code.hi <= code.lo)
+        return false;
+    torch_code_lo_ = code.lo;
+    torch_code_hi_ = code.hi;
+    torch_loaded_.store(true, std::memory_order_release); // publishes the range
+    return true;
 }
 
 std::uint16_t CallerModules::torch_allocator_in_stack(bool* direct) noexcept {
@@ -141,18 +159,22 @@ std::uint16_t CallerModules::torch_allocator_in_stack(bool* direct) noexcept {
         return kUnknown;
     std::uintptr_t ips[kAllocatorFrames];
     const int n = stacks::capture_backtrace(ips, kAllocatorFrames, 1);
-    bool nearer_all_cuda = true;
-    for (int i = 0; i < n; ++i) {
-        const std::uint16_t id = module_of(ips[i]);
-        if (is_torch_allocator(id)) {
-            if (direct != nullptr)
-                *direct = nearer_all_cuda;
-            return id;
-        }
-        if (direct != nullptr && nearer_all_cuda)
-            nearer_all_cuda = cuda_or_ours(id);
+    // Its code's range first, so that a stack without it (CuPy's, JAX's) costs no module lookups.
+    int at = 0;
+    while (at < n && ips[at] - torch_code_lo_ >= torch_code_hi_ - torch_code_lo_)
+        ++at;
+    if (at == n)
+        return kUnknown;
+    const std::uint16_t id = module_of(ips[at]);
+    if (!is_torch_allocator(id))
+        return kUnknown;
+    if (direct != nullptr) {
+        bool nearer_all_cuda = true;
+        for (int i = 0; i < at && nearer_all_cuda; ++i)
+            nearer_all_cuda = cuda_or_ours(module_of(ips[i]));
+        *direct = nearer_all_cuda;
     }
-    return kUnknown;
+    return id;
 }
 
 bool CallerModules::cuda_or_ours(std::uint16_t id) noexcept {
