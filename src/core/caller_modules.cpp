@@ -147,8 +147,9 @@ bool CallerModules::torch_allocator_loaded() noexcept {
     looked_adds_.store(adds, std::memory_order_relaxed);
     if (code.hi <= code.lo)
         return false;
-    torch_code_lo_ = code.lo;
-    torch_code_hi_ = code.hi;
+    // Two threads' looks may both get here: they store the same range.
+    torch_code_lo_.store(code.lo, std::memory_order_relaxed);
+    torch_code_hi_.store(code.hi, std::memory_order_relaxed);
     torch_loaded_.store(true, std::memory_order_release); // publishes the range
     return true;
 }
@@ -160,8 +161,10 @@ std::uint16_t CallerModules::torch_allocator_in_stack(bool* direct) noexcept {
     std::uintptr_t ips[kAllocatorFrames];
     const int n = stacks::capture_backtrace(ips, kAllocatorFrames, 1);
     // Its code's range first, so that a stack without it (CuPy's, JAX's) costs no module lookups.
+    const std::uintptr_t lo = torch_code_lo_.load(std::memory_order_relaxed);
+    const std::uintptr_t size = torch_code_hi_.load(std::memory_order_relaxed) - lo;
     int at = 0;
-    while (at < n && ips[at] - torch_code_lo_ >= torch_code_hi_ - torch_code_lo_)
+    while (at < n && ips[at] - lo >= size)
         ++at;
     if (at == n)
         return kUnknown;
