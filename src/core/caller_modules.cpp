@@ -2,13 +2,13 @@
 #include "core/caller_modules.hpp"
 
 #include "stacks/backtrace.hpp"
+#include "stacks/unloaded_modules.hpp"
 #include "util/cycle_clock.hpp"
 #include "util/path.hpp"
 
 #include <dlfcn.h>
 #include <link.h>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -29,24 +29,10 @@ int count_adds(dl_phdr_info* info, std::size_t size, void* data) {
     return 1;
 }
 
-/// libc10_cuda.so's code: from its first executable segment's start to its last one's end (the
-/// loader reserves a module's whole span at once, so no other module lies in between).
-struct CodeRange {
-    std::uintptr_t lo = 0, hi = 0;
-};
-
 int find_c10_cuda(dl_phdr_info* info, std::size_t, void* data) {
     if (info->dlpi_name == nullptr || !is_c10_cuda(info->dlpi_name))
         return 0;
-    auto* code = static_cast<CodeRange*>(data);
-    for (int i = 0; i < info->dlpi_phnum; ++i) {
-        const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-        if (ph.p_type != PT_LOAD || (ph.p_flags & PF_X) == 0)
-            continue;
-        const std::uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
-        code->lo = code->lo == 0 ? lo : std::min(code->lo, lo);
-        code->hi = std::max(code->hi, lo + ph.p_memsz);
-    }
+    stacks::range_of(info, static_cast<stacks::ModuleRange*>(data));
     return 1;
 }
 
@@ -142,14 +128,16 @@ bool CallerModules::torch_allocator_loaded() noexcept {
     dl_iterate_phdr(count_adds, &adds);
     if (adds == looked_adds_.load(std::memory_order_relaxed))
         return false; // nothing loaded since the last look
-    CodeRange code;
-    dl_iterate_phdr(find_c10_cuda, &code);
+    // Its mapped range (the loader reserves a module's whole span at once: no other module's code
+    // lies inside it).
+    stacks::ModuleRange range;
+    dl_iterate_phdr(find_c10_cuda, &range);
     looked_adds_.store(adds, std::memory_order_relaxed);
-    if (code.hi <= code.lo)
+    if (range.hi <= range.lo)
         return false;
     // Two threads' looks may both get here: they store the same range.
-    torch_code_lo_.store(code.lo, std::memory_order_relaxed);
-    torch_code_hi_.store(code.hi, std::memory_order_relaxed);
+    torch_code_lo_.store(range.lo, std::memory_order_relaxed);
+    torch_code_hi_.store(range.hi, std::memory_order_relaxed);
     torch_loaded_.store(true, std::memory_order_release); // publishes the range
     return true;
 }
@@ -160,7 +148,7 @@ std::uint16_t CallerModules::torch_allocator_in_stack(bool* direct) noexcept {
         return kUnknown;
     std::uintptr_t ips[kAllocatorFrames];
     const int n = stacks::capture_backtrace(ips, kAllocatorFrames, 1);
-    // Its code's range first, so that a stack without it (CuPy's, JAX's) costs no module lookups.
+    // Its range first, so that a stack without it (CuPy's, JAX's) costs no module lookups.
     const std::uintptr_t lo = torch_code_lo_.load(std::memory_order_relaxed);
     const std::uintptr_t size = torch_code_hi_.load(std::memory_order_relaxed) - lo;
     int at = 0;

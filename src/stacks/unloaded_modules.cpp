@@ -27,23 +27,6 @@ struct Search {
     bool found = false;
 };
 
-void range_of(const dl_phdr_info* info, ModuleRange* m) {
-    std::uintptr_t lo = ~std::uintptr_t{0}, hi = 0;
-    for (int i = 0; i < info->dlpi_phnum; ++i) {
-        const ElfW(Phdr)& p = info->dlpi_phdr[i];
-        if (p.p_type != PT_LOAD)
-            continue;
-        lo = std::min<std::uintptr_t>(lo, info->dlpi_addr + p.p_vaddr);
-        hi = std::max<std::uintptr_t>(hi, info->dlpi_addr + p.p_vaddr + p.p_memsz);
-    }
-    m->lo = lo < hi ? lo : 0;
-    m->hi = hi;
-    m->base = info->dlpi_addr;
-    const char* n = util::base_name(info->dlpi_name ? info->dlpi_name : "");
-    std::strncpy(m->name, n, sizeof m->name - 1);
-    m->name[sizeof m->name - 1] = '\0';
-}
-
 int visit(dl_phdr_info* info, std::size_t, void* data) {
     auto* s = static_cast<Search*>(data);
     if (s->path) {
@@ -64,6 +47,23 @@ int visit(dl_phdr_info* info, std::size_t, void* data) {
 }
 
 } // namespace
+
+void range_of(const dl_phdr_info* info, ModuleRange* m) noexcept {
+    std::uintptr_t lo = ~std::uintptr_t{0}, hi = 0;
+    for (int i = 0; i < info->dlpi_phnum; ++i) {
+        const ElfW(Phdr)& p = info->dlpi_phdr[i];
+        if (p.p_type != PT_LOAD)
+            continue;
+        lo = std::min<std::uintptr_t>(lo, info->dlpi_addr + p.p_vaddr);
+        hi = std::max<std::uintptr_t>(hi, info->dlpi_addr + p.p_vaddr + p.p_memsz);
+    }
+    m->lo = lo < hi ? lo : 0;
+    m->hi = hi;
+    m->base = info->dlpi_addr;
+    const char* n = util::base_name(info->dlpi_name ? info->dlpi_name : "");
+    std::strncpy(m->name, n, sizeof m->name - 1);
+    m->name[sizeof m->name - 1] = '\0';
+}
 
 bool module_of_handle(void* handle, ModuleRange* out) noexcept {
     link_map* lm = nullptr;

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+struct dl_phdr_info;
+
 namespace gpumemprof::stacks {
 
 struct ModuleRange {
@@ -15,6 +17,8 @@ struct ModuleRange {
     char name[120] = {};           ///< file name, no directory
 };
 
+/// The range and file name of the module the loader lists in `info` (dl_iterate_phdr's entry).
+void range_of(const dl_phdr_info* info, ModuleRange* m) noexcept;
 /// The module a dlopen handle refers to, with its mapped range. False if unknown.
 bool module_of_handle(void* handle, ModuleRange* out) noexcept;
 /// Whether a module with m's base and name is loaded now.
