@@ -7,6 +7,7 @@
 // inner one, as consecutive allocations from different operators do), with the caches flushed
 // between captures (a framework's work between two allocations evicts the walk's data), against
 // the same captures with warm caches.
+#include "median_ns.hpp"
 #include "stacks/backtrace.hpp"
 #include "stacks/recorder.hpp"
 
@@ -19,25 +20,9 @@
 
 using namespace gpumemprof::stacks;
 using Clock = std::chrono::steady_clock;
+using gpumemprof::bench::median_ns;
 
 namespace {
-
-constexpr int kBatch = 200;
-constexpr int kBatches = 300;
-
-template <typename F> double median_ns(F&& f) {
-    std::vector<double> per_call;
-    per_call.reserve(kBatches);
-    for (int b = 0; b < kBatches; ++b) {
-        const auto t0 = Clock::now();
-        for (int i = 0; i < kBatch; ++i)
-            f();
-        const auto t1 = Clock::now();
-        per_call.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / kBatch);
-    }
-    std::nth_element(per_call.begin(), per_call.begin() + kBatches / 2, per_call.end());
-    return per_call[kBatches / 2];
-}
 
 volatile StackId sink;
 double capture_ns, unwind_ns, account_ns;

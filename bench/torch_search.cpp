@@ -8,34 +8,20 @@
 // at the same depth, all in one run. Goal: the search costs no more than 1.25x a warm walk of its
 // 16 frames (looking up each frame's module, 5-10 ns a frame, would break it).
 #include "core/caller_modules.hpp"
+#include "median_ns.hpp"
 #include "stacks/backtrace.hpp"
 
-#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <dlfcn.h>
 #include <link.h>
 #include <thread>
-#include <vector>
 
+using gpumemprof::bench::median_ns;
 using gpumemprof::core::CallerModules;
-using Clock = std::chrono::steady_clock;
 
 namespace {
-
-template <typename F> double median_ns(F&& f) {
-    constexpr int kBatch = 200, kBatches = 300;
-    std::vector<double> per_call;
-    for (int b = 0; b < kBatches; ++b) {
-        const auto t0 = Clock::now();
-        for (int i = 0; i < kBatch; ++i)
-            f();
-        per_call.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / kBatch);
-    }
-    std::nth_element(per_call.begin(), per_call.begin() + kBatches / 2, per_call.end());
-    return per_call[kBatches / 2];
-}
 
 volatile std::uint16_t sink;
 volatile int frames_sink;
