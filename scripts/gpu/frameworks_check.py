@@ -6,6 +6,7 @@ PyTorch's allocator in the caller's stack). Usage: frameworks_check.py jax|cupy|
 import json
 import os
 import sys
+import time
 
 
 def run_jax():
@@ -41,14 +42,13 @@ def run_cupy_async(with_torch, rounds=20000, nbytes=64 << 10):
         import torch
         keep = torch.ones(1 << 20, device="cuda")  # PyTorch's allocator in use (and attached)
     import cupy
-    import time
     pool = cupy.cuda.MemoryAsyncPool()
     cupy.cuda.set_allocator(pool.malloc)
-    total, check = 0, 0.0
-    for i in range(200):  # warm-up: the pool's first reservations, our first captures
+    total = 0
+    for _ in range(200):  # warm-up: the pool's first reservations, our first captures
         cupy.empty(nbytes // 4, dtype=cupy.float32)
     t0 = time.perf_counter()
-    for i in range(rounds):
+    for _ in range(rounds):
         a = cupy.empty(nbytes // 4, dtype=cupy.float32)
         total += a.nbytes
         del a
