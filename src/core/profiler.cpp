@@ -568,35 +568,31 @@ bool Profiler::device_stats(int device, stats::DeviceStats* out) noexcept {
 }
 
 void Profiler::reset_peak(int device) noexcept {
-    const LateUpdate update;
-    if (!update.allowed())
-        return;
-    try {
-        device = resolve_device(device);
-        pools_.for_each_pool_of(device, [](PoolSlot& s) {
-            s.pool->reset_peak_stats();
-            if (s.model)
-                s.model->reset_peak_stats();
-            if (s.torch_ready.load(std::memory_order_acquire))
-                s.torch->reset_peak_stats();
-        });
-    } catch (...) {
-        GPUMEMPROF_SWALLOWED();
-    }
+    reset_stats(device, true);
 }
 
 void Profiler::reset_accumulated(int device) noexcept {
+    reset_stats(device, false);
+}
+
+void Profiler::reset_stats(int device, bool peak) noexcept {
     const LateUpdate update;
     if (!update.allowed())
         return;
     try {
         device = resolve_device(device);
-        pools_.for_each_pool_of(device, [](PoolSlot& s) {
-            s.pool->reset_accumulated_stats();
+        pools_.for_each_pool_of(device, [peak](PoolSlot& s) {
+            const auto reset = [peak](auto& stats) {
+                if (peak)
+                    stats.reset_peak_stats();
+                else
+                    stats.reset_accumulated_stats();
+            };
+            reset(*s.pool);
             if (s.model)
-                s.model->reset_accumulated_stats();
+                reset(*s.model);
             if (s.torch_ready.load(std::memory_order_acquire))
-                s.torch->reset_accumulated_stats();
+                reset(*s.torch);
         });
     } catch (...) {
         GPUMEMPROF_SWALLOWED();

@@ -302,6 +302,8 @@ public:
     void set_framework_env() noexcept;
 
 private:
+    /// reset_peak (peak) or reset_accumulated: the pools, models and PyTorch mirrors of `device`.
+    void reset_stats(int device, bool peak) noexcept;
     /// exit, quick_exit and fork handlers for instance()'s profiler.
     static void install_process_handlers() noexcept;
     /// instance()'s first call: makes the profiler (once, whichever threads race) and publishes it.
