@@ -119,14 +119,9 @@ __attribute__((noinline)) double alt_outer(int n, bool cold, int captures, bool 
     g_alt_ns.clear();
     for (int i = 0; i < captures; ++i) {
         if (paths > 2) {
-            switch (i % paths) {
-            case 0: alt_mid<48>(10); break;
-            case 1: alt_mid<48, 1>(10); break;
-            case 2: alt_mid<48, 2>(10); break;
-            case 3: alt_mid<48, 3>(10); break;
-            case 4: alt_mid<48, 4>(10); break;
-            default: alt_mid<48, 5>(10); break;
-            }
+            static void (*const kSameDepth[])(int) = {alt_mid<48>,    alt_mid<48, 1>, alt_mid<48, 2>,
+                                                      alt_mid<48, 3>, alt_mid<48, 4>, alt_mid<48, 5>};
+            kSameDepth[i % std::min(paths, 6)](10);
         } else if (i % 2 == 0)
             alt_mid<48>(10);
         else if (same_depth)
