@@ -620,8 +620,12 @@ def check_frameworks(lib):
                    for r in plain + prof)
         n = out_prof["allocations"]
         per_call = lambda rs: statistics.median(r["out"]["seconds"] for r in rs) / n * 1e6
-        record(f"{fw}_seen_and_unchanged", same and min(calls) >= n, async_calls=calls, allocations=n,
-               check=out_prof["check"], torch_allocated=out_prof["torch_allocated"],
+        # The device accounting's readings (each asks the driver): blocks from the pool's reserve take none.
+        readings = [r["reports"][-1]["devices"][0].get("device_accounting", {}).get("readings") or 0 for r in prof]
+        # Every run's figures (the three plain runs, then the three preloaded), so that a difference names its run.
+        record(f"{fw}_seen_and_unchanged", same and min(calls) >= n and max(readings) <= 50, async_calls=calls,
+               allocations=n, checksums=[r["out"]["check"] for r in plain + prof],
+               torch_allocated=[r["out"]["torch_allocated"] for r in plain + prof], readings=readings,
                us_per_allocation_plain=round(per_call(plain), 3), us_per_allocation_preload=round(per_call(prof), 3))
 
 

@@ -36,10 +36,10 @@ bool DeviceAccounting::due(int device, std::int64_t accounted) const {
     return accounted >= last + step || accounted <= last - step;
 }
 
-void DeviceAccounting::add(int device, AccountingReading r) {
+void DeviceAccounting::add(int device, AccountingReading r, std::int64_t accounted) {
     std::lock_guard lock(mutex_);
     Device& d = devices_[device];
-    d.last_accounted = r.accounted();
+    d.last_accounted = accounted;
     ++d.readings;
     if (!d.has_peak || r.driver_used > d.peak.driver_used) {
         d.peak = r;

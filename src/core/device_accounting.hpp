@@ -55,7 +55,10 @@ public:
     std::int64_t baseline(int device) const;
     /// A reading is due once the accounted total moved by 4 MiB or 1% since the last one.
     bool due(int device, std::int64_t accounted) const;
-    void add(int device, AccountingReading r);
+    /// `accounted`: the total due() was given for this reading. The buckets read with the
+    /// driver's figure (what the stream-ordered pools keep) are not part of it: a total that
+    /// counted them would be compared with one that does not, and every call would be due.
+    void add(int device, AccountingReading r, std::int64_t accounted);
     void set_exit(int device, AccountingReading r);
     std::map<int, Device> snapshot() const;
     /// What a device held at an OOM (the first kMaxOomSplits are kept).

@@ -147,10 +147,11 @@ void Profiler::account_if_acquired(const DriverApi& api) noexcept {
     try {
         AccountingReading r;
         accounting_buckets(device, &r);
-        if (!accounting_.due(device, r.accounted()) || !read_driver_used(api, device, &r))
+        const std::int64_t accounted = r.accounted();
+        if (!accounting_.due(device, accounted) || !read_driver_used(api, device, &r))
             return;
         r.pool_sites = stacks::Recorder::instance().live_by_site(device);
-        accounting_.add(device, std::move(r));
+        accounting_.add(device, std::move(r), accounted);
     } catch (...) {
         GPUMEMPROF_SWALLOWED();
     }
