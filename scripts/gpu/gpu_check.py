@@ -605,11 +605,14 @@ def check_frameworks(lib):
     # cudaMallocAsync is the program's (none taken for PyTorch's), the same results and the same
     # view of PyTorch's memory as without us; and what each call costs (with PyTorch's allocator
     # loaded, each one looks for it in the caller's stack: the figure for that walk).
+    # PyTorch's allocator attached, as by default (main() sets GPUMEMPROF_TORCH=pool for the
+    # checks of our pool: with it, torch.cuda.memory_allocated() reads 0 under the preload).
+    attach = {"GPUMEMPROF_TORCH": "attach"}
     for fw in ("cupy_async", "cupy_async_torch"):
         plain, prof = [], []
         for _ in range(3):  # by turns
             plain.append(run([sys.executable, script, fw]))
-            prof.append(run([sys.executable, script, fw], preload=lib))
+            prof.append(run([sys.executable, script, fw], attach, preload=lib))
         bad = [r for r in plain + prof if r["rc"] != 0 or not r["out"]]
         if bad or not all(r["reports"] for r in prof):
             record(f"{fw}_seen_and_unchanged", False, rc=[r["rc"] for r in plain + prof], stderr=(bad or prof)[0]["stderr"])
