@@ -230,9 +230,9 @@ def case_driver_footprint_async_pool(args, tmp):
     # The pool keeps the 16 MiB segment cached, the driver's pool the 24 MiB.
     c.eq("at exit (both freed): the split (MiB)", accounting_split(acc.get("at_exit", {})),
          (40, {"gpumemprof's pool: cached, free": 16, kept: 24}, 0))
-    # The 2000 small blocks move the figures by 64 KiB: no reading is due for them (each one
-    # asks the driver; all 4000 calls did while the pool's reserve was compared with a total
-    # that left it out: 4-10 us a CuPy allocation on an H100).
+    # The 2000 small blocks move the figures by 64 KiB: no reading is due for them (a reading
+    # asks the driver; each allocation took one, 2003 in all, while the pool's reserve was
+    # compared with a total that left it out: 4-10 us a CuPy allocation on an H100).
     readings = acc.get("readings", 0)
     c.true("readings taken (the small blocks take none)", 0 < readings <= 8, readings)
     return c.finish([plain, pre])
