@@ -235,6 +235,8 @@ def case_driver_footprint_async_pool(args, tmp):
     # compared with a total that left it out: 4-10 us a CuPy allocation on an H100).
     readings = acc.get("readings", 0)
     c.true("readings taken (the small blocks take none)", 0 < readings <= 8, readings)
+    added = {n: pre.sim_calls(n) - plain.sim_calls(n) for n in ("cuMemGetInfo_v2", "cuMemPoolGetAttribute")}
+    c.true("driver calls of the preload's own, whole run (not one a block)", max(added.values()) <= 40, added)
     return c.finish([plain, pre])
 
 
