@@ -136,8 +136,8 @@ bool CallerModules::torch_allocator_loaded() noexcept {
     if (range.hi <= range.lo)
         return false;
     // Two threads' looks may both get here: they store the same range.
-    torch_code_lo_.store(range.lo, std::memory_order_relaxed);
-    torch_code_hi_.store(range.hi, std::memory_order_relaxed);
+    torch_range_lo_.store(range.lo, std::memory_order_relaxed);
+    torch_range_hi_.store(range.hi, std::memory_order_relaxed);
     torch_loaded_.store(true, std::memory_order_release); // publishes the range
     return true;
 }
@@ -149,8 +149,8 @@ std::uint16_t CallerModules::torch_allocator_in_stack(bool* direct) noexcept {
     std::uintptr_t ips[kAllocatorFrames];
     const int n = stacks::capture_backtrace(ips, kAllocatorFrames, 1);
     // Its range first, so that a stack without it (CuPy's, JAX's) costs no module lookups.
-    const std::uintptr_t lo = torch_code_lo_.load(std::memory_order_relaxed);
-    const std::uintptr_t size = torch_code_hi_.load(std::memory_order_relaxed) - lo;
+    const std::uintptr_t lo = torch_range_lo_.load(std::memory_order_relaxed);
+    const std::uintptr_t size = torch_range_hi_.load(std::memory_order_relaxed) - lo;
     int at = 0;
     while (at < n && ips[at] - lo >= size)
         ++at;

@@ -36,15 +36,19 @@ bool DeviceAccounting::due(int device, std::int64_t accounted) const {
     return accounted >= last + step || accounted <= last - step;
 }
 
+void DeviceAccounting::note_peak(Device& d, const AccountingReading& r) {
+    if (!d.has_peak || r.driver_used > d.peak.driver_used) {
+        d.peak = r;
+        d.has_peak = true;
+    }
+}
+
 void DeviceAccounting::add(int device, AccountingReading r, std::int64_t accounted) {
     std::lock_guard lock(mutex_);
     Device& d = devices_[device];
     d.last_accounted = accounted;
     ++d.readings;
-    if (!d.has_peak || r.driver_used > d.peak.driver_used) {
-        d.peak = r;
-        d.has_peak = true;
-    }
+    note_peak(d, r);
     r.pool_sites.clear(); // the history keeps the buckets only
     if (d.history.size() >= kMaxHistory) {
         std::vector<AccountingReading> kept;
@@ -58,10 +62,7 @@ void DeviceAccounting::add(int device, AccountingReading r, std::int64_t account
 void DeviceAccounting::set_exit(int device, AccountingReading r) {
     std::lock_guard lock(mutex_);
     Device& d = devices_[device];
-    if (!d.has_peak || r.driver_used > d.peak.driver_used) {
-        d.peak = r;
-        d.has_peak = true;
-    }
+    note_peak(d, r);
     d.exit = r;
     d.has_exit = true;
     // The history ends at exit (one exit reading: a second replaces the first).

@@ -70,6 +70,7 @@ public:
     static constexpr std::size_t kMaxOomSplits = 1000;
 
 private:
+    static void note_peak(Device& d, const AccountingReading& r); ///< requires mutex_
     mutable std::mutex mutex_;
     std::map<int, Device> devices_;
     std::vector<report::OomSplit> ooms_;

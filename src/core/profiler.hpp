@@ -335,6 +335,17 @@ private:
     /// profiler's thread may still be behind by milliseconds: a footprint window's two readings
     /// must move with the driver's figure, or another thread's segment counts as the driver's.
     void accounting_buckets(int device, AccountingReading* r, bool in_step = false) const;
+    /// The figures the buckets are named from. A reading's gate totals them on every allocation
+    /// that obtained memory, so they are read without naming a bucket or copying the ledger.
+    struct AccountingFigures {
+        std::int64_t baseline = 0;
+        bool attached = false; ///< PyTorch's allocator followed: its figures, not its segments
+        std::int64_t torch_allocated = 0, torch_cached = 0, torch_private = 0, torch_segments = 0;
+        std::int64_t pool_allocated = 0, pool_cached = 0, own_streams = 0, async = 0, vmm_physical = 0;
+        std::int64_t footprint[kFootprintCauses] = {};
+        std::int64_t total() const noexcept; ///< what the buckets sum to
+    };
+    AccountingFigures accounting_figures(int device, bool in_step) const;
     static TorchControlSink torch_control() noexcept;
     void torch_event(const TorchEvent& ev) noexcept;
     void torch_block_event(const TorchBlockEvent& b, EventCost::Clock& clock) noexcept;

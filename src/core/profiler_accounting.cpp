@@ -142,13 +142,18 @@ void Profiler::account_if_acquired(const DriverApi& api) noexcept {
     if (device < 0)
         return;
     if (process_exiting() || streams_.captures.load(std::memory_order_acquire) > 0)
-        return;    // no driver call of ours may join a stream capture
-    torch_drain(); // PyTorch's blocks as of now
+        return; // no driver call of ours may join a stream capture
     try {
+        // The gate runs on every allocation that obtained memory (each cudaMallocAsync of a
+        // library's stream-ordered pool): it totals the figures, and drains PyTorch's events,
+        // names the buckets and asks the driver only when a reading is due.
+        if (!accounting_.due(device, accounting_figures(device, false).total()))
+            return;
+        torch_drain(); // PyTorch's blocks as of now
         AccountingReading r;
         accounting_buckets(device, &r);
         const std::int64_t accounted = r.accounted();
-        if (!accounting_.due(device, accounted) || !read_driver_used(api, device, &r))
+        if (!read_driver_used(api, device, &r))
             return;
         r.pool_sites = stacks::Recorder::instance().live_by_site(device);
         accounting_.add(device, std::move(r), accounted);
@@ -176,25 +181,19 @@ bool Profiler::read_driver_used(const DriverApi& api, int device, AccountingRead
     return true;
 }
 
-void Profiler::accounting_buckets(int device, AccountingReading* r, bool in_step) const {
-    auto add = [&](const char* name, std::int64_t bytes) {
-        if (bytes != 0)
-            r->buckets.emplace_back(name, bytes);
-    };
-    add("context and modules loaded before the first allocation", accounting_.baseline(device));
-    std::int64_t pool_allocated = 0, pool_cached = 0, own_streams = 0;
-    std::int64_t torch_allocated = 0, torch_cached = 0, torch_private = 0;
-    bool attached = false;
+Profiler::AccountingFigures Profiler::accounting_figures(int device, bool in_step) const {
+    AccountingFigures f;
+    f.baseline = accounting_.baseline(device);
     pools_.for_each_live([&](PoolSlot* s) {
         if (s->device != device)
             return false;
         const stats::DeviceStats st = s->pool->stats();
-        pool_allocated += st.allocated_bytes[stats::kAll].current;
-        pool_cached += st.reserved_bytes[stats::kAll].current - st.allocated_bytes[stats::kAll].current;
+        f.pool_allocated += st.allocated_bytes[stats::kAll].current;
+        f.pool_cached += st.reserved_bytes[stats::kAll].current - st.allocated_bytes[stats::kAll].current;
         if (s->backend)
-            own_streams += s->backend->own_stream_bytes();
+            f.own_streams += s->backend->own_stream_bytes();
         if (s->torch_ready.load(std::memory_order_acquire)) {
-            attached = true;
+            f.attached = true;
             if (in_step)
                 return false; // PyTorch's part comes from the ledger below: its stats are not read
             const stats::DeviceStats t = s->torch->stats();
@@ -203,39 +202,61 @@ void Profiler::accounting_buckets(int device, AccountingReading* r, bool in_step
                 priv_reserved += p.reserved;
                 priv_allocated += p.allocated;
             }
-            torch_allocated += t.allocated_bytes[stats::kAll].current - priv_allocated;
-            torch_cached += t.reserved_bytes[stats::kAll].current - t.allocated_bytes[stats::kAll].current -
-                            (priv_reserved - priv_allocated);
-            torch_private += priv_reserved;
+            f.torch_allocated += t.allocated_bytes[stats::kAll].current - priv_allocated;
+            f.torch_cached += t.reserved_bytes[stats::kAll].current - t.allocated_bytes[stats::kAll].current -
+                              (priv_reserved - priv_allocated);
+            f.torch_private += priv_reserved;
         }
         return false;
     });
-    const auto ledgers = ledger_.snapshot();
-    const auto it = ledgers.find(device);
-    auto kind = [&](Kind k) { return it == ledgers.end() ? 0 : it->second.kinds[static_cast<int>(k)].current_bytes; };
     // A MemPool allocator's managed segments are in PyTorch's private pools, but not device memory
     // until their pages move there: the driver's figure holds those pages as any managed memory's,
     // in the unexplained part (its line says so).
-    torch_private = std::max<std::int64_t>(0, torch_private - kind(Kind::torch_managed));
-    if (attached && !in_step) {
-        add("PyTorch's caching allocator: allocated", torch_allocated);
-        add("PyTorch's caching allocator: cached, free", torch_cached);
-        add("PyTorch's private pools (CUDA graphs, MemPool)", torch_private);
-    } else if (const std::int64_t segments =
-                   kind(Kind::torch_segment) + kind(Kind::torch_physical) + kind(Kind::torch_async);
-               segments > 0) {
+    f.torch_private = std::max<std::int64_t>(0, f.torch_private - ledger_.current_bytes(device, {Kind::torch_managed}));
+    if (!f.attached || in_step)
         // Not attached (GPUMEMPROF_TORCH=off, or a version we do not know), or in step with the
         // driver's calls: its segments only.
-        add("PyTorch's caching allocator: segments", segments);
-    }
-    add(attached ? "gpumemprof's pool (other libraries): allocated" : "gpumemprof's pool: allocated", pool_allocated);
-    add(attached ? "gpumemprof's pool (other libraries): cached, free" : "gpumemprof's pool: cached, free",
-        pool_cached);
-    add("gpumemprof's own stream (the pool's fences)", own_streams);
-    add(kAsyncBucket, kind(Kind::async));
-    add("VMM physical memory (cuMemCreate)", kind(Kind::vmm_physical));
+        f.torch_segments = std::max<std::int64_t>(
+            0, ledger_.current_bytes(device, {Kind::torch_segment, Kind::torch_physical, Kind::torch_async}));
+    f.async = ledger_.current_bytes(device, {Kind::async});
+    f.vmm_physical = ledger_.current_bytes(device, {Kind::vmm_physical});
     for (int c = 0; c < kFootprintCauses; ++c)
-        add(footprint_bucket(static_cast<FootprintCause>(c)), footprint_.bytes(device, static_cast<FootprintCause>(c)));
+        f.footprint[c] = footprint_.bytes(device, static_cast<FootprintCause>(c));
+    return f;
+}
+
+std::int64_t Profiler::AccountingFigures::total() const noexcept {
+    // PyTorch's figures and its segments are never both set.
+    std::int64_t sum = baseline + torch_allocated + torch_cached + torch_private + torch_segments + pool_allocated +
+                       pool_cached + own_streams + async + vmm_physical;
+    for (std::int64_t b : footprint)
+        sum += b;
+    return sum;
+}
+
+void Profiler::accounting_buckets(int device, AccountingReading* r, bool in_step) const {
+    const AccountingFigures f = accounting_figures(device, in_step);
+    auto add = [&](const char* name, std::int64_t bytes) {
+        if (bytes != 0)
+            r->buckets.emplace_back(name, bytes);
+    };
+    add("context and modules loaded before the first allocation", f.baseline);
+    if (f.attached && !in_step) {
+        add("PyTorch's caching allocator: allocated", f.torch_allocated);
+        add("PyTorch's caching allocator: cached, free", f.torch_cached);
+        add("PyTorch's private pools (CUDA graphs, MemPool)", f.torch_private);
+    } else {
+        add("PyTorch's caching allocator: segments", f.torch_segments);
+    }
+    const bool attached = f.attached;
+    add(attached ? "gpumemprof's pool (other libraries): allocated" : "gpumemprof's pool: allocated", f.pool_allocated);
+    add(attached ? "gpumemprof's pool (other libraries): cached, free" : "gpumemprof's pool: cached, free",
+        f.pool_cached);
+    add("gpumemprof's own stream (the pool's fences)", f.own_streams);
+    add(kAsyncBucket, f.async);
+    add("VMM physical memory (cuMemCreate)", f.vmm_physical);
+    for (int c = 0; c < kFootprintCauses; ++c)
+        add(footprint_bucket(static_cast<FootprintCause>(c)), f.footprint[c]);
 }
 
 bool Profiler::unexplained_now(const DriverApi& api, int device, std::int64_t* out) noexcept {

@@ -20,16 +20,10 @@ int main() {
     static_cast<unsigned char*>(h)[0] = 1;
     MUST(cudaFreeHost(h));
 
-    auto unmap = entry<PFN_cuMemUnmap_v10020>("cuMemUnmap");
-    auto release = entry<PFN_cuMemRelease_v10020>("cuMemRelease");
-    auto addr_free = entry<PFN_cuMemAddressFree_v10020>("cuMemAddressFree");
     const VmmPages pages = map_pages(2 * kMiB);
-    const CUdeviceptr va = pages.va;
-    MUST(cudaMemset(reinterpret_cast<void*>(va), 7, 2 * kMiB));
+    MUST(cudaMemset(reinterpret_cast<void*>(pages.va), 7, 2 * kMiB));
     MUST(cudaDeviceSynchronize());
-    MUST(unmap(va, 2 * kMiB));
-    MUST(release(pages.handle));
-    MUST(addr_free(va, 2 * kMiB));
+    unmap_pages(pages, 2 * kMiB);
     put("done", 1);
     return 0;
 }

@@ -43,3 +43,10 @@ inline VmmPages map_pages(std::size_t bytes) {
     MUST(set_access(p.va, bytes, &acc, 1));
     return p;
 }
+
+/// Gives back what map_pages(bytes) made: unmapped, the pages released, the range freed.
+inline void unmap_pages(const VmmPages& p, std::size_t bytes) {
+    MUST(entry<PFN_cuMemUnmap_v10020>("cuMemUnmap")(p.va, bytes));
+    MUST(entry<PFN_cuMemRelease_v10020>("cuMemRelease")(p.handle));
+    MUST(entry<PFN_cuMemAddressFree_v10020>("cuMemAddressFree")(p.va, bytes));
+}
