@@ -180,6 +180,15 @@ std::int64_t PassthroughLedger::current_bytes(int device, std::initializer_list<
     return bytes;
 }
 
+std::array<std::int64_t, static_cast<int>(Kind::count)> PassthroughLedger::current_by_kind(int device) const {
+    std::array<std::int64_t, static_cast<int>(Kind::count)> bytes{};
+    std::lock_guard lock(mutex_);
+    if (const auto it = devices_.find(device); it != devices_.end())
+        for (std::size_t k = 0; k < bytes.size(); ++k)
+            bytes[k] = it->second.kinds[k].current_bytes;
+    return bytes;
+}
+
 void PassthroughLedger::clear() {
     std::lock_guard lock(mutex_);
     live_.clear();

@@ -125,6 +125,8 @@ public:
     std::map<int, DeviceLedger> snapshot() const; ///< device -1 holds host memory
     /// The bytes of `kinds`, together, live on `device` now (one reading under one lock).
     std::int64_t current_bytes(int device, std::initializer_list<Kind> kinds) const;
+    /// Every kind's bytes live on `device` now, by Kind (one reading under one lock).
+    std::array<std::int64_t, static_cast<int>(Kind::count)> current_by_kind(int device) const;
     void clear();
     void lock_for_fork() { mutex_.lock(); }
     void unlock_after_fork() { mutex_.unlock(); }

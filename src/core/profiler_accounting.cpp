@@ -212,14 +212,16 @@ Profiler::AccountingFigures Profiler::accounting_figures(int device, bool in_ste
     // A MemPool allocator's managed segments are in PyTorch's private pools, but not device memory
     // until their pages move there: the driver's figure holds those pages as any managed memory's,
     // in the unexplained part (its line says so).
-    f.torch_private = std::max<std::int64_t>(0, f.torch_private - ledger_.current_bytes(device, {Kind::torch_managed}));
+    const auto kind = ledger_.current_by_kind(device);
+    auto bytes = [&](Kind k) { return kind[static_cast<int>(k)]; };
+    f.torch_private = std::max<std::int64_t>(0, f.torch_private - bytes(Kind::torch_managed));
     if (!f.attached || in_step)
         // Not attached (GPUMEMPROF_TORCH=off, or a version we do not know), or in step with the
         // driver's calls: its segments only.
-        f.torch_segments = std::max<std::int64_t>(
-            0, ledger_.current_bytes(device, {Kind::torch_segment, Kind::torch_physical, Kind::torch_async}));
-    f.async = ledger_.current_bytes(device, {Kind::async});
-    f.vmm_physical = ledger_.current_bytes(device, {Kind::vmm_physical});
+        f.torch_segments = std::max<std::int64_t>(0, bytes(Kind::torch_segment) + bytes(Kind::torch_physical) +
+                                                         bytes(Kind::torch_async));
+    f.async = bytes(Kind::async);
+    f.vmm_physical = bytes(Kind::vmm_physical);
     for (int c = 0; c < kFootprintCauses; ++c)
         f.footprint[c] = footprint_.bytes(device, static_cast<FootprintCause>(c));
     return f;

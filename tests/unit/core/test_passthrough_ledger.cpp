@@ -51,6 +51,14 @@ TEST_CASE("ledger: the live bytes of several kinds on one device, together", "[l
     CHECK(l.current_bytes(0, {Kind::managed}) == 1024);
     CHECK(l.current_bytes(1, {Kind::async, Kind::torch_async}) == 512);
     CHECK(l.current_bytes(3, {Kind::async}) == 0); // a device never seen
+    // Every kind at once (the device accounting's gate): the same figures, by kind.
+    const auto by_kind = l.current_by_kind(0);
+    CHECK(by_kind[static_cast<int>(Kind::async)] == 256);
+    CHECK(by_kind[static_cast<int>(Kind::torch_async)] == 1 << 20);
+    CHECK(by_kind[static_cast<int>(Kind::managed)] == 1024);
+    CHECK(by_kind[static_cast<int>(Kind::vmm_physical)] == 0);
+    CHECK(l.current_by_kind(1)[static_cast<int>(Kind::async)] == 512);
+    CHECK(l.current_by_kind(3)[static_cast<int>(Kind::async)] == 0);
 }
 
 TEST_CASE("ledger: a free of an unknown key or of another kind changes nothing", "[ledger]") {
