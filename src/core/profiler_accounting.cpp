@@ -147,16 +147,19 @@ void Profiler::account_if_acquired(const DriverApi& api) noexcept {
         // The gate runs on every allocation that obtained memory (each cudaMallocAsync of a
         // library's stream-ordered pool): it totals the figures, and drains PyTorch's events,
         // names the buckets and asks the driver only when a reading is due.
-        if (!accounting_.due(device, accounting_figures(device, false).total()))
+        // The next gate compares its total with this one, taken as PyTorch's events stood
+        // before the drain, as its own will be: a total after it would differ by whatever the
+        // profiler's thread had still to handle, and make every call due while that is 4 MiB.
+        const std::int64_t checked = accounting_figures(device, false).total();
+        if (!accounting_.due(device, checked))
             return;
         torch_drain(); // PyTorch's blocks as of now
         AccountingReading r;
         accounting_buckets(device, &r);
-        const std::int64_t accounted = r.accounted();
         if (!read_driver_used(api, device, &r))
             return;
         r.pool_sites = stacks::Recorder::instance().live_by_site(device);
-        accounting_.add(device, std::move(r), accounted);
+        accounting_.add(device, std::move(r), checked);
     } catch (...) {
         GPUMEMPROF_SWALLOWED();
     }
