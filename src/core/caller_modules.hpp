@@ -70,8 +70,8 @@ private:
     std::atomic<int> torch_allocator_{-1};
     std::atomic<std::uint8_t> cuda_or_ours_[kMaxModules] = {}; ///< 0: not looked up, 1: yes, 2: no
     std::atomic<bool> torch_loaded_{false};                    ///< libc10_cuda.so seen in the loader's list
-    std::atomic<std::uintptr_t> torch_range_lo_{0},
-        torch_range_hi_{0};                          ///< its mapped range (published by torch_loaded_)
+    std::atomic<std::uintptr_t> torch_range_lo_{0};            ///< its mapped range (published by torch_loaded_)
+    std::atomic<std::uintptr_t> torch_range_hi_{0};
     std::atomic<std::uint64_t> torch_looked_at_{0};  ///< the time-stamp counter at the last look
     std::atomic<unsigned long long> looked_adds_{0}; ///< the loader's count of loads then
 };

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The device's first memory is VMM physical memory (cuMemCreate, mapped), as under PyTorch's
-// expandable segments; a cudaMalloc follows, then 32 MiB more pages for a while. The driver's used figure before the
-// first allocation is the context alone: the VMM pages are not part of it.
+// expandable segments; a cudaMalloc follows, then 32 MiB more pages for a while. The driver's
+// used figure before the first allocation is the context alone: the VMM pages are not part of it.
 #include "vmm_pages.hpp"
 
 int main() {
