@@ -146,10 +146,10 @@ void Profiler::account_if_acquired(const DriverApi& api) noexcept {
     try {
         // The gate runs on every allocation that obtained memory (each cudaMallocAsync of a
         // library's stream-ordered pool): it totals the figures, and drains PyTorch's events,
-        // names the buckets and asks the driver only when a reading is due.
-        // The next gate compares its total with this one, taken as PyTorch's events stood
-        // before the drain, as its own will be: a total after it would differ by whatever the
-        // profiler's thread had still to handle, and make every call due while that is 4 MiB.
+        // names the buckets and asks the driver only when a reading is due. The total kept for
+        // the next gate is this one, taken before the drain as the next will be: one taken after
+        // it would differ by what the profiler's thread had still to handle, and make every call
+        // due while that is 4 MiB or more.
         const std::int64_t checked = accounting_figures(device, false).total();
         if (!accounting_.due(device, checked))
             return;
@@ -253,9 +253,9 @@ void Profiler::accounting_buckets(int device, AccountingReading* r, bool in_step
     } else {
         add("PyTorch's caching allocator: segments", f.torch_segments);
     }
-    const bool attached = f.attached;
-    add(attached ? "gpumemprof's pool (other libraries): allocated" : "gpumemprof's pool: allocated", f.pool_allocated);
-    add(attached ? "gpumemprof's pool (other libraries): cached, free" : "gpumemprof's pool: cached, free",
+    add(f.attached ? "gpumemprof's pool (other libraries): allocated" : "gpumemprof's pool: allocated",
+        f.pool_allocated);
+    add(f.attached ? "gpumemprof's pool (other libraries): cached, free" : "gpumemprof's pool: cached, free",
         f.pool_cached);
     add("gpumemprof's own stream (the pool's fences)", f.own_streams);
     add(kAsyncBucket, f.async);
